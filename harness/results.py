@@ -1,0 +1,176 @@
+"""Result dataclasses and their versioned JSON form.
+
+Everything the harness measures ends up in a :class:`RunResult`. Raw samples are kept in
+nanoseconds, unrounded; rounding happens only when formatting a table.
+
+Schema history (``SCHEMA_VERSION``):
+  1 - first version: run, device, cases with stats (samples_ns), score_us, SOL per case.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Verdicts, from best to worst. A run's verdict is the worst verdict among its cases.
+PASS = "pass"          # output checked and correct (and timed, for benchmark cases)
+FAIL = "fail"          # wrong output (values, NaN/inf, shape, dtype, device)
+ERROR = "error"        # could not import, compile or run (exception, crash, missing module, OOM)
+TIMEOUT = "timeout"    # ran past the task's timeout for the mode
+REJECTED = "rejected"  # refused by policy or caught tampering
+NOT_RUN = "not_run"    # never reached because an earlier case ended the worker
+VERDICTS = (PASS, FAIL, ERROR, TIMEOUT, REJECTED, NOT_RUN)
+_SEVERITY = {PASS: 0, NOT_RUN: 1, FAIL: 2, ERROR: 3, TIMEOUT: 4, REJECTED: 5}
+
+
+def worst_verdict(verdicts) -> str:
+    verdicts = list(verdicts)
+    if not verdicts:
+        return ERROR
+    return max(verdicts, key=_SEVERITY.__getitem__)
+
+
+@dataclass
+class Stats:
+    """Every sample plus its summary, in nanoseconds."""
+
+    samples_ns: list[float]
+    runs: int
+    mean: float
+    std: float
+    stderr: float
+    median: float
+    min: float
+    max: float
+
+    @classmethod
+    def from_samples(cls, samples_ns) -> "Stats":
+        xs = [float(x) for x in samples_ns]
+        if not xs:
+            raise ValueError("Stats need at least one sample")
+        n = len(xs)
+        mean = math.fsum(xs) / n
+        std = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else math.nan
+        stderr = std / math.sqrt(n) if n > 1 else math.nan
+        s = sorted(xs)
+        median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+        return cls(samples_ns=xs, runs=n, mean=mean, std=std, stderr=stderr, median=median,
+                   min=s[0], max=s[-1])
+
+    @property
+    def relative_error(self) -> float:
+        return self.stderr / self.mean if self.mean > 0 and not math.isnan(self.stderr) else math.inf
+
+
+@dataclass
+class SpeedOfLight:
+    """How close a case is to the hardware limit of the device it ran on."""
+
+    time_ns: float | None      # max(memory time, compute time, launch floor); None when the device is unknown
+    bound: str | None          # "memory" | "compute" | "launch" | None
+    percent: float | None      # 100 * sol / measured mean
+    bytes: int = 0
+    flops: int = 0
+    note: str = ""             # e.g. "unknown GPU 'X': no peak numbers"
+
+
+@dataclass
+class CaseResult:
+    kind: str                  # "test" | "benchmark" | "leaderboard"
+    spec: dict[str, Any]
+    verdict: str
+    message: str = ""
+    stats: Stats | None = None
+    baseline_us: float | None = None   # the task's published baseline for this shape, when it has one
+    sol: SpeedOfLight | None = None
+    extra: dict[str, Any] = field(default_factory=dict)   # kernel-only time, clocks, ... (documented in README)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeviceInfo:
+    name: str
+    kind: str                  # "cuda" | "rocm" | "cpu"
+    driver: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    capability: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    memory_bytes: int | None = None
+
+
+@dataclass
+class SubmissionInfo:
+    path: str
+    sha256: str
+    name: str
+
+
+@dataclass
+class RunResult:
+    task: str
+    submission: SubmissionInfo
+    mode: str
+    device: DeviceInfo
+    verdict: str
+    message: str = ""
+    score_us: float | None = None      # the task's ranking rule over benchmark means; only when all passed
+    cases: list[CaseResult] = field(default_factory=list)
+    started_at: str = ""               # ISO 8601, UTC
+    finished_at: str = ""
+    wall_s: float | None = None
+    harness_version: str = ""
+    complete: bool = True              # False when the run was interrupted
+    stdout: str = ""                   # the submission's captured output, capped
+    stderr: str = ""
+    warnings: list[str] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)   # static scan findings
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean(dataclasses.asdict(self))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
+        d = dict(d)
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"result has schema_version {version!r}; this harness reads {SCHEMA_VERSION}")
+        d["submission"] = SubmissionInfo(**d["submission"])
+        d["device"] = DeviceInfo(**d["device"])
+        cases = []
+        for c in d.get("cases", []):
+            c = dict(c)
+            if c.get("stats") is not None:
+                c["stats"] = Stats(**c["stats"])
+            if c.get("sol") is not None:
+                c["sol"] = SpeedOfLight(**c["sol"])
+            cases.append(CaseResult(**c))
+        d["cases"] = cases
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunResult":
+        return cls.from_dict(json.loads(text))
+
+    def benchmark_cases(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.kind in ("benchmark", "leaderboard")]
+
+
+def _clean(obj):
+    """JSON cannot carry NaN/inf: store them as null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
