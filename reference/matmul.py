@@ -1,0 +1,54 @@
+"""Reference GEMMs of the two tasks: dequantize to float32, float32 matmul, cast."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .fp4 import as_uint8
+from .mxfp4 import dequantize_mxfp4, quantize_mxfp4
+from .nvfp4 import dequantize_nvfp4
+
+__all__ = ["ieee_fp32_matmul", "mxfp4_mm_reference", "nvfp4_gemm_reference"]
+
+
+@contextlib.contextmanager
+def ieee_fp32_matmul():
+    """Run float32 matmuls in full IEEE precision (no TF32) on CUDA/ROCm, restoring the setting after."""
+    mm = torch.backends.cuda.matmul
+    old = mm.allow_tf32
+    mm.allow_tf32 = False
+    try:
+        yield
+    finally:
+        mm.allow_tf32 = old
+
+
+def mxfp4_mm_reference(a: torch.Tensor, b_q: torch.Tensor, b_scales: torch.Tensor) -> torch.Tensor:
+    """``C = dequant(quant_mxfp4(A)) @ dequant(B_q)^T`` as bf16 ``[M, N]``.
+
+    ``a``: ``[M, K]`` (bf16); ``b_q``: packed ``[N, K/2]`` (uint8/fp4x2); ``b_scales``: UNshuffled e8m0
+    scales ``[N, K/32]`` (extra padded rows/columns are ignored).
+    """
+    m, k = a.shape
+    n = b_q.shape[0]
+    a_q, a_s = quantize_mxfp4(a)
+    a_f = dequantize_mxfp4(a_q, a_s)
+    b_f = dequantize_mxfp4(b_q, as_uint8(b_scales)[:n])
+    if b_f.shape != (n, k):
+        raise ValueError(f"mxfp4_mm_reference: A is {tuple(a.shape)} but B_q unpacks to {tuple(b_f.shape)}")
+    with ieee_fp32_matmul():
+        return (a_f @ b_f.T).to(torch.bfloat16)
+
+
+def nvfp4_gemm_reference(a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
+    """``C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T`` as fp16 ``[M, N, L]``.
+
+    ``a [M, K/2, L]``, ``b [N, K/2, L]`` (fp4x2/uint8), ``sfa [M, K/16, L]``, ``sfb [N, K/16, L]``
+    (e4m3/uint8); strided views are fine. The result is a new tensor with memory order (L, M, N).
+    """
+    a_f = dequantize_nvfp4(a.permute(2, 0, 1), sfa.permute(2, 0, 1))   # [L, M, K]
+    b_f = dequantize_nvfp4(b.permute(2, 0, 1), sfb.permute(2, 0, 1))   # [L, N, K]
+    with ieee_fp32_matmul():
+        c = torch.matmul(a_f, b_f.transpose(1, 2))                      # [L, M, N]
+    return c.to(torch.float16).permute(1, 2, 0)
