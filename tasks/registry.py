@@ -1,0 +1,294 @@
+"""Load and validate task specs: ``tasks/<name>/task.yml`` + ``task.py`` -> :class:`Task`.
+
+A task.yml outside ``tasks/`` (e.g. a small-shape copy in a test) names its implementation with
+``implementation: <task name>``, or sits next to its own task.py.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+__all__ = ["TASKS_DIR", "RANKINGS", "TIMING_PROTOCOLS", "Task", "TaskSpecError", "load_task", "list_tasks"]
+
+TASKS_DIR = Path(__file__).resolve().parent
+RANKINGS = ("geom", "mean", "last")          # kernelbot's rank criteria; both tasks use geom
+TIMING_PROTOCOLS = ("per_call", "batched")
+
+_REQUIRED = ("description", "tests", "benchmarks", "ranking_by", "test_timeout", "benchmark_timeout",
+             "ranked_timeout", "target_gpu", "rtol", "atol", "timing")
+_OPTIONAL = ("baseline", "published_sol_us", "implementation")
+_MODULE_FUNCS = ("generate_input", "ref_kernel", "check_implementation", "case_problems",
+                 "case_bytes", "case_flops")
+
+
+class TaskSpecError(ValueError):
+    """An invalid task spec; the message names the file, the key (and case index) and the fix."""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    path: Path                       # the folder holding task.yml
+    description: str
+    tests: list
+    benchmarks: list
+    ranking_by: str
+    test_timeout: float
+    benchmark_timeout: float
+    ranked_timeout: float
+    target_gpu: str
+    rtol: float
+    atol: float
+    timing_protocol: str             # "per_call" | "batched"
+    inputs_per_measurement: int      # 1 for per_call
+    baseline_label: str | None
+    baseline_us: list | None         # one per benchmark, in order
+    published_sol_label: str | None
+    published_sol_us: list | None    # one per benchmark, in order
+    module: ModuleType               # the loaded task.py
+    compat_dir: Path                 # put first on a submission's sys.path (``task``, ``utils``)
+
+    def generate_input(self, case: dict, device=None) -> tuple:
+        return self.module.generate_input(**case, device=device)
+
+    def reference(self, data):
+        return self.module.ref_kernel(data)
+
+    def check(self, data, output) -> tuple[bool, str]:
+        return self.module.check_implementation(data, output, rtol=self.rtol, atol=self.atol)
+
+    def baseline_for(self, case: dict) -> float | None:
+        """The published baseline (us) of a benchmark case, or None (no baseline / not a benchmark)."""
+        if self.baseline_us is None:
+            return None
+        for bench, t in zip(self.benchmarks, self.baseline_us):
+            if bench == case:
+                return t
+        return None
+
+    def case_bytes(self, case: dict) -> int:
+        return int(self.module.case_bytes(case))
+
+    def case_flops(self, case: dict) -> int:
+        return int(self.module.case_flops(case))
+
+
+# ---------------------------------------------------------------- loading task.py
+
+_MODULES: dict[Path, ModuleType] = {}
+
+
+def _load_module(py: Path) -> ModuleType:
+    py = py.resolve()
+    mod = _MODULES.get(py)
+    if mod is None:
+        digest = hashlib.sha1(str(py).encode()).hexdigest()[:10]
+        name = f"_fp4_harness_task_{py.parent.name}_{digest}"
+        spec = importlib.util.spec_from_file_location(name, py)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        _MODULES[py] = mod
+    return mod
+
+
+# ---------------------------------------------------------------- validation helpers
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+class _Spec:
+    """Raises TaskSpecError with the file name in front of every message."""
+
+    def __init__(self, file: Path):
+        self.file = file
+
+    def fail(self, key: str, problem: str, fix: str):
+        raise TaskSpecError(f"{self.file}: {key}: {problem}; {fix}")
+
+    def number(self, raw: dict, key: str, positive: bool = True, nonneg: bool = False) -> float:
+        v = raw[key]
+        if not _is_num(v):
+            self.fail(key, f"expected a number, got {v!r} ({type(v).__name__})",
+                      f"write e.g. '{key}: 0.01' (plain decimal; YAML reads 1e-2 as a string)")
+        if positive and v <= 0:
+            self.fail(key, f"must be > 0, got {v!r}", "use a positive number")
+        if nonneg and v < 0:
+            self.fail(key, f"must be >= 0, got {v!r}", "use a non-negative number")
+        return v
+
+    def string(self, raw: dict, key: str) -> str:
+        v = raw[key]
+        if not isinstance(v, str) or not v.strip():
+            self.fail(key, f"expected a non-empty string, got {v!r}", f"write e.g. '{key}: some text'")
+        return v
+
+    def times(self, block: dict, key: str, n_bench: int) -> list:
+        t = block.get("times")
+        if not isinstance(t, list) or not all(_is_num(x) and x > 0 for x in t):
+            self.fail(f"{key}.times", f"expected a list of positive numbers, got {t!r}",
+                      "give one time in microseconds per benchmark case")
+        if len(t) != n_bench:
+            self.fail(f"{key}.times", f"has {len(t)} entries but there are {n_bench} benchmarks",
+                      "give exactly one time per benchmark case, in benchmark order")
+        return [float(x) for x in t]
+
+    def cases(self, raw: dict, key: str, module: ModuleType) -> list:
+        cases = raw[key]
+        keys = tuple(module.CASE_KEYS)
+        if not isinstance(cases, list) or not cases:
+            self.fail(key, f"expected a non-empty list of cases, got {cases!r}",
+                      "write e.g. '- {" + ", ".join(f"{k}: 1" for k in keys) + "}'")
+        out = []
+        for i, case in enumerate(cases):
+            where = f"{key}[{i}]"
+            if not isinstance(case, dict):
+                self.fail(where, f"expected a mapping, got {case!r}", f"give the keys {', '.join(keys)}")
+            unknown = sorted(set(case) - set(keys))
+            if unknown:
+                self.fail(f"{where}.{unknown[0]}", f"unknown case key (allowed: {', '.join(keys)})",
+                          "remove it or fix its spelling")
+            missing = [k for k in keys if k not in case]
+            if missing:
+                self.fail(f"{where}.{missing[0]}", "missing case key", f"add '{missing[0]}: <int>'")
+            for k in keys:
+                if not _is_int(case[k]):
+                    self.fail(f"{where}.{k}", f"expected an integer, got {case[k]!r}", "use a whole number")
+            problems = module.case_problems(case)
+            if problems:
+                bad_key = next((k for k in keys if problems[0].startswith(f"{k}=")), keys[0])
+                self.fail(f"{where}.{bad_key}", problems[0], "fix this case's shape")
+            out.append(dict(case))
+        return out
+
+
+# ---------------------------------------------------------------- public API
+
+def _resolve(name_or_path) -> Path:
+    p = Path(name_or_path)
+    if isinstance(name_or_path, str) and "/" not in name_or_path and not name_or_path.endswith(".yml") \
+            and (TASKS_DIR / name_or_path / "task.yml").is_file():
+        return TASKS_DIR / name_or_path / "task.yml"
+    if p.is_dir():
+        p = p / "task.yml"
+    if p.is_file():
+        return p.resolve()
+    raise TaskSpecError(f"no task {str(name_or_path)!r}: neither a folder under {TASKS_DIR} nor a task.yml "
+                        f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'}")
+
+
+def list_tasks() -> list[str]:
+    """Names of the task folders under ``tasks/`` (those with a task.yml)."""
+    return sorted(p.parent.name for p in TASKS_DIR.glob("*/task.yml") if not p.parent.name.startswith("_"))
+
+
+def load_task(name_or_path) -> Task:
+    """Load a task by name (``"mxfp4_mm"``) or by path to a task.yml or a folder holding one."""
+    file = _resolve(name_or_path)
+    v = _Spec(file)
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        raise TaskSpecError(f"{file}: not valid YAML ({exc}); fix the syntax") from exc
+    if not isinstance(raw, dict):
+        v.fail("(top level)", f"expected a mapping of keys, got {type(raw).__name__}",
+               f"write 'key: value' lines with the keys {', '.join(_REQUIRED)}")
+    for key in raw:
+        if key not in _REQUIRED and key not in _OPTIONAL:
+            v.fail(str(key), "unknown key", f"remove it or use one of: {', '.join(_REQUIRED + _OPTIONAL)}")
+    for key in _REQUIRED:
+        if key not in raw:
+            v.fail(key, "missing required field", f"add '{key}:' (see tasks/mxfp4_mm/task.yml for an example)")
+
+    # which task.py implements it
+    impl = raw.get("implementation")
+    if impl is not None:
+        if not isinstance(impl, str) or not (TASKS_DIR / impl / "task.py").is_file():
+            v.fail("implementation", f"{impl!r} is not a task under {TASKS_DIR}",
+                   f"use one of: {', '.join(list_tasks())}")
+        impl_dir = TASKS_DIR / impl
+    elif (file.parent / "task.py").is_file():
+        impl_dir = file.parent
+    else:
+        v.fail("implementation", "missing, and there is no task.py next to this task.yml",
+               f"add 'implementation: <task>' with one of: {', '.join(list_tasks())}")
+    module = _load_module(impl_dir / "task.py")
+    missing_funcs = [f for f in _MODULE_FUNCS if not callable(getattr(module, f, None))]
+    if missing_funcs or not hasattr(module, "CASE_KEYS"):
+        v.fail("implementation", f"{impl_dir / 'task.py'} lacks {', '.join(missing_funcs) or 'CASE_KEYS'}",
+               "define the task contract functions there")
+
+    description = v.string(raw, "description")
+    target_gpu = v.string(raw, "target_gpu")
+    tests = v.cases(raw, "tests", module)
+    benchmarks = v.cases(raw, "benchmarks", module)
+    ranking = raw["ranking_by"]
+    if ranking not in RANKINGS:
+        v.fail("ranking_by", f"unknown ranking {ranking!r}", f"use one of: {', '.join(RANKINGS)}")
+    timeouts = {k: v.number(raw, k) for k in ("test_timeout", "benchmark_timeout", "ranked_timeout")}
+    rtol = float(v.number(raw, "rtol", positive=False, nonneg=True))
+    atol = float(v.number(raw, "atol", positive=False, nonneg=True))
+
+    timing = raw["timing"]
+    if not isinstance(timing, dict):
+        v.fail("timing", f"expected a mapping, got {timing!r}", "write 'timing: {protocol: per_call}'")
+    for key in timing:
+        if key not in ("protocol", "inputs_per_measurement"):
+            v.fail(f"timing.{key}", "unknown key", "use only 'protocol' and 'inputs_per_measurement'")
+    protocol = timing.get("protocol")
+    if protocol not in TIMING_PROTOCOLS:
+        v.fail("timing.protocol", f"unknown timing protocol {protocol!r}",
+               f"use one of: {', '.join(TIMING_PROTOCOLS)}")
+    per = timing.get("inputs_per_measurement", 1 if protocol == "per_call" else None)
+    if not _is_int(per) or per < 1:
+        v.fail("timing.inputs_per_measurement", f"expected a positive integer, got {per!r}",
+               "batched timing needs e.g. 'inputs_per_measurement: 50'")
+    if protocol == "per_call" and per != 1:
+        v.fail("timing.inputs_per_measurement", f"is {per} but per_call timing measures one input",
+               "remove it or use protocol: batched")
+
+    def labelled(key: str, allowed: tuple, unit: bool):
+        block = raw.get(key)
+        if block is None:
+            return None, None
+        if not isinstance(block, dict):
+            v.fail(key, f"expected a mapping, got {block!r}", f"give {', '.join(allowed)}")
+        for k in block:
+            if k not in allowed:
+                v.fail(f"{key}.{k}", "unknown key", f"use only: {', '.join(allowed)}")
+        label = block.get("label")
+        if not isinstance(label, str) or not label:
+            v.fail(f"{key}.label", f"expected a non-empty string, got {label!r}", "say what was measured where")
+        if unit and block.get("unit") != "us":
+            v.fail(f"{key}.unit", f"expected 'us', got {block.get('unit')!r}", "give times in microseconds: 'unit: us'")
+        return label, v.times(block, key, len(benchmarks))
+
+    baseline_label, baseline_us = labelled("baseline", ("label", "unit", "times"), unit=True)
+    sol_label, sol_us = labelled("published_sol_us", ("label", "times"), unit=False)
+
+    name = file.parent.name if file.name == "task.yml" else file.stem
+    return Task(
+        name=name, path=file.parent, description=description, tests=tests, benchmarks=benchmarks,
+        ranking_by=ranking, test_timeout=timeouts["test_timeout"],
+        benchmark_timeout=timeouts["benchmark_timeout"], ranked_timeout=timeouts["ranked_timeout"],
+        target_gpu=target_gpu, rtol=rtol, atol=atol, timing_protocol=protocol,
+        inputs_per_measurement=per, baseline_label=baseline_label, baseline_us=baseline_us,
+        published_sol_label=sol_label, published_sol_us=sol_us, module=module,
+        compat_dir=impl_dir / "compat",
+    )
