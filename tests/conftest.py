@@ -1,0 +1,12 @@
+"""Shared pytest setup: tests marked ``gpu`` are skipped when no CUDA/ROCm device is present."""
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA or ROCm GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
