@@ -197,6 +197,17 @@ def _date(run: RunRow) -> str:
     return stamp[:16].replace("T", " ")
 
 
+def best_run(runs: list[RunRow], cases: dict[int, list[CaseRow]],
+             rule: RankRule) -> tuple[Score, RunRow, list[ShapeTime]] | None:
+    """The best-scoring complete, passing run with timings among ``runs`` (None if there is none)."""
+    scored = []
+    for r in runs:
+        shapes = shape_times(cases.get(r.id, [])) if r.complete and r.verdict == PASS else None
+        if shapes:
+            scored.append((score(shapes, rule), r, shapes))
+    return min(scored, key=lambda t: (t[0].value_us, t[1].id)) if scored else None
+
+
 def build_leaderboard(task: str, rule: RankRule, runs: list[RunRow], cases: dict[int, list[CaseRow]],
                       device: str | None = None, z: float = Z_95) -> Leaderboard:
     """Rank ``runs`` (of one task) per device; see the module docstring for every rule."""
@@ -216,13 +227,9 @@ def _board(dev: str, runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: 
     best: list[tuple[Score, RunRow, list[ShapeTime]]] = []
     unranked: list[Unranked] = []
     for sub_runs in by_sub.values():
-        scored = []
-        for r in sub_runs:
-            shapes = shape_times(cases.get(r.id, [])) if r.complete and r.verdict == PASS else None
-            if shapes:
-                scored.append((score(shapes, rule), r, shapes))
-        if scored:
-            best.append(min(scored, key=lambda t: (t[0].value_us, t[1].id)))
+        top = best_run(sub_runs, cases, rule)
+        if top is not None:
+            best.append(top)
             continue
         latest = max(sub_runs, key=lambda r: (r.started_at, r.id))
         has_pass = any(r.verdict == PASS for r in sub_runs)

@@ -1,0 +1,103 @@
+"""``compare``: is submission A faster than B, per shape and overall, beyond measurement error?"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from harness import compare as stats
+from harness.commands.history import find_runs, no_runs_error
+from harness.commands.leaderboard import add_results_dir_argument, format_rows, ranking_rule, us
+from harness.errors import UsageError
+from harness.ranking import BENCHMARK_KINDS, best_run, shape_label
+from harness.store import open_store
+
+NAME = "compare"
+HELP = "compare two stored submissions: speed-up per shape and overall, with its uncertainty"
+EXAMPLES = """  python -m harness compare submissions/a.py submissions/b.py --task mxfp4_mm
+  python -m harness compare "Fast Kernel" baseline --task mxfp4_mm --device "NVIDIA H200" --format json
+
+Each side is its best complete, passing run on the device (as on the leaderboard). The speed-up is
+mean_B / mean_A per shape and their geometric mean overall; "+-" is one standard error propagated
+from the samples (delta method), the interval is 95% (Welch-Satterthwaite degrees of freedom), and
+"no significant difference" is said when that interval includes 1."""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("a", metavar="A", help="submission file or name")
+    parser.add_argument("b", metavar="B", help="submission file or name")
+    parser.add_argument("--task", required=True, help="task name, e.g. mxfp4_mm")
+    parser.add_argument("--device", default=None, help="device (needed when both ran on several)")
+    parser.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    add_results_dir_argument(parser)
+
+
+def _best(st, task, ref, device, rule):
+    runs = find_runs(st, task, ref)
+    if not runs:
+        raise no_runs_error(st, task, ref)
+    runs = [r for r in runs if r.device_name == device]
+    top = best_run(runs, st.cases(r.id for r in runs), rule)
+    if top is None:
+        raise UsageError(f"{ref!r} has no complete, passing run with timings on {device!r}; "
+                         f"see 'python -m harness history {ref} --task {task}'")
+    return top[1]
+
+
+def _device(st, task, a, b, wanted):
+    devs_a = {r.device_name for r in find_runs(st, task, a) if r.device_name}
+    devs_b = {r.device_name for r in find_runs(st, task, b) if r.device_name}
+    common = sorted(devs_a & devs_b)
+    if wanted is not None:
+        if wanted not in common:
+            raise UsageError(f"{a!r} and {b!r} have not both run on {wanted!r}; common devices: "
+                             + (", ".join(map(repr, common)) or "none"))
+        return wanted
+    if len(common) != 1:
+        raise UsageError(f"{a!r} and {b!r} ran together on {len(common)} devices "
+                         f"({', '.join(map(repr, common)) or 'none'}); choose one with --device"
+                         if common else f"{a!r} and {b!r} never ran on the same device; results from "
+                         "different devices are not compared")
+    return common[0]
+
+
+def run(args) -> int:
+    with open_store(args.results_dir) as st:
+        for ref in (args.a, args.b):
+            if not find_runs(st, args.task, ref):
+                raise no_runs_error(st, args.task, ref)
+        device = _device(st, args.task, args.a, args.b, args.device)
+        rule, _ = ranking_rule(args.task, None, True)
+        run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
+        cases = st.cases([run_a.id, run_b.id])
+    name_a, name_b = run_a.display_name, run_b.display_name
+    if name_a == name_b:
+        name_a, name_b = f"{name_a} (run {run_a.id})", f"{name_b} (run {run_b.id})"
+    shapes_a = {shape_label(c.spec): c.stats for c in cases[run_a.id] if c.kind in BENCHMARK_KINDS}
+    shapes_b = {shape_label(c.spec): c.stats for c in cases[run_b.id] if c.kind in BENCHMARK_KINDS}
+    common = [label for label in shapes_a if label in shapes_b]
+    if not common:
+        raise UsageError(f"{name_a} and {name_b} share no benchmark shape (rerun them in the same mode)")
+    per_shape = [(label, stats.speedup(shapes_a[label], shapes_b[label])) for label in common]
+    overall = stats.geomean_speedup([r for _, r in per_shape])
+    if args.format == "json":
+        def ratio(r):
+            return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in vars(r).items()}
+        out = {"version": 1, "task": args.task, "device": device, "a": {"name": name_a, "run_id": run_a.id},
+               "b": {"name": name_b, "run_id": run_b.id},
+               "shapes": [dict(shape=label, mean_us_a=shapes_a[label].mean / 1e3, mean_us_b=shapes_b[label].mean / 1e3,
+                               speedup=ratio(r), text=stats.describe(r, name_a, name_b)) for label, r in per_shape],
+               "overall": dict(speedup=ratio(overall), text=stats.describe(overall, name_a, name_b))}
+        sys.stdout.write(json.dumps(out, indent=2, sort_keys=True, allow_nan=False) + "\n")
+        return 0
+    headers = ["shape", f"A: {name_a} (us)", f"B: {name_b} (us)", "B / A", "\u00b1", "p (Welch)", "verdict"]
+    rows = []
+    for label, r in per_shape:
+        verdict = {None: "cannot tell", False: "no significant difference"}.get(
+            r.significant, "A faster" if r.value > 1 else "B faster")
+        rows.append([label, us(shapes_a[label].mean / 1e3), us(shapes_b[label].mean / 1e3), f"{r.value:.3f}",
+                     f"{r.stderr:.3f}", f"{r.p_value:.2g}", verdict])
+    sys.stdout.write(f"{args.task} on {device}: A = {name_a} (run {run_a.id}), B = {name_b} (run {run_b.id})\n\n")
+    sys.stdout.write(format_rows(headers, rows, args.format, right=[1, 2, 3, 4, 5]))
+    sys.stdout.write("\noverall (geometric mean over shapes): " + stats.describe(overall, name_a, name_b) + "\n")
+    return 0
