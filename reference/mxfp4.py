@@ -62,6 +62,7 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """``packed [..., K/2]`` (uint8/fp4x2) and e8m0 ``scales [..., K/32]`` -> float32 ``[..., K]``.
 
+    Values past float32's range (code 7 with scale byte 254: 6 * 2**127) become inf.
     Extra scale columns (the padding of a shuffled-then-unshuffled scale tensor) are ignored.
     """
     codes = unpack_fp4(packed)
