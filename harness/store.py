@@ -312,6 +312,11 @@ class Store:
             c.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
         self._write(write)
 
+    def abandon_run(self, run_id: int) -> None:
+        """Delete a begun run that never started (the harness refused the request); finished runs stay."""
+        self._write(lambda c: c.execute("DELETE FROM runs WHERE id = ? AND complete = 0 AND result_json IS NULL",
+                                        (run_id,)))
+
     def record(self, result: RunResult, *, display_name: str | None = None, git_commit: str | None = None) -> int:
         """Store a finished result in one go (begin + finish); returns the run id."""
         run_id = self.begin_run(result.task, result.mode, result.submission, display_name=display_name,

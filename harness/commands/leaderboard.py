@@ -52,24 +52,35 @@ def run(args) -> int:
 
 # --- library-style helpers (return strings; the commands print) ---------------------------------
 
-def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple[RankRule, str | None]:
-    """The task's rule (or the override) and a warning to show when it had to be assumed."""
-    if override:
-        return RankRule(override), None
+def resolve_task(task: str, override: str | None = None) -> tuple[str, RankRule | None, str | None]:
+    """(task name, its ranking rule or the override, why the task could not be loaded or None).
+
+    ``task`` may be a name or a task.yml path (then the name is the task's own).
+    """
     try:
         from tasks import load_task
-        return RankRule(load_task(task).ranking_by), None
+        spec = load_task(task)
     except Exception as exc:  # noqa: BLE001 - unknown task or task package not importable
-        if not known_in_store:
-            raise UsageError(f"unknown task {task!r} ({exc}); pass a task that has results in the store "
-                             "or one under tasks/") from exc
-        return RankRule.GEOM, (f"warning: cannot load task {task!r} ({exc}); ranking by 'geom'; "
-                               "pass --rule to choose")
+        return task, RankRule(override) if override else None, str(exc)
+    return spec.name, RankRule(override or spec.ranking_by), None
+
+
+def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple[RankRule, str | None]:
+    """The task's rule (or the override) and a warning to show when it had to be assumed."""
+    _, rule, problem = resolve_task(task, override)
+    if rule is not None:
+        return rule, None
+    if not known_in_store:
+        raise UsageError(f"unknown task {task!r} ({problem}); pass a task that has results in the store "
+                         "or one under tasks/")
+    return RankRule.GEOM, (f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
+                           "pass --rule to choose")
 
 
 def build(task: str, *, device: str | None = None, results_dir: str | None = None,
           rule: str | None = None) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
+    task = resolve_task(task)[0]
     with open_store(results_dir) as st:
         runs = st.runs(task=task)
         known_tasks = st.tasks()

@@ -46,7 +46,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("folder", metavar="DIR", help="folder holding the submissions (*.py)")
     parser.add_argument("--task", required=True, help="task name or path to a task.yml")
     parser.add_argument("--mode", choices=MODES, default="leaderboard", help="what to run (default: leaderboard)")
-    parser.add_argument("--device", default=None, help="device to run on (default: the harness's choice)")
+    parser.add_argument("--device", default=None, help="auto (default), cpu, or cuda[:N]")
+    parser.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
+    parser.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
+    parser.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     parser.add_argument("--all", action="store_true", help="also run files whose header or name says another task")
     add_results_dir_argument(parser)
 
@@ -129,7 +132,8 @@ def _internal_error(task_name: str, mode: str, info: SubmissionInfo, exc: BaseEx
 
 
 def run(args) -> int:
-    from harness.runner import run_submission   # the engine; imported late so 'leaderboard' works without torch
+    # the engine, imported late so that the store commands work without torch
+    from harness.runner import RunOptions, run_submission
 
     task = _load_task(args.task)
     files, skipped = discover(args.folder, task.name, everything=args.all)
@@ -150,8 +154,14 @@ def run(args) -> int:
                                   git_commit=git_commit_of(path), started_at=started)
             print(f"[{i}/{len(files)}] {path.name} ...", end="", file=sys.stderr, flush=True)
             t0 = time.monotonic()
+            options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time,
+                                 timeout_scale=args.timeout_scale)
             try:
-                result = run_submission(str(path), task, args.mode, device=args.device)
+                result = run_submission(info.path, task, args.mode, options)
+            except UsageError:
+                st.abandon_run(run_id)    # a bad request (e.g. unusable device): nothing ran
+                print(" not run", file=sys.stderr)
+                raise
             except Exception as exc:  # noqa: BLE001 - a harness bug on one submission must not stop the rest
                 result = _internal_error(task.name, args.mode, info, exc, started)
                 status = EXIT_INTERNAL

@@ -1,0 +1,64 @@
+"""``python -m harness run``: one submission, one task, one verdict."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.errors import exit_code_for
+from harness.report import render_output_excerpt, render_run, render_warnings
+from harness.runner import MODES, RunOptions, run_submission
+from harness.seeds import take_secret
+
+NAME = "run"
+HELP = "check and time one submission on a task (test, benchmark, leaderboard or profile mode)"
+EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm
+  python -m harness run submissions/torch_nvfp4.py --task nvfp4_gemm --mode test
+  HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
+  python -m harness run sub.py --task mxfp4_mm --mode profile
+  python -m harness run sub.py --task path/to/small/task.yml --device cpu --json -
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="the submission: a .py file defining custom_kernel(data)")
+    p.add_argument("--task", required=True, help="task name (see 'python -m harness tasks') or a task.yml path")
+    p.add_argument("--mode", default="test+benchmark", choices=MODES,
+                   help="test: correctness only; benchmark: timing with the competition's protocol; "
+                        "test+benchmark (default); leaderboard: tests, then benchmarks on secret-seeded fresh "
+                        "inputs with every timed output checked, and a score; profile: torch profiler tables")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' for stdout)")
+    p.add_argument("--seed", type=int, help="replace every case's public seed with N")
+    p.add_argument("--secret-file", help="leaderboard: read the secret seed from this file "
+                                         "(else $HARNESS_SECRET_SEED, else a random one)")
+    p.add_argument("--device", help="auto (default), cpu, or cuda[:N]")
+    p.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
+    p.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
+    p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
+    p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
+    p.add_argument("--no-drop-privileges", action="store_true",
+                   help="when root, run the submission as root instead of as 'nobody'")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def run(args) -> int:
+    options = RunOptions(device=args.device, seed=args.seed, max_repeats=args.max_repeats,
+                         max_time_s=args.max_time, timeout_scale=args.timeout_scale,
+                         memory_limit_gb=args.memory_limit_gb,
+                         drop_privileges=False if args.no_drop_privileges else None)
+    if args.mode == "leaderboard":
+        options.secret, source = take_secret(args.secret_file)
+        options.extra_warnings.append(f"secret seed: {source}")
+    progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
+    result = run_submission(args.file, args.task, args.mode, options, progress)
+    for line in render_warnings(result):
+        print(line, file=sys.stderr)
+    if args.json == "-":
+        print(result.to_json())
+    else:
+        print(render_run(result))
+        excerpt = render_output_excerpt(result)
+        if excerpt and result.verdict != "pass":
+            print(excerpt, file=sys.stderr)
+        if args.json:
+            Path(args.json).write_text(result.to_json() + "\n")
+    return exit_code_for(result.verdict)

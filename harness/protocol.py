@@ -1,0 +1,121 @@
+"""Messages between the verdict-deciding parent and the submission's worker process.
+
+Parent -> worker: pickled dicts (the trusted direction). CPU tensors travel by value (so the
+worker needs no access to the parent's files or sockets, and can run as another user); CUDA tensors
+travel as CUDA IPC handles.
+Worker -> parent: never pickled, since the worker runs untrusted code. A message is one JSON
+frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"``. The parent
+rebuilds tensors itself from an allow-listed dtype, a shape and exactly the right byte count.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import pickle
+
+import torch
+from torch.multiprocessing.reductions import reduce_tensor
+
+MAX_HEADER_BYTES = 4 << 20          # a JSON frame larger than this is a protocol violation
+MAX_TENSOR_BYTES = 2 << 30          # one output tensor
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.uint8, torch.int8,
+    torch.int16, torch.int32, torch.int64, torch.bool)}
+for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x2"):
+    if hasattr(torch, _name):
+        _DTYPES[_name] = getattr(torch, _name)
+
+
+class ProtocolError(Exception):
+    """The worker sent something that is not a well-formed message (tampering or a crash mid-write)."""
+
+
+def _rebuild_cpu_tensor(raw: bytes, dtype_name: str, size, stride, offset: int) -> torch.Tensor:
+    base = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    return torch.as_strided(base.view(_DTYPES[dtype_name]), size, stride, offset)
+
+
+class _ToWorker(pickle.Pickler):
+    def reducer_override(self, obj):
+        if not isinstance(obj, torch.Tensor):
+            return NotImplemented
+        if obj.is_cuda:
+            return reduce_tensor(obj)
+        storage = torch.empty(0, dtype=torch.uint8).set_(obj.untyped_storage())
+        return _rebuild_cpu_tensor, (storage.numpy().tobytes(), str(obj.dtype).removeprefix("torch."),
+                                     tuple(obj.shape), obj.stride(), obj.storage_offset())
+
+
+def send_to_worker(conn, msg: dict) -> None:
+    """Parent side."""
+    buf = io.BytesIO()
+    _ToWorker(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(msg)
+    conn.send_bytes(buf.getbuffer())
+
+
+def receive_from_parent(conn) -> dict:
+    """Worker side (the parent is trusted, so unpickling is fine here)."""
+    return pickle.loads(conn.recv_bytes())
+
+
+def describe_output(out) -> dict:
+    """Worker side: what the parent needs to rebuild ``out``; ``{"kind": "object"}`` when not a tensor."""
+    if not isinstance(out, torch.Tensor):
+        return {"kind": "object", "type": type(out).__name__}
+    return {"kind": "tensor", "dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape),
+            "device": out.device.type}
+
+
+def tensor_bytes(out: torch.Tensor) -> bytes:
+    """Worker side: the tensor's values, contiguous, as raw bytes (a host copy)."""
+    t = out.detach().contiguous().cpu()
+    if t.dtype.itemsize == 1 or t.numel() == 0:
+        return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return t.view(torch.uint8).numpy().tobytes()
+
+
+def send(conn, header: dict, payloads=()) -> None:
+    header = dict(header, tensors=len(payloads))
+    conn.send_bytes(json.dumps(header, allow_nan=True).encode())
+    for raw in payloads:
+        conn.send_bytes(raw)
+
+
+def receive(conn) -> tuple[dict, list[bytes]]:
+    """Parent side: one message. Raises ProtocolError on anything malformed, EOFError on a dead worker."""
+    try:
+        raw = conn.recv_bytes(MAX_HEADER_BYTES)
+    except OSError as exc:  # message too long, or a broken frame
+        raise ProtocolError(f"unreadable message from the worker: {exc}") from exc
+    try:
+        header = json.loads(raw)
+    except ValueError as exc:
+        raise ProtocolError("the worker sent a frame that is not JSON") from exc
+    if not isinstance(header, dict) or not isinstance(header.get("tensors", 0), int):
+        raise ProtocolError("the worker sent a malformed header")
+    payloads = []
+    for _ in range(header.get("tensors", 0)):
+        try:
+            payloads.append(conn.recv_bytes(MAX_TENSOR_BYTES))
+        except OSError as exc:
+            raise ProtocolError(f"unreadable tensor frame from the worker: {exc}") from exc
+    return header, payloads
+
+
+def rebuild_tensor(meta: dict, raw: bytes, device: torch.device) -> torch.Tensor:
+    """Parent side: a tensor from ``describe_output`` metadata and its bytes, on ``device`` when the
+    worker's output was on the same kind of device, else on the CPU (so the check reports the device)."""
+    dtype = _DTYPES.get(meta.get("dtype"))
+    shape = meta.get("shape")
+    if dtype is None:
+        raise ProtocolError(f"output dtype {meta.get('dtype')!r} is not one the harness accepts")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise ProtocolError("output shape is malformed")
+    numel = math.prod(shape)
+    if numel * dtype.itemsize != len(raw):
+        raise ProtocolError(f"output bytes ({len(raw)}) do not match shape {shape} of {dtype}")
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    t = flat.view(dtype).reshape(shape)
+    target = device if meta.get("device") == device.type else torch.device("cpu")
+    return t.to(target)

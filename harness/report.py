@@ -1,0 +1,72 @@
+"""Human-readable text for a RunResult. Returns strings; the commands print them."""
+from __future__ import annotations
+
+from harness.results import PASS, RunResult
+
+
+def fmt_us(ns: float | None, digits: int = 3) -> str:
+    return "-" if ns is None else f"{ns / 1e3:.{digits}f}"
+
+
+def _spec(spec: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed") or "-"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def render_run(result: RunResult) -> str:
+    d = result.device
+    out = [f"task {result.task} | submission {result.submission.name} ({result.submission.path}) | mode {result.mode}",
+           f"device {d.name} [{d.kind}{', ' + d.capability if d.capability else ''}] | torch {d.torch}"
+           f" | triton {d.triton or '-'} | harness {result.harness_version}"]
+    if d.kind == "cpu":
+        out.append("NOTE: CPU results (host clock); they say nothing about GPU speed")
+    rows = []
+    for c in result.cases:
+        s = c.stats
+        sol = c.sol
+        rows.append([c.kind, _spec(c.spec), c.verdict,
+                     f"{fmt_us(s.mean)} ± {fmt_us(s.stderr)}" if s else "-",
+                     fmt_us(s.min) if s else "-", fmt_us(s.max) if s else "-", str(s.runs) if s else "-",
+                     f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
+                     fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
+                     f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-"])
+    out += ["", table(rows, ["kind", "shape", "verdict", "mean ± stderr (us)", "min", "max", "runs",
+                             "baseline (us)", "SOL (us)", "% of SOL"])]
+    notes = [(c, c.message) for c in result.cases if c.verdict != PASS and c.message]
+    if notes:
+        out.append("")
+        for c, message in notes:
+            out.append(f"{c.kind} {_spec(c.spec)}: {c.verdict}: {message}")
+    tables = [(c, c.extra.get("profile_table")) for c in result.cases if c.extra.get("profile_table")]
+    for c, text in tables:
+        out += ["", f"profile {_spec(c.spec)}", text]
+    out.append("")
+    score = f"{result.score_us:.3f} us" if result.score_us is not None else "-"
+    out.append(f"verdict: {result.verdict.upper()}   score: {score}   wall: {result.wall_s or 0:.1f} s")
+    if result.verdict != PASS:
+        out.append(f"why: {result.message}")
+    return "\n".join(out)
+
+
+def render_warnings(result: RunResult) -> list[str]:
+    lines = [f"warning: {w}" for w in result.warnings]
+    for c in result.cases:
+        lines += [f"warning: {c.kind} {_spec(c.spec)}: {w}" for w in c.warnings]
+    return lines
+
+
+def render_output_excerpt(result: RunResult, limit: int = 2000) -> str:
+    parts = []
+    for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        if text.strip():
+            t = text if len(text) <= limit else text[:limit // 2] + "\n[...]\n" + text[-limit // 2:]
+            parts.append(f"--- submission {name} ---\n{t.rstrip()}")
+    tbs = [c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
+    if tbs:
+        parts.append("--- traceback (first) ---\n" + tbs[0].rstrip())
+    return "\n".join(parts)

@@ -1,0 +1,481 @@
+"""Runs one submission on one task: the verdict-deciding side.
+
+The parent (this module) generates every input, keeps a private copy, sends the worker a clone,
+checks what comes back with the task's ``check_implementation``, and decides each verdict. It never
+imports the submission. A bad submission never raises out of :func:`run_submission`; the returned
+:class:`RunResult` carries its verdict.
+"""
+from __future__ import annotations
+
+import ctypes
+import datetime as dt
+import hashlib
+import math
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import torch
+
+import harness
+from harness import sol
+from harness.device import device_info, select_device
+from harness.errors import UsageError
+from harness.protocol import rebuild_tensor
+from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, RunResult, Stats,
+                             SubmissionInfo, worst_verdict)
+from harness.seeds import derive_seed
+from harness.supervisor import Supervisor, WorkerFailure
+from harness.worker import WorkerConfig
+
+MODES = ("test", "benchmark", "test+benchmark", "leaderboard", "profile")
+NOBODY = 65534
+WARMUP_INDEX = 1 << 40          # leaderboard warm-up inputs use seeds no timed input uses
+
+
+@dataclass
+class RunOptions:
+    device: str | None = None
+    seed: int | None = None                 # replaces every case's public seed
+    secret: str | None = None               # leaderboard: secret seed (see harness.seeds)
+    max_repeats: int | None = None          # per benchmark case; default 100 on a GPU, 10 on the CPU
+    max_time_s: float | None = None         # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
+    wall_cap_s: float | None = None         # wall time per case; default 120 s, CPU 30 s
+    target_rel_err: float = 0.001           # stop when stderr / mean is below this (0.1%)
+    min_runs: int = 3
+    timeout_scale: float = 1.0              # multiplies the task's timeouts
+    memory_limit_gb: float | None = None    # host memory of the worker tree; default 75% of RAM
+    drop_privileges: bool | None = None     # run the worker as 'nobody' when root; None = when possible
+    output_limit_mb: int = 64
+    extra_warnings: list[str] = field(default_factory=list)
+
+
+def submission_info(path: Path) -> SubmissionInfo:
+    raw = path.read_bytes()
+    name = path.stem
+    for line in raw.decode(errors="replace").splitlines()[:20]:
+        stripped = line.strip()
+        if stripped.lower().startswith("# name:"):
+            name = stripped.split(":", 1)[1].strip() or name
+            break
+    return SubmissionInfo(path=str(path), sha256=hashlib.sha256(raw).hexdigest(), name=name)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _clone(data):
+    return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in data)
+
+
+def _world_traversable(path: str) -> bool:
+    p = Path(path).resolve()
+    for d in [p, *p.parents]:
+        try:
+            mode = d.stat().st_mode
+        except OSError:
+            return False
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return False
+    return True
+
+
+def _privilege_drop_possible() -> bool:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return False
+    import harness as h
+    needed = [sys.prefix, os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(h.__file__))]
+    return all(_world_traversable(p) for p in needed)
+
+
+def _make_undumpable() -> None:
+    """Linux: the parent's /proc/<pid>/{mem,environ} and ptrace become root-only, so a worker of the
+    same user cannot read the secret from the parent's memory."""
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+class _Run:
+    def __init__(self, path: Path, task, mode: str, options: RunOptions, progress):
+        self.path, self.task, self.mode, self.opt = path, task, mode, options
+        self.progress = progress or (lambda _msg: None)
+        self.device = select_device(options.device)
+        self.info = device_info(self.device)
+        self.gpu = self.device.type == "cuda"
+        self.leaderboard = mode == "leaderboard"
+        self.cases: list[CaseResult] = []
+        self.warnings: list[str] = list(options.extra_warnings)
+        self.sup: Supervisor | None = None
+        self.baseline_threads = None
+        self.tmp = None
+        self.measured_peaks = sol.load_measured()
+
+    # -- set-up --------------------------------------------------------------------------------------
+    def _worker_config(self) -> WorkerConfig:
+        self.tmp = tempfile.mkdtemp(prefix="harness-run-")
+        sub_copy = os.path.join(self.tmp, "submission.py")
+        shutil.copyfile(self.path, sub_copy)
+        compat = os.path.join(self.tmp, "compat")
+        shutil.copytree(self.task.compat_dir, compat)
+        env = {"HOME": self.tmp, "TRITON_CACHE_DIR": os.path.join(self.tmp, "triton-cache"),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        if not self.gpu:
+            env["TRITON_INTERPRET"] = "1"   # Triton kernels run under Triton's interpreter on the CPU
+        drop = self.opt.drop_privileges
+        if drop is None:
+            drop = _privilege_drop_possible()
+        uid = None
+        if drop:
+            uid = NOBODY
+            for root, dirs, files in os.walk(self.tmp):
+                for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                    os.chown(name, NOBODY, NOBODY)
+        elif hasattr(os, "geteuid") and os.geteuid() == 0:
+            self.warnings.append("the submission runs as root, the harness's own user: a hostile submission "
+                                 "could read or kill the harness (see SECURITY.md); make the Python "
+                                 "environment world-readable so it can run as 'nobody'")
+        return WorkerConfig(submission_path=sub_copy, compat_dir=compat, device=str(self.device),
+                            l2_bytes=self.info.l2_bytes,
+                            stdout_path=os.path.join(self.tmp, "stdout.txt"),
+                            stderr_path=os.path.join(self.tmp, "stderr.txt"),
+                            output_limit_bytes=self.opt.output_limit_mb << 20,
+                            run_as_uid=uid, run_as_gid=uid, env=env)
+
+    def _deadline(self, seconds: float) -> float:
+        return time.monotonic() + seconds * self.opt.timeout_scale
+
+    def _case_spec(self, case: dict) -> dict:
+        return dict(case, seed=self.opt.seed) if self.opt.seed is not None else dict(case)
+
+    # -- checks on every reply -----------------------------------------------------------------------
+    def _guard(self, header: dict) -> str | None:
+        """A reason to reject, from the worker's own integrity report."""
+        if header.get("tampered"):
+            return ("the submission replaced harness or torch objects it must leave alone: "
+                    + ", ".join(header["tampered"]))
+        if self.leaderboard and self.baseline_threads is not None:
+            if header.get("threads", 0) > self.baseline_threads:
+                return (f"the submission leaves {header['threads'] - self.baseline_threads} Python thread(s) "
+                        "running during timed calls; ranked runs allow no background work")
+            if header.get("children", 0) > 0:
+                return (f"the submission leaves {header['children']} child process(es) running during timed "
+                        "calls; ranked runs allow no background work")
+        return None
+
+    def _outputs(self, header, payloads):
+        outs, it = [], iter(payloads)
+        for meta in header.get("outputs", []):
+            outs.append(rebuild_tensor(meta, next(it), self.device) if meta.get("kind") == "tensor"
+                        else _NotATensor(meta.get("type", "?")))
+        return outs
+
+    def _check(self, data, out) -> tuple[bool, str]:
+        if isinstance(out, _NotATensor):
+            return False, f"custom_kernel returned a {out.type}, not a torch.Tensor"
+        return self.task.check(data, out)
+
+    # -- phases --------------------------------------------------------------------------------------
+    def run_tests(self, deadline: float) -> bool:
+        for i, case in enumerate(self.task.tests):
+            spec = self._case_spec(case)
+            label = f"test {i + 1}/{len(self.task.tests)} {_fmt(spec)}"
+            self.progress(label)
+            data = self.task.generate_input(spec, self.device)
+            header, payloads = self.sup.request({"op": "call", "data": _clone(data)}, deadline, f"running {label}")
+            reason = self._guard(header)
+            if reason:
+                self.cases.append(CaseResult("test", spec, REJECTED, reason))
+                return False
+            if not header.get("ok"):
+                self.cases.append(CaseResult("test", spec, ERROR, header.get("error", "?"),
+                                             extra={"traceback": header.get("traceback", "")}))
+                continue
+            ok, message = self._check(data, self._outputs(header, payloads)[0])
+            self.cases.append(CaseResult("test", spec, PASS if ok else FAIL, message))
+        return all(c.verdict == PASS for c in self.cases if c.kind == "test")
+
+    def _inputs_for(self, spec: dict, index: int, count: int):
+        """``count`` fresh inputs: seeds derived from the secret (leaderboard) or from the public seed."""
+        out = []
+        for j in range(count):
+            seed = (derive_seed(self.opt.secret, spec["seed"], index + j) if self.leaderboard
+                    else spec["seed"] + 42 * (index + j))
+            out.append(self.task.generate_input(dict(spec, seed=seed), self.device))
+        return out
+
+    def _limits(self):
+        o = self.opt
+        max_repeats = o.max_repeats or (100 if self.gpu else 10)
+        max_time = o.max_time_s or ((30.0 if self.leaderboard else 10.0) if self.gpu else 2.0)
+        wall_cap = o.wall_cap_s or (120.0 if self.gpu else 30.0)
+        return max_repeats, max_time * 1e9, wall_cap
+
+    def run_benchmark_case(self, i: int, case: dict, deadline: float) -> CaseResult:
+        kind = "leaderboard" if self.leaderboard else "benchmark"
+        spec = self._case_spec(case)
+        label = f"benchmark {i + 1}/{len(self.task.benchmarks)} {_fmt(spec)}"
+        self.progress(label)
+        per_call = self.task.timing_protocol == "per_call"
+        batch = 1 if per_call else self.task.inputs_per_measurement
+        max_repeats, max_time_ns, wall_cap = self._limits()
+        result = CaseResult(kind, spec, PASS, baseline_us=self.task.baseline_for(case))
+
+        warm = self._inputs_for(spec, WARMUP_INDEX, 1)[0] if self.leaderboard else None
+        fixed = None if self.leaderboard else self._inputs_for(spec, 0, batch)   # reused by every sample
+        fixed_copies = [_clone(d) for d in fixed] if fixed else None
+        header, _ = self.sup.request({"op": "warmup", "data": _clone(warm) if warm else fixed_copies[0],
+                                      "min_calls": 3 if self.gpu else 1, "min_ms": 100 if self.gpu else 0},
+                                     deadline, f"warming up {label}")
+        if self.leaderboard and self.baseline_threads is None:
+            self.baseline_threads = header.get("threads")
+        if not header.get("ok") or self._guard(header):
+            return self._ended(result, header)
+
+        samples, walls, gap, started, index = [], [], 0.0, time.monotonic(), 0
+        while True:
+            if per_call:
+                k = min(10 if self.gpu else 1, max_repeats - len(samples))
+                privates = self._inputs_for(spec, index, k) if self.leaderboard else fixed * k
+                copies = [_clone(d) for d in privates] if self.leaderboard else fixed_copies * k
+                returned = list(range(k)) if self.leaderboard else [k - 1]
+            else:
+                privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
+                copies = [_clone(d) for d in privates] if self.leaderboard else fixed_copies
+                returned = list(range(batch)) if self.leaderboard else [batch - 1]
+            index += len(privates)
+            header, payloads = self.sup.request({"op": "time", "protocol": self.task.timing_protocol,
+                                                 "inputs": copies, "return": returned},
+                                                deadline, f"timing {label}")
+            del copies
+            if not header.get("ok") or self._guard(header):
+                return self._ended(result, header, samples)
+            for idx, out in zip(returned, self._outputs(header, payloads)):
+                ok, message = self._check(privates[idx], out)
+                if not ok:
+                    result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
+                    return self._finish_case(result, samples + header["samples_ns"], walls, gap)
+            samples += header["samples_ns"]
+            walls += header["wall_ns"]
+            gap = header.get("gap_ns", 0.0)
+            stats = Stats.from_samples(samples)
+            if len(samples) >= self.opt.min_runs and (
+                    stats.relative_error < self.opt.target_rel_err or sum(samples) > max_time_ns
+                    or time.monotonic() - started > wall_cap or len(samples) >= max_repeats):
+                break
+        return self._finish_case(result, samples, walls, gap)
+
+    def _ended(self, result: CaseResult, header: dict, samples=()) -> CaseResult:
+        reason = self._guard(header)
+        if reason:
+            result.verdict, result.message = REJECTED, reason
+        else:
+            result.verdict, result.message = ERROR, header.get("error", "?")
+            result.extra["traceback"] = header.get("traceback", "")
+        if samples:
+            result.stats = Stats.from_samples(samples)
+        return result
+
+    def _finish_case(self, result: CaseResult, samples, walls, gap) -> CaseResult:
+        if not samples:
+            return result
+        stats = result.stats = Stats.from_samples(samples)
+        nbytes, flops = self.task.case_bytes(result.spec), self.task.case_flops(result.spec)
+        result.sol = sol.speed_of_light(self.info.kind, self.info.name, nbytes, flops, stats.mean,
+                                        self.measured_peaks)
+        if result.verdict != PASS:
+            return result
+        warn = result.warnings
+        floor = sol.physical_floor_ns(self.info.name, nbytes, flops)
+        if floor is not None and stats.mean < floor:
+            message = (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor / 1e3:.3f} us "
+                       "(datasheet bandwidth and matrix peak): impossible, so not ranked")
+            if self.leaderboard:
+                result.verdict, result.message = REJECTED, message
+                return result
+            warn.append(message)
+        if self.gpu and walls:
+            escaped = sorted(w - s for w, s in zip(walls, samples))[len(walls) // 2] - gap
+            if escaped > max(20e3, 0.5 * stats.median):
+                message = (f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
+                           "normal gap: work escaped the timed region (another stream or thread)")
+                if self.leaderboard:
+                    result.verdict, result.message = REJECTED, message
+                    return result
+                warn.append(message)
+        if stats.relative_error > 0.01:
+            warn.append(f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
+                        "work on this device or raise --max-repeats")
+        if stats.min > 0 and stats.max / stats.min > 2.0:
+            warn.append(f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
+                        "(clock changes or interference); the median is the more robust figure")
+        if self.gpu and stats.mean < 5e3 and self.task.timing_protocol == "per_call":
+            warn.append("shorter than 5 us: per-call launch overhead dominates this figure")
+        return result
+
+    def run_benchmarks(self, deadline: float) -> None:
+        for i, case in enumerate(self.task.benchmarks):
+            result = self.run_benchmark_case(i, case, deadline)
+            self.cases.append(result)
+            if result.verdict == REJECTED:
+                return
+
+    def run_profile(self, deadline: float) -> None:
+        for i, case in enumerate(self.task.benchmarks):
+            spec = self._case_spec(case)
+            label = f"profile {i + 1}/{len(self.task.benchmarks)} {_fmt(spec)}"
+            self.progress(label)
+            data = self.task.generate_input(spec, self.device)
+            header, _ = self.sup.request({"op": "profile", "data": _clone(data)}, deadline, f"profiling {label}")
+            if not header.get("ok") or self._guard(header):
+                self.cases.append(self._ended(CaseResult("benchmark", spec, PASS), header))
+                continue
+            self.cases.append(CaseResult("benchmark", spec, PASS, "profiled",
+                                         extra={"profile_table": header.get("table", "")}))
+
+    # -- the whole run -------------------------------------------------------------------------------
+    def _all_cases_for_mode(self):
+        tests = [("test", c) for c in self.task.tests]
+        kind = "leaderboard" if self.leaderboard else "benchmark"
+        benches = [(kind, c) for c in self.task.benchmarks]
+        return {"test": tests, "benchmark": benches, "profile": benches,
+                "test+benchmark": tests + benches, "leaderboard": tests + benches}[self.mode]
+
+    def execute(self) -> RunResult:
+        started, t0 = _now(), time.monotonic()
+        result = RunResult(task=self.task.name, submission=submission_info(self.path), mode=self.mode,
+                           device=self.info, verdict=ERROR, started_at=started,
+                           harness_version=harness.__version__)
+        if self.info.kind == "cpu":
+            self.warnings.append("CPU results: times are host-clock times on the CPU, not GPU times")
+        if self.leaderboard:
+            _make_undumpable()
+        task = self.task
+        memory_limit = int((self.opt.memory_limit_gb or psutil.virtual_memory().total * 0.75 / 2**30) * 2**30)
+        try:
+            self.sup = Supervisor(self._worker_config(), memory_limit)
+            first = task.ranked_timeout if self.leaderboard else (
+                task.benchmark_timeout if self.mode in ("benchmark", "profile") else task.test_timeout)
+            deadline = self._deadline(first)
+            self.sup.start(deadline)
+            header, _ = self.sup.request({"op": "load"}, deadline, "importing the submission")
+            if not header.get("ok"):
+                result.message = header.get("error", "the submission could not be imported")
+                self.cases.append(CaseResult("import", {}, ERROR, result.message,
+                                             extra={"traceback": header.get("traceback", "")}))
+            else:
+                if self.mode in ("test", "test+benchmark", "leaderboard"):
+                    tests_ok = self.run_tests(deadline)
+                    if self.mode != "test":
+                        if tests_ok:
+                            if not self.leaderboard:
+                                deadline = self._deadline(task.benchmark_timeout)
+                            self.run_benchmarks(deadline)
+                        else:
+                            self.warnings.append("benchmarks skipped: a test did not pass")
+                elif self.mode == "benchmark":
+                    self.run_benchmarks(deadline)
+                else:
+                    self.run_profile(deadline)
+        except WorkerFailure as failure:
+            label = self._current_case_label()
+            self.cases.append(CaseResult(label[0], label[1], failure.verdict, failure.message))
+        finally:
+            if self.sup is not None:
+                self.sup.stop()
+                result.stdout, result.stderr = self.sup.captured_output()
+            if self.tmp:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        self._mark_not_run()
+        result.cases = self.cases
+        result.verdict = worst_verdict(c.verdict for c in self.cases if c.verdict != NOT_RUN) \
+            if any(c.verdict != NOT_RUN for c in self.cases) else ERROR
+        if any(c.verdict == NOT_RUN for c in self.cases) and result.verdict == PASS:
+            result.verdict = ERROR
+        result.message = result.message or _summary(self.cases)
+        result.score_us = _score(task, self.cases) if self.mode in ("benchmark", "test+benchmark",
+                                                                    "leaderboard") else None
+        result.warnings = self.warnings
+        result.finished_at, result.wall_s = _now(), time.monotonic() - t0
+        return result
+
+    def _current_case_label(self):
+        planned = self._all_cases_for_mode()
+        done = len(self.cases)
+        if done < len(planned):
+            kind, case = planned[done]
+            return kind, self._case_spec(case)
+        return "run", {}
+
+    def _mark_not_run(self) -> None:
+        planned = self._all_cases_for_mode()
+        if self.cases and self.cases[0].kind == "import":
+            return
+        for kind, case in planned[len(self.cases):]:
+            self.cases.append(CaseResult(kind, self._case_spec(case), NOT_RUN,
+                                         "not run: an earlier case ended the run"))
+
+
+class _NotATensor:
+    def __init__(self, type_name: str):
+        self.type = type_name
+
+
+def _fmt(spec: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in spec.items())
+
+
+def _summary(cases) -> str:
+    counts = {}
+    for c in cases:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    first_bad = next((c for c in cases if c.verdict not in (PASS, NOT_RUN)), None)
+    text = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return f"{text}; first problem: {first_bad.message}" if first_bad else text
+
+
+def _score(task, cases) -> float | None:
+    """The task's ranking rule over benchmark means, in microseconds; None unless every case passed."""
+    bench = [c for c in cases if c.kind in ("benchmark", "leaderboard")]
+    if not bench or any(c.verdict != PASS for c in cases) or any(c.stats is None for c in bench):
+        return None
+    means = [c.stats.mean / 1e3 for c in bench]
+    if task.ranking_by == "geom":
+        return math.exp(sum(math.log(m) for m in means) / len(means))
+    if task.ranking_by == "mean":
+        return sum(means) / len(means)
+    return means[-1]   # "last"
+
+
+def run_submission(path, task, mode: str = "test+benchmark", options: RunOptions | None = None,
+                   progress=None) -> RunResult:
+    """Runs ``path`` on ``task`` (a Task or a task name) in ``mode``; never raises for a bad submission.
+    Raises UsageError for a bad request (missing file, unknown mode, unusable device)."""
+    from tasks import TaskSpecError, load_task
+    path = Path(path)
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if not path.is_file():
+        raise UsageError(f"submission file {str(path)!r} does not exist; give the path to a .py file "
+                         "that defines custom_kernel(data)")
+    if path.suffix != ".py":
+        raise UsageError(f"submission {str(path)!r} is not a .py file; submissions are single Python files")
+    if isinstance(task, str):
+        try:
+            task = load_task(task)
+        except TaskSpecError as exc:
+            raise UsageError(str(exc)) from exc
+    options = options or RunOptions()
+    if mode == "leaderboard" and options.secret is None:
+        from harness.seeds import take_secret
+        options.secret, source = take_secret()
+        options.extra_warnings.append(f"secret seed: {source}")
+    return _Run(path, task, mode, options, progress).execute()

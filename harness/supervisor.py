@@ -1,0 +1,176 @@
+"""Starts, feeds, watches and ends the worker process that runs a submission.
+
+The supervisor turns every way a worker can go wrong into an exception with a verdict and a
+one-paragraph message: it died (signal, exit code, os._exit), ran past its deadline, took too much
+host memory, flooded its output, or sent a malformed message. It always kills the worker's whole
+process group, and any process the submission started elsewhere, when it stops.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import torch.multiprocessing as mp
+
+from harness import protocol
+from harness.results import ERROR, REJECTED, TIMEOUT
+from harness.worker import WorkerConfig, worker_main
+
+OUTPUT_KEEP_BYTES = 8 << 10   # of the submission's stdout/stderr we keep the first and the last this many
+
+
+class WorkerFailure(Exception):
+    """The worker cannot go on; ``verdict`` says how the case that was running ends."""
+
+    def __init__(self, verdict: str, message: str):
+        super().__init__(message)
+        self.verdict = verdict
+        self.message = message
+
+
+class Supervisor:
+    def __init__(self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.2):
+        self.cfg = cfg
+        self.memory_limit = memory_limit_bytes
+        self.poll_s = poll_s
+        self.proc = None
+        self.conn = None
+        self._killed_for = None   # why the watchdog killed the worker
+        self._stop = threading.Event()
+        self.pid = None
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def start(self, deadline: float) -> dict:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=worker_main, args=(child, self.cfg), name="harness-worker")
+        self.proc.start()
+        child.close()
+        self.pid = self.proc.pid
+        threading.Thread(target=self._watch_memory, daemon=True).start()
+        header, _ = self._receive(deadline, what="starting the worker")
+        return header
+
+    def stop(self) -> None:
+        """Ends the worker and everything it started; safe to call more than once."""
+        self._stop.set()
+        if self.proc is None:
+            return
+        if self.proc.is_alive():
+            try:
+                protocol.send_to_worker(self.conn, {"op": "exit"})
+                self.proc.join(2.0)
+            except (OSError, ValueError):
+                pass
+        self._kill_everything()
+        self.proc.join(5.0)
+        self.conn.close()
+
+    def _kill_everything(self) -> None:
+        try:
+            descendants = psutil.Process(self.pid).children(recursive=True)
+        except psutil.Error:
+            descendants = []
+        try:
+            os.killpg(self.pid, signal.SIGKILL)   # the worker called setsid(): its pgid is its pid
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in descendants:                     # those that left the group with setsid() too
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if self.proc.is_alive():
+            self.proc.kill()
+
+    def _watch_memory(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root] + root.children(recursive=True)
+                rss = sum(p.memory_info().rss for p in procs)
+            except psutil.Error:
+                return
+            if rss > self.memory_limit:
+                self._killed_for = (f"the submission used {rss / 2**30:.1f} GiB of host memory, over the "
+                                    f"limit of {self.memory_limit / 2**30:.1f} GiB (--memory-limit-gb)")
+                self._kill_everything()
+                return
+
+    # -- messages ------------------------------------------------------------------------------------
+    def request(self, msg: dict, deadline: float, what: str):
+        """Sends ``msg`` and returns the reply (header, payloads); raises WorkerFailure."""
+        try:
+            protocol.send_to_worker(self.conn, msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self._raise_dead(what)
+        return self._receive(deadline, what)
+
+    def _receive(self, deadline: float, what: str):
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill_everything()
+                raise WorkerFailure(TIMEOUT, f"timed out while {what}: the task's time limit for this mode ran "
+                                             "out (the submission hung, or is far too slow)")
+            try:
+                ready = self.conn.poll(min(remaining, self.poll_s))
+            except (EOFError, OSError):
+                self._raise_dead(what)
+            if ready:
+                try:
+                    return protocol.receive(self.conn)
+                except EOFError:
+                    self._raise_dead(what)
+                except protocol.ProtocolError as exc:
+                    self._kill_everything()
+                    raise WorkerFailure(REJECTED, f"malformed message from the worker while {what} ({exc}); "
+                                                  "the submission wrote into the harness's channel") from exc
+            elif not self.proc.is_alive():
+                self._raise_dead(what)
+
+    def _raise_dead(self, what: str):
+        self.proc.join(2.0)
+        if self._killed_for:
+            raise WorkerFailure(ERROR, f"killed while {what}: {self._killed_for}")
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            sig = signal.Signals(-code)
+            if sig == signal.SIGXFSZ:
+                reason = (f"it wrote more than {self.cfg.output_limit_bytes >> 20} MiB to stdout/stderr or files "
+                          "(output flood); remove the prints")
+            elif sig == signal.SIGSEGV:
+                reason = "it crashed with a segmentation fault (SIGSEGV): an invalid memory access"
+            elif sig == signal.SIGKILL:
+                reason = "it was killed (SIGKILL): it killed itself, or the system ran out of memory"
+            else:
+                reason = f"it was ended by signal {sig.name}"
+        elif code is not None:
+            reason = f"it exited with code {code} (os._exit or a fatal error) before it answered"
+        else:
+            reason = "it stopped answering"
+        self._kill_everything()
+        raise WorkerFailure(ERROR, f"the worker died while {what}: {reason}")
+
+    # -- output --------------------------------------------------------------------------------------
+    def captured_output(self) -> tuple[str, str]:
+        return _read_capped(self.cfg.stdout_path), _read_capped(self.cfg.stderr_path)
+
+
+def _read_capped(path: str) -> str:
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size <= 2 * OUTPUT_KEEP_BYTES:
+                return f.read().decode(errors="replace")
+            head = f.read(OUTPUT_KEEP_BYTES)
+            f.seek(size - OUTPUT_KEEP_BYTES)
+            tail = f.read()
+        skipped = size - 2 * OUTPUT_KEEP_BYTES
+        return (head.decode(errors="replace") + f"\n[... {skipped} bytes left out ...]\n"
+                + tail.decode(errors="replace"))
+    except OSError:
+        return ""

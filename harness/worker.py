@@ -1,0 +1,216 @@
+"""The worker: the only process that imports the submission.
+
+It receives inputs from the parent, calls ``custom_kernel``, times the calls with the task's
+protocol (``harness.timing``) and sends outputs and samples back as plain bytes (``harness.protocol``).
+It never sees a reference output, a checker, or the secret seed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import resource
+import signal
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from harness import protocol, timing
+
+MAX_TRACEBACK_CHARS = 6000
+
+
+@dataclass
+class WorkerConfig:
+    submission_path: str
+    compat_dir: str
+    device: str
+    l2_bytes: int | None
+    stdout_path: str
+    stderr_path: str
+    output_limit_bytes: int = 64 << 20      # beyond this the worker is killed by SIGXFSZ: "flooded output"
+    run_as_uid: int | None = None           # drop root privileges to this uid (e.g. nobody)
+    run_as_gid: int | None = None
+    env: dict = field(default_factory=dict)  # set before the submission is imported
+
+
+def _isolate(cfg: WorkerConfig) -> None:
+    os.setsid()  # own process group: the parent can kill everything the submission starts
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    out = os.open(cfg.stdout_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    err = os.open(cfg.stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.output_limit_bytes, cfg.output_limit_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.environ.update(cfg.env)
+    if cfg.run_as_uid is not None:
+        os.setgroups([])
+        os.setgid(cfg.run_as_gid if cfg.run_as_gid is not None else cfg.run_as_uid)
+        os.setuid(cfg.run_as_uid)
+
+
+def _describe_exception(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError):
+        return (f"the submission needs the Python module {exc.name!r}, which is not installed here "
+                f"(vendor libraries such as aiter or cutlass exist only on their competition's machines)")
+    if isinstance(exc, SyntaxError):
+        return f"syntax error in {os.path.basename(exc.filename or 'the submission')} line {exc.lineno}: {exc.msg}"
+    if isinstance(exc, torch.OutOfMemoryError):
+        return f"ran out of device memory: {exc}".split("\n")[0]
+    if "CompilationError" in name or "CompileError" in name:
+        return f"a kernel failed to compile ({name}): {str(exc).strip()[:800]}"
+    if isinstance(exc, SystemExit):
+        return f"the submission called sys.exit({exc.code!r})"
+    return f"{name}: {str(exc).strip()[:1500]}"
+
+
+def _error_reply(exc: BaseException) -> dict:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {"ok": False, "error": _describe_exception(exc), "error_type": type(exc).__name__,
+            "traceback": tb[-MAX_TRACEBACK_CHARS:]}
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, conn):
+        self.cfg = cfg
+        self.conn = conn
+        self.device = torch.device(cfg.device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.sampler = timing.Sampler(self.device, cfg.l2_bytes)
+        self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
+        self.kernel = None
+        self._own = {"harness.worker.Worker.handle": (Worker, "handle", Worker.handle),
+                     "harness.timing.Sampler._timed": (timing.Sampler, "_timed", timing.Sampler._timed)}
+
+    # -- replies -------------------------------------------------------------------------------------
+    def _integrity(self) -> dict:
+        tampered = timing.tampered_names(self._own)
+        return {"tampered": tampered, "threads": timing.thread_count(),
+                "children": _child_count()}
+
+    def _send_outputs(self, header: dict, snapshots) -> None:
+        """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""
+        header["outputs"] = [meta for meta, _ in snapshots]
+        header.update(self._integrity())
+        protocol.send(self.conn, header, [raw for _, raw in snapshots if raw is not None])
+
+    # -- operations ----------------------------------------------------------------------------------
+    def load(self, msg) -> dict:
+        sys.path.insert(0, self.cfg.compat_dir)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(self.cfg.submission_path)))
+        spec = importlib.util.spec_from_file_location("submission", self.cfg.submission_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        spec.loader.exec_module(module)
+        kernel = getattr(module, "custom_kernel", None)
+        if not callable(kernel):
+            return {"ok": False, "error": "the submission defines no callable custom_kernel(data); "
+                                          "add `def custom_kernel(data): ...` at module level",
+                    "error_type": "MissingEntryPoint"}
+        self.kernel = kernel
+        return {"ok": True, **self._integrity()}
+
+    def call(self, msg):
+        out = self.kernel(msg["data"])
+        timing.synchronize(self.device)
+        self._send_outputs({"ok": True}, [_snapshot(out)])
+
+    def warmup(self, msg) -> dict:
+        """Calls until ``min_calls`` calls and ``min_ms`` milliseconds have passed (clocks up, caches filled)."""
+        data, calls, spent = msg["data"], 0, 0.0
+        while calls < msg.get("min_calls", 1) or spent < msg.get("min_ms", 0) * 1e6:
+            _, wall, _ = self.sampler.per_call(self.kernel, data)
+            spent += wall
+            calls += 1
+            if calls >= msg.get("max_calls", 1000):
+                break
+        return {"ok": True, "calls": calls, "ms": spent / 1e6, **self._integrity()}
+
+    def time(self, msg):
+        """``inputs``: a list of input tuples. per_call: one sample per input (an input may repeat).
+        batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
+        copied to the host right after its own sample, so a buffer the next call reuses cannot change it."""
+        inputs, returned = msg["inputs"], set(msg.get("return", []))
+        samples, walls, snapshots = [], [], []
+        if msg["protocol"] == "batched":
+            ns, wall, outs = self.sampler.batched(self.kernel, inputs)
+            samples.append(ns)
+            walls.append(wall)
+            snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
+        else:
+            for i, data in enumerate(inputs):
+                ns, wall, out = self.sampler.per_call(self.kernel, data)
+                samples.append(ns)
+                walls.append(wall)
+                if i in returned:
+                    snapshots.append(_snapshot(out))
+        self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "gap_ns": self.gap_ns},
+                           snapshots)
+
+    def profile(self, msg) -> dict:
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        data = msg["data"]
+        self.kernel(data)
+        timing.synchronize(self.device)
+        with profile(activities=activities) as prof:
+            for _ in range(msg.get("calls", 5)):
+                self.kernel(data)
+            timing.synchronize(self.device)
+        sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
+        try:
+            table = prof.key_averages().table(sort_by=sort, row_limit=15)
+        except Exception:  # noqa: BLE001 - older torch names the column differently
+            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+        return {"ok": True, "table": table, **self._integrity()}
+
+    def handle(self, msg) -> bool:
+        op = msg.get("op")
+        if op == "exit":
+            return False
+        try:
+            handler = {"load": self.load, "call": self.call, "warmup": self.warmup, "time": self.time,
+                       "profile": self.profile}[op]
+            reply = handler(msg)
+        except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too
+            reply = _error_reply(exc)
+            reply.update(self._integrity())
+        if reply is not None:
+            protocol.send(self.conn, reply)
+        return True
+
+
+def _snapshot(out):
+    meta = protocol.describe_output(out)
+    return meta, (protocol.tensor_bytes(out) if meta["kind"] == "tensor" else None)
+
+
+def _child_count() -> int:
+    try:
+        import psutil
+        return len(psutil.Process().children(recursive=True))
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def worker_main(conn, cfg: WorkerConfig) -> None:
+    _isolate(cfg)
+    worker = Worker(cfg, conn)
+    protocol.send(conn, {"ok": True, "ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg = protocol.receive_from_parent(conn)
+        except EOFError:
+            break
+        if not worker.handle(msg):
+            break
+    conn.close()
+    os._exit(0)  # skip interpreter teardown: the submission may have left state that hangs at exit

@@ -1,0 +1,26 @@
+# name: torch nvfp4 (portable)
+# task: nvfp4_gemm
+"""A plain-torch nvfp4_gemm that runs anywhere torch does (CPU, CUDA, ROCm).
+
+Decodes the e2m1 values and e4m3 block scales (16 per block) to fp32 and multiplies per batch
+index, writing fp16 into the given output buffer ``c``. Simple and slow on purpose.
+"""
+import torch
+
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def _decode(x: torch.Tensor, sf: torch.Tensor) -> torch.Tensor:
+    """x: [R, K/2, L] fp4x2, sf: [R, K/16, L] e4m3 -> fp32 [L, R, K]."""
+    raw = x.view(torch.uint8).permute(2, 0, 1)
+    codes = torch.stack((raw & 0xF, raw >> 4), dim=-1).flatten(-2).long()
+    values = torch.tensor(_E2M1, device=x.device)[codes]
+    scales = sf.permute(2, 0, 1).float().repeat_interleave(16, dim=-1)
+    return values * scales
+
+
+def custom_kernel(data):
+    a, b, sfa, sfb, _sfa_permuted, _sfb_permuted, c = data
+    out = torch.bmm(_decode(a, sfa), _decode(b, sfb).transpose(1, 2))   # [L, M, N]
+    c.copy_(out.permute(1, 2, 0))
+    return c
