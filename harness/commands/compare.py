@@ -7,7 +7,7 @@ import sys
 
 from harness import compare as stats
 from harness.commands.history import find_runs, no_runs_error
-from harness.commands.leaderboard import add_results_dir_argument, format_rows, ranking_rule, us
+from harness.commands.leaderboard import add_results_dir_argument, format_rows, ranking_rule, resolve_task, us
 from harness.errors import UsageError
 from harness.ranking import BENCHMARK_KINDS, best_run, shape_label
 from harness.store import open_store
@@ -62,12 +62,13 @@ def _device(st, task, a, b, wanted):
 
 
 def run(args) -> int:
+    args.task = resolve_task(args.task)[0]
     with open_store(args.results_dir) as st:
         for ref in (args.a, args.b):
             if not find_runs(st, args.task, ref):
                 raise no_runs_error(st, args.task, ref)
         device = _device(st, args.task, args.a, args.b, args.device)
-        rule, _ = ranking_rule(args.task, None, True)
+        _, rule, _ = ranking_rule(args.task, None, True)
         run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
         cases = st.cases([run_a.id, run_b.id])
     name_a, name_b = run_a.display_name, run_b.display_name

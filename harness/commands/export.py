@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.commands.leaderboard import add_results_dir_argument, format_rows
+from harness.commands.leaderboard import add_results_dir_argument, format_rows, resolve_task
 from harness.errors import UsageError
 from harness.ranking import shape_label
 from harness.store import open_store
@@ -60,7 +60,8 @@ def export_text(fmt: str, task: str | None = None, results_dir: str | None = Non
 
 
 def run(args) -> int:
-    text = export_text(args.format, args.task, args.results_dir)
+    task = resolve_task(args.task)[0] if args.task else None
+    text = export_text(args.format, task, args.results_dir)
     if args.output == "-":
         sys.stdout.write(text)
         return 0

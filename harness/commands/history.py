@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.commands.leaderboard import add_results_dir_argument, format_rows, us
+from harness.commands.leaderboard import add_results_dir_argument, format_rows, resolve_task, us
 from harness.commands.run_all import display_name
 from harness.errors import UsageError
 from harness.store import RunRow, Store, open_store
@@ -53,6 +53,7 @@ def no_runs_error(st: Store, task: str, ref: str) -> UsageError:
 
 
 def run(args) -> int:
+    args.task = resolve_task(args.task)[0]
     with open_store(args.results_dir) as st:
         runs = find_runs(st, args.task, args.submission)
         if not runs:

@@ -65,36 +65,35 @@ def resolve_task(task: str, override: str | None = None) -> tuple[str, RankRule 
     return spec.name, RankRule(override or spec.ranking_by), None
 
 
-def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple[RankRule, str | None]:
-    """The task's rule (or the override) and a warning to show when it had to be assumed."""
-    _, rule, problem = resolve_task(task, override)
+def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple[str, RankRule, str | None]:
+    """(task name, the task's rule or the override, a warning to show when the rule had to be assumed)."""
+    name, rule, problem = resolve_task(task, override)
     if rule is not None:
-        return rule, None
+        return name, rule, None
     if not known_in_store:
         raise UsageError(f"unknown task {task!r} ({problem}); pass a task that has results in the store "
                          "or one under tasks/")
-    return RankRule.GEOM, (f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
-                           "pass --rule to choose")
+    return name, RankRule.GEOM, (f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
+                                 "pass --rule to choose")
 
 
 def build(task: str, *, device: str | None = None, results_dir: str | None = None,
           rule: str | None = None) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
-    task = resolve_task(task)[0]
+    name = resolve_task(task)[0]
     with open_store(results_dir) as st:
-        runs = st.runs(task=task)
-        known_tasks = st.tasks()
-        devices = st.devices(task)
-        rank_rule, warning = ranking_rule(task, rule, bool(runs))
+        runs = st.runs(task=name)
+        _, rank_rule, warning = ranking_rule(task, rule, bool(runs))
+        known_tasks, devices = st.tasks(), st.devices(name)
         if device is not None and device not in devices:
-            raise UsageError(f"no results for task {task!r} on device {device!r}; choose one of: "
+            raise UsageError(f"no results for task {name!r} on device {device!r}; choose one of: "
                              + (", ".join(repr(d) for d in devices) or "(none yet)"))
         cases = st.cases(r.id for r in runs)
     warnings = [warning] if warning else []
     if not runs:
-        warnings.append(f"no results for task {task!r} in the store yet (tasks with results: "
+        warnings.append(f"no results for task {name!r} in the store yet (tasks with results: "
                         f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first")
-    return build_leaderboard(task, rank_rule, runs, cases, device=device), warnings
+    return build_leaderboard(name, rank_rule, runs, cases, device=device), warnings
 
 
 def leaderboard_text(task: str, *, fmt: str = "table", device: str | None = None,
@@ -162,13 +161,13 @@ def render(board: Leaderboard, fmt: str) -> str:
                 rows.append([e.rank_label, e.name, us(e.score_us), us(e.stderr_us), gap]
                             + [us(times.get(label)) for label in b.shapes] + [e.verdict, e.date])
             right = [0, 2, 3] + list(range(5, 5 + len(b.shapes)))
-            parts.append(("\n" if fmt == "markdown" else "") + format_rows(headers, rows, fmt, right))
+            parts.append(format_rows(headers, rows, fmt, right))
         else:
             parts.append("No complete passing run with timings yet.\n")
         if b.unranked:
             heading = "**Not ranked**\n\n" if fmt == "markdown" else "not ranked:\n"
             rows = [[u.name, u.verdict, u.reason, u.date] for u in b.unranked]
-            parts.append("\n" + heading + format_rows(["name", "verdict", "reason", "date"], rows, fmt))
+            parts.append(heading + format_rows(["name", "verdict", "reason", "date"], rows, fmt))
     return "\n".join(parts)
 
 
