@@ -130,9 +130,13 @@ class Leaderboard:
                       "tie_rule": "95% intervals overlap the group leader's", "devices": devices})
 
 
+_SHAPE_KEY_ORDER = {"m": 0, "n": 1, "k": 2, "l": 3}
+
+
 def shape_label(spec: dict[str, Any]) -> str:
     """A short name for a benchmark case: its spec without the seed, e.g. 'm=4 n=2880 k=512'."""
-    return " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed") or "case"
+    keys = sorted((k for k in spec if k != "seed"), key=lambda k: (_SHAPE_KEY_ORDER.get(k, 99), k))
+    return " ".join(f"{k}={spec[k]}" for k in keys) or "case"
 
 
 def score(shapes: list[ShapeTime], rule: RankRule) -> Score:

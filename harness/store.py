@@ -299,7 +299,8 @@ class Store:
         cases = []
         for idx, (case, cd) in enumerate(zip(result.cases, d["cases"])):
             s = cd.get("stats") or {}
-            cases.append((run_id, idx, case.kind, _json(case.spec), case.verdict, case.message or "",
+            spec = json.dumps(case.spec, default=str)   # not sorted: keeps the task's key order
+            cases.append((run_id, idx, case.kind, spec, case.verdict, case.message or "",
                           s.get("runs"), s.get("mean"), s.get("std"), s.get("stderr"), s.get("median"),
                           s.get("min"), s.get("max"), _json(s["samples_ns"]) if s else None, cd.get("baseline_us")))
 

@@ -133,6 +133,7 @@ def _internal_error(task_name: str, mode: str, info: SubmissionInfo, exc: BaseEx
 
 def run(args) -> int:
     # the engine, imported late so that the store commands work without torch
+    from harness.device import device_info, select_device
     from harness.runner import RunOptions, run_submission
 
     task = _load_task(args.task)
@@ -143,6 +144,7 @@ def run(args) -> int:
         raise UsageError(f"no submissions for task {task.name!r} in {args.folder} (looked for *.py; "
                          "files starting with '_' are skipped)")
     import harness
+    device = device_info(select_device(args.device))   # recorded at begin, so a killed run keeps its device
     status = EXIT_OK
     with open_store(args.results_dir) as st:
         print(f"run-all: {len(files)} submission(s) for {task.name}, mode {args.mode}, results in {st.path}",
@@ -150,8 +152,9 @@ def run(args) -> int:
         for i, path in enumerate(files, 1):
             info, name = submission_info(path), display_name(path)
             started = now_iso()
-            run_id = st.begin_run(task.name, args.mode, info, display_name=name, harness_version=harness.__version__,
-                                  git_commit=git_commit_of(path), started_at=started)
+            run_id = st.begin_run(task.name, args.mode, info, display_name=name, device=device,
+                                  harness_version=harness.__version__, git_commit=git_commit_of(path),
+                                  started_at=started)
             print(f"[{i}/{len(files)}] {path.name} ...", end="", file=sys.stderr, flush=True)
             t0 = time.monotonic()
             options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time,

@@ -1,0 +1,207 @@
+"""The store-facing commands through ``harness.cli.main``: leaderboard, history, compare, export, run-all."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.results import RunResult
+from harness.store import open_store
+from test_store import make_result
+
+TASK = "mxfp4_mm"
+
+
+@pytest.fixture()
+def results(tmp_path):
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        st.record(make_result("fast", (10.0, 20.0)), display_name="Fast Kernel")
+        st.record(make_result("slow", (20.0, 40.0)))
+        st.record(make_result("twin", (20.0, 40.0), rel_noise=0.02))
+        st.record(make_result("broken", verdict="fail", message="mismatch at [0, 1]"))
+        st.record(make_result("cpu-one", (900.0, 1800.0), device="cpu", kind="cpu"))
+        st.begin_run(TASK, "leaderboard", make_result("killed").submission)
+    return d
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_markdown(results, capsys):
+    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "markdown")
+    assert code == 0
+    assert "### mxfp4_mm on NVIDIA H200 (cuda)" in out and "### mxfp4_mm on cpu (cpu)" in out
+    assert "| rank | name | score (us) |" in out and "| m=4 n=2880 k=512 |" in out
+    assert "| 1 | Fast Kernel | 14.14 |" in out
+    assert "| =2 | slow |" in out and "| =2 | twin |" in out        # same means: a tie
+    assert "2.00x slower (+14.14 us)" in out
+    assert "**Not ranked**" in out and "| broken | fail | mismatch at [0, 1] |" in out
+    assert "| killed | incomplete |" in out
+
+
+def test_json_and_device_filter(results, capsys):
+    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json",
+                       "--device", "NVIDIA H200")
+    board = json.loads(out)
+    assert code == 0 and board["version"] == 1 and board["rule"] == "geom"
+    (dev,) = board["devices"]
+    assert [e["name"] for e in dev["ranked"]] == ["Fast Kernel", "slow", "twin"]
+    assert [e["rank_label"] for e in dev["ranked"]] == ["1", "=2", "=2"]
+    assert dev["ranked"][0]["shapes"][0]["mean_us"] == pytest.approx(10.0)
+    assert [u["name"] for u in dev["unranked"]] == ["broken"]
+
+
+def test_csv_and_table(results, capsys):
+    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0
+    ranked = [r for r in rows if r["section"] == "ranked"]
+    assert {r["device"] for r in ranked} == {"NVIDIA H200", "cpu"}
+    assert float(next(r for r in ranked if r["name"] == "Fast Kernel")["score_us"]) == pytest.approx(200 ** 0.5)
+    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results)
+    assert code == 0 and "Fast Kernel" in out and "not ranked:" in out
+
+
+def test_unknown_device_and_postgres_are_usage_errors(results, capsys):
+    code, _, err = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--device", "MI355X")
+    assert code == 2 and "choose one of: 'NVIDIA H200', 'cpu'" in err
+    code, _, err = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", "postgresql://localhost/x")
+    assert code == 2 and "not supported yet" in err
+
+
+def test_history(results, capsys):
+    with open_store(results) as st:
+        st.record(make_result("slow", (19.0, 39.0), mode="benchmark", started_at="2026-11-02T10:00:00+00:00"))
+    code, out, _ = cli(capsys, "history", "slow", "--task", TASK, "--results-dir", results)
+    assert code == 0 and out.count("slow") == 2 and "benchmark" in out and "leaderboard" in out
+    code, out, _ = cli(capsys, "history", "slow", "--task", TASK, "--results-dir", results, "--format", "json")
+    assert [r["mode"] for r in json.loads(out)["runs"]] == ["leaderboard", "benchmark"]
+    code, _, err = cli(capsys, "history", "nope", "--task", TASK, "--results-dir", results)
+    assert code == 2 and "'Fast Kernel'" in err
+
+
+def test_compare(results, capsys):
+    code, out, _ = cli(capsys, "compare", "Fast Kernel", "slow", "--task", TASK, "--results-dir", results,
+                       "--device", "NVIDIA H200")
+    assert code == 0 and "overall (geometric mean over shapes): Fast Kernel is 2 \u00b1" in out
+    assert "times faster than slow" in out
+    code, out, _ = cli(capsys, "compare", "slow", "twin", "--task", TASK, "--results-dir", results,
+                       "--format", "json")
+    data = json.loads(out)
+    assert data["device"] == "NVIDIA H200" and data["overall"]["speedup"]["significant"] is False
+    assert data["overall"]["text"].startswith("no significant difference")
+    code, _, err = cli(capsys, "compare", "Fast Kernel", "cpu-one", "--task", TASK, "--results-dir", results)
+    assert code == 2 and "never ran on the same device" in err
+
+
+def test_export(results, capsys, tmp_path):
+    code, out, _ = cli(capsys, "export", "--task", TASK, "--results-dir", results, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and len(data["runs"]) == 6
+    fast = next(r for r in data["runs"] if r["display_name"] == "Fast Kernel")
+    assert RunResult.from_dict(fast["result"]).cases[1].stats.runs == 20
+    assert next(r for r in data["runs"] if r["display_name"] == "killed")["result"] is None
+    target = tmp_path / "runs.csv"
+    code, _, _ = cli(capsys, "export", "--task", TASK, "--results-dir", results, "--format", "csv",
+                     "--output", str(target))
+    rows = list(csv.DictReader(target.open()))
+    assert code == 0 and len(rows) == 5 * 3 + 1   # 5 finished runs x 3 cases, 1 interrupted run
+    assert {r["kind"] for r in rows} == {"test", "benchmark", ""}
+
+
+# --- run-all ---------------------------------------------------------------------------------------
+
+SMALL_TASK = """\
+implementation: mxfp4_mm
+description: mxfp4_mm with tiny shapes, for CPU tests
+tests:
+  - {m: 8, n: 32, k: 64, seed: 1}
+benchmarks:
+  - {m: 8, n: 32, k: 64, seed: 2}
+  - {m: 16, n: 32, k: 128, seed: 3}
+ranking_by: geom
+test_timeout: 120
+benchmark_timeout: 120
+ranked_timeout: 120
+target_gpu: CPU
+rtol: 0.01
+atol: 0.01
+timing:
+  protocol: per_call
+"""
+
+GOOD = """\
+# name: Reference Copy
+from reference import mxfp4_mm_reference, unshuffle_scales_e8m0
+
+
+def custom_kernel(data):
+    a, _b, b_q, _b_shuffle, b_scale_sh = data
+    n, k = b_q.shape[0], a.shape[1]
+    return mxfp4_mm_reference(a, b_q, unshuffle_scales_e8m0(b_scale_sh, n, k // 32))
+"""
+
+BROKEN = """\
+def custom_kernel(data):
+    raise RuntimeError("boom")
+"""
+
+
+def _folder(tmp_path) -> tuple[Path, Path]:
+    task = tmp_path / "tiny_mxfp4" / "task.yml"
+    task.parent.mkdir()
+    task.write_text(SMALL_TASK)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "good.py").write_text(GOOD)
+    (subs / "broken.py").write_text(BROKEN)
+    (subs / "_helper.py").write_text("X = 1\n")
+    (subs / "other.py").write_text("# task: nvfp4_gemm\ndef custom_kernel(data):\n    return data\n")
+    return task, subs
+
+
+def test_run_all_stores_every_submission_and_survives_a_harness_bug(tmp_path, capsys, monkeypatch):
+    import harness.runner as runner
+    task, subs = _folder(tmp_path)
+    seen = []
+
+    def fake_run_submission(path, task_obj, mode, options=None, progress=None):
+        seen.append(Path(path).name)
+        if Path(path).name == "broken.py":
+            raise RuntimeError("harness bug")
+        result = make_result("good", (5.0, 6.0), task=task_obj.name, mode=mode, device="cpu", kind="cpu")
+        result.score_us = 30 ** 0.5
+        return result
+
+    monkeypatch.setattr(runner, "run_submission", fake_run_submission)
+    res = str(tmp_path / "res")
+    code, _, err = cli(capsys, "run-all", str(subs), "--task", str(task), "--mode", "test+benchmark",
+                       "--results-dir", res)
+    assert seen == ["broken.py", "good.py"]
+    assert code == 70 and "[1/2] broken.py ... error" in err and "[2/2] good.py ... pass 5.48 us" in err
+    assert "skipping other.py" in err
+    with open_store(res) as st:
+        runs = {r.display_name: r for r in st.runs(task="tiny_mxfp4")}
+    assert runs["broken"].verdict == "error" and "harness internal error" in runs["broken"].message
+    assert runs["Reference Copy"].verdict == "pass" and runs["Reference Copy"].complete
+
+
+def test_run_all_for_real_on_cpu(tmp_path, capsys):
+    task, subs = _folder(tmp_path)
+    res = str(tmp_path / "res")
+    code, _, err = cli(capsys, "run-all", str(subs), "--task", str(task), "--mode", "test+benchmark",
+                       "--results-dir", res, "--device", "cpu", "--max-repeats", "3", "--max-time", "0.2")
+    assert code == 0, err
+    code, out, _ = cli(capsys, "leaderboard", "--task", str(task), "--results-dir", res, "--format", "json")
+    (dev,) = json.loads(out)["devices"]
+    assert [e["name"] for e in dev["ranked"]] == ["Reference Copy"], textwrap.shorten(err, 2000)
+    assert [(u["name"], u["verdict"]) for u in dev["unranked"]] == [("broken", "error")]
