@@ -3,8 +3,8 @@
 Modules: ``fp4`` (e2m1 codec, packing, byte views), ``mxfp4`` (quantize/dequantize, e8m0 scales),
 ``nvfp4`` (dequantize, e4m3 scales), ``layouts`` (weight/scale shuffles), ``matmul`` (task GEMMs).
 """
-from .fp4 import (E2M1_VALUES, as_uint8, decode_e2m1, e4m3_to_float, e8m0_to_float, encode_e2m1,
-                  from_uint8, pack_fp4, unpack_fp4)
+from .fp4 import (E2M1_VALUES, as_uint8, decode_e2m1, decode_fp4_packed, e4m3_to_float, e8m0_to_float,
+                  encode_e2m1, from_uint8, pack_fp4, unpack_fp4)
 from .layouts import (from_blocked_scales, shuffle_scales_e8m0, shuffle_weight, to_blocked_scales,
                       unshuffle_scales_e8m0, unshuffle_weight)
 from .matmul import ieee_fp32_matmul, mxfp4_mm_reference, nvfp4_gemm_reference
@@ -13,7 +13,7 @@ from .nvfp4 import NV_BLOCK, dequantize_nvfp4
 
 __all__ = [
     "E2M1_VALUES", "MX_BLOCK", "NV_BLOCK",
-    "encode_e2m1", "decode_e2m1", "pack_fp4", "unpack_fp4", "as_uint8", "from_uint8",
+    "encode_e2m1", "decode_e2m1", "decode_fp4_packed", "pack_fp4", "unpack_fp4", "as_uint8", "from_uint8",
     "e8m0_to_float", "e4m3_to_float",
     "quantize_mxfp4", "dequantize_mxfp4", "mxfp4_scale_exponents", "dequantize_nvfp4",
     "shuffle_weight", "unshuffle_weight", "shuffle_scales_e8m0", "unshuffle_scales_e8m0",

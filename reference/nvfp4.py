@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .fp4 import as_uint8, decode_e2m1, e4m3_to_float, unpack_fp4
+from .fp4 import as_uint8, decode_fp4_packed, e4m3_to_float
 
 __all__ = ["NV_BLOCK", "dequantize_nvfp4"]
 
@@ -15,13 +15,12 @@ def dequantize_nvfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
 
     Leading batch dimensions are allowed; strided (non-contiguous) views are fine.
     """
-    codes = unpack_fp4(packed)
-    K = codes.shape[-1]
+    lead, K = tuple(packed.shape[:-1]), packed.shape[-1] * 2
     nblk = K // NV_BLOCK
     sc = as_uint8(scales)
-    if K % NV_BLOCK or sc.shape[-1] != nblk or sc.shape[:-1] != codes.shape[:-1]:
+    if K % NV_BLOCK or tuple(sc.shape) != lead + (nblk,):
         raise ValueError(
             f"dequantize_nvfp4: packed {tuple(packed.shape)} needs scales of shape "
-            f"{tuple(codes.shape[:-1]) + (nblk,)} (one per 16 values), got {tuple(scales.shape)}")
-    vals = decode_e2m1(codes).reshape(*codes.shape[:-1], nblk, NV_BLOCK)
-    return (vals * e4m3_to_float(sc).unsqueeze(-1)).reshape(*codes.shape[:-1], K)
+            f"{lead + (nblk,)} (one per 16 values), got {tuple(scales.shape)}")
+    vals = decode_fp4_packed(packed).view(*lead, nblk, NV_BLOCK)
+    return vals.mul_(e4m3_to_float(sc).unsqueeze(-1)).view(*lead, K)

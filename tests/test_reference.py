@@ -307,3 +307,11 @@ def test_nvfp4_gemm_reference_vs_float64():
         exact = dense(a, sfa) @ dense(b, sfb).T
         got = out[:, :, li].double().numpy()
         assert np.all(np.abs(got - exact) <= 2.0 ** -11 * np.abs(exact) + 1e-6), li
+
+
+def test_decode_fp4_packed_matches_unpack_then_decode():
+    packed = torch.arange(256, dtype=torch.uint8).reshape(4, 64).view(torch.float4_e2m1fn_x2)
+    want = R.decode_e2m1(R.unpack_fp4(packed))
+    got = R.decode_fp4_packed(packed.permute(1, 0).contiguous().permute(1, 0))   # strided input too
+    assert got.shape == (4, 128) and torch.equal(got, want)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
