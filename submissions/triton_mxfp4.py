@@ -136,21 +136,34 @@ def _mxfp4_mm_kernel(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, DS, num_warps, num_stages) per (M, N, K); a fallback picks by rule.
-CONFIGS = {}
+# Tuned on the H200 (per-call protocol); register-spill-free choices for M >= 64 (BK=64, 8 warps).
+CONFIGS = {
+    (4, 2880, 512): (128, 16, 128, 2, 0, 4, 3),
+    (8, 2112, 7168): (64, 16, 128, 8, 1, 4, 3),
+    (16, 2112, 7168): (64, 16, 128, 8, 1, 4, 3),
+    (16, 3072, 1536): (64, 16, 128, 2, 1, 4, 3),
+    (32, 4096, 512): (128, 32, 128, 4, 1, 4, 3),
+    (32, 2880, 512): (128, 32, 128, 4, 1, 4, 3),
+    (64, 3072, 1536): (128, 64, 64, 4, 0, 8, 3),
+    (64, 7168, 2048): (128, 64, 64, 2, 0, 8, 3),
+    (256, 2880, 512): (128, 64, 64, 1, 0, 8, 3),
+    (256, 3072, 1536): (128, 64, 64, 2, 0, 8, 3),
+}
 
 
 def _pick_config(M, N, K):
     cfg = CONFIGS.get((M, N, K))
     if cfg is not None:
         return cfg
-    BM = 16 if M <= 16 else (32 if M <= 32 else (64 if M <= 64 else 128))
-    BN = 128 if M <= 64 else 64
-    BK = 256 if K % 256 == 0 else 128
+    BM = 16 if M <= 16 else (32 if M <= 32 else 64)
+    BN = 128 if M <= 32 else 64
+    BK = 128 if M <= 32 else 64
+    nw = 4 if M <= 32 else 8
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     split = 1
     while tiles * split * 2 <= 160 and K // (split * 2) >= BK * 2 and (K // (split * 2)) % BK == 0:
         split *= 2
-    return (BN, BM, BK, split, 0, 4, 3)
+    return (BN, BM, BK, split, 0, nw, 3)
 
 
 _SCRATCH = {}
@@ -190,8 +203,7 @@ def launch(A, B_q, B_scale_sh, cfg=None, out=None, fast=True):
         ws, cnt = C, C
     args = (A, bq, bs, C, ws, cnt, M, N, K, A.stride(0), bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT,
             BN, BM, BK, SPLIT, DS, _INTERP)
-    aligned = ((A.data_ptr() | bq.data_ptr() | bs.data_ptr() | C.data_ptr() | ws.data_ptr()) & 15) == 0
-    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), C.stride(0), cfg, aligned)
+    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg)
     h = _HANDLES.get(key) if (fast and _FAST[0] and not _INTERP) else None
     if h is not None:
         try:
@@ -205,9 +217,31 @@ def launch(A, B_q, B_scale_sh, cfg=None, out=None, fast=True):
     if fast and _FAST[0] and not _INTERP and getattr(h, "function", None) is not None and \
             getattr(h, "packed_metadata", None) is not None:
         _HANDLES[key] = h
+        if cfg == _pick_config(M, N, K):
+            _TAB[(M, N, K, A.stride(0), bq.stride(0), bs.stride(0))] = (h, g0, g1, SPLIT, BN, BM, ws, cnt)
     return C
 
 
+_TAB = {}  # (shape, strides) -> compiled handle + grid: lets a call skip Triton's argument binding
+_BF16 = torch.bfloat16
+
+
 def custom_kernel(data):
-    A, B, B_q, B_shuffle, B_scale_sh = data
-    return launch(A, B_q, B_scale_sh)
+    A, _, B_q, _, S = data
+    M, K = A.shape
+    N = B_q.shape[0]
+    ent = _TAB.get((M, N, K, A.stride(0), B_q.stride(0), S.stride(0))) if _FAST[0] else None
+    if ent is not None:
+        h, g0, g1, split, BN, BM, ws, cnt = ent
+        dev = A.device
+        C = torch.empty((M, N), dtype=_BF16, device=dev)
+        if split == 1:
+            ws = cnt = C
+        try:
+            h.run(g0, g1, split, _driver.active.get_current_stream(dev.index), h.function, h.packed_metadata,
+                  None, None, None, A, B_q, S, C, ws, cnt, M, N, K, A.stride(0), B_q.stride(0), N, S.stride(0), K // split,
+                  BN, BM, 0, split, 0, False)
+            return C
+        except Exception:  # noqa: BLE001
+            _FAST[0] = False
+    return launch(A, B_q, S)
