@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from harness.store import open_store
 from test_store import make_result
 
 TASK = "mxfp4_mm"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture()
@@ -195,13 +196,19 @@ def test_run_all_stores_every_submission_and_survives_a_harness_bug(tmp_path, ca
     assert runs["Reference Copy"].verdict == "pass" and runs["Reference Copy"].complete
 
 
-def test_run_all_for_real_on_cpu(tmp_path, capsys):
+def test_ci_script_runs_run_all_for_real_on_cpu(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("ci_leaderboard", ROOT / "scripts" / "ci_leaderboard.py")
+    ci = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ci)
     task, subs = _folder(tmp_path)
-    res = str(tmp_path / "res")
-    code, _, err = cli(capsys, "run-all", str(subs), "--task", str(task), "--mode", "test+benchmark",
-                       "--results-dir", res, "--device", "cpu", "--max-repeats", "3", "--max-time", "0.2")
+    res, out_file = tmp_path / "res", tmp_path / "board.md"
+    code = ci.main(["--task", str(task), "--submissions", str(subs), "--quick", "--device", "cpu",
+                    "--results-dir", str(res), "--out", str(out_file)])
+    out, err = capsys.readouterr()
     assert code == 0, err
-    code, out, _ = cli(capsys, "leaderboard", "--task", str(task), "--results-dir", res, "--format", "json")
-    (dev,) = json.loads(out)["devices"]
-    assert [e["name"] for e in dev["ranked"]] == ["Reference Copy"], textwrap.shorten(err, 2000)
-    assert [(u["name"], u["verdict"]) for u in dev["unranked"]] == [("broken", "error")]
+    assert "[1/2] broken.py ... error" in err and "[2/2] good.py ... pass" in err
+    assert "### tiny_mxfp4 on " in out and "| 1 | Reference Copy |" in out
+    assert "| broken | error |" in out and "boom" in out
+    assert out_file.read_text() == out
+    with open_store(str(res)) as st:
+        assert sorted(r.verdict for r in st.runs(task="tiny_mxfp4")) == ["error", "pass"]
