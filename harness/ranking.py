@@ -207,7 +207,7 @@ def best_run(runs: list[RunRow], cases: dict[int, list[CaseRow]],
     scored = []
     for r in runs:
         shapes = shape_times(cases.get(r.id, [])) if r.complete and r.verdict == PASS else None
-        if shapes:
+        if shapes and all(s.mean_us > 0 for s in shapes):   # a zero time is a broken timer, not a score
             scored.append((score(shapes, rule), r, shapes))
     return min(scored, key=lambda t: (t[0].value_us, t[1].id)) if scored else None
 

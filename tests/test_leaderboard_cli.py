@@ -212,3 +212,13 @@ def test_ci_script_runs_run_all_for_real_on_cpu(tmp_path, capsys):
     assert out_file.read_text() == out
     with open_store(str(res)) as st:
         assert sorted(r.verdict for r in st.runs(task="tiny_mxfp4")) == ["error", "pass"]
+
+
+def test_mode_filter_and_rule_override(results, capsys):
+    with open_store(results) as st:
+        st.record(make_result("bench-only", (1.0, 400.0), mode="benchmark"))
+    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json",
+                       "--mode", "benchmark", "--rule", "last", "--device", "NVIDIA H200")
+    (dev,) = json.loads(out)["devices"]
+    assert code == 0 and json.loads(out)["rule"] == "last"
+    assert [(e["name"], e["score_us"]) for e in dev["ranked"]] == [("bench-only", 400.0)]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
 
 from harness import compare as stats
@@ -40,7 +41,7 @@ def _best(st, task, ref, device, rule):
     top = best_run(runs, st.cases(r.id for r in runs), rule)
     if top is None:
         raise UsageError(f"{ref!r} has no complete, passing run with timings on {device!r}; "
-                         f"see 'python -m harness history {ref} --task {task}'")
+                         f"see 'python -m harness history {shlex.quote(ref)} --task {task}'")
     return top[1]
 
 

@@ -41,12 +41,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("--rule", choices=[r.value for r in RankRule], default=None,
                         help="override the task's ranking rule")
+    parser.add_argument("--mode", choices=("leaderboard", "benchmark", "test+benchmark"), default=None,
+                        help="rank only runs made in this mode (default: every mode that has timings)")
     add_results_dir_argument(parser)
 
 
 def run(args) -> int:
     sys.stdout.write(leaderboard_text(args.task, fmt=args.format, device=args.device,
-                                      results_dir=args.results_dir, rule=args.rule))
+                                      results_dir=args.results_dir, rule=args.rule, mode=args.mode))
     return 0
 
 
@@ -78,11 +80,11 @@ def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple
 
 
 def build(task: str, *, device: str | None = None, results_dir: str | None = None,
-          rule: str | None = None) -> tuple[Leaderboard, list[str]]:
+          rule: str | None = None, mode: str | None = None) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
     with open_store(results_dir) as st:
-        runs = st.runs(task=name)
+        runs = [r for r in st.runs(task=name) if mode is None or r.mode == mode]
         _, rank_rule, warning = ranking_rule(task, rule, bool(runs))
         known_tasks, devices = st.tasks(), st.devices(name)
         if device is not None and device not in devices:
@@ -97,8 +99,9 @@ def build(task: str, *, device: str | None = None, results_dir: str | None = Non
 
 
 def leaderboard_text(task: str, *, fmt: str = "table", device: str | None = None,
-                     results_dir: str | None = None, rule: str | None = None) -> str:
-    board, warnings = build(task, device=device, results_dir=results_dir, rule=rule)
+                     results_dir: str | None = None, rule: str | None = None, mode: str | None = None) -> str:
+    """The rendered leaderboard; warnings (assumed rule, empty store) go to stderr."""
+    board, warnings = build(task, device=device, results_dir=results_dir, rule=rule, mode=mode)
     for w in warnings:
         print(w, file=sys.stderr)
     return render(board, fmt)
