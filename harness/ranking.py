@@ -190,7 +190,8 @@ def shape_times(cases: list[CaseRow]) -> list[ShapeTime] | None:
 
 def _reason(run: RunRow, has_pass: bool) -> str:
     if run.verdict == INCOMPLETE or not run.complete:
-        return run.message or "the run was interrupted (killed, crashed harness or out of time) before it finished"
+        return run.message or ("the run has not finished: still running, or interrupted (killed, crashed harness, "
+                               "machine lost) before it could store a result")
     if run.verdict == PASS or has_pass:
         return "no benchmark timings yet: only test runs passed; run it in benchmark or leaderboard mode"
     return run.message or f"verdict {run.verdict}"

@@ -125,8 +125,9 @@ def _load_task(task: str):
         raise UsageError(f"cannot load task {task!r}: {exc}") from exc
 
 
-def _internal_error(task_name: str, mode: str, info: SubmissionInfo, exc: BaseException, started: str) -> RunResult:
-    return RunResult(task=task_name, submission=info, mode=mode, device=DeviceInfo(name="unknown", kind="unknown"),
+def _internal_error(task_name: str, mode: str, info: SubmissionInfo, device: DeviceInfo, exc: BaseException,
+                    started: str) -> RunResult:
+    return RunResult(task=task_name, submission=info, mode=mode, device=device,
                      verdict=ERROR, message=f"harness internal error: {exc!r} (please report it)",
                      started_at=started, finished_at=now_iso(), complete=True)
 
@@ -166,7 +167,7 @@ def run(args) -> int:
                 print(" not run", file=sys.stderr)
                 raise
             except Exception as exc:  # noqa: BLE001 - a harness bug on one submission must not stop the rest
-                result = _internal_error(task.name, args.mode, info, exc, started)
+                result = _internal_error(task.name, args.mode, info, device, exc, started)
                 status = EXIT_INTERNAL
             st.finish_run(run_id, result, display_name=name)
             score = f" {us(result.score_us)} us" if result.score_us is not None else ""
