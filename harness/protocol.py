@@ -69,10 +69,8 @@ def describe_output(out) -> dict:
 
 def tensor_bytes(out: torch.Tensor) -> bytes:
     """Worker side: the tensor's values, contiguous, as raw bytes (a host copy)."""
-    t = out.detach().contiguous().cpu()
-    if t.dtype.itemsize == 1 or t.numel() == 0:
-        return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
-    return t.view(torch.uint8).numpy().tobytes()
+    t = out.detach().cpu().reshape(-1)
+    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
 
 
 def send(conn, header: dict, payloads=()) -> None:

@@ -53,6 +53,7 @@ class RunOptions:
     memory_limit_gb: float | None = None    # host memory of the worker tree; default 75% of RAM
     drop_privileges: bool | None = None     # run the worker as 'nobody' when root; None = when possible
     output_limit_mb: int = 64
+    cpu_inputs_per_measurement: int = 2     # batched protocol on the CPU: fewer inputs than the task's 50
     extra_warnings: list[str] = field(default_factory=list)
 
 
@@ -91,7 +92,8 @@ def _privilege_drop_possible() -> bool:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return False
     import harness as h
-    needed = [sys.prefix, os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(h.__file__))]
+    needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), os.path.dirname(torch.__file__),
+              os.path.dirname(os.path.dirname(h.__file__))]
     return all(_world_traversable(p) for p in needed)
 
 
@@ -225,9 +227,13 @@ class _Run:
         label = f"benchmark {i + 1}/{len(self.task.benchmarks)} {_fmt(spec)}"
         self.progress(label)
         per_call = self.task.timing_protocol == "per_call"
-        batch = 1 if per_call else self.task.inputs_per_measurement
-        max_repeats, max_time_ns, wall_cap = self._limits()
         result = CaseResult(kind, spec, PASS, baseline_us=self.task.baseline_for(case))
+        batch = 1 if per_call else self.task.inputs_per_measurement
+        if not self.gpu and batch > self.opt.cpu_inputs_per_measurement:
+            batch = self.opt.cpu_inputs_per_measurement
+            result.warnings.append(f"CPU run: {batch} inputs per measurement instead of the task's "
+                                   f"{self.task.inputs_per_measurement}")
+        max_repeats, max_time_ns, wall_cap = self._limits()
 
         warm = self._inputs_for(spec, WARMUP_INDEX, 1)[0] if self.leaderboard else None
         fixed = None if self.leaderboard else self._inputs_for(spec, 0, batch)   # reused by every sample

@@ -6,6 +6,7 @@ It never sees a reference output, a checker, or the secret seed.
 """
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import resource
@@ -56,6 +57,7 @@ def _isolate(cfg: WorkerConfig) -> None:
 
 
 def _describe_exception(exc: BaseException) -> str:
+    """One sentence a competitor can act on."""
     name = type(exc).__name__
     if isinstance(exc, ModuleNotFoundError):
         return (f"the submission needs the Python module {exc.name!r}, which is not installed here "
@@ -66,6 +68,9 @@ def _describe_exception(exc: BaseException) -> str:
         return f"ran out of device memory: {exc}".split("\n")[0]
     if "CompilationError" in name or "CompileError" in name:
         return f"a kernel failed to compile ({name}): {str(exc).strip()[:800]}"
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return ("the submission wrote more than the allowed output to stdout/stderr or files (output flood); "
+                "remove the prints")
     if isinstance(exc, SystemExit):
         return f"the submission called sys.exit({exc.code!r})"
     return f"{name}: {str(exc).strip()[:1500]}"

@@ -1,0 +1,153 @@
+"""Each fixture submission gets its expected verdict, and a bad one never takes the harness down."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
+from harness.runner import RunOptions, run_submission
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+MXFP4_SMALL = str(FIX / "tasks" / "mxfp4_small" / "task.yml")
+NVFP4_SMALL = str(FIX / "tasks" / "nvfp4_small" / "task.yml")
+TORCH_MXFP4 = ROOT / "submissions" / "torch_mxfp4.py"
+TORCH_NVFP4 = ROOT / "submissions" / "torch_nvfp4.py"
+
+
+def _run(sub, task=MXFP4_SMALL, mode="test", **opts):
+    options = RunOptions(device="cpu", max_repeats=3, **opts)
+    return run_submission(sub, task, mode, options)
+
+
+def test_correct_submission_passes_tests_and_benchmarks():
+    r = _run(TORCH_MXFP4, mode="test+benchmark")
+    assert r.verdict == PASS, r.message
+    assert [c.kind for c in r.cases] == ["test"] * 3 + ["benchmark"] * 2
+    bench = r.benchmark_cases()
+    assert all(c.stats is not None and c.stats.runs >= 3 for c in bench)
+    assert all(len(c.stats.samples_ns) == c.stats.runs for c in bench)
+    assert r.score_us is not None and r.score_us > 0
+    assert bench[0].baseline_us == 1.0
+    assert r.device.kind == "cpu"
+
+
+def test_correct_nvfp4_with_strided_batched_inputs():
+    r = _run(TORCH_NVFP4, task=NVFP4_SMALL, mode="test+benchmark")
+    assert r.verdict == PASS, r.message
+    assert r.benchmark_cases()[0].stats.runs >= 3
+
+
+@pytest.mark.parametrize("name, verdict, words", [
+    ("wrong_zeros.py", FAIL, "mismatch"),
+    ("raises.py", ERROR, "deliberate failure"),
+    ("segfault.py", ERROR, "segmentation fault"),
+    ("syntax_error.py", ERROR, "syntax error"),
+    ("import_error.py", ERROR, "'aiter'"),
+    ("os_exit.py", ERROR, "exited with code 3"),
+    ("kill_self.py", ERROR, "SIGKILL"),
+    ("no_entry_point.py", ERROR, "custom_kernel"),
+    ("returns_none.py", FAIL, "not a torch.Tensor"),
+    ("sys_exit.py", ERROR, "sys.exit"),
+])
+def test_bad_submission_gets_its_verdict(name, verdict, words):
+    r = _run(FIX / "submissions" / name)
+    assert r.verdict == verdict, r.message
+    assert words.lower() in r.message.lower(), r.message
+
+
+def test_flooding_output_is_stopped_and_capped():
+    r = _run(FIX / "submissions" / "flood.py", output_limit_mb=2)
+    assert r.verdict == ERROR
+    assert "output flood" in r.message
+    assert len(r.stdout) < 20_000 and "bytes left out" in r.stdout
+
+
+def test_memory_hog_is_killed():
+    r = _run(FIX / "submissions" / "memory_hog.py", memory_limit_gb=1.5)
+    assert r.verdict == ERROR
+    assert "host memory" in r.message
+
+
+def test_hang_costs_only_its_timeout():
+    t0 = time.monotonic()
+    r = _run(FIX / "submissions" / "hang.py", timeout_scale=0.1)   # 60 s test timeout -> 6 s
+    assert r.verdict == TIMEOUT
+    assert time.monotonic() - t0 < 6 + 20
+    assert [c.verdict for c in r.cases] == [TIMEOUT, NOT_RUN, NOT_RUN]
+
+
+def _correct_then(tmp_path, failure: str) -> Path:
+    """The torch example, wrapped so that every call after the first does ``failure``."""
+    src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
+    path = tmp_path / "correct_then_bad.py"
+    path.write_text(src + f"""
+
+_calls = 0
+
+
+def custom_kernel(data):
+    global _calls
+    _calls += 1
+    if _calls > 1:
+        {failure}
+    return _correct_kernel(data)
+""")
+    return path
+
+
+def test_segfault_keeps_cases_measured_before_it(tmp_path):
+    sub = _correct_then(tmp_path, "import ctypes; ctypes.string_at(0)")
+    r = _run(sub)
+    assert [c.verdict for c in r.cases] == [PASS, ERROR, NOT_RUN]
+    assert r.verdict == ERROR and "segmentation fault" in r.message
+
+
+def test_hang_keeps_cases_measured_before_it(tmp_path):
+    sub = _correct_then(tmp_path, "while True: pass")
+    t0 = time.monotonic()
+    r = _run(sub, timeout_scale=0.15)   # 9 s
+    assert [c.verdict for c in r.cases] == [PASS, TIMEOUT, NOT_RUN]
+    assert time.monotonic() - t0 < 9 + 20
+
+
+def test_cli_json_schema_and_exit_codes(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code = main(["run", str(TORCH_MXFP4), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
+                 "--json", str(out), "--quiet"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    for key in ("schema_version", "task", "submission", "mode", "device", "verdict", "score_us", "cases"):
+        assert key in doc
+    assert set(doc["device"]) >= {"name", "kind", "driver", "torch", "triton"}
+    assert RunResult.from_dict(doc).verdict == PASS
+    assert main(["run", str(FIX / "submissions" / "wrong_zeros.py"), "--task", MXFP4_SMALL,
+                 "--device", "cpu", "--mode", "test", "--quiet"]) == 1
+    assert main(["run", str(FIX / "submissions" / "raises.py"), "--task", MXFP4_SMALL,
+                 "--device", "cpu", "--mode", "test", "--quiet"]) == 3
+
+
+def test_usage_errors_name_the_fix(capsys):
+    assert main(["run", "does/not/exist.py", "--task", "mxfp4_mm"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["run", str(TORCH_MXFP4), "--task", "no_such_task"]) == 2
+    assert "choose one of" in capsys.readouterr().err
+    assert main(["run", str(TORCH_MXFP4)]) == 2   # --task missing
+    assert main(["run", str(TORCH_MXFP4), "--task", "mxfp4_mm", "--device", "cuda:7"]) == 2
+
+
+def test_leaderboard_mode_scores_with_secret_inputs():
+    r = _run(TORCH_MXFP4, mode="leaderboard", secret="s3cret")
+    assert r.verdict == PASS, r.message
+    assert [c.kind for c in r.cases] == ["test"] * 3 + ["leaderboard"] * 2
+    assert r.score_us is not None
+
+
+def test_profile_mode_returns_a_table():
+    r = _run(TORCH_MXFP4, mode="profile")
+    assert r.verdict == PASS, r.message
+    assert all("Self CPU" in c.extra["profile_table"] for c in r.cases)
