@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the harness with what it needs on this machine:
+# - a GPU machine whose python3 already has a CUDA/ROCm torch: reuse it (system site packages);
+# - otherwise the CPU build of torch, and Triton >= 3.8 so Triton submissions run under its interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    "$PY" -m venv --system-site-packages .venv
+  else
+    "$PY" -m venv .venv
+  fi
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+if ! python -c 'import torch' 2>/dev/null; then
+  python -m pip install -q "torch==2.13.0" || python -m pip install -q --index-url https://download.pytorch.org/whl/cpu "torch>=2.8,<3"
+fi
+if ! python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  python -c 'import triton, sys; v = tuple(int(x) for x in triton.__version__.split(".")[:2]); sys.exit(0 if v >= (3, 8) else 1)' 2>/dev/null \
+    || python -m pip install -q "triton>=3.8"
+fi
+python -m pip install -q -e ".[test]"
+echo "setup done: $(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")')" >&2
