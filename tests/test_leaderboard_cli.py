@@ -153,18 +153,25 @@ def custom_kernel(data):
 
 BROKEN = """\
 def custom_kernel(data):
-    raise RuntimeError("boom")
+    raise RuntimeError("deliberate failure inside custom_kernel")
 """
 
 
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
 def _folder(tmp_path) -> tuple[Path, Path]:
-    task = tmp_path / "tiny_mxfp4" / "task.yml"
-    task.parent.mkdir()
-    task.write_text(SMALL_TASK)
+    """A small-shape task (the harness's fixture when present) and a folder of tiny submissions."""
+    task = FIXTURES / "tasks" / "mxfp4_small" / "task.yml"
+    if not task.is_file():
+        task = tmp_path / "mxfp4_small" / "task.yml"
+        task.parent.mkdir()
+        task.write_text(SMALL_TASK)
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "good.py").write_text(GOOD)
-    (subs / "broken.py").write_text(BROKEN)
+    raises = FIXTURES / "submissions" / "raises.py"
+    (subs / "broken.py").write_text(raises.read_text() if raises.is_file() else BROKEN)
     (subs / "_helper.py").write_text("X = 1\n")
     (subs / "other.py").write_text("# task: nvfp4_gemm\ndef custom_kernel(data):\n    return data\n")
     return task, subs
@@ -191,7 +198,7 @@ def test_run_all_stores_every_submission_and_survives_a_harness_bug(tmp_path, ca
     assert code == 70 and "[1/2] broken.py ... error" in err and "[2/2] good.py ... pass 5.48 us" in err
     assert "skipping other.py" in err
     with open_store(res) as st:
-        runs = {r.display_name: r for r in st.runs(task="tiny_mxfp4")}
+        runs = {r.display_name: r for r in st.runs(task="mxfp4_small")}
     assert runs["broken"].verdict == "error" and "harness internal error" in runs["broken"].message
     assert runs["Reference Copy"].verdict == "pass" and runs["Reference Copy"].complete
 
@@ -207,11 +214,11 @@ def test_ci_script_runs_run_all_for_real_on_cpu(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "[1/2] broken.py ... error" in err and "[2/2] good.py ... pass" in err
-    assert "### tiny_mxfp4 on " in out and "| 1 | Reference Copy |" in out
-    assert "| broken | error |" in out and "boom" in out
+    assert "### mxfp4_small on " in out and "| 1 | Reference Copy |" in out
+    assert "| broken | error |" in out and "deliberate failure" in out
     assert out_file.read_text() == out
     with open_store(str(res)) as st:
-        assert sorted(r.verdict for r in st.runs(task="tiny_mxfp4")) == ["error", "pass"]
+        assert sorted(r.verdict for r in st.runs(task="mxfp4_small")) == ["error", "pass"]
 
 
 def test_mode_filter_and_rule_override(results, capsys):
