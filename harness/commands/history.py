@@ -18,7 +18,8 @@ EXAMPLES = """  python -m harness history submissions/triton_mxfp4.py --task mxf
 
 A file matches the runs of the same path, the same content (sha256) or the same display name; a name
 that is not a file matches display names, file stems and sha256 prefixes (8+ hex digits). The 'sha256'
-column is marked '*' where the run's content equals the file as it is now."""
+column is marked '*' where the run's content equals the file as it is now; 'commit' is the git commit
+of the checkout that held the submission when it ran."""
 
 
 def add_arguments(parser) -> None:
