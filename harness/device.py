@@ -12,7 +12,7 @@ from harness.results import DeviceInfo
 def select_device(requested: str | None = None) -> torch.device:
     """``None``/"auto": the first GPU when there is one, else the CPU."""
     if requested in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(requested)
     except RuntimeError as exc:
@@ -24,6 +24,8 @@ def select_device(requested: str | None = None) -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise DeviceError(f"device {requested!r} does not exist: this machine has "
                               f"{torch.cuda.device_count()} GPU(s), cuda:0..cuda:{torch.cuda.device_count() - 1}")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
     elif device.type != "cpu":
         raise DeviceError(f"device type {device.type!r} is not supported; use 'cpu' or 'cuda[:N]' "
                           "(ROCm GPUs also appear as 'cuda' in torch)")

@@ -7,7 +7,7 @@ from .fp4 import (E2M1_VALUES, as_uint8, decode_e2m1, decode_fp4_packed, e4m3_to
                   encode_e2m1, from_uint8, pack_fp4, unpack_fp4)
 from .layouts import (from_blocked_scales, shuffle_scales_e8m0, shuffle_weight, to_blocked_scales,
                       unshuffle_scales_e8m0, unshuffle_weight)
-from .matmul import ieee_fp32_matmul, mxfp4_mm_reference, nvfp4_gemm_reference
+from .matmul import fp4_exact_matmul, mxfp4_mm_reference, nvfp4_gemm_reference
 from .mxfp4 import MX_BLOCK, dequantize_mxfp4, mxfp4_scale_exponents, quantize_mxfp4
 from .nvfp4 import NV_BLOCK, dequantize_nvfp4
 
@@ -18,5 +18,5 @@ __all__ = [
     "quantize_mxfp4", "dequantize_mxfp4", "mxfp4_scale_exponents", "dequantize_nvfp4",
     "shuffle_weight", "unshuffle_weight", "shuffle_scales_e8m0", "unshuffle_scales_e8m0",
     "to_blocked_scales", "from_blocked_scales",
-    "mxfp4_mm_reference", "nvfp4_gemm_reference", "ieee_fp32_matmul",
+    "mxfp4_mm_reference", "nvfp4_gemm_reference", "fp4_exact_matmul",
 ]
