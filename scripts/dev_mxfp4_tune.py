@@ -51,8 +51,10 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--extra", default="")  # json list of [M,N,K,cfg] to add
+    ap.add_argument("--only-extra", action="store_true")
+    ap.add_argument("--mod", default="triton_mxfp4")
     args = ap.parse_args()
-    T = load(os.path.join(os.path.dirname(__file__), "..", "submissions", "triton_mxfp4.py"))
+    T = load(os.path.join(os.path.dirname(__file__), "..", "submissions", args.mod + ".py"))
     shapes = DB.MX_BENCH if args.shapes == "bench" else DB.MX_BENCH + DB.MX_TEST
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
@@ -62,13 +64,19 @@ def main():
     extra = json.loads(args.extra) if args.extra else []
     t0 = time.time()
     for (m, n, k, seed) in shapes:
+        if args.only_extra and not any((mm, nn, kk) == (m, n, k) for (mm, nn, kk, c) in extra):
+            continue
         datas = [DB.mx_generate(m, n, k, seed + i, "cuda") for i in range(3)]
         ref = DB.mx_reference(datas[0])
         rows = []
-        cl = cands(m, n, k, args.quick) + [tuple(c) for (mm, nn, kk, c) in extra if (mm, nn, kk) == (m, n, k)]
+        cl = ([] if args.only_extra else cands(m, n, k, args.quick)) + [tuple(c) for (mm, nn, kk, c) in extra if (mm, nn, kk) == (m, n, k)]
         for cfg in cl:
             try:
-                fn = lambda d, cfg=cfg: T.launch(d[0], d[2], d[4], cfg=cfg)  # noqa: E731
+                if args.mod == "triton_mxfp4":
+                    fn = lambda d, cfg=cfg: T.launch(d[0], d[2], d[4], cfg=cfg)  # noqa: E731
+                else:
+                    T.CONFIGS[(m, n, k)] = cfg
+                    fn = T.custom_kernel
                 out = fn(datas[0])
                 ok, msg = DB.check(out, ref, 1e-2)
                 out = fn(datas[0])  # second call: fast path + counter reset
@@ -89,7 +97,7 @@ def main():
             if r[1] is None:
                 print(f"   FAIL {r[0]} {r[3][:160]}")
         # host-side cost per call (no sync), best config
-        if good:
+        if good and args.mod == "triton_mxfp4":
             cfg = good[0][0]
             fn = lambda d, cfg=cfg: T.launch(d[0], d[2], d[4], cfg=cfg)  # noqa: E731
             torch.cuda.synchronize()
@@ -107,7 +115,7 @@ def main():
             print(f"   host us/call (plain launch) {1e6 * (te - ts) / 200:.2f}")
     best = {k: min((r for r in v if r[1] is not None), key=lambda r: r[1], default=None) for k, v in res.items()}
     bm = [best[f"{m}x{n}x{k}"][1] for (m, n, k, s) in DB.MX_BENCH if best.get(f"{m}x{n}x{k}")]
-    if len(bm) == 6:
+    if len(bm) == 6 and not args.only_extra:
         print("geomean of best (bench):", math.exp(sum(map(math.log, bm)) / 6))
     print("BEST", json.dumps({k: (v[0], round(v[1], 2)) if v else None for k, v in best.items()}))
     if args.out:

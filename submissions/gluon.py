@@ -181,5 +181,5 @@ def custom_kernel(data):
     else:
         ws, cnt = C, C
     _mxfp4_gluon_hopper[grid](A, bq, bs, C, ws, cnt, M, N, K, A.stride(0), bq.stride(0), C.stride(0),
-                              bs.stride(0), K // SPLIT, BLOCK_N=BN, BLOCK_M=BM, SPLIT_K=SPLIT, num_warps=4)
+                              bs.stride(0), K // SPLIT, BLOCK_N=BN, BLOCK_M=BM, SPLIT_K=SPLIT, num_warps=BN // 16)
     return C
