@@ -24,7 +24,7 @@ import psutil
 import torch
 
 import harness
-from harness import sol
+from harness import protocol, sol
 from harness.device import device_info, select_device
 from harness.errors import UsageError
 from harness.protocol import rebuild_tensor
@@ -72,10 +72,6 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _clone(data):
-    return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in data)
-
-
 def _world_traversable(path: str) -> bool:
     p = Path(path).resolve()
     for d in [p, *p.parents]:
@@ -120,6 +116,8 @@ class _Run:
         self.baseline_threads = None
         self.tmp = None
         self.measured_peaks = sol.load_measured()
+        self._staged_layouts = None   # GPU: layouts of the worker's input buffers
+        self._staged = []             # GPU: the parent's mappings of those buffers
 
     # -- set-up --------------------------------------------------------------------------------------
     def _worker_config(self) -> WorkerConfig:
@@ -158,6 +156,27 @@ class _Run:
     def _case_spec(self, case: dict) -> dict:
         return dict(case, seed=self.opt.seed) if self.opt.seed is not None else dict(case)
 
+    # -- inputs --------------------------------------------------------------------------------------
+    def _send_inputs(self, privates: list, deadline: float) -> list:
+        """Gives the worker copies of ``privates`` (the parent keeps the originals for checking).
+        Returns what the messages name them by: the tuples themselves on the CPU (pickled by value),
+        slot numbers on a GPU, where the parent writes into buffers the worker allocated and exported."""
+        if not self.gpu:
+            return list(privates)
+        layouts = [[protocol.layout_of(t) for t in data] for data in privates]
+        if layouts != self._staged_layouts:
+            self._staged = []   # drop our mappings before the worker frees its buffers
+            header, _ = self.sup.request({"op": "alloc", "layouts": layouts}, deadline, "allocating inputs")
+            if not header.get("ok"):
+                raise WorkerFailure(ERROR, f"could not allocate inputs on the device: {header.get('error')}")
+            self._staged = [tuple(protocol.import_cuda(e) for e in slot) for slot in header["exports"]]
+            self._staged_layouts = layouts
+        for dst, src in zip(self._staged, privates):
+            for d, t in zip(dst, src):
+                d.copy_(t)
+        torch.cuda.synchronize(self.device)
+        return list(range(len(privates)))
+
     # -- checks on every reply -----------------------------------------------------------------------
     def _guard(self, header: dict) -> str | None:
         """A reason to reject, from the worker's own integrity report."""
@@ -192,7 +211,8 @@ class _Run:
             label = f"test {i + 1}/{len(self.task.tests)} {_fmt(spec)}"
             self.progress(label)
             data = self.task.generate_input(spec, self.device)
-            header, payloads = self.sup.request({"op": "call", "data": _clone(data)}, deadline, f"running {label}")
+            [item] = self._send_inputs([data], deadline)
+            header, payloads = self.sup.request({"op": "call", "data": item}, deadline, f"running {label}")
             reason = self._guard(header)
             if reason:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
@@ -237,8 +257,8 @@ class _Run:
 
         warm = self._inputs_for(spec, WARMUP_INDEX, 1)[0] if self.leaderboard else None
         fixed = None if self.leaderboard else self._inputs_for(spec, 0, batch)   # reused by every sample
-        fixed_copies = [_clone(d) for d in fixed] if fixed else None
-        header, _ = self.sup.request({"op": "warmup", "data": _clone(warm) if warm else fixed_copies[0],
+        [warm_item] = self._send_inputs([warm if warm else fixed[0]], deadline)
+        header, _ = self.sup.request({"op": "warmup", "data": warm_item,
                                       "min_calls": 3 if self.gpu else 1, "min_ms": 100 if self.gpu else 0},
                                      deadline, f"warming up {label}")
         if self.leaderboard and self.baseline_threads is None:
@@ -251,17 +271,17 @@ class _Run:
             if per_call:
                 k = min(10 if self.gpu else 1, max_repeats - len(samples))
                 privates = self._inputs_for(spec, index, k) if self.leaderboard else fixed * k
-                copies = [_clone(d) for d in privates] if self.leaderboard else fixed_copies * k
+                items = self._send_inputs(privates if self.leaderboard else fixed, deadline)
+                items = items if self.leaderboard else items * k
                 returned = list(range(k)) if self.leaderboard else [k - 1]
             else:
                 privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
-                copies = [_clone(d) for d in privates] if self.leaderboard else fixed_copies
+                items = self._send_inputs(privates, deadline)
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
             index += len(privates)
             header, payloads = self.sup.request({"op": "time", "protocol": self.task.timing_protocol,
-                                                 "inputs": copies, "return": returned},
+                                                 "inputs": items, "return": returned},
                                                 deadline, f"timing {label}")
-            del copies
             if not header.get("ok") or self._guard(header):
                 return self._ended(result, header, samples)
             for idx, out in zip(returned, self._outputs(header, payloads)):
@@ -340,7 +360,8 @@ class _Run:
             label = f"profile {i + 1}/{len(self.task.benchmarks)} {_fmt(spec)}"
             self.progress(label)
             data = self.task.generate_input(spec, self.device)
-            header, _ = self.sup.request({"op": "profile", "data": _clone(data)}, deadline, f"profiling {label}")
+            [item] = self._send_inputs([data], deadline)
+            header, _ = self.sup.request({"op": "profile", "data": item}, deadline, f"profiling {label}")
             if not header.get("ok") or self._guard(header):
                 self.cases.append(self._ended(CaseResult("benchmark", spec, PASS), header))
                 continue

@@ -92,6 +92,7 @@ class Worker:
         self.sampler = timing.Sampler(self.device, cfg.l2_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         self.kernel = None
+        self.slots = []     # GPU input tuples the parent filled (see protocol.allocate/export_cuda)
         self._own = {"harness.worker.Worker.handle": (Worker, "handle", Worker.handle),
                      "harness.timing.Sampler._timed": (timing.Sampler, "_timed", timing.Sampler._timed)}
 
@@ -123,14 +124,25 @@ class Worker:
         self.kernel = kernel
         return {"ok": True, **self._integrity()}
 
+    def _input(self, item):
+        """A slot index (GPU inputs the parent wrote into our buffers) or an input tuple (CPU, by value)."""
+        return self.slots[item] if isinstance(item, int) else item
+
+    def alloc(self, msg):
+        """Allocates input buffers with the parent's layouts and exports them for the parent to fill."""
+        self.slots = [tuple(protocol.allocate(layout, self.device) for layout in layouts)
+                      for layouts in msg["layouts"]]
+        timing.synchronize(self.device)
+        return {"ok": True, "exports": [[protocol.export_cuda(t) for t in slot] for slot in self.slots]}
+
     def call(self, msg):
-        out = self.kernel(msg["data"])
+        out = self.kernel(self._input(msg["data"]))
         timing.synchronize(self.device)
         self._send_outputs({"ok": True}, [_snapshot(out)])
 
     def warmup(self, msg) -> dict:
         """Calls until ``min_calls`` calls and ``min_ms`` milliseconds have passed (clocks up, caches filled)."""
-        data, calls, spent = msg["data"], 0, 0.0
+        data, calls, spent = self._input(msg["data"]), 0, 0.0
         while calls < msg.get("min_calls", 1) or spent < msg.get("min_ms", 0) * 1e6:
             _, wall, _ = self.sampler.per_call(self.kernel, data)
             spent += wall
@@ -143,7 +155,7 @@ class Worker:
         """``inputs``: a list of input tuples. per_call: one sample per input (an input may repeat).
         batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
         copied to the host right after its own sample, so a buffer the next call reuses cannot change it."""
-        inputs, returned = msg["inputs"], set(msg.get("return", []))
+        inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
         samples, walls, snapshots = [], [], []
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs)
@@ -163,7 +175,7 @@ class Worker:
     def profile(self, msg) -> dict:
         from torch.profiler import ProfilerActivity, profile
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-        data = msg["data"]
+        data = self._input(msg["data"])
         self.kernel(data)
         timing.synchronize(self.device)
         with profile(activities=activities) as prof:
@@ -182,7 +194,7 @@ class Worker:
         if op == "exit":
             return False
         try:
-            handler = {"load": self.load, "call": self.call, "warmup": self.warmup, "time": self.time,
+            handler = {"load": self.load, "alloc": self.alloc, "call": self.call, "warmup": self.warmup, "time": self.time,
                        "profile": self.profile}[op]
             reply = handler(msg)
         except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too

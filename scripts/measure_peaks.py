@@ -56,8 +56,17 @@ def measure(device) -> dict:
         print(f"fp8 matmul not measured: {exc}", file=sys.stderr)
 
     x = torch.zeros(1, device=device)
-    # The launch floor: the GPU time of one tiny kernel when launches queue back to back.
-    launch = _time_ms(lambda: x.add_(1), 1000) * 1e6
+    # The launch floor: the GPU time of one tiny kernel with no host in the way (a CUDA graph of 100).
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            x.add_(1)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(100):
+            x.add_(1)
+    launch = _time_ms(graph.replay, 50) * 1e6 / 100
     # The per-call overhead (informational): start event, one tiny call, end event, synchronize;
     # host-side launch cost shows up here because the GPU waits for it.
     for _ in range(50):
