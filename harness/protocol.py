@@ -1,8 +1,8 @@
 """Messages between the verdict-deciding parent and the submission's worker process.
 
-Parent -> worker: pickled dicts (the trusted direction). CPU tensors travel by value (so the
-worker needs no access to the parent's files or sockets, and can run as another user); CUDA tensors
-travel as CUDA IPC handles.
+Parent -> worker: pickled dicts (the trusted direction). Tensors travel by value, as host bytes:
+the worker needs no access to the parent's files, sockets or GPU memory, so it can run as another
+user (CUDA IPC between users fails, and a worker able to map the parent's memory could read it).
 Worker -> parent: never pickled, since the worker runs untrusted code. A message is one JSON
 frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"``. The parent
 rebuilds tensors itself from an allow-listed dtype, a shape and exactly the right byte count.
@@ -15,7 +15,6 @@ import math
 import pickle
 
 import torch
-from torch.multiprocessing.reductions import reduce_tensor
 
 MAX_HEADER_BYTES = 4 << 20          # a JSON frame larger than this is a protocol violation
 MAX_TENSOR_BYTES = 2 << 30          # one output tensor
@@ -40,8 +39,7 @@ class _ToWorker(pickle.Pickler):
     def reducer_override(self, obj):
         if not isinstance(obj, torch.Tensor):
             return NotImplemented
-        if obj.is_cuda:
-            return reduce_tensor(obj)
+        obj = obj.detach().cpu()
         storage = torch.empty(0, dtype=torch.uint8).set_(obj.untyped_storage())
         return _rebuild_cpu_tensor, (storage.numpy().tobytes(), str(obj.dtype).removeprefix("torch."),
                                      tuple(obj.shape), obj.stride(), obj.storage_offset())
@@ -57,49 +55,6 @@ def send_to_worker(conn, msg: dict) -> None:
 def receive_from_parent(conn) -> dict:
     """Worker side (the parent is trusted, so unpickling is fine here)."""
     return pickle.loads(conn.recv_bytes())
-
-
-# -- GPU inputs: the worker allocates, the parent fills ---------------------------------------------
-# CUDA IPC lets the importing process map the exporter's memory, which needs ptrace-like rights over
-# the exporter. So the untrusted worker exports buffers and the trusted parent (root, or the same
-# user) imports them and copies inputs in: the worker never gains a view of the parent's memory.
-
-def layout_of(t: torch.Tensor) -> dict:
-    storage_elems = t.untyped_storage().nbytes() // t.dtype.itemsize
-    return {"dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape), "stride": list(t.stride()),
-            "offset": t.storage_offset(), "storage_elems": storage_elems}
-
-
-def allocate(layout: dict, device: torch.device) -> torch.Tensor:
-    """Worker side: an uninitialized tensor with exactly ``layout``."""
-    base = torch.empty(layout["storage_elems"], dtype=_DTYPES[layout["dtype"]], device=device)
-    return base.as_strided(layout["size"], layout["stride"], layout["offset"])
-
-
-def export_cuda(t: torch.Tensor) -> dict:
-    """Worker side: a JSON-able CUDA IPC description of ``t``."""
-    _fn, a = reduce_tensor(t)
-    hexed = lambda b: None if b is None else bytes(b).hex()  # noqa: E731
-    return {"size": list(a[1]), "stride": list(a[2]), "offset": a[3], "dtype": str(a[5]).removeprefix("torch."),
-            "device": a[6], "handle": hexed(a[7]), "storage_bytes": a[8], "storage_offset_bytes": a[9],
-            "ref_handle": hexed(a[11]), "ref_offset": a[12], "event_handle": hexed(a[13]), "event_sync": bool(a[14])}
-
-
-def import_cuda(d: dict) -> torch.Tensor:
-    """Parent side: map a buffer the worker exported. Every field is type-checked; nothing is unpickled."""
-    from torch.multiprocessing.reductions import rebuild_cuda_tensor
-    try:
-        ints = [d["offset"], d["device"], d["storage_bytes"], d["storage_offset_bytes"], d["ref_offset"]]
-        if not all(isinstance(x, int) and x >= 0 for x in ints + d["size"] + d["stride"]):
-            raise ProtocolError("exported buffer has a malformed integer field")
-        dtype = _DTYPES[d["dtype"]]
-        unhex = lambda h: None if h is None else bytes.fromhex(h)  # noqa: E731
-        return rebuild_cuda_tensor(torch.Tensor, tuple(d["size"]), tuple(d["stride"]), d["offset"],
-                                   torch.UntypedStorage, dtype, d["device"], unhex(d["handle"]),
-                                   d["storage_bytes"], d["storage_offset_bytes"], False, unhex(d["ref_handle"]),
-                                   d["ref_offset"], unhex(d["event_handle"]), bool(d["event_sync"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ProtocolError(f"malformed exported buffer: {exc}") from exc
 
 
 def describe_output(out) -> dict:

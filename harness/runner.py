@@ -24,7 +24,7 @@ import psutil
 import torch
 
 import harness
-from harness import protocol, sol
+from harness import sol
 from harness.device import device_info, select_device
 from harness.errors import UsageError
 from harness.protocol import rebuild_tensor
@@ -116,8 +116,6 @@ class _Run:
         self.baseline_threads = None
         self.tmp = None
         self.measured_peaks = sol.load_measured()
-        self._staged_layouts = None   # GPU: layouts of the worker's input buffers
-        self._staged = []             # GPU: the parent's mappings of those buffers
 
     # -- set-up --------------------------------------------------------------------------------------
     def _worker_config(self) -> WorkerConfig:
@@ -158,23 +156,11 @@ class _Run:
 
     # -- inputs --------------------------------------------------------------------------------------
     def _send_inputs(self, privates: list, deadline: float) -> list:
-        """Gives the worker copies of ``privates`` (the parent keeps the originals for checking).
-        Returns what the messages name them by: the tuples themselves on the CPU (pickled by value),
-        slot numbers on a GPU, where the parent writes into buffers the worker allocated and exported."""
-        if not self.gpu:
-            return list(privates)
-        layouts = [[protocol.layout_of(t) for t in data] for data in privates]
-        if layouts != self._staged_layouts:
-            self._staged = []   # drop our mappings before the worker frees its buffers
-            header, _ = self.sup.request({"op": "alloc", "layouts": layouts}, deadline, "allocating inputs")
-            if not header.get("ok"):
-                raise WorkerFailure(ERROR, f"could not allocate inputs on the device: {header.get('error')}")
-            self._staged = [tuple(protocol.import_cuda(e) for e in slot) for slot in header["exports"]]
-            self._staged_layouts = layouts
-        for dst, src in zip(self._staged, privates):
-            for d, t in zip(dst, src):
-                d.copy_(t)
-        torch.cuda.synchronize(self.device)
+        """Gives the worker copies of ``privates`` (the parent keeps the originals for checking) and
+        returns the slot numbers that later messages name them by."""
+        header, _ = self.sup.request({"op": "store", "inputs": privates}, deadline, "sending inputs")
+        if not header.get("ok"):
+            raise WorkerFailure(ERROR, f"could not place the inputs on the device: {header.get('error')}")
         return list(range(len(privates)))
 
     # -- checks on every reply -----------------------------------------------------------------------
@@ -257,7 +243,8 @@ class _Run:
 
         warm = self._inputs_for(spec, WARMUP_INDEX, 1)[0] if self.leaderboard else None
         fixed = None if self.leaderboard else self._inputs_for(spec, 0, batch)   # reused by every sample
-        [warm_item] = self._send_inputs([warm if warm else fixed[0]], deadline)
+        fixed_items = None if self.leaderboard else self._send_inputs(fixed, deadline)   # kept for the case
+        warm_item = fixed_items[0] if fixed_items else self._send_inputs([warm], deadline)[0]
         header, _ = self.sup.request({"op": "warmup", "data": warm_item,
                                       "min_calls": 3 if self.gpu else 1, "min_ms": 100 if self.gpu else 0},
                                      deadline, f"warming up {label}")
@@ -271,12 +258,11 @@ class _Run:
             if per_call:
                 k = min(10 if self.gpu else 1, max_repeats - len(samples))
                 privates = self._inputs_for(spec, index, k) if self.leaderboard else fixed * k
-                items = self._send_inputs(privates if self.leaderboard else fixed, deadline)
-                items = items if self.leaderboard else items * k
+                items = self._send_inputs(privates, deadline) if self.leaderboard else fixed_items * k
                 returned = list(range(k)) if self.leaderboard else [k - 1]
             else:
                 privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
-                items = self._send_inputs(privates, deadline)
+                items = self._send_inputs(privates, deadline) if self.leaderboard else fixed_items
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
             index += len(privates)
             header, payloads = self.sup.request({"op": "time", "protocol": self.task.timing_protocol,

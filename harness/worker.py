@@ -92,7 +92,7 @@ class Worker:
         self.sampler = timing.Sampler(self.device, cfg.l2_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         self.kernel = None
-        self.slots = []     # GPU input tuples the parent filled (see protocol.allocate/export_cuda)
+        self.slots = []     # input tuples the parent sent (op "store"), named by index
         self._own = {"harness.worker.Worker.handle": (Worker, "handle", Worker.handle),
                      "harness.timing.Sampler._timed": (timing.Sampler, "_timed", timing.Sampler._timed)}
 
@@ -124,16 +124,15 @@ class Worker:
         self.kernel = kernel
         return {"ok": True, **self._integrity()}
 
-    def _input(self, item):
-        """A slot index (GPU inputs the parent wrote into our buffers) or an input tuple (CPU, by value)."""
-        return self.slots[item] if isinstance(item, int) else item
+    def _input(self, slot: int):
+        return self.slots[slot]
 
-    def alloc(self, msg):
-        """Allocates input buffers with the parent's layouts and exports them for the parent to fill."""
-        self.slots = [tuple(protocol.allocate(layout, self.device) for layout in layouts)
-                      for layouts in msg["layouts"]]
+    def store(self, msg) -> dict:
+        """Keeps the parent's inputs (host copies) on our device, as slots later messages name."""
+        self.slots = [tuple(t.to(self.device) if isinstance(t, torch.Tensor) else t for t in data)
+                      for data in msg["inputs"]]
         timing.synchronize(self.device)
-        return {"ok": True, "exports": [[protocol.export_cuda(t) for t in slot] for slot in self.slots]}
+        return {"ok": True, "slots": len(self.slots)}
 
     def call(self, msg):
         out = self.kernel(self._input(msg["data"]))
@@ -194,7 +193,7 @@ class Worker:
         if op == "exit":
             return False
         try:
-            handler = {"load": self.load, "alloc": self.alloc, "call": self.call, "warmup": self.warmup, "time": self.time,
+            handler = {"load": self.load, "store": self.store, "call": self.call, "warmup": self.warmup, "time": self.time,
                        "profile": self.profile}[op]
             reply = handler(msg)
         except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too
