@@ -241,11 +241,12 @@ class _Run:
                                    f"{self.task.inputs_per_measurement}")
         max_repeats, max_time_ns, wall_cap = self._limits()
 
-        warm = self._inputs_for(spec, WARMUP_INDEX, 1)[0] if self.leaderboard else None
+        # Warm-up calls bring the clocks up before every chunk of timed calls. In ranked runs they use
+        # an input of their own (slot 0), never one that is timed afterwards.
+        warm = self._inputs_for(spec, WARMUP_INDEX, 1) if self.leaderboard else []
         fixed = None if self.leaderboard else self._inputs_for(spec, 0, batch)   # reused by every sample
         fixed_items = None if self.leaderboard else self._send_inputs(fixed, deadline)   # kept for the case
-        warm_item = fixed_items[0] if fixed_items else self._send_inputs([warm], deadline)[0]
-        header, _ = self.sup.request({"op": "warmup", "data": warm_item,
+        header, _ = self.sup.request({"op": "warmup", "data": 0 if fixed_items else self._send_inputs(warm, deadline)[0],
                                       "min_calls": 3 if self.gpu else 1, "min_ms": 100 if self.gpu else 0},
                                      deadline, f"warming up {label}")
         if self.leaderboard and self.baseline_threads is None:
@@ -254,19 +255,23 @@ class _Run:
             return self._ended(result, header)
 
         samples, walls, gap, started, index = [], [], 0.0, time.monotonic(), 0
+        chunk_warmup_ms = 20 if self.gpu else 0
         while True:
             if per_call:
                 k = min(10 if self.gpu else 1, max_repeats - len(samples))
                 privates = self._inputs_for(spec, index, k) if self.leaderboard else fixed * k
-                items = self._send_inputs(privates, deadline) if self.leaderboard else fixed_items * k
                 returned = list(range(k)) if self.leaderboard else [k - 1]
             else:
                 privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
-                items = self._send_inputs(privates, deadline) if self.leaderboard else fixed_items
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
+            if self.leaderboard:
+                items = self._send_inputs(warm + privates, deadline)[1:]
+            else:
+                items = fixed_items * k if per_call else fixed_items
             index += len(privates)
             header, payloads = self.sup.request({"op": "time", "protocol": self.task.timing_protocol,
-                                                 "inputs": items, "return": returned},
+                                                 "inputs": items, "return": returned,
+                                                 "warmup_slot": 0, "warmup_ms": chunk_warmup_ms},
                                                 deadline, f"timing {label}")
             if not header.get("ok") or self._guard(header):
                 return self._ended(result, header, samples)

@@ -155,6 +155,8 @@ class Worker:
         batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
         copied to the host right after its own sample, so a buffer the next call reuses cannot change it."""
         inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
+        if msg.get("warmup_ms"):
+            self.warmup({"data": msg["warmup_slot"], "min_calls": 1, "min_ms": msg["warmup_ms"]})
         samples, walls, snapshots = [], [], []
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs)
