@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
-import hashlib
 import math
 import os
 import shutil
@@ -29,8 +28,9 @@ from harness.device import device_info, select_device
 from harness.errors import UsageError
 from harness.protocol import rebuild_tensor
 from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, RunResult, Stats,
-                             SubmissionInfo, worst_verdict)
+                             worst_verdict)
 from harness.seeds import derive_seed
+from harness.submission import submission_info
 from harness.supervisor import Supervisor, WorkerFailure
 from harness.worker import WorkerConfig
 
@@ -55,17 +55,6 @@ class RunOptions:
     output_limit_mb: int = 64
     cpu_inputs_per_measurement: int = 2     # batched protocol on the CPU: fewer inputs than the task's 50
     extra_warnings: list[str] = field(default_factory=list)
-
-
-def submission_info(path: Path) -> SubmissionInfo:
-    raw = path.read_bytes()
-    name = path.stem
-    for line in raw.decode(errors="replace").splitlines()[:20]:
-        stripped = line.strip()
-        if stripped.lower().startswith("# name:"):
-            name = stripped.split(":", 1)[1].strip() or name
-            break
-    return SubmissionInfo(path=str(path), sha256=hashlib.sha256(raw).hexdigest(), name=name)
 
 
 def _now() -> str:

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402
 from harness.cli import main as harness_main  # noqa: E402
-from harness.commands.leaderboard import leaderboard_text, resolve_task  # noqa: E402
-from harness.commands.run_all import discover  # noqa: E402
+from harness.commands.leaderboard import leaderboard_text  # noqa: E402
+from harness.submission import discover  # noqa: E402
 from harness.errors import EXIT_OK, EXIT_USAGE  # noqa: E402
 
 
@@ -54,6 +54,13 @@ def parse_args(argv):
     p.add_argument("--results-dir", default=None, help="keep the results here (default: a temporary folder)")
     p.add_argument("--out", default=None, metavar="FILE", help="also write the markdown here")
     return p.parse_args(argv)
+
+
+def _task_names(task: str) -> tuple[str, ...]:
+    """The task's own name and the name of the task it implements (a small-shape copy's original)."""
+    from tasks import load_task
+    spec = load_task(task)
+    return spec.name, spec.compat_dir.parent.name
 
 
 def run_task(task: str, args, results_dir: str) -> int:
@@ -83,7 +90,7 @@ def main(argv=None) -> int:
             if not Path(args.submissions).is_dir():
                 print(f"error: {args.submissions} is not a folder; pass --submissions DIR", file=sys.stderr)
                 return EXIT_USAGE
-            if not discover(args.submissions, resolve_task(task)[0])[0]:
+            if not discover(args.submissions, _task_names(task))[0]:
                 parts.append(f"_{task}: no example submissions in {args.submissions}._\n")
                 continue
             code = run_task(task, args, results_dir)

@@ -164,6 +164,9 @@ def _pick(M, N, K):
 
 def custom_kernel(data):
     A, B, B_q, B_shuffle, B_scale_sh = data
+    if A.device.type != "cuda":
+        raise RuntimeError("gluon.py needs a GPU (NVIDIA Hopper, or AMD CDNA4): Triton's CPU interpreter "
+                           "does not run Gluon kernels")
     M, K = A.shape
     N = B_q.shape[0]
     BN, BM, SPLIT = _pick(M, N, K)

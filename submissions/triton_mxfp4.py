@@ -157,7 +157,7 @@ def _pick_config(M, N, K):
         return cfg
     BM = 16 if M <= 16 else (32 if M <= 32 else 64)
     BN = 128 if M <= 32 else 64
-    BK = 128 if M <= 32 else 64
+    BK = 128 if M <= 32 and K % 128 == 0 else 64   # K is a multiple of 64 (the task's rule)
     nw = 4 if M <= 32 else 8
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     split = 1

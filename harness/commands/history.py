@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.commands.leaderboard import add_results_dir_argument, format_rows, resolve_task, us
-from harness.commands.run_all import display_name
+from harness.submission import display_name
 from harness.errors import UsageError
 from harness.store import RunRow, Store, open_store
 

@@ -14,8 +14,6 @@ when it ends, so an interrupted run-all leaves 'incomplete' rows, never half-wri
 """
 from __future__ import annotations
 
-import hashlib
-import re
 import sys
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ from harness.commands.leaderboard import add_results_dir_argument, us
 from harness.errors import EXIT_INTERNAL, EXIT_OK, UsageError
 from harness.results import ERROR, DeviceInfo, RunResult, SubmissionInfo
 from harness.store import git_commit_of, now_iso, open_store
+from harness.submission import discover, display_name, submission_info
 
 NAME = "run-all"
 HELP = "evaluate every submission in a folder and store the results (exit 0 when all ran, whatever the verdicts)"
@@ -36,10 +35,6 @@ store: see 'leaderboard' and 'history'); 2 for a usage error; 70 when the harnes
 a submission (that run is stored with verdict 'error' and the rest still run)."""
 
 MODES = ("leaderboard", "test", "benchmark", "test+benchmark")
-KEYWORDS = {"mxfp4_mm": ("mxfp4", "gluon"), "nvfp4_gemm": ("nvfp4",)}
-_HEADER_LINES = 40
-_NAME_RE = re.compile(r"^#\s*name\s*:\s*(.+?)\s*$|^#!POPCORN\s+name\s+(.+?)\s*$", re.I)
-_TASK_RE = re.compile(r"^#\s*task\s*:\s*(\S+)|^#!POPCORN\s+leaderboard\s+(\S+)", re.I)
 
 
 def add_arguments(parser) -> None:
@@ -52,64 +47,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     parser.add_argument("--all", action="store_true", help="also run files whose header or name says another task")
     add_results_dir_argument(parser)
-
-
-# --- submission files --------------------------------------------------------------------------
-
-def _header(path: Path) -> list[str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return [line.rstrip("\n") for _, line in zip(range(_HEADER_LINES), f)]
-    except OSError:
-        return []
-
-
-def display_name(path: str | Path) -> str:
-    """The name a submission shows on the leaderboard: its '# name:' header, else its file stem."""
-    for line in _header(Path(path)):
-        m = _NAME_RE.match(line)
-        if m:
-            return (m.group(1) or m.group(2)).strip()
-    return Path(path).stem
-
-
-def declared_task(path: str | Path) -> str | None:
-    """The task a file names in a '# task:' or '#!POPCORN leaderboard' header line, normalized."""
-    for line in _header(Path(path)):
-        m = _TASK_RE.match(line)
-        if m:
-            return (m.group(1) or m.group(2)).strip().lower().replace("-", "_")
-    return None
-
-
-def _keywords(task: str) -> tuple[str, ...]:
-    return KEYWORDS.get(task, (task.split("_")[0].lower(),))
-
-
-def applies_to(path: str | Path, task: str) -> bool:
-    """Whether a submission file is meant for ``task`` (see the module docstring for the rule)."""
-    declared = declared_task(path)
-    if declared is not None:
-        return declared == task or declared.endswith("_" + task)
-    stem = Path(path).stem.lower()
-    hinted = {t for t in set(KEYWORDS) | {task} if any(k in stem for k in _keywords(t))}
-    return not hinted or task in hinted
-
-
-def discover(folder: str | Path, task: str, *, everything: bool = False) -> tuple[list[Path], list[Path]]:
-    """(files to run, files skipped as meant for another task), both sorted."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder; pass the folder that holds the submissions")
-    files = sorted(p for p in folder.glob("*.py")
-                   if p.is_file() and p.name != "__init__.py" and not p.name.startswith("_"))
-    chosen = [p for p in files if everything or applies_to(p, task)]
-    return chosen, [p for p in files if p not in chosen]
-
-
-def submission_info(path: Path) -> SubmissionInfo:
-    return SubmissionInfo(path=str(path.resolve()), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-                          name=path.stem)
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -138,7 +75,7 @@ def run(args) -> int:
     from harness.runner import RunOptions, run_submission
 
     task = _load_task(args.task)
-    files, skipped = discover(args.folder, task.name, everything=args.all)
+    files, skipped = discover(args.folder, (task.name, task.compat_dir.parent.name), everything=args.all)
     for p in skipped:
         print(f"skipping {p.name}: its header or name says another task (use --all to run it)", file=sys.stderr)
     if not files:
