@@ -1,0 +1,95 @@
+"""Runs every example submission through the harness on this device and writes a results file.
+
+For each task: ``python -m harness run-all submissions/ --task TASK --mode MODE`` into a results
+store, then, from the stored results, a JSON file (device, versions, date, per-shape times, SOL,
+% of SOL, geomeans) and the markdown leaderboard.
+
+    python scripts/bench_examples.py --out results/h200_examples.json --markdown results/h200_leaderboard.md
+    python scripts/bench_examples.py --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu --quick \\
+        --out /tmp/examples.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.cli import main as harness_main  # noqa: E402
+from harness.commands.leaderboard import leaderboard_text  # noqa: E402
+from harness.report import table  # noqa: E402
+from harness.store import open_store  # noqa: E402
+
+
+def _case_row(case) -> dict:
+    s, sol = case.stats, case.sol
+    return {"spec": case.spec, "verdict": case.verdict, "mean_us": s.mean / 1e3 if s else None,
+            "stderr_us": s.stderr / 1e3 if s else None, "min_us": s.min / 1e3 if s else None,
+            "median_us": s.median / 1e3 if s else None, "runs": s.runs if s else 0,
+            "baseline_us": case.baseline_us,
+            "sol_us": sol.time_ns / 1e3 if sol and sol.time_ns else None,
+            "sol_bound": sol.bound if sol else None, "percent_of_sol": sol.percent if sol else None,
+            "kernel_only_us": case.extra.get("kernel_only_ns", 0) / 1e3 if case.extra.get("kernel_only_ns") else None,
+            "warnings": case.warnings}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", action="append", dest="tasks", help="task (repeatable; default: mxfp4_mm, nvfp4_gemm)")
+    ap.add_argument("--mode", default="test+benchmark", choices=("test+benchmark", "benchmark", "leaderboard"))
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--quick", action="store_true", help="3 samples per shape (a smoke test of this script)")
+    ap.add_argument("--out", required=True, help="the JSON results file")
+    ap.add_argument("--markdown", help="also write the markdown leaderboards here")
+    ap.add_argument("--results-dir", help="keep the results store here (default: a temporary folder)")
+    args = ap.parse_args(argv)
+    tasks = args.tasks or ["mxfp4_mm", "nvfp4_gemm"]
+    with tempfile.TemporaryDirectory(prefix="bench-examples-") as tmp:
+        results_dir = args.results_dir or tmp
+        doc = {"script": "scripts/bench_examples.py", "mode": args.mode,
+               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tasks": {}}
+        markdown = []
+        for task in tasks:
+            argv_run = ["run-all", str(ROOT / "submissions"), "--task", task, "--mode", args.mode,
+                        "--results-dir", results_dir]
+            if args.device:
+                argv_run += ["--device", args.device]
+            if args.quick:
+                argv_run += ["--max-repeats", "3"]
+            harness_main(argv_run)
+            with open_store(results_dir) as st:
+                results = [st.result(r.id) for r in st.runs(task=Path(task).parent.name if task.endswith(".yml")
+                                                              else task)]
+            entries, rows = [], []
+            for r in results:
+                if r is None:
+                    continue
+                doc.setdefault("device", r.device.__dict__)
+                cases = [_case_row(c) for c in r.benchmark_cases()]
+                entries.append({"submission": r.submission.name, "path": r.submission.path, "verdict": r.verdict,
+                                "message": r.message, "score_us": r.score_us, "wall_s": r.wall_s,
+                                "benchmarks": cases})
+                rows.append([r.submission.name, r.verdict, f"{r.score_us:.3f}" if r.score_us else "-"]
+                            + [f"{c['mean_us']:.2f} ({c['percent_of_sol']:.0f}%)" if c["mean_us"] and c["percent_of_sol"]
+                               else (f"{c['mean_us']:.2f}" if c["mean_us"] else "-") for c in cases])
+            doc["tasks"][task] = entries
+            shapes = [" ".join(f"{k}={v}" for k, v in c["spec"].items() if k in "mnkl")
+                      for c in (entries[0]["benchmarks"] if entries else [])]
+            print(f"\n{task}: mean us per shape (% of SOL)", file=sys.stderr)
+            print(table(rows, ["submission", "verdict", "geomean us"] + shapes), file=sys.stderr)
+            markdown.append(leaderboard_text(task, fmt="markdown", results_dir=results_dir))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(markdown))
+    print("\n".join(markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
