@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.commands.leaderboard import add_results_dir_argument
 from harness.errors import exit_code_for
 from harness.report import render_output_excerpt, render_run, render_warnings
 from harness.runner import MODES, RunOptions, run_submission
@@ -16,6 +17,7 @@ EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_m
   HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
   python -m harness run sub.py --task mxfp4_mm --mode profile
   python -m harness run sub.py --task path/to/small/task.yml --device cpu --json -
+  python -m harness run sub.py --task mxfp4_mm --save && python -m harness history sub.py --task mxfp4_mm
 """
 
 
@@ -37,6 +39,9 @@ def add_arguments(p) -> None:
     p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
     p.add_argument("--no-drop-privileges", action="store_true",
                    help="when root, run the submission as root instead of as 'nobody'")
+    p.add_argument("--save", action="store_true",
+                   help="also store the result in the results store (for 'history', 'compare', 'leaderboard')")
+    add_results_dir_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -61,4 +66,9 @@ def run(args) -> int:
             print(excerpt, file=sys.stderr)
         if args.json:
             Path(args.json).write_text(result.to_json() + "\n")
+    if args.save:
+        from harness.store import git_commit_of, open_store
+        with open_store(args.results_dir) as st:
+            run_id = st.record(result, git_commit=git_commit_of(args.file))
+            print(f"stored as run {run_id} in {st.path}", file=sys.stderr)
     return exit_code_for(result.verdict)
