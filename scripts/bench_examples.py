@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="the JSON results file")
     ap.add_argument("--markdown", help="also write the markdown leaderboards here")
     ap.add_argument("--results-dir", help="keep the results store here (default: a temporary folder)")
+    ap.add_argument("--runs-dir", help="also write each run's full result JSON here, as <file stem>.json")
     args = ap.parse_args(argv)
     tasks = args.tasks or ["mxfp4_mm", "nvfp4_gemm"]
     with tempfile.TemporaryDirectory(prefix="bench-examples-") as tmp:
@@ -70,6 +71,9 @@ def main(argv=None) -> int:
                 if r is None:
                     continue
                 doc.setdefault("device", r.device.__dict__)
+                if args.runs_dir:
+                    Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
+                    (Path(args.runs_dir) / (Path(r.submission.path).stem + ".json")).write_text(r.to_json() + "\n")
                 cases = [_case_row(c) for c in r.benchmark_cases()]
                 entries.append({"submission": r.submission.name, "path": r.submission.path, "verdict": r.verdict,
                                 "message": r.message, "score_us": r.score_us, "wall_s": r.wall_s,
