@@ -25,6 +25,7 @@ def render_run(result: RunResult) -> str:
            f" | triton {d.triton or '-'} | harness {result.harness_version}"]
     if d.kind == "cpu":
         out.append("NOTE: CPU results (host clock); they say nothing about GPU speed")
+    kernel_only = any(c.extra.get("kernel_only_ns") is not None for c in result.cases)
     rows = []
     for c in result.cases:
         s = c.stats
@@ -34,9 +35,11 @@ def render_run(result: RunResult) -> str:
                      fmt_us(s.min) if s else "-", fmt_us(s.max) if s else "-", str(s.runs) if s else "-",
                      f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
                      fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
-                     f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-"])
+                     f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-"]
+                    + ([fmt_us(c.extra.get("kernel_only_ns"))] if kernel_only else []))
     out += ["", table(rows, ["kind", "shape", "verdict", "mean ± stderr (us)", "min", "max", "runs",
-                             "baseline (us)", "SOL (us)", "% of SOL"])]
+                             "baseline (us)", "SOL (us)", "% of SOL"] + (["kernel-only (us)"] if kernel_only else []))]
+    out += _timing_notes(result)
     notes = [(c, c.message) for c in result.cases if c.verdict != PASS and c.message]
     if notes:
         out.append("")
@@ -47,10 +50,42 @@ def render_run(result: RunResult) -> str:
         out += ["", f"profile {_spec(c.spec)}", text]
     out.append("")
     score = f"{result.score_us:.3f} us" if result.score_us is not None else "-"
+    if result.score_us is not None and result.score_ci_us:
+        score += f" (95% CI {result.score_ci_us[0]:.3f}-{result.score_ci_us[1]:.3f})"
     out.append(f"verdict: {result.verdict.upper()}   score: {score}   wall: {result.wall_s or 0:.1f} s")
     if result.verdict != PASS:
         out.append(f"why: {result.message}")
     return "\n".join(out)
+
+
+def _timing_notes(result: RunResult) -> list[str]:
+    """Kernel-only notes and --verify-timing lines, one per benchmark case that has something to say."""
+    lines = []
+    cases = result.benchmark_cases()
+    if cases and all(c.extra.get("kernel_only_ns") is None and c.extra.get("profiler_kernel_ns") is None
+                     and c.extra.get("kernel_only_note") for c in cases):
+        notes = {c.extra["kernel_only_note"] for c in cases} | {c.extra.get("profiler_note") for c in cases} - {None}
+        if len(notes) <= 2:     # the same reason for every case (e.g. a CPU run): say it once
+            return ["", "kernel-only / timing check, all cases: " + "; ".join(sorted(notes))]
+    for c in cases:
+        x, shape = c.extra, _spec(c.spec)
+        if "profiler_kernel_ns" in x:
+            dev = x.get("kernel_only_vs_profiler_pct")
+            lines.append(f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
+                         f"{fmt_us(x.get('profiler_kernel_ns'))} us"
+                         + (f" ({dev:+.1f}%)" if dev is not None else "")
+                         + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"
+                         + (f"; {x['profiler_note']}" if x.get("profiler_note") else ""))
+        if x.get("kernel_only_note") and c.verdict == PASS:
+            lines.append(f"kernel-only {shape}: {x['kernel_only_note']}")
+    return [""] + lines if lines else []
+
+
+def render_phases(result: RunResult) -> str:
+    """One line: where the run's wall time went."""
+    phases = result.phases_s or {}
+    parts = [f"{k} {v:.2f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1]) if v >= 0.005]
+    return f"phases (s, wall {result.wall_s or 0:.2f}): " + ", ".join(parts)
 
 
 def render_warnings(result: RunResult) -> list[str]:

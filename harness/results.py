@@ -5,6 +5,8 @@ nanoseconds, unrounded; rounding happens only when formatting a table.
 
 Schema history (``SCHEMA_VERSION``):
   1 - first version: run, device, cases with stats (samples_ns), score_us, SOL per case.
+      Later additions, all optional (absent in older files, read as None): RunResult.score_ci_us,
+      RunResult.phases_s; CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7).
 """
 from __future__ import annotations
 
@@ -87,8 +89,28 @@ class CaseResult:
     stats: Stats | None = None
     baseline_us: float | None = None   # the task's published baseline for this shape, when it has one
     sol: SpeedOfLight | None = None
-    extra: dict[str, Any] = field(default_factory=dict)   # kernel-only time, clocks, ... (documented in README)
+    extra: dict[str, Any] = field(default_factory=dict)   # see CASE_EXTRA_KEYS
     warnings: list[str] = field(default_factory=list)
+
+
+CASE_EXTRA_KEYS = """What ``CaseResult.extra`` may carry (all optional; informational, never ranked):
+
+kernel_only_ns           device time per call of the submission's kernels on a cold L2, without launch
+                         overhead; None when it could not be measured (then kernel_only_note says why)
+kernel_only_method       "cuda_graph": (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays;
+                         "profiler": the profiler's kernel sum, used when graph capture failed
+kernel_only_note         why kernel_only_ns is missing or what it fell back from ("" when all went well)
+kernel_only_spread_pct   (max - min) / median of the graph replays, in percent
+launch_overhead_ns       competition mean (stats.mean) minus kernel_only_ns
+profiler_kernel_ns       --verify-timing: sum of the submission's device kernel durations per call
+                         (CUPTI via torch.profiler, each call after an L2 flush, the flush excluded)
+profiler_note            why profiler_kernel_ns is missing, or device events it could not attribute
+kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
+clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
+                         sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
+profile_table            profile mode: the torch profiler's table
+traceback                the submission's traceback when it raised
+"""
 
 
 @dataclass
@@ -130,6 +152,8 @@ class RunResult:
     stderr: str = ""
     warnings: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)   # static scan findings
+    score_ci_us: list[float] | None = None   # bootstrap 95% interval of score_us [low, high]; optional
+    phases_s: dict[str, float] | None = None  # where the run's wall time went (worker start, generate, ...)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

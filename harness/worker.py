@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness import protocol, timing
+from harness import integrity, protocol, timing
 
 MAX_TRACEBACK_CHARS = 6000
 
@@ -95,10 +95,11 @@ class Worker:
         self.slots = []     # input tuples the parent sent (op "store"), named by index
         self._own = {"harness.worker.Worker.handle": (Worker, "handle", Worker.handle),
                      "harness.timing.Sampler._timed": (timing.Sampler, "_timed", timing.Sampler._timed)}
+        self._baseline = integrity.snapshot(self)   # before the submission is imported
 
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
-        tampered = timing.tampered_names(self._own)
+        tampered = timing.tampered_names(self._own) + integrity.changed(self._baseline, self)
         return {"tampered": tampered, "threads": timing.thread_count(),
                 "children": _child_count()}
 
@@ -190,13 +191,30 @@ class Worker:
             table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
         return {"ok": True, "table": table, **self._integrity()}
 
+    def kernel_only(self, msg) -> dict:
+        """Device time of the submission's own kernels on a cold L2, without launch overhead: CUDA
+        graphs (``timing.graph_kernel_time``); the profiler's kernel sum (``timing.profiler_kernel_time``)
+        when ``profiler`` is asked for or the capture failed. ``poisoned``: the CUDA context broke, the
+        worker must be replaced."""
+        inputs = [self._input(i) for i in msg["inputs"]]
+        graph = timing.graph_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
+                                         n=msg.get("n", 20), replays=msg.get("replays", 7))
+        reply = {"ok": True, "graph": graph, "poisoned": bool(graph.get("poisoned"))}
+        if not reply["poisoned"] and (msg.get("profiler") or graph.get("ns") is None):
+            reply["profiler"] = timing.profiler_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
+                                                            calls=msg.get("calls", 10))
+            if self.device.type == "cuda" and reply["profiler"].get("ns") is None:
+                reply["poisoned"] = not timing.cuda_usable(self.device)
+        reply.update(self._integrity())
+        return reply
+
     def handle(self, msg) -> bool:
         op = msg.get("op")
         if op == "exit":
             return False
         try:
             handler = {"load": self.load, "store": self.store, "call": self.call, "warmup": self.warmup, "time": self.time,
-                       "profile": self.profile}[op]
+                       "profile": self.profile, "kernel_only": self.kernel_only}[op]
             reply = handler(msg)
         except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too
             reply = _error_reply(exc)

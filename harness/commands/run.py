@@ -6,7 +6,7 @@ from pathlib import Path
 
 from harness.commands.leaderboard import add_results_dir_argument
 from harness.errors import exit_code_for
-from harness.report import render_output_excerpt, render_run, render_warnings
+from harness.report import render_output_excerpt, render_phases, render_run, render_warnings
 from harness.runner import MODES, RunOptions, run_submission
 from harness.seeds import take_secret
 
@@ -16,6 +16,7 @@ EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_m
   python -m harness run submissions/torch_nvfp4.py --task nvfp4_gemm --mode test
   HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
   python -m harness run sub.py --task mxfp4_mm --mode profile
+  python -m harness run sub.py --task mxfp4_mm --mode benchmark --verify-timing --verbose
   python -m harness run sub.py --task path/to/small/task.yml --device cpu --json -
   python -m harness run sub.py --task mxfp4_mm --save && python -m harness history sub.py --task mxfp4_mm
 """
@@ -42,6 +43,14 @@ def add_arguments(p) -> None:
     p.add_argument("--save", action="store_true",
                    help="also store the result in the results store (for 'history', 'compare', 'leaderboard')")
     add_results_dir_argument(p)
+    p.add_argument("--verify-timing", action="store_true",
+                   help="GPU: also sum each call's kernel durations with the profiler (CUPTI) and report how far "
+                        "the kernel-only figure deviates from it")
+    p.add_argument("--no-kernel-only", action="store_true",
+                   help="skip the kernel-only figure (CUDA graphs of flush+call minus flushes) after each case")
+    p.add_argument("--triton-cache-dir", metavar="DIR",
+                   help="Triton cache shared across runs (default: a fresh, empty one per run)")
+    p.add_argument("--verbose", action="store_true", help="also print where the wall time went, on stderr")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -49,7 +58,9 @@ def run(args) -> int:
     options = RunOptions(device=args.device, seed=args.seed, max_repeats=args.max_repeats,
                          max_time_s=args.max_time, timeout_scale=args.timeout_scale,
                          memory_limit_gb=args.memory_limit_gb,
-                         drop_privileges=False if args.no_drop_privileges else None)
+                         drop_privileges=False if args.no_drop_privileges else None,
+                         verify_timing=args.verify_timing, kernel_only=not args.no_kernel_only,
+                         triton_cache_dir=args.triton_cache_dir)
     if args.mode == "leaderboard":
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
@@ -57,6 +68,8 @@ def run(args) -> int:
     result = run_submission(args.file, args.task, args.mode, options, progress)
     for line in render_warnings(result):
         print(line, file=sys.stderr)
+    if args.verbose:
+        print(render_phases(result), file=sys.stderr)
     if args.json == "-":
         print(result.to_json())
     else:
