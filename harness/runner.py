@@ -170,13 +170,14 @@ class _Run:
         return dict(case, seed=self.opt.seed) if self.opt.seed is not None else dict(case)
 
     # -- inputs --------------------------------------------------------------------------------------
-    def _send_inputs(self, privates: list, deadline: float) -> list:
+    def _send_inputs(self, privates: list, deadline: float, keep: int = 0) -> list:
         """Gives the worker copies of ``privates`` (the parent keeps the originals for checking) and
-        returns the slot numbers that later messages name them by."""
-        header, _ = self._request("store", {"op": "store", "inputs": privates}, deadline, "sending inputs")
+        returns the slot numbers that later messages name them by; the worker's first ``keep`` slots stay."""
+        header, _ = self._request("store", {"op": "store", "inputs": privates, "keep": keep}, deadline,
+                                  "sending inputs")
         if not header.get("ok"):
             raise WorkerFailure(ERROR, f"could not place the inputs on the device: {header.get('error')}")
-        return list(range(len(privates)))
+        return list(range(keep, keep + len(privates)))
 
     # -- checks on every reply -----------------------------------------------------------------------
     def _guard(self, header: dict) -> str | None:
@@ -298,7 +299,7 @@ class _Run:
                 privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
             if self.leaderboard:
-                items = self._send_inputs(warm + privates, deadline)[1:]
+                items = self._send_inputs(privates, deadline, keep=1)   # slot 0: the warm-up input
             else:
                 items = fixed_items * k if per_call else fixed_items
             index += len(privates)

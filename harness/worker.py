@@ -128,8 +128,9 @@ class Worker:
         return self.slots[slot]
 
     def store(self, msg) -> dict:
-        """Keeps the parent's inputs (host copies) on our device, as slots later messages name."""
-        self.slots = [tuple(t.to(self.device) if isinstance(t, torch.Tensor) else t for t in data)
+        """Keeps the parent's inputs (host copies) on our device, as slots later messages name; the
+        first ``keep`` slots already here stay (so an input used by every chunk travels once)."""
+        self.slots = self.slots[:msg.get("keep", 0)] + [tuple(t.to(self.device) if isinstance(t, torch.Tensor) else t for t in data)
                       for data in msg["inputs"]]
         timing.synchronize(self.device)
         return {"ok": True, "slots": len(self.slots)}
