@@ -1,0 +1,127 @@
+"""Measurement you can trust (issue #7): score CI, optional result fields, phase timers, kernel-only."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness import timing
+from harness.clocks import ClockReader, clock_warnings
+from harness.confidence import score_ci_us
+from harness.report import render_phases, render_run
+from harness.results import PASS, RunResult
+from harness.runner import RunOptions, run_submission
+
+ROOT = Path(__file__).resolve().parent.parent
+MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
+TORCH_MXFP4 = ROOT / "submissions" / "torch_mxfp4.py"
+
+
+def _synthetic(n, means_us=(5.0, 20.0, 80.0), cv=0.05, seed=1):
+    rng = np.random.default_rng(seed)
+    return [list(rng.normal(m * 1e3, cv * m * 1e3, size=n)) for m in means_us]
+
+
+def test_bootstrap_ci_contains_the_true_geomean_and_narrows():
+    true = math.exp(np.mean(np.log([5.0, 20.0, 80.0])))
+    lo, hi = score_ci_us(_synthetic(30), "geom")
+    assert lo < true < hi
+    lo2, hi2 = score_ci_us(_synthetic(1000), "geom")
+    assert lo2 < true < hi2
+    assert hi2 - lo2 < 0.5 * (hi - lo)
+
+
+def test_bootstrap_ci_is_reproducible_and_follows_the_rule():
+    xs = _synthetic(20)
+    assert score_ci_us(xs, "geom") == score_ci_us(xs, "geom")
+    lo, hi = score_ci_us(xs, "mean")
+    assert lo < np.mean([np.mean(c) for c in xs]) / 1e3 < hi
+    lo, hi = score_ci_us(xs, "last")
+    assert lo < np.mean(xs[-1]) / 1e3 < hi
+    assert score_ci_us([[1000.0]], "geom") is None     # one sample: no honest interval
+    assert score_ci_us([], "geom") is None
+
+
+@pytest.fixture(scope="module")
+def cpu_run():
+    return run_submission(TORCH_MXFP4, MXFP4_SMALL, "test+benchmark",
+                          RunOptions(device="cpu", max_repeats=4, verify_timing=True))
+
+
+def test_new_fields_round_trip_and_old_json_still_reads(cpu_run):
+    assert cpu_run.verdict == PASS, cpu_run.message
+    assert cpu_run.score_ci_us is not None and len(cpu_run.score_ci_us) == 2
+    back = RunResult.from_json(cpu_run.to_json())
+    assert back.score_ci_us == cpu_run.score_ci_us
+    assert back.phases_s == cpu_run.phases_s
+    assert back.benchmark_cases()[0].extra == json.loads(json.dumps(cpu_run.benchmark_cases()[0].extra))
+    old = cpu_run.to_dict()
+    del old["score_ci_us"], old["phases_s"]
+    legacy = RunResult.from_dict(old)
+    assert legacy.score_ci_us is None and legacy.phases_s is None
+    assert "CI" not in render_run(legacy)
+
+
+def test_phase_timers_after_a_cpu_run(cpu_run):
+    phases = cpu_run.phases_s
+    for name in ("worker_start", "import", "generate", "store", "timing", "check"):
+        assert name in phases and phases[name] >= 0, name
+    assert sum(phases.values()) == pytest.approx(cpu_run.wall_s, rel=0.05)
+    assert "worker_start" in render_phases(cpu_run)
+    assert "95% CI" in render_run(cpu_run)
+
+
+def test_kernel_only_fields_are_explained_on_cpu(cpu_run):
+    for c in cpu_run.benchmark_cases():
+        x = c.extra
+        assert x["kernel_only_ns"] is None and x["launch_overhead_ns"] is None
+        assert "not available on CPU" in x["kernel_only_note"]
+        assert x["profiler_kernel_ns"] is None and x["kernel_only_vs_profiler_pct"] is None
+        assert "not available on CPU" in x["profiler_note"]
+        assert x["clocks_before"] == {"note": "not available on CPU"}
+    assert "kernel-only (us)" not in render_run(cpu_run)      # no column without a number
+
+
+def test_timing_primitives_say_why_on_cpu():
+    cpu = torch.device("cpu")
+    flush = timing.L2Flusher(cpu, None)
+    graph = timing.graph_kernel_time(lambda d: d[0] + 1, [(torch.ones(4),)], cpu, flush)
+    assert graph["ns"] is None and "not available on CPU" in graph["note"] and not graph["poisoned"]
+    prof = timing.profiler_kernel_time(lambda d: d[0] + 1, [(torch.ones(4),)], cpu, flush)
+    assert prof["ns"] is None and "not available on CPU" in prof["note"]
+    assert "not available on CPU" in ClockReader(cpu).read()["note"]
+
+
+def test_device_time_attribution_separates_flush_from_calls():
+    F, C = timing.FLUSH_RANGE, timing.CALL_RANGE
+    ranges = [(F, 0, 10), (C, 10, 20), (F, 20, 30), (C, 30, 40)]
+    events = [("fill", 1, 5), ("gemm", 11, 3), ("quant", 14, 1), ("fill", 21, 5), ("gemm", 31, 3), ("late", 50, 9)]
+    split = timing.attribute_device_time(ranges, events)
+    assert split == {"call_us": 7.0, "flush_us": 10.0, "call_events": 3, "unattributed": 1}
+
+
+def test_clock_warnings():
+    assert clock_warnings({"sm_mhz": 1980, "throttle": []}, {"sm_mhz": 1975, "throttle": []}) == []
+    assert "SM clock changed" in clock_warnings({"sm_mhz": 1980}, {"sm_mhz": 1500})[0]
+    assert "throttling" in clock_warnings({"sm_mhz": 1980}, {"sm_mhz": 1980, "throttle": ["hw_thermal"]})[0]
+    assert clock_warnings({"note": "x"}, {"note": "x"}) == []
+
+
+@pytest.mark.gpu
+def test_kernel_only_agrees_with_the_profiler_on_gpu():
+    import dataclasses
+
+    from tasks import load_task
+    t = load_task("mxfp4_mm")
+    t = dataclasses.replace(t, benchmarks=[t.benchmarks[-1]], baseline_us=None)   # m=256 n=3072 k=1536
+    r = run_submission(TORCH_MXFP4, t, "benchmark", RunOptions(device="cuda", max_repeats=30, verify_timing=True))
+    assert r.verdict == PASS, r.message
+    x = r.benchmark_cases()[0].extra
+    assert x["kernel_only_method"] == "cuda_graph", x.get("kernel_only_note")
+    assert x["kernel_only_ns"] and x["profiler_kernel_ns"], x
+    assert abs(x["kernel_only_vs_profiler_pct"]) < 5.0, x
+    assert x["launch_overhead_ns"] == pytest.approx(r.benchmark_cases()[0].stats.mean - x["kernel_only_ns"])
