@@ -99,9 +99,9 @@ def test_timing_primitives_say_why_on_cpu():
 def test_device_time_attribution_separates_flush_from_calls():
     F, C = timing.FLUSH_RANGE, timing.CALL_RANGE
     ranges = [(F, 0, 10), (C, 10, 20), (F, 20, 30), (C, 30, 40)]
-    events = [("fill", 1, 5), ("gemm", 11, 3), ("quant", 14, 1), ("fill", 21, 5), ("gemm", 31, 3), ("late", 50, 9)]
+    events = [("fill", 1, 5), ("gemm", 11, 3), ("quant", 14, 1), ("fill", 21, 5), ("gemm", 31, 3), ("late", 41, 2)]
     split = timing.attribute_device_time(ranges, events)
-    assert split == {"call_us": 7.0, "flush_us": 10.0, "call_events": 3, "unattributed": 1}
+    assert split == {"call_us": 9.0, "flush_us": 10.0, "call_events": 4, "unattributed": 0, "nearest": 1}
 
 
 def test_clock_warnings():
@@ -112,7 +112,25 @@ def test_clock_warnings():
 
 
 @pytest.mark.gpu
+def test_graph_kernel_time_agrees_with_the_profiler_for_cublas():
+    """The primitives on a kernel known to capture: cuBLAS bf16 A @ B.T, m=256 n=3072 k=1536."""
+    from harness.device import device_info
+    from tasks import load_task
+    dev = torch.device("cuda")
+    t = load_task("mxfp4_mm")
+    data = t.generate_input(t.benchmarks[-1], dev)
+    flush = timing.L2Flusher(dev, device_info(dev).l2_bytes)
+    fn = lambda d: d[0] @ d[1].T  # noqa: E731
+    graph = timing.graph_kernel_time(fn, [data], dev, flush)
+    prof = timing.profiler_kernel_time(fn, [data], dev, flush)
+    assert graph["ns"] and prof["ns"], (graph, prof)
+    assert abs(graph["ns"] - prof["ns"]) / prof["ns"] < 0.05, (graph, prof)
+
+
+@pytest.mark.gpu
 def test_kernel_only_agrees_with_the_profiler_on_gpu():
+    """torch_mxfp4 builds small lookup tables from Python lists on every call (a host-to-device copy,
+    not capturable): if its capture fails, the profiler fallback must say so."""
     import dataclasses
 
     from tasks import load_task
@@ -121,7 +139,10 @@ def test_kernel_only_agrees_with_the_profiler_on_gpu():
     r = run_submission(TORCH_MXFP4, t, "benchmark", RunOptions(device="cuda", max_repeats=30, verify_timing=True))
     assert r.verdict == PASS, r.message
     x = r.benchmark_cases()[0].extra
-    assert x["kernel_only_method"] == "cuda_graph", x.get("kernel_only_note")
     assert x["kernel_only_ns"] and x["profiler_kernel_ns"], x
+    if x["kernel_only_method"] == "profiler":
+        assert "capture failed" in x["kernel_only_note"] and x["kernel_only_vs_profiler_pct"] is None, x
+        pytest.skip(f"graph capture failed, profiler fallback used: {x['kernel_only_note']}")
+    assert x["kernel_only_method"] == "cuda_graph", x
     assert abs(x["kernel_only_vs_profiler_pct"]) < 5.0, x
     assert x["launch_overhead_ns"] == pytest.approx(r.benchmark_cases()[0].stats.mean - x["kernel_only_ns"])
