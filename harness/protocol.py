@@ -52,14 +52,20 @@ def send_to_worker(conn, msg: dict) -> None:
     conn.send_bytes(buf.getbuffer())
 
 
+_last_seq = None   # worker side: the sequence number of the request being answered
+
+
 def receive_from_parent(conn) -> dict:
     """Worker side (the parent is trusted, so unpickling is fine here)."""
-    return pickle.loads(conn.recv_bytes())
+    global _last_seq
+    msg = pickle.loads(conn.recv_bytes())
+    _last_seq = msg.get("seq")
+    return msg
 
 
 def describe_output(out) -> dict:
     """Worker side: what the parent needs to rebuild ``out``; ``{"kind": "object"}`` when not a tensor."""
-    if not isinstance(out, torch.Tensor):
+    if type(out) is not torch.Tensor:   # a subclass could compute when the harness reads it, untimed
         return {"kind": "object", "type": type(out).__name__}
     return {"kind": "tensor", "dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape),
             "device": out.device.type}
@@ -72,7 +78,8 @@ def tensor_bytes(out: torch.Tensor) -> bytes:
 
 
 def send(conn, header: dict, payloads=()) -> None:
-    header = dict(header, tensors=len(payloads))
+    """Worker side; the reply echoes the request's sequence number (see ``Supervisor.request``)."""
+    header = dict(header, tensors=len(payloads), seq=_last_seq)
     conn.send_bytes(json.dumps(header, allow_nan=True).encode())
     for raw in payloads:
         conn.send_bytes(raw)

@@ -60,6 +60,8 @@ class RunOptions:
     kernel_only: bool = True                # GPU: kernel-only figure per passed benchmark case (CUDA graphs)
     verify_timing: bool = False             # also the profiler's kernel sum, and the deviation between the two
     triton_cache_dir: str | None = None     # share a Triton cache across runs (default: a fresh one per run)
+    scan_policy: str = "warn"               # leaderboard: static scan (harness.scan) warn | reject | off
+    defenses: bool = True                   # False: MEASUREMENT ONLY (scripts/defense_overhead.py), see SECURITY.md
     extra_warnings: list[str] = field(default_factory=list)
 
 
@@ -104,7 +106,9 @@ class _Run:
         self.device = select_device(options.device)
         self.info = device_info(self.device)
         self.gpu = self.device.type == "cuda"
-        self.leaderboard = mode == "leaderboard"
+        # --no-defenses (measurement only): a leaderboard run times like a benchmark run (fixed inputs,
+        # last output checked, no integrity rejections), so the cost of the defenses can be measured.
+        self.leaderboard = mode == "leaderboard" and options.defenses
         self.cases: list[CaseResult] = []
         self.warnings: list[str] = list(options.extra_warnings)
         self.sup: Supervisor | None = None
@@ -181,7 +185,9 @@ class _Run:
 
     # -- checks on every reply -----------------------------------------------------------------------
     def _guard(self, header: dict) -> str | None:
-        """A reason to reject, from the worker's own integrity report."""
+        """A reason to reject, from the worker's own integrity report and the parent's process count."""
+        if not self.opt.defenses:
+            return None
         if header.get("tampered"):
             return ("the submission replaced harness or torch objects it must leave alone: "
                     + ", ".join(header["tampered"]))
@@ -189,8 +195,9 @@ class _Run:
             if header.get("threads", 0) > self.baseline_threads:
                 return (f"the submission leaves {header['threads'] - self.baseline_threads} Python thread(s) "
                         "running during timed calls; ranked runs allow no background work")
-            if header.get("children", 0) > 0:
-                return (f"the submission leaves {header['children']} child process(es) running during timed "
+            children = max(header.get("children", 0), len(self.sup.strays()) if self.sup else 0)
+            if children > 0:
+                return (f"the submission leaves {children} child process(es) running during timed "
                         "calls; ranked runs allow no background work")
         return None
 
@@ -299,13 +306,19 @@ class _Run:
                 privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
             if self.leaderboard:
+                if chunk_warmup_ms:   # warm up before the timed inputs reach the worker: untimed code never sees them
+                    header, _ = self._request("warmup", {"op": "warmup", "data": 0, "min_calls": 1,
+                                                         "min_ms": chunk_warmup_ms}, deadline, f"warming up {label}")
+                    if not header.get("ok") or self._guard(header):
+                        return self._ended(result, header, samples)
                 items = self._send_inputs(privates, deadline, keep=1)   # slot 0: the warm-up input
             else:
                 items = fixed_items * k if per_call else fixed_items
             index += len(privates)
             header, payloads = self._request("timing", {"op": "time", "protocol": self.task.timing_protocol,
                                                         "inputs": items, "return": returned,
-                                                        "warmup_slot": 0, "warmup_ms": chunk_warmup_ms},
+                                                        "warmup_slot": 0,
+                                                        "warmup_ms": 0 if self.leaderboard else chunk_warmup_ms},
                                              deadline, f"timing {label}")
             if not header.get("ok") or self._guard(header):
                 return self._ended(result, header, samples)
@@ -490,6 +503,12 @@ class _Run:
             self.warnings.append("CPU results: times are host-clock times on the CPU, not GPU times")
         if self.leaderboard:
             _make_undumpable()
+        if not self.opt.defenses:
+            self.warnings.append("DEFENSES OFF (--no-defenses): for measuring their cost only; this result is "
+                                 "not a ranked result (fixed inputs, no integrity or background-work checks)")
+        if self.mode == "leaderboard" and self.opt.defenses and self.opt.scan_policy != "off":
+            if self._scan(result):
+                return result
         task = self.task
         self.memory_limit = int((self.opt.memory_limit_gb or psutil.virtual_memory().total * 0.75 / 2**30) * 2**30)
         try:
@@ -501,7 +520,10 @@ class _Run:
             with self.phase("worker_start"):
                 self.sup.start(deadline)
             header, _ = self._request("import", {"op": "load"}, deadline, "importing the submission")
-            if not header.get("ok"):
+            if self._guard(header):
+                result.message = self._guard(header)
+                self.cases.append(CaseResult("import", {}, REJECTED, result.message))
+            elif not header.get("ok"):
                 result.message = header.get("error", "the submission could not be imported")
                 self.cases.append(CaseResult("import", {}, ERROR, result.message,
                                              extra={"traceback": header.get("traceback", "")}))
@@ -519,6 +541,9 @@ class _Run:
                     self.run_benchmarks(deadline)
                 else:
                     self.run_profile(deadline)
+                # One last exchange: a reply the submission forged earlier leaves the real one queued,
+                # and it arrives here out of sequence (Supervisor.request rejects).
+                self._request("store", {"op": "store", "inputs": []}, deadline, "ending the run")
         except WorkerFailure as failure:
             label = self._current_case_label()
             self.cases.append(CaseResult(label[0], label[1], failure.verdict, failure.message))
@@ -549,6 +574,29 @@ class _Run:
         self.phases["other"] = max(0.0, result.wall_s - sum(self.phases.values()))
         result.phases_s = dict(self.phases)
         return result
+
+    def _scan(self, result: RunResult) -> bool:
+        """Static pre-scan (harness.scan); True when the policy rejects the run before any code runs."""
+        from harness.scan import ScanUnavailable, scan_file
+        try:
+            findings, hacked = scan_file(self.path)
+        except ScanUnavailable as exc:
+            self.warnings.append(str(exc))
+            return False
+        result.findings = findings
+        for f in findings:
+            self.warnings.append(f"static scan: {f['rule']} ({f['severity']}): {f['message']}")
+        if hacked and self.opt.scan_policy == "reject":
+            rules = ", ".join(sorted({f["rule"] for f in findings if f.get("blocking")}))
+            result.verdict = REJECTED
+            result.message = (f"rejected by the static scan before running (--scan-policy reject): {rules}; "
+                              "see the findings")
+            self.cases.append(CaseResult("scan", {}, REJECTED, result.message))
+            result.cases = self.cases
+            result.warnings = self.warnings
+            result.finished_at = _now()
+            return True
+        return False
 
     def _current_case_label(self):
         planned = self._all_cases_for_mode()

@@ -18,6 +18,8 @@ SECRET_ENV = "HARNESS_SECRET_SEED"
 def take_secret(secret_file: str | None = None) -> tuple[str, str]:
     """Returns (secret, where it came from), and removes it from this process's environment."""
     from_env = os.environ.pop(SECRET_ENV, None)
+    if from_env:
+        _scrub_initial_environ(f"{SECRET_ENV}=".encode())
     if secret_file:
         try:
             secret = Path(secret_file).read_text().strip()
@@ -30,6 +32,24 @@ def take_secret(secret_file: str | None = None) -> tuple[str, str]:
     if from_env:
         return from_env, f"${SECRET_ENV}"
     return secrets.token_hex(16), "random (no --secret-file or $" + SECRET_ENV + " given)"
+
+
+def _scrub_initial_environ(prefix: bytes) -> None:
+    """Overwrites ``NAME=value`` in this process's original environment block (what
+    /proc/<pid>/environ shows; ``os.environ.pop`` leaves it there) with zero bytes. Linux only."""
+    try:
+        import ctypes
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])          # env_start, env_end (fields 50, 51)
+        block = ctypes.string_at(start, end - start)
+        at = block.find(prefix)
+        while at != -1 and at > 0 and block[at - 1] != 0:       # only at the start of an entry
+            at = block.find(prefix, at + 1)
+        if at != -1:
+            stop = block.find(b"\0", at)
+            ctypes.memset(start + at, 0, (stop if stop != -1 else len(block)) - at)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def derive_seed(secret: str, public_seed: int, index: int) -> int:

@@ -7,6 +7,8 @@ process group, and any process the submission started elsewhere, when it stops.
 """
 from __future__ import annotations
 
+import ctypes
+import multiprocessing.resource_tracker
 import os
 import signal
 import threading
@@ -20,6 +22,16 @@ from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker import WorkerConfig, worker_main
 
 OUTPUT_KEEP_BYTES = 8 << 10   # of the submission's stdout/stderr we keep the first and the last this many
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Linux: orphans of the worker's tree (a double fork, setsid) are re-parented to this process
+    instead of init, so they stay findable and killable (:meth:`Supervisor.strays`)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 class WorkerFailure(Exception):
@@ -41,10 +53,16 @@ class Supervisor:
         self._killed_for = None   # why the watchdog killed the worker
         self._stop = threading.Event()
         self.pid = None
+        self._seq = 0
+        self._before: set[int] = set()   # our children that existed before the worker started
+        self._seen: dict[int, float] = {}   # pid -> create time of every process seen in the worker's tree
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self, deadline: float) -> dict:
         ctx = mp.get_context("spawn")
+        _become_subreaper()
+        multiprocessing.resource_tracker.ensure_running()   # a child of ours, but not the submission's
+        self._before = {p.pid for p in psutil.Process().children()}
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=worker_main, args=(child, self.cfg), name="harness-worker")
         self.proc.start()
@@ -69,11 +87,37 @@ class Supervisor:
         self.proc.join(5.0)
         self.conn.close()
 
-    def _kill_everything(self) -> None:
+    def strays(self) -> list[psutil.Process]:
+        """Every process the submission started that is still alive: the worker's descendants, and
+        orphans re-parented to us (we are a subreaper) since the worker started."""
+        out = []
         try:
-            descendants = psutil.Process(self.pid).children(recursive=True)
+            out = psutil.Process(self.pid).children(recursive=True)
         except psutil.Error:
-            descendants = []
+            pass
+        try:
+            for p in psutil.Process().children():
+                if p.pid not in self._before and p.pid != self.pid:
+                    out.append(p)
+                    out.extend(_children(p))
+        except psutil.Error:
+            pass
+        for p in out:
+            try:
+                self._seen.setdefault(p.pid, p.create_time())
+            except psutil.Error:
+                pass
+        return [p for p in out if _alive(p)]
+
+    def _kill_everything(self) -> None:
+        descendants = self.strays()
+        for pid, created in list(self._seen.items()):   # seen earlier, since left the tree
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() == created and all(p.pid != d.pid for d in descendants):
+                    descendants.append(p)
+            except psutil.Error:
+                pass
         try:
             os.killpg(self.pid, signal.SIGKILL)   # the worker called setsid(): its pgid is its pid
         except (ProcessLookupError, PermissionError):
@@ -85,12 +129,17 @@ class Supervisor:
                 pass
         if self.proc.is_alive():
             self.proc.kill()
+        try:                                      # reap the orphans that became our children
+            ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != self.pid]
+            psutil.wait_procs(ours, timeout=2.0)
+        except psutil.Error:
+            pass
 
     def _watch_memory(self) -> None:
         while not self._stop.wait(self.poll_s):
             try:
                 root = psutil.Process(self.pid)
-                procs = [root] + root.children(recursive=True)
+                procs = [root] + self.strays()
                 rss = sum(p.memory_info().rss for p in procs)
             except psutil.Error:
                 return
@@ -103,11 +152,18 @@ class Supervisor:
     # -- messages ------------------------------------------------------------------------------------
     def request(self, msg: dict, deadline: float, what: str):
         """Sends ``msg`` and returns the reply (header, payloads); raises WorkerFailure."""
+        self._seq += 1
         try:
-            protocol.send_to_worker(self.conn, msg)
+            protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
-        return self._receive(deadline, what)
+        header, payloads = self._receive(deadline, what)
+        if header.get("seq") != self._seq:
+            self._kill_everything()
+            raise WorkerFailure(REJECTED, f"a reply out of sequence while {what} (request {self._seq}, reply "
+                                          f"{header.get('seq')!r}): the submission wrote its own frames into "
+                                          "the harness's channel")
+        return header, payloads
 
     def _receive(self, deadline: float, what: str):
         while True:
@@ -158,6 +214,20 @@ class Supervisor:
     # -- output --------------------------------------------------------------------------------------
     def captured_output(self) -> tuple[str, str]:
         return _read_capped(self.cfg.stdout_path), _read_capped(self.cfg.stderr_path)
+
+
+def _children(p: psutil.Process) -> list[psutil.Process]:
+    try:
+        return p.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _read_capped(path: str) -> str:

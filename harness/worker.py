@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness import protocol, timing
+from harness import integrity, protocol, timing
 
 MAX_TRACEBACK_CHARS = 6000
 
@@ -95,10 +95,11 @@ class Worker:
         self.slots = []     # input tuples the parent sent (op "store"), named by index
         self._own = {"harness.worker.Worker.handle": (Worker, "handle", Worker.handle),
                      "harness.timing.Sampler._timed": (timing.Sampler, "_timed", timing.Sampler._timed)}
+        self._baseline = integrity.snapshot(self)   # before the submission is imported
 
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
-        tampered = timing.tampered_names(self._own)
+        tampered = timing.tampered_names(self._own) + integrity.changed(self._baseline, self)
         return {"tampered": tampered, "threads": timing.thread_count(),
                 "children": _child_count()}
 

@@ -1,6 +1,8 @@
 """``python -m harness run``: one submission, one task, one verdict."""
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from pathlib import Path
 
@@ -51,6 +53,12 @@ def add_arguments(p) -> None:
     p.add_argument("--triton-cache-dir", metavar="DIR",
                    help="Triton cache shared across runs (default: a fresh, empty one per run)")
     p.add_argument("--verbose", action="store_true", help="also print where the wall time went, on stderr")
+    p.add_argument("--scan-policy", choices=("warn", "reject", "off"), default="warn",
+                   help="leaderboard: static scan of the source with kernelguard before running; warn (default) "
+                        "lists findings, reject refuses a submission kernelguard classifies as hacked")
+    p.add_argument("--no-defenses", action="store_true",
+                   help="MEASUREMENT ONLY: turn the anti-cheating defenses off (fixed inputs, no integrity checks) "
+                        "to measure their cost; the result is stamped and must not be ranked")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -60,12 +68,17 @@ def run(args) -> int:
                          memory_limit_gb=args.memory_limit_gb,
                          drop_privileges=False if args.no_drop_privileges else None,
                          verify_timing=args.verify_timing, kernel_only=not args.no_kernel_only,
-                         triton_cache_dir=args.triton_cache_dir)
+                         triton_cache_dir=args.triton_cache_dir,
+                         scan_policy=args.scan_policy, defenses=not args.no_defenses)
     if args.mode == "leaderboard":
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
-    result = run_submission(args.file, args.task, args.mode, options, progress)
+    with deferred_termination() as received:
+        result = run_submission(args.file, args.task, args.mode, options, progress)
+    if received:
+        print(f"[harness] {', '.join(received)} arrived during the run and was deferred until its end (a "
+              "submission running as the harness's own user can send it; see SECURITY.md)", file=sys.stderr)
     for line in render_warnings(result):
         print(line, file=sys.stderr)
     if args.verbose:
@@ -85,3 +98,22 @@ def run(args) -> int:
             run_id = st.record(result, git_commit=git_commit_of(args.file))
             print(f"stored as run {run_id} in {st.path}", file=sys.stderr)
     return exit_code_for(result.verdict)
+
+
+@contextlib.contextmanager
+def deferred_termination(signals=(signal.SIGTERM, signal.SIGHUP)):
+    """While a run is active, SIGTERM and SIGHUP only get recorded: a submission whose worker runs as
+    our own user could otherwise end the harness mid-run. The run itself is bounded by the task's
+    timeouts; Ctrl-C (SIGINT) still stops at once, and SIGKILL cannot be caught (SECURITY.md)."""
+    received: list[str] = []
+    previous = {}
+    try:
+        for sig in signals:
+            previous[sig] = signal.signal(sig, lambda num, _frame: received.append(signal.Signals(num).name))
+    except ValueError:   # not the main thread: nothing to install
+        pass
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,104 @@
+"""Inside the worker: has the submission replaced code the harness runs between its own calls?
+
+``harness.timing`` watches a short list of named objects (clocks, events, synchronize). This module
+widens that, generally: it snapshots whole namespaces the worker relies on to measure and to reply
+(the harness's worker, timing and protocol modules; the JSON, pickle and pipe code that carries
+messages; ``torch.Tensor``'s methods, which the output snapshot calls) and, for every function among
+them, its code object and defaults (replacing ``f.__code__`` keeps ``f``'s identity). After every
+operation the worker compares, and the parent rejects the run if anything differs.
+
+A submission shares the worker's address space, so this raises the bar; it is not a proof (see
+SECURITY.md: ctypes-level writes and native code are out of its reach).
+"""
+from __future__ import annotations
+
+import json
+import json.encoder
+import multiprocessing.connection
+import pickle
+import sys
+import types
+
+import torch
+
+
+def _static_attrs(cls: type) -> dict:
+    """Every attribute of ``cls`` as its MRO resolves it, without calling descriptors (stable ids)."""
+    out = {}
+    for klass in reversed(cls.__mro__):
+        out.update(vars(klass))
+    return out
+
+
+def _code_parts(value):
+    if isinstance(value, types.FunctionType):
+        return (value.__code__, value.__defaults__, value.__kwdefaults__)
+    return None
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(x is y for x, y in zip(a, b))
+
+
+def _is_code(value) -> bool:
+    """Module-level entries worth watching: code and types, not state variables that change by design."""
+    return callable(value) or isinstance(value, types.ModuleType)
+
+
+def _namespaces(worker) -> dict:
+    from harness import protocol, timing
+    worker_mod = sys.modules[type(worker).__module__]
+    modules = {"harness.worker": worker_mod, "harness.timing": timing, "harness.protocol": protocol,
+               "json": json, "json.encoder": json.encoder, "pickle": pickle,
+               "multiprocessing.connection": multiprocessing.connection}
+    spaces = {name: {k: v for k, v in vars(m).items() if _is_code(v)} for name, m in modules.items()}
+    spaces.update({
+        "Worker": _static_attrs(type(worker)),
+        "Sampler": _static_attrs(timing.Sampler),
+        "L2Flusher": _static_attrs(timing.L2Flusher),
+        "Connection": _static_attrs(type(worker.conn)),
+        "JSONEncoder": _static_attrs(json.JSONEncoder),
+        "torch.Tensor": _static_attrs(torch.Tensor),
+        "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
+        "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush")},
+        "worker.conn": dict(vars(worker.conn)),
+        "types": {"worker": type(worker), "worker.sampler": type(worker.sampler),
+                  "worker.conn": type(worker.conn)},
+    })
+    return spaces
+
+
+def snapshot(worker) -> dict:
+    """Taken in the worker before the submission is imported."""
+    snap = {}
+    for space, entries in _namespaces(worker).items():
+        for name, value in entries.items():
+            if name.startswith("__") and name not in ("__class__", "__init__", "__call__"):
+                continue
+            snap[(space, name)] = (value, _code_parts(value))
+    return snap
+
+
+def changed(snap: dict, worker) -> list[str]:
+    """Names (``space.attr``) whose object, code or defaults differ from ``snap``, or that are new."""
+    now = {}
+    for space, entries in _namespaces(worker).items():
+        for name, value in entries.items():
+            if name.startswith("__") and name not in ("__class__", "__init__", "__call__"):
+                continue
+            now[(space, name)] = value
+    out = []
+    for key, (value, code) in snap.items():
+        current = now.get(key, _MISSING)
+        if current is not value or not _same(_code_parts(current), code):
+            out.append(".".join(key))
+    for key in now.keys() - snap.keys():
+        if key[0] in ("Worker", "Sampler", "L2Flusher", "Connection", "JSONEncoder", "torch.Tensor",
+                      "worker.sampler", "worker.conn"):
+            out.append(".".join(key))   # a new attribute there shadows an inherited one
+    return sorted(out)
+
+
+_MISSING = object()

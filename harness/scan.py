@@ -1,0 +1,49 @@
+"""Static pre-scan of a submission's source with ``kernelguard`` (optional dependency).
+
+kernelguard is a rule-based detector built from cheating submissions of GPU-kernel competitions
+(output caches keyed by pointers or shapes, timer monkeypatching, CUDA-graph replay, ...). It reads
+the source only; nothing runs. Each match becomes a finding ``{"rule", "severity", "message",
+"blocking"}``; ``blocking`` is kernelguard's own auto-filter decision (classification "hacked"), which
+is what ``--scan-policy reject`` acts on. Lower-confidence rules (e.g. DECODE_MM_REF, which flags the
+honest torch_nvfp4 example for calling torch.bmm) only warn.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+POLICIES = ("warn", "reject", "off")
+
+
+class ScanUnavailable(Exception):
+    """kernelguard is not installed; the message says how to install it."""
+
+
+def scan_source(source: str) -> tuple[list[dict], bool]:
+    """(findings, blocking): the rule matches, and whether kernelguard would filter the submission."""
+    try:
+        import kernelguard
+    except ImportError as exc:
+        raise ScanUnavailable("static scan skipped: the 'kernelguard' package is not installed; "
+                              "pip install 'kernelguard>=0.3,<0.4' (or the 'scan' extra), "
+                              "or pass --scan-policy off") from exc
+    report = kernelguard.analyze_code(source, compute_structural_hash=False)
+    hacked = bool(report.get("should_filter"))
+    findings = []
+    for match in report.get("matched_patterns", []):
+        rule = str(match.get("pattern", "?"))
+        blocking = hacked and _auto_filters(kernelguard, rule)
+        findings.append({"rule": rule, "severity": str(match.get("severity", "?")),
+                         "message": str(match.get("evidence", "")), "blocking": blocking})
+    return findings, hacked
+
+
+def _auto_filters(kernelguard, rule: str) -> bool:
+    try:
+        return kernelguard.classify([{"pattern": rule, "field": "code",
+                                      "severity": "critical"}])[1]
+    except Exception:  # noqa: BLE001 - an unknown rule in another kernelguard version
+        return True
+
+
+def scan_file(path) -> tuple[list[dict], bool]:
+    return scan_source(Path(path).read_text(errors="replace"))

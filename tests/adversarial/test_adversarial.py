@@ -1,0 +1,578 @@
+"""Cheating submissions, one per attack class, each with the verdict the harness must reach.
+
+Every attack ends in one of: ``rejected`` (caught tampering or background work), ``fail`` (the
+output checks catch it), ``error``/``timeout`` (resource abuse stopped), or an honest pass whose
+time includes the work (said in the test). Ranked attacks run in leaderboard mode with a secret.
+CPU tests run here; tests marked ``gpu`` run on the device (SECURITY.md lists the commands).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT
+from harness.scan import scan_file, scan_source
+
+from .conftest import MXFP4_SMALL, NVFP4_SMALL, ROOT, SECRET, run
+
+# ---------------------------------------------------------------------------------------------------
+# Output reuse
+# ---------------------------------------------------------------------------------------------------
+CACHE = """
+import sys
+_cache = {{}}
+
+
+def custom_kernel(data):
+    key = {key}
+    if key in _cache:
+        print("HIT", flush=True)
+        return _cache[key]
+    out = _correct_kernel(data)
+    _cache[key] = out
+    return out
+"""
+
+
+@pytest.mark.parametrize("key", ["tuple(data[0].shape)", "data[0].data_ptr()", "id(data)",
+                                 "(tuple(data[0].shape), data[0]._version)"])
+def test_output_cache_is_caught_whenever_it_hits(cheat, key):
+    """A cache keyed by shape always hits (warm-up input, then fresh timed inputs) -> fail; keyed by
+    pointer / identity / version counter it fails whenever the allocator reuses a key."""
+    r = run(cheat(CACHE.format(key=key)))
+    if "shape" in key:
+        assert r.verdict == FAIL, r.message
+    assert r.verdict == FAIL or "HIT" not in r.stdout, (r.verdict, r.message)
+
+
+def test_content_hash_cache_is_honest_in_ranked_runs(cheat):
+    """Keyed by a hash of the inputs' bytes: every timed input is fresh, so the cache never serves a
+    timed call, and the time includes the hashing: an honest (slower) pass."""
+    body = CACHE.format(key="hash(data[0].float().sum().item()) ^ hash(data[2].view(torch.uint8).sum().item())")
+    r = run(cheat(body))
+    assert r.verdict == PASS, r.message
+
+
+@pytest.mark.parametrize("task, body", [
+    (NVFP4_SMALL, """
+_first = {}
+def custom_kernel(data):
+    c = data[-1]
+    if c.shape not in _first:          # compute once per shape, then hand back the provided buffer
+        _first[c.shape] = True
+        return _correct_kernel(data)
+    return c
+"""),
+    (MXFP4_SMALL, """
+_buf = {}
+def custom_kernel(data):
+    a = data[0]
+    if a.shape not in _buf:            # a stale buffer, filled on the first call of each shape
+        _buf[a.shape] = _correct_kernel(data)
+    return _buf[a.shape]
+"""),
+])
+def test_stale_or_input_buffer_fails(cheat, task, body):
+    r = run(cheat(body, task=task), task=task)
+    assert r.verdict == FAIL, r.message
+
+
+def test_precomputed_public_seed_outputs_fail_in_ranked_runs(cheat):
+    """Precompute outputs for the task's public seeds at import (the task files are readable); ranked
+    benchmark inputs come from secret-derived seeds, so the replay is wrong."""
+    body = f"""
+import torch
+from tasks import load_task
+_task = load_task({MXFP4_SMALL!r})
+_pre = {{}}
+for _case in _task.tests + _task.benchmarks:
+    for _j in range(4):
+        _d = _task.generate_input(dict(_case, seed=_case["seed"] + 42 * _j), torch.device("cpu"))
+        _pre.setdefault(tuple(_d[0].shape), []).append((_d[0], _correct_kernel(_d)))
+
+
+def custom_kernel(data):
+    for a, out in _pre.get(tuple(data[0].shape), []):
+        if torch.equal(a, data[0]):
+            return out
+    return _pre[tuple(data[0].shape)][0][1]     # unknown input: replay anyway (ranked inputs)
+"""
+    r = run(cheat(body))
+    assert r.verdict == FAIL, r.message
+    assert all(c.verdict == PASS for c in r.cases if c.kind == "test")   # public test seeds replay fine
+
+
+# ---------------------------------------------------------------------------------------------------
+# Timing escapes
+# ---------------------------------------------------------------------------------------------------
+def test_thread_filling_the_output_after_return(cheat):
+    body = """
+import threading, time
+def custom_kernel(data):
+    a, b = data[0], data[1]
+    out = torch.empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+    def fill():
+        time.sleep(0.2)
+        out.copy_(_correct_kernel(data))
+    threading.Thread(target=fill, daemon=True).start()
+    return out
+"""
+    r = run(cheat(body))
+    assert r.verdict in (FAIL, REJECTED), r.message
+
+
+def test_lazy_tensor_subclass_output_is_not_a_tensor(cheat):
+    """A tensor subclass could compute when the harness copies it (after the clock stops)."""
+    body = """
+class Lazy(torch.Tensor):
+    pass
+
+def custom_kernel(data):
+    return _correct_kernel(data).as_subclass(Lazy)
+"""
+    r = run(cheat(body), mode="test")
+    assert r.verdict == FAIL and "not a torch.Tensor" in r.message, r.message
+
+
+def test_deferred_work_per_call_fails(cheat):
+    """per_call protocol: return a buffer now and fill it during the next call; each output is copied
+    right after its own sample, so it is still empty."""
+    body = """
+_pending = []
+def custom_kernel(data):
+    for buf, d in _pending:
+        buf.copy_(_correct_kernel(d))
+    _pending.clear()
+    a, b = data[0], data[1]
+    out = torch.zeros((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+    _pending.append((out, data))
+    return out
+"""
+    r = run(cheat(body))
+    assert r.verdict == FAIL, r.message
+
+
+def test_deferred_work_within_a_batch_is_honest(cheat):
+    """batched protocol (nvfp4): deferring work to the batch's last call is allowed, because the sample
+    spans the whole batch: the time includes every deferred computation."""
+    body = """
+_pending = []
+def custom_kernel(data):
+    _pending.append(data)
+    if len(_pending) >= 2:                # the CPU batch is 2 inputs; tests are single calls
+        for d in _pending:
+            _correct_kernel(d)
+        _pending.clear()
+    elif len(_pending) == 1 and data[-1].shape[-1] == 2:   # an L=2 test case: not batched
+        _pending.clear()
+        return _correct_kernel(data)
+    return data[-1]
+"""
+    r = run(cheat(body, task=NVFP4_SMALL), task=NVFP4_SMALL, cpu_inputs_per_measurement=2)
+    assert r.verdict in (PASS, FAIL), r.message   # FAIL when the first call of a batch is a test call
+    if r.verdict == PASS:
+        assert r.score_us and r.score_us > 0
+
+
+def test_work_only_outside_timed_calls_via_caller_frame(cheat):
+    """Detect warm-up vs timed calls through inspect.stack(): compute during warm-up and test calls,
+    replay during timed calls. Ranked warm-ups use an input of their own -> the replay is wrong."""
+    body = """
+import inspect
+_last = {}
+def custom_kernel(data):
+    names = {f.function for f in inspect.stack()[1:6]}
+    key = tuple(data[0].shape)
+    if "warmup" in names or "call" in names or key not in _last:
+        _last[key] = _correct_kernel(data)
+    return _last[key]
+"""
+    r = run(cheat(body))
+    assert r.verdict == FAIL, r.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tampering
+# ---------------------------------------------------------------------------------------------------
+def test_patching_clocks_events_checker_and_harness_is_rejected(cheat):
+    body = """
+import time, torch, harness.timing as ht, harness.worker as hw, harness.protocol as hp
+time.perf_counter_ns = lambda: 0
+torch.allclose = lambda *a, **k: True
+ht._perf_counter_ns = lambda: 0
+_orig_per_call = ht.Sampler.per_call
+ht.Sampler.per_call = lambda self, fn, data: _orig_per_call(self, fn, data)
+hp.send = hp.send
+_orig_send = hp.send
+def _send(conn, header, payloads=()):
+    header = dict(header, samples_ns=[1.0] * len(header.get("samples_ns", [])))
+    return _orig_send(conn, header, payloads)
+hp.send = _send
+hw.Worker._send_outputs.__code__ = hw.Worker._send_outputs.__code__.replace()
+ht.Sampler._timed.__defaults__ = (1,)
+
+def custom_kernel(data):
+    return _correct_kernel(data)
+"""
+    r = run(cheat(body), mode="test")
+    assert r.verdict == REJECTED, r.message
+    for name in ("time.perf_counter_ns", "torch.allclose", "harness.timing._perf_counter_ns",
+                 "Sampler.per_call", "harness.protocol.send", "Worker._send_outputs", "Sampler._timed"):
+        assert name in r.message, (name, r.message)
+
+
+def test_patching_the_checker_in_the_worker_changes_nothing(cheat):
+    """The check runs in the parent: patching the task modules in the worker is pointless."""
+    body = """
+import tasks
+import reference
+for mod in (tasks, reference):
+    for name in dir(mod):
+        if "check" in name:
+            setattr(mod, name, lambda *a, **k: (True, ""))
+
+def custom_kernel(data):
+    return torch.zeros((data[0].shape[0], data[1].shape[0]), dtype=torch.bfloat16)
+"""
+    r = run(cheat(body), mode="test")
+    assert r.verdict == FAIL, r.message
+
+
+def test_reading_the_expected_output_or_mutating_inputs_fails(cheat):
+    """No reference output exists in the worker (gc finds none); zeroing the inputs so that a
+    reference computed from them would agree is pointless: the parent checks its private copy."""
+    body = """
+import gc
+def custom_kernel(data):
+    m, n = data[0].shape[0], data[1].shape[0]
+    found = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.dtype == torch.bfloat16
+             and tuple(o.shape) == (m, n)]
+    print("FOUND", len(found))
+    for t in data:
+        if isinstance(t, torch.Tensor):
+            t.view(torch.uint8).zero_()
+    return torch.zeros((m, n), dtype=torch.bfloat16)
+"""
+    r = run(cheat(body), mode="test")
+    assert r.verdict == FAIL, r.message
+    assert "FOUND 0" in r.stdout
+
+
+@pytest.mark.parametrize("forge", ["frame", "garbage"])
+def test_forged_frames_in_the_worker_pipe_are_rejected(cheat, forge):
+    """Find the worker's end of the pipe (gc finds the Connection) and write a reply of our own:
+    a well-formed one with fake samples (the real reply then arrives out of sequence), or garbage."""
+    body = f"""
+import gc, json, sys
+from multiprocessing.connection import Connection
+_calls = 0
+def custom_kernel(data):
+    global _calls
+    _calls += 1
+    out = _correct_kernel(data)
+    if _calls >= 4:                       # after the tests: during the ranked warm-up / timed calls
+        conn = next(o for o in gc.get_objects() if isinstance(o, Connection))
+        if {forge!r} == "garbage":
+            conn.send_bytes(b"\\x00not json")
+        else:
+            import harness.protocol as hp
+            raw = out.contiguous().view(torch.uint8).numpy().tobytes()
+            header = {{"ok": True, "samples_ns": [1.0], "wall_ns": [1.0], "gap_ns": 0.0, "tampered": [],
+                       "threads": 1, "children": 0, "seq": hp._last_seq, "tensors": 1,
+                       "outputs": [{{"kind": "tensor", "dtype": "bfloat16", "shape": list(out.shape),
+                                    "device": "cpu"}}]}}
+            conn.send_bytes(json.dumps(header).encode())
+            conn.send_bytes(raw)
+    return out
+"""
+    r = run(cheat(body))
+    assert r.verdict == REJECTED, r.message
+    assert "channel" in r.message
+
+
+def _cli(args, env=None, timeout=180):
+    env = dict(os.environ if env is None else env)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_secret_seed_is_not_readable_from_environ_or_cmdline(cheat, tmp_path):
+    """The cheat dumps what it can read of the secret's usual hiding places; the secret, given to the
+    CLI through $HARNESS_SECRET_SEED, must not be in it (the parent scrubs its environment block)."""
+    body = """
+import os
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20).decode(errors="replace")
+    except OSError as exc:
+        return f"<{exc.strerror}>"
+ppid = os.getppid()
+print("ENV", dict(os.environ))
+print("PENV", _read(f"/proc/{ppid}/environ"))
+print("PCMD", _read(f"/proc/{ppid}/cmdline"))
+print("PMEM", _read(f"/proc/{ppid}/mem")[:100])
+
+def custom_kernel(data):
+    return _correct_kernel(data)
+"""
+    out = tmp_path / "r.json"
+    env = dict(os.environ, HARNESS_SECRET_SEED=SECRET)
+    p = _cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "leaderboard",
+              "--max-repeats", "3", "--json", str(out), "--quiet"], env=env)
+    doc = json.loads(out.read_text())
+    assert "PENV" in doc["stdout"], (p.stderr[-2000:], doc["stdout"][:500])
+    assert SECRET not in doc["stdout"]
+    assert doc["verdict"] == PASS, doc["message"]
+
+
+def test_sigterm_to_the_parent_is_survived(cheat, tmp_path):
+    body = """
+import os, signal
+os.kill(os.getppid(), signal.SIGTERM)
+os.kill(os.getppid(), signal.SIGHUP)
+
+def custom_kernel(data):
+    return _correct_kernel(data)
+"""
+    out = tmp_path / "r.json"
+    p = _cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
+              "--json", str(out), "--quiet"])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(out.read_text())["verdict"] == PASS
+    assert "SIGTERM" in p.stderr and "deferred" in p.stderr
+
+
+def _same_user() -> bool:
+    from harness.runner import _privilege_drop_possible
+    return not _privilege_drop_possible()
+
+
+@pytest.mark.xfail(condition=_same_user(), strict=True,
+                   reason="not defensible when the worker runs as the harness's own user: SIGKILL cannot be "
+                          "caught (SECURITY.md); run as root with a world-readable Python so it runs as nobody")
+def test_sigkill_to_the_parent(cheat, tmp_path):
+    body = """
+import os, signal
+os.kill(os.getppid(), signal.SIGKILL)
+
+def custom_kernel(data):
+    return _correct_kernel(data)
+"""
+    p = _cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test", "--quiet"])
+    assert p.returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Resource abuse
+# ---------------------------------------------------------------------------------------------------
+def _sleepers(tag: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if tag in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_escaped_and_forked_children_are_reaped_and_rejected(cheat):
+    """A double-forked, setsid() sleeper (leaves the process group and the worker's tree) and 200
+    forked sleepers: ranked runs reject background processes, and none survives the run."""
+    tag = f"adv-sleeper-{os.getpid()}"
+    body = f"""
+import os, subprocess, sys
+def _spawn():
+    if os.fork() == 0:                 # double fork + setsid: an orphan in its own session
+        os.setsid()
+        subprocess.Popen(["sleep", "300", {tag!r}] if False else ["/bin/sh", "-c", "exec -a {tag} sleep 300"],
+                         start_new_session=True)
+        os._exit(0)
+    for _ in range(200):               # bounded: 200 forked sleepers
+        if os.fork() == 0:
+            os.execv("/bin/sh", ["/bin/sh", "-c", "exec -a {tag} sleep 300"])
+_done = False
+
+def custom_kernel(data):
+    global _done
+    if not _done:
+        _done = True
+        _spawn()
+    return _correct_kernel(data)
+"""
+    t0 = time.monotonic()
+    r = run(cheat(body))
+    assert time.monotonic() - t0 < 90
+    assert r.verdict == REJECTED and "child process" in r.message, r.message
+    deadline = time.monotonic() + 5
+    while _sleepers(tag) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _sleepers(tag)
+
+
+def test_giant_compile_times_out(cheat):
+    """A 'compile' that never ends (a generated program exec'd at import) costs only the timeout."""
+    body = """
+_src = "x = 0\\n" + "x += 1\\n" * 200_000
+while True:
+    exec(compile(_src, "<giant>", "exec"))
+
+def custom_kernel(data):
+    return _correct_kernel(data)
+"""
+    t0 = time.monotonic()
+    r = run(cheat(body), mode="test", timeout_scale=0.1)
+    assert r.verdict == TIMEOUT, r.message
+    assert time.monotonic() - t0 < 6 + 20
+
+
+def test_huge_result_file_hits_the_output_cap(cheat):
+    body = """
+import os, tempfile
+def custom_kernel(data):
+    with open(os.path.join(tempfile.gettempdir(), "huge.bin"), "wb") as f:
+        f.seek(1 << 30)                   # 1 GiB
+        f.write(b"x")
+    return _correct_kernel(data)
+"""
+    r = run(cheat(body), mode="test", output_limit_mb=2)
+    assert r.verdict == ERROR and "output flood" in r.message, r.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Weak checking
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, body", [
+    ("nan", "out = _correct_kernel(data); out[0, 0] = float('nan'); return out"),
+    ("inf", "out = _correct_kernel(data); out[-1, -1] = float('inf'); return out"),
+    ("some_rows", "out = _correct_kernel(data); out[out.shape[0] // 2:] = 0; return out"),
+    ("a_not_quantized", "return (data[0].float() @ _decode_b(data[2], data[4]).T).to(torch.bfloat16)"),
+    ("fp8_output", "return _correct_kernel(data).to(torch.float8_e4m3fn).to(torch.bfloat16)"),
+    ("broadcast_row", "return _correct_kernel(data)[:1]"),
+    ("wrong_dtype", "return _correct_kernel(data).float()"),
+    ("returns_input", "return data[0]"),
+])
+def test_weak_outputs_fail(cheat, name, body):
+    r = run(cheat(f"def custom_kernel(data):\n    {body}\n", name=name), mode="test")
+    assert r.verdict == FAIL, (name, r.message)
+
+
+def test_nvfp4_lower_precision_fails(cheat):
+    body = """
+def custom_kernel(data):
+    out = _correct_kernel(data)
+    return out.to(torch.bfloat16).to(out.dtype)    # bf16 rounding of an fp16 result: beyond rtol 1e-3
+"""
+    r = run(cheat(body, task=NVFP4_SMALL), task=NVFP4_SMALL, mode="test")
+    assert r.verdict == FAIL, r.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Static scan (kernelguard)
+# ---------------------------------------------------------------------------------------------------
+POINTER_CACHE = """
+_cache = {}
+def custom_kernel(data):
+    key = data[0].data_ptr()
+    if key in _cache:
+        return _cache[key]
+    out = _correct_kernel(data)
+    _cache[key] = out
+    return out
+"""
+
+
+def test_scan_rejects_an_obvious_cheat_before_running(cheat):
+    pytest.importorskip("kernelguard")
+    sub = cheat(POINTER_CACHE)
+    findings, hacked = scan_file(sub)
+    assert hacked and any(f["rule"] == "POINTER_REPLAY" for f in findings)
+    t0 = time.monotonic()
+    r = run(sub, scan_policy="reject")
+    assert r.verdict == REJECTED and "POINTER_REPLAY" in r.message, r.message
+    assert [c.kind for c in r.cases] == ["scan"] and r.findings
+    assert time.monotonic() - t0 < 5           # nothing ran
+
+
+@pytest.mark.parametrize("name", ["torch_mxfp4.py", "triton_mxfp4.py", "gluon.py", "torch_nvfp4.py",
+                                  "triton_nvfp4.py"])
+def test_scan_does_not_block_honest_examples(name):
+    pytest.importorskip("kernelguard")
+    findings, hacked = scan_file(ROOT / "submissions" / name)
+    assert not hacked, findings
+    assert not any(f["blocking"] for f in findings)
+    if name != "torch_nvfp4.py":   # kernelguard's DECODE_MM_REF (high, telemetry) flags its torch.bmm
+        assert findings == []
+
+
+def test_scan_unavailable_is_a_clear_message(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name == "kernelguard":
+            raise ImportError("no kernelguard")
+        return real_import(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", fake)
+    from harness.scan import ScanUnavailable
+    with pytest.raises(ScanUnavailable, match="pip install"):
+        scan_source("def custom_kernel(data): return data")
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPU-only attacks (run on the device)
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_side_stream_work_is_caught(cheat):
+    """Work on a side stream the events do not cover: rejected (wall vs event gap) or fail (not done)."""
+    body = """
+_side = torch.cuda.Stream()
+def custom_kernel(data):
+    with torch.cuda.stream(_side):
+        out = _correct_kernel(data)
+    return out
+"""
+    r = run(cheat(body), device="cuda", max_repeats=20)
+    assert r.verdict in (REJECTED, FAIL), r.message
+
+
+@pytest.mark.gpu
+def test_gpu_rerecording_the_start_event_is_caught(cheat):
+    """Find the harness's start event (gc) and record it again after the work: the event time shrinks,
+    the host wall time does not -> rejected (gap or physical floor)."""
+    body = """
+import gc
+from harness.timing import Sampler
+def custom_kernel(data):
+    out = _correct_kernel(data)
+    for s in (o for o in gc.get_objects() if isinstance(o, Sampler)):
+        s.start.record()
+    return out
+"""
+    r = run(cheat(body), device="cuda", max_repeats=20)
+    assert r.verdict == REJECTED, r.message
+
+
+@pytest.mark.gpu
+def test_gpu_spinning_kernel_times_out(cheat):
+    body = """
+import triton, triton.language as tl
+@triton.jit
+def _spin(x_ptr):
+    i = 0
+    while tl.load(x_ptr) == 0:
+        i += 1
+def custom_kernel(data):
+    _spin[(1,)](torch.zeros(1, device=data[0].device, dtype=torch.int32))
+    return _correct_kernel(data)
+"""
+    r = run(cheat(body), device="cuda", mode="test", timeout_scale=0.2)
+    assert r.verdict == TIMEOUT, r.message
