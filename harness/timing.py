@@ -29,6 +29,7 @@ if _CUDA:
     _event_elapsed = torch.cuda.Event.elapsed_time
     _device_sync = torch.cuda.synchronize
     _c_sync = torch._C._cuda_synchronize
+    _Stream, _CUDAGraph, _graph_ctx = torch.cuda.Stream, torch.cuda.CUDAGraph, torch.cuda.graph
 
 # What a submission must leave alone; checked by identity after every call into it.
 _WATCHED = {
@@ -153,7 +154,7 @@ def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, repl
                 "spread_pct": None}
     graphs, current = [], torch.cuda.current_stream(device)
     try:
-        stream = torch.cuda.Stream(device)
+        stream = _Stream(device)
         stream.wait_stream(current)
         with torch.cuda.stream(stream):        # a call on the capture stream first (handles, workspaces)
             for d in inputs:
@@ -161,12 +162,12 @@ def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, repl
         current.wait_stream(stream)
         _c_sync()
         pool = torch.cuda.graph_pool_handle()
-        g_flush, g_pairs = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        g_flush, g_pairs = _CUDAGraph(), _CUDAGraph()
         graphs = [g_flush, g_pairs]
-        with torch.cuda.graph(g_flush, pool=pool, stream=stream):
+        with _graph_ctx(g_flush, pool=pool, stream=stream):
             for _ in range(n):
                 flush()
-        with torch.cuda.graph(g_pairs, pool=pool, stream=stream):
+        with _graph_ctx(g_pairs, pool=pool, stream=stream):
             for _ in range(n):
                 flush()
                 for d in inputs:

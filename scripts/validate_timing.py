@@ -43,6 +43,10 @@ from tasks import load_task  # noqa: E402
 FIX = ROOT / "tests" / "fixtures" / "tasks"
 SUBS = ROOT / "submissions"
 T0 = time.monotonic()
+# Sections (a) and (b) share one Triton cache, so triton_mxfp4 compiles once (section (c) measures the
+# compile cost on its own fresh cache). Made world-writable: the worker may run as 'nobody'.
+SHARED_CACHE = tempfile.mkdtemp(prefix="validate-timing-triton-")
+Path(SHARED_CACHE).chmod(0o777)
 
 
 def log(msg: str) -> None:
@@ -121,7 +125,8 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
         log(f"benchmark --verify-timing: {name}")
         try:
             r = run_submission(sub, task, "benchmark",
-                               RunOptions(device=device, max_repeats=repeats, verify_timing=True))
+                               RunOptions(device=device, max_repeats=repeats, verify_timing=True,
+                                          triton_cache_dir=SHARED_CACHE))
         except Exception as exc:  # noqa: BLE001
             rows.append({"what": name, "error": _error(exc)})
             continue
@@ -151,7 +156,8 @@ def repeatability(sub, task, device: str, runs: int, repeats: int) -> dict:
         log(f"leaderboard run {i + 1}/{runs}")
         try:
             r = run_submission(sub, task, "leaderboard",
-                               RunOptions(device=device, secret=f"validate-timing-{i}", max_repeats=repeats))
+                               RunOptions(device=device, secret=f"validate-timing-{i}", max_repeats=repeats,
+                                          triton_cache_dir=SHARED_CACHE))
             out["runs"].append({"score_us": r.score_us, "score_ci_us": r.score_ci_us, "verdict": r.verdict,
                                 "wall_s": r.wall_s, "phases_s": r.phases_s, "message": r.message,
                                 "case_means_us": [c.stats.mean / 1e3 if c.stats else None
@@ -172,6 +178,7 @@ def repeatability(sub, task, device: str, runs: int, repeats: int) -> dict:
 def triton_cache_walls(sub, task, device: str) -> dict:
     out = {}
     with tempfile.TemporaryDirectory(prefix="validate-triton-cache-") as cache:
+        Path(cache).chmod(0o777)
         for label in ("cold", "warm"):
             log(f"full leaderboard run, {label} Triton cache")
             try:
@@ -274,6 +281,8 @@ def main(argv=None) -> int:
         save()
     results["total_wall_s"] = time.monotonic() - T0
     save()
+    import shutil
+    shutil.rmtree(SHARED_CACHE, ignore_errors=True)
     print(_table(results))
     print(f"\nwrote {out} ({results['total_wall_s']:.0f} s, device {results['device']['name']})")
     return 0
