@@ -13,6 +13,16 @@ _BOUNDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _TIE_UP = (False, True, False, True, False, True, False)
 
 
+_TABLES = {}
+
+
+def _table(device) -> torch.Tensor:
+    """The e2m1 value table on ``device``, made once (a constant, so a CUDA graph can capture calls)."""
+    if device not in _TABLES:
+        _TABLES[device] = torch.tensor(_E2M1, device=device)
+    return _TABLES[device]
+
+
 def _quant_dequant_a(a: torch.Tensor) -> torch.Tensor:
     m, k = a.shape
     x = a.float().reshape(m, k // 32, 32)
@@ -25,7 +35,7 @@ def _quant_dequant_a(a: torch.Tensor) -> torch.Tensor:
     code = torch.zeros_like(scaled, dtype=torch.int32)
     for bound, tie_up in zip(_BOUNDS, _TIE_UP):
         code += (scaled >= bound) if tie_up else (scaled > bound)
-    mag = torch.tensor(_E2M1[:8], device=a.device)[code]
+    mag = _table(a.device)[:8][code]
     return (torch.copysign(mag, x) * torch.exp2(s.float())).reshape(m, k)
 
 
@@ -40,7 +50,7 @@ def _decode_b(b_q: torch.Tensor, scale_sh: torch.Tensor) -> torch.Tensor:
     k = 2 * half_k
     raw = b_q.view(torch.uint8)
     codes = torch.stack((raw & 0xF, raw >> 4), dim=-1).reshape(n, k).long()
-    values = torch.tensor(_E2M1, device=b_q.device)[codes]
+    values = _table(b_q.device)[codes]
     scales = _unshuffle_scales(scale_sh, n, k // 32).float()
     factor = torch.exp2(scales - 127).repeat_interleave(32, dim=1)
     return values * factor

@@ -10,11 +10,21 @@ import torch
 _E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
 
+_TABLES = {}
+
+
+def _table(device) -> torch.Tensor:
+    """The e2m1 value table on ``device``, made once (a constant, so a CUDA graph can capture calls)."""
+    if device not in _TABLES:
+        _TABLES[device] = torch.tensor(_E2M1, device=device)
+    return _TABLES[device]
+
+
 def _decode(x: torch.Tensor, sf: torch.Tensor) -> torch.Tensor:
     """x: [R, K/2, L] fp4x2, sf: [R, K/16, L] e4m3 -> fp32 [L, R, K]."""
     raw = x.view(torch.uint8).permute(2, 0, 1)
     codes = torch.stack((raw & 0xF, raw >> 4), dim=-1).flatten(-2).long()
-    values = torch.tensor(_E2M1, device=x.device)[codes]
+    values = _table(x.device)[codes]
     scales = sf.permute(2, 0, 1).float().repeat_interleave(16, dim=-1)
     return values * scales
 
