@@ -1,7 +1,9 @@
 """Messages between the verdict-deciding parent and the submission's worker process.
 
-Parent -> worker: pickled dicts (the trusted direction). Tensors travel by value, as host bytes:
-the worker needs no access to the parent's files, sockets or GPU memory, so it can run as another
+Parent -> worker: pickled dicts (the trusted direction). Tensors travel by value, as host bytes
+written to a file in the run's private folder (on tmpfs where there is one; several times faster
+than the pipe) that the parent names in the message and deletes once the worker has answered:
+the worker needs no access to the parent's memory, sockets or GPU memory, so it can run as another
 user (CUDA IPC between users fails, and a worker able to map the parent's memory could read it).
 Worker -> parent: never pickled, since the worker runs untrusted code. A message is one JSON
 frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"``. The parent
@@ -12,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import pickle
 
 import torch
@@ -30,26 +33,56 @@ class ProtocolError(Exception):
     """The worker sent something that is not a well-formed message (tampering or a crash mid-write)."""
 
 
-def _rebuild_cpu_tensor(raw: bytes, dtype_name: str, size, stride, offset: int) -> torch.Tensor:
-    base = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
-    return torch.as_strided(base.view(_DTYPES[dtype_name]), size, stride, offset)
+def _rebuild_spilled(path: str, offset: int, nbytes: int, dtype_name: str, size, stride,
+                     storage_offset: int) -> torch.Tensor:
+    """Worker side: a tensor whose storage bytes the parent wrote at ``offset`` in ``path``."""
+    if path not in _spilled:
+        with open(path, "rb", buffering=0) as f:
+            buf = bytearray(os.fstat(f.fileno()).st_size)
+            f.readinto(buf)
+            _spilled[path] = buf
+    raw = memoryview(_spilled[path])[offset:offset + nbytes]
+    base = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+    return torch.as_strided(base.view(_DTYPES[dtype_name]), size, stride, storage_offset)
+
+
+_spilled: dict[str, bytearray] = {}   # worker side: the spill files of the message being unpickled
 
 
 class _ToWorker(pickle.Pickler):
+    """Pickles tensors as references into one spill file, written as it goes."""
+
+    def __init__(self, buf, spill_path: str):
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self.spill_path = spill_path
+        self.spill = None
+
     def reducer_override(self, obj):
         if not isinstance(obj, torch.Tensor):
             return NotImplemented
         obj = obj.detach().cpu()
         storage = torch.empty(0, dtype=torch.uint8).set_(obj.untyped_storage())
-        return _rebuild_cpu_tensor, (storage.numpy().tobytes(), str(obj.dtype).removeprefix("torch."),
-                                     tuple(obj.shape), obj.stride(), obj.storage_offset())
+        if self.spill is None:
+            self.spill = open(self.spill_path, "wb")
+            os.chmod(self.spill_path, 0o644)   # the folder itself is private to the worker's user
+        offset = self.spill.tell()
+        self.spill.write(storage.numpy().data)
+        return _rebuild_spilled, (self.spill_path, offset, storage.numel(), str(obj.dtype).removeprefix("torch."),
+                                  tuple(obj.shape), obj.stride(), obj.storage_offset())
 
 
-def send_to_worker(conn, msg: dict) -> None:
-    """Parent side."""
+def send_to_worker(conn, msg: dict, spill_path: str) -> bool:
+    """Parent side. Tensors go to ``spill_path``; returns whether that file was written (the caller
+    deletes it once the worker has answered)."""
     buf = io.BytesIO()
-    _ToWorker(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(msg)
+    pickler = _ToWorker(buf, spill_path)
+    try:
+        pickler.dump(msg)
+    finally:
+        if pickler.spill is not None:
+            pickler.spill.close()
     conn.send_bytes(buf.getbuffer())
+    return pickler.spill is not None
 
 
 _last_seq = None   # worker side: the sequence number of the request being answered
@@ -58,7 +91,9 @@ _last_seq = None   # worker side: the sequence number of the request being answe
 def receive_from_parent(conn) -> dict:
     """Worker side (the parent is trusted, so unpickling is fine here)."""
     global _last_seq
+    _spilled.clear()
     msg = pickle.loads(conn.recv_bytes())
+    _spilled.clear()
     _last_seq = msg.get("seq")
     return msg
 

@@ -136,7 +136,8 @@ class _Run:
 
     # -- set-up --------------------------------------------------------------------------------------
     def _worker_config(self) -> WorkerConfig:
-        self.tmp = tempfile.mkdtemp(prefix="harness-run-")
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None   # inputs travel through files here
+        self.tmp = tempfile.mkdtemp(prefix="harness-run-", dir=shm)
         sub_copy = os.path.join(self.tmp, "submission.py")
         shutil.copyfile(self.path, sub_copy)
         compat = os.path.join(self.tmp, "compat")

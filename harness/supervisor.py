@@ -58,6 +58,11 @@ class Supervisor:
         self._seen: dict[int, float] = {}   # pid -> create time of every process seen in the worker's tree
 
     # -- life cycle ----------------------------------------------------------------------------------
+    @property
+    def _spill_path(self) -> str:
+        """Where a message's tensors are written for the worker: the run's private folder."""
+        return os.path.join(os.path.dirname(self.cfg.stdout_path), "inputs.bin")
+
     def start(self, deadline: float) -> dict:
         ctx = mp.get_context("spawn")
         _become_subreaper()
@@ -79,7 +84,7 @@ class Supervisor:
             return
         if self.proc.is_alive():
             try:
-                protocol.send_to_worker(self.conn, {"op": "exit"})
+                protocol.send_to_worker(self.conn, {"op": "exit"}, self._spill_path)
                 self.proc.join(2.0)
             except (OSError, ValueError):
                 pass
@@ -154,10 +159,14 @@ class Supervisor:
         """Sends ``msg`` and returns the reply (header, payloads); raises WorkerFailure."""
         self._seq += 1
         try:
-            protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
+            spilled = protocol.send_to_worker(self.conn, dict(msg, seq=self._seq), self._spill_path)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
-        header, payloads = self._receive(deadline, what)
+        try:
+            header, payloads = self._receive(deadline, what)
+        finally:
+            if spilled:
+                os.unlink(self._spill_path)
         if header.get("seq") != self._seq:
             self._kill_everything()
             raise WorkerFailure(REJECTED, f"a reply out of sequence while {what} (request {self._seq}, reply "
