@@ -37,13 +37,24 @@ def _rebuild_spilled(path: str, offset: int, nbytes: int, dtype_name: str, size,
                      storage_offset: int) -> torch.Tensor:
     """Worker side: a tensor whose storage bytes the parent wrote at ``offset`` in ``path``."""
     if path not in _spilled:
-        with open(path, "rb", buffering=0) as f:
-            buf = bytearray(os.fstat(f.fileno()).st_size)
-            f.readinto(buf)
-            _spilled[path] = buf
+        _spilled[path] = read_whole(path)
     raw = memoryview(_spilled[path])[offset:offset + nbytes]
     base = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
     return torch.as_strided(base.view(_DTYPES[dtype_name]), size, stride, storage_offset)
+
+
+def read_whole(path: str, chunk: int = 1 << 30) -> bytearray:
+    """The file's bytes. One read() returns at most about 2 GiB on Linux, so read in chunks until the
+    buffer is full (a single readinto silently left the tail of a 3 GB file as zeros)."""
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(os.fstat(f.fileno()).st_size)
+        view, done = memoryview(buf), 0
+        while done < len(buf):
+            n = f.readinto(view[done:done + chunk])
+            if not n:
+                raise OSError(f"{path}: file ended after {done} of {len(buf)} bytes")
+            done += n
+    return buf
 
 
 _spilled: dict[str, bytearray] = {}   # worker side: the spill files of the message being unpickled
@@ -66,7 +77,9 @@ class _ToWorker(pickle.Pickler):
             self.spill = open(self.spill_path, "wb")
             os.chmod(self.spill_path, 0o644)   # the folder itself is private to the worker's user
         offset = self.spill.tell()
-        self.spill.write(storage.numpy().data)
+        data = memoryview(storage.numpy()).cast("B")
+        for start in range(0, len(data), 1 << 30):   # write() too may stop short of ~2 GiB
+            self.spill.write(data[start:start + (1 << 30)])
         return _rebuild_spilled, (self.spill_path, offset, storage.numel(), str(obj.dtype).removeprefix("torch."),
                                   tuple(obj.shape), obj.stride(), obj.storage_offset())
 

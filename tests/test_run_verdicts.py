@@ -151,3 +151,13 @@ def test_profile_mode_returns_a_table():
     r = _run(TORCH_MXFP4, mode="profile")
     assert r.verdict == PASS, r.message
     assert all("Self CPU" in c.extra["profile_table"] for c in r.cases)
+
+
+def test_spill_files_are_read_whole_even_in_short_reads(tmp_path):
+    """A read() returns at most ~2 GiB on Linux; the reader must loop (a 3 GB batch once came back
+    with its tail zeroed). Small chunks exercise the same loop."""
+    from harness.protocol import read_whole
+    data = bytes(range(256)) * 41
+    path = tmp_path / "inputs.bin"
+    path.write_bytes(data)
+    assert bytes(read_whole(str(path), chunk=7)) == data
