@@ -306,20 +306,23 @@ class _Run:
             else:
                 privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
+            # Every chunk, in both modes alike (so ranked and unranked times compare): the submission's
+            # own warm-up calls on an input that is not timed next (ranked: before the timed inputs reach
+            # the worker, so untimed code never sees them), then, right before timing, the harness's
+            # own GPU work to hold the clocks up and a read of each timed input (see timing.Sampler).
+            if chunk_warmup_ms:
+                header, _ = self._request("warmup", {"op": "warmup", "data": 0, "min_calls": 1,
+                                                     "min_ms": chunk_warmup_ms}, deadline, f"warming up {label}")
+                if not header.get("ok") or self._guard(header):
+                    return self._ended(result, header, samples)
             if self.leaderboard:
-                if chunk_warmup_ms:   # warm up before the timed inputs reach the worker: untimed code never sees them
-                    header, _ = self._request("warmup", {"op": "warmup", "data": 0, "min_calls": 1,
-                                                         "min_ms": chunk_warmup_ms}, deadline, f"warming up {label}")
-                    if not header.get("ok") or self._guard(header):
-                        return self._ended(result, header, samples)
                 items = self._send_inputs(privates, deadline, keep=1)   # slot 0: the warm-up input
             else:
                 items = fixed_items * k if per_call else fixed_items
             index += len(privates)
             header, payloads = self._request("timing", {"op": "time", "protocol": self.task.timing_protocol,
                                                         "inputs": items, "return": returned,
-                                                        "warmup_slot": 0,
-                                                        "warmup_ms": 0 if self.leaderboard else chunk_warmup_ms},
+                                                        "heat_ms": chunk_warmup_ms, "touch": self.gpu},
                                              deadline, f"timing {label}")
             if not header.get("ok") or self._guard(header):
                 return self._ended(result, header, samples)

@@ -157,17 +157,17 @@ class Worker:
         batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
         copied to the host right after its own sample, so a buffer the next call reuses cannot change it."""
         inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
-        if msg.get("warmup_ms"):
-            self.warmup({"data": msg["warmup_slot"], "min_calls": 1, "min_ms": msg["warmup_ms"]})
+        touch = bool(msg.get("touch"))
+        self.sampler.heat(msg.get("heat_ms", 0))
         samples, walls, snapshots = [], [], []
         if msg["protocol"] == "batched":
-            ns, wall, outs = self.sampler.batched(self.kernel, inputs)
+            ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
             samples.append(ns)
             walls.append(wall)
             snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
         else:
             for i, data in enumerate(inputs):
-                ns, wall, out = self.sampler.per_call(self.kernel, data)
+                ns, wall, out = self.sampler.per_call(self.kernel, data, touch)
                 samples.append(ns)
                 walls.append(wall)
                 if i in returned:

@@ -532,11 +532,17 @@ def test_scan_unavailable_is_a_clear_message(monkeypatch):
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_gpu_side_stream_work_is_caught(cheat):
-    """Work on a side stream the events do not cover: rejected (wall vs event gap) or fail (not done)."""
+    """GPU work on a side stream the events do not cover: rejected (host wall vs event gap) or fail.
+    The hidden work must be GPU-bound to hide anything: the torch example is host-bound on small
+    shapes (event time = launch time either way; the H200 run of a version without the matmuls passed,
+    honestly), so the cheat also runs ~3 ms of matmuls there."""
     body = """
 _side = torch.cuda.Stream()
+_big = torch.randn(4096, 4096, device="cuda")
 def custom_kernel(data):
     with torch.cuda.stream(_side):
+        for _ in range(20):
+            _big @ _big
         out = _correct_kernel(data)
     return out
 """
@@ -567,11 +573,14 @@ def test_gpu_spinning_kernel_times_out(cheat):
 import triton, triton.language as tl
 @triton.jit
 def _spin(x_ptr):
+    # a volatile load and a store of the count: the compiler can neither hoist nor drop the loop
+    # (the H200 run of a version without them returned at once)
     i = 0
-    while tl.load(x_ptr) == 0:
+    while tl.load(x_ptr, volatile=True) == 0:
         i += 1
+    tl.store(x_ptr + 1, i)
 def custom_kernel(data):
-    _spin[(1,)](torch.zeros(1, device=data[0].device, dtype=torch.int32))
+    _spin[(1,)](torch.zeros(2, device=data[0].device, dtype=torch.int32))
     return _correct_kernel(data)
 """
     r = run(cheat(body), device="cuda", mode="test", timeout_scale=0.2)
