@@ -7,6 +7,8 @@ store, then, from the stored results, a JSON file (device, versions, date, per-s
     python scripts/bench_examples.py --out results/h200_examples.json --markdown results/h200_leaderboard.md
     python scripts/bench_examples.py --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu --quick \\
         --out /tmp/examples.json
+    python scripts/bench_examples.py --from-runs results/h200_runs --out results/h200_examples.json \\
+        --markdown results/h200_leaderboard.md     # summarize a run that stopped before its summary
 """
 from __future__ import annotations
 
@@ -23,18 +25,22 @@ sys.path.insert(0, str(ROOT))
 from harness.cli import main as harness_main  # noqa: E402
 from harness.commands.leaderboard import leaderboard_text  # noqa: E402
 from harness.report import table  # noqa: E402
+from harness.results import RunResult  # noqa: E402
 from harness.store import open_store  # noqa: E402
 
 
+def _us(ns) -> float | None:
+    """ns -> us; None stays None (JSON stores an undefined statistic, e.g. one sample's stderr, as null)."""
+    return None if ns is None else ns / 1e3
+
+
 def _case_row(case) -> dict:
-    s, sol = case.stats, case.sol
-    return {"spec": case.spec, "verdict": case.verdict, "mean_us": s.mean / 1e3 if s else None,
-            "stderr_us": s.stderr / 1e3 if s else None, "min_us": s.min / 1e3 if s else None,
-            "median_us": s.median / 1e3 if s else None, "runs": s.runs if s else 0,
-            "baseline_us": case.baseline_us,
-            "sol_us": sol.time_ns / 1e3 if sol and sol.time_ns else None,
-            "sol_bound": sol.bound if sol else None, "percent_of_sol": sol.percent if sol else None,
-            "kernel_only_us": case.extra.get("kernel_only_ns", 0) / 1e3 if case.extra.get("kernel_only_ns") else None,
+    s, sol, x = case.stats, case.sol, case.extra
+    return {"spec": case.spec, "verdict": case.verdict, "mean_us": _us(s and s.mean),
+            "stderr_us": _us(s and s.stderr), "min_us": _us(s and s.min), "median_us": _us(s and s.median),
+            "runs": s.runs if s else 0, "baseline_us": case.baseline_us,
+            "sol_us": _us(sol and sol.time_ns), "sol_bound": sol.bound if sol else None,
+            "percent_of_sol": sol.percent if sol else None, "kernel_only_us": _us(x.get("kernel_only_ns")),
             "warnings": case.warnings}
 
 
@@ -48,8 +54,12 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", help="also write the markdown leaderboards here")
     ap.add_argument("--results-dir", help="keep the results store here (default: a temporary folder)")
     ap.add_argument("--runs-dir", help="also write each run's full result JSON here, as <file stem>.json")
+    ap.add_argument("--from-runs", metavar="DIR", help="run nothing: summarize the result JSONs a run of this "
+                                                       "script left in DIR (--runs-dir), e.g. after it stopped")
     args = ap.parse_args(argv)
     tasks = args.tasks or ["mxfp4_mm", "nvfp4_gemm"]
+    if args.from_runs:
+        args.runs_dir = None   # they are there already
     with tempfile.TemporaryDirectory(prefix="bench-examples-") as tmp:
         results_dir = args.results_dir or tmp
         doc = {"script": "scripts/bench_examples.py", "mode": args.mode,
@@ -62,10 +72,20 @@ def main(argv=None) -> int:
                 argv_run += ["--device", args.device]
             if args.quick:
                 argv_run += ["--max-repeats", "3"]
-            harness_main(argv_run)
-            with open_store(results_dir) as st:
-                results = [st.result(r.id) for r in st.runs(task=Path(task).parent.name if task.endswith(".yml")
-                                                              else task)]
+            task_name = Path(task).parent.name if task.endswith(".yml") else task
+            if args.from_runs:
+                results = [RunResult.from_json(p.read_text()) for p in sorted(Path(args.from_runs).glob("*.json"))
+                           if p.stem.count(".") == 0]
+                results = [r for r in results if r.task == task_name]
+                with open_store(results_dir) as st:
+                    for r in results:
+                        st.record(r)
+                doc["from_runs"] = args.from_runs
+                doc["date"] = min((r.started_at for r in results), default=doc["date"])
+            else:
+                harness_main(argv_run)
+                with open_store(results_dir) as st:
+                    results = [st.result(r.id) for r in st.runs(task=task_name)]
             entries, rows = [], []
             for r in results:
                 if r is None:
