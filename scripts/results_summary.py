@@ -1,0 +1,110 @@
+"""Prints a markdown summary of the GPU results files in results/ (for the README).
+
+    python scripts/results_summary.py [--results results]
+
+Reads only what the measuring scripts wrote; every number printed comes from those files.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _f(x, digits=2) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
+
+
+def examples(doc) -> list[str]:
+    out = [f"Example submissions ({doc['device']['name']}, {doc.get('date', '?')[:10]}, "
+           f"mode {doc['mode']}): mean per call in us, (% of SOL), SOL bound"]
+    for task, entries in doc["tasks"].items():
+        if not entries:
+            continue
+        shapes = [" ".join(f"{k}={v}" for k, v in c["spec"].items() if k in ("m", "n", "k")) for c in
+                  entries[0]["benchmarks"]]
+        out += ["", f"**{task}**", "", "| submission | verdict | geomean (us) | " + " | ".join(shapes) + " |",
+                "|---|---|---:|" + "---:|" * len(shapes)]
+        for e in entries:
+            cells = [f"{_f(c['mean_us'])} ({_f(c['percent_of_sol'], 1)}%, {c['sol_bound']})" if c["mean_us"]
+                     else "-" for c in e["benchmarks"]]
+            out.append(f"| {e['submission']} | {e['verdict']} | {_f(e['score_us'])} | " + " | ".join(cells) + " |")
+        baseline = [c.get("baseline_us") for c in entries[0]["benchmarks"]]
+        if any(b is not None for b in baseline):
+            out.append("| published baseline | | " + _f(math.exp(sum(math.log(b) for b in baseline) / len(baseline)))
+                       + " | " + " | ".join(_f(b) for b in baseline) + " |")
+    return out
+
+
+def crosscheck(results: Path) -> list[str]:
+    out = []
+    for path in sorted(results.glob("h200_crosscheck_*.json")):
+        d = _load(path)
+        ratios = ", ".join(_f(c["ratio"], 3) for c in d["cases"])
+        out.append(f"- {Path(d['submission']).name}: harness / GPU MODE loop per shape: {ratios} "
+                   f"(all within 10%: {d['all_within_10pct']})")
+    return out
+
+
+def timing(doc) -> list[str]:
+    out = []
+    rows = doc.get("submissions", []) + doc.get("matmul_reference", [])
+    within = [r for r in rows if r.get("kernel_only_vs_profiler_pct") is not None]
+    for what in sorted({r["what"] for r in within}):
+        devs = [abs(r["kernel_only_vs_profiler_pct"]) for r in within if r["what"] == what]
+        out.append(f"- kernel-only vs profiler kernel sum, {what}: max |deviation| {_f(max(devs), 1)}% "
+                   f"over {len(devs)} shapes")
+    rep = doc.get("repeatability") or {}
+    if rep.get("scores_us"):
+        out.append(f"- {len(rep['scores_us'])} leaderboard runs of {rep.get('submission')}: scores "
+                   + ", ".join(_f(s) for s in rep["scores_us"]) + f" us, CV {_f(rep.get('cv_pct'))}%")
+    cache = doc.get("triton_cache") or {}
+    if cache.get("cold"):
+        out.append(f"- full leaderboard run wall time: cold Triton cache {_f(cache['cold'].get('wall_s'), 1)} s, "
+                   f"warm {_f(cache['warm'].get('wall_s'), 1)} s")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
+    args = ap.parse_args(argv)
+    r = Path(args.results)
+    lines = []
+    peaks = _load(r / "device_peaks.json")
+    if peaks:
+        for key, row in peaks["devices"].items():
+            lines.append(f"Measured peaks, {key} ({row['date'][:10]}): copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
+                         + ", ".join(f"{k} {_f(v / 1e12, 0)} TFLOP/s" for k, v in row["matrix_flops_per_s"].items())
+                         + f", launch floor {_f(row['launch_floor_ns'] / 1e3)} us, per-call overhead of a tiny "
+                         f"torch op {_f(row.get('per_call_overhead_ns', float('nan')) / 1e3)} us")
+        lines.append("")
+    ex = _load(r / "h200_examples.json")
+    if ex:
+        lines += examples(ex) + [""]
+    cc = crosscheck(r)
+    if cc:
+        lines += ["Protocol cross-check (scripts/crosscheck_protocol.py):"] + cc + [""]
+    tm = _load(r / "h200_timing.json")
+    if tm:
+        lines += ["Timing validation (scripts/validate_timing.py):"] + timing(tm) + [""]
+    dov = _load(r / "h200_defense_overhead.json")
+    if dov:
+        lines.append(f"Defense overhead (scripts/defense_overhead.py): score with defenses on / off = "
+                     f"{_f(dov['ratio_on_over_off'], 3)} over {dov['runs_each']} runs each (within 5%: "
+                     f"{dov['within_5_percent']})")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
