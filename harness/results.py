@@ -157,7 +157,7 @@ class RunResult:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return _clean(dataclasses.asdict(self))
+        return json_safe(dataclasses.asdict(self))
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
@@ -189,12 +189,12 @@ class RunResult:
         return [c for c in self.cases if c.kind in ("benchmark", "leaderboard")]
 
 
-def _clean(obj):
+def json_safe(obj):
     """JSON cannot carry NaN/inf: store them as null."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj

@@ -228,14 +228,19 @@ class _Run:
         return ok, message
 
     # -- phases --------------------------------------------------------------------------------------
+    def _one_input(self, what: str, i: int, cases: list, deadline: float):
+        """Case ``i`` of ``cases``: its spec, a progress label, the parent's input and the worker's slot."""
+        spec = self._case_spec(cases[i])
+        label = f"{what} {i + 1}/{len(cases)} {_fmt(spec)}"
+        self.progress(label)
+        with self.phase("generate"):
+            data = self.task.generate_input(spec, self.device)
+        [item] = self._send_inputs([data], deadline)
+        return spec, label, data, item
+
     def run_tests(self, deadline: float) -> bool:
-        for i, case in enumerate(self.task.tests):
-            spec = self._case_spec(case)
-            label = f"test {i + 1}/{len(self.task.tests)} {_fmt(spec)}"
-            self.progress(label)
-            with self.phase("generate"):
-                data = self.task.generate_input(spec, self.device)
-            [item] = self._send_inputs([data], deadline)
+        for i in range(len(self.task.tests)):
+            spec, label, data, item = self._one_input("test", i, self.task.tests, deadline)
             header, payloads = self._request("call", {"op": "call", "data": item}, deadline, f"running {label}")
             reason = self._guard(header)
             if reason:
@@ -476,13 +481,8 @@ class _Run:
                 return
 
     def run_profile(self, deadline: float) -> None:
-        for i, case in enumerate(self.task.benchmarks):
-            spec = self._case_spec(case)
-            label = f"profile {i + 1}/{len(self.task.benchmarks)} {_fmt(spec)}"
-            self.progress(label)
-            with self.phase("generate"):
-                data = self.task.generate_input(spec, self.device)
-            [item] = self._send_inputs([data], deadline)
+        for i in range(len(self.task.benchmarks)):
+            spec, label, _data, item = self._one_input("profile", i, self.task.benchmarks, deadline)
             header, _ = self._request("profile", {"op": "profile", "data": item}, deadline, f"profiling {label}")
             if not header.get("ok") or self._guard(header):
                 self.cases.append(self._ended(CaseResult("benchmark", spec, PASS), header))

@@ -37,6 +37,7 @@ import torch  # noqa: E402
 import harness  # noqa: E402
 from harness import timing  # noqa: E402
 from harness.device import device_info, select_device  # noqa: E402
+from harness.results import json_safe  # noqa: E402
 from harness.runner import RunOptions, run_submission  # noqa: E402
 from tasks import load_task  # noqa: E402
 
@@ -194,17 +195,6 @@ def triton_cache_walls(sub, task, device: str) -> dict:
     return out
 
 
-def _finite(obj):
-    """JSON has no NaN/inf: null instead."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def _table(results: dict) -> str:
     lines = ["", f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} {'launch':>8}  (us)"]
     for row in results.get("matmul_reference", []) + results.get("submissions", []):
@@ -257,7 +247,7 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def save():
-        out.write_text(json.dumps(_finite(results), indent=2, sort_keys=True, default=str) + "\n")
+        out.write_text(json.dumps(json_safe(results), indent=2, sort_keys=True, default=str) + "\n")
 
     sections = set(args.sections.split(","))
     steps = []
