@@ -24,7 +24,7 @@ import psutil
 import torch
 
 import harness
-from harness import sol
+from harness import plausibility, sol
 from harness.clocks import ClockReader, clock_warnings
 from harness.confidence import score_ci_us
 from harness.device import device_info, select_device
@@ -445,32 +445,14 @@ class _Run:
                                         self.measured_peaks)
         if result.verdict != PASS:
             return result
-        warn = result.warnings
-        floor = sol.physical_floor_ns(self.info.name, nbytes, flops)
-        if floor is not None and stats.mean < floor:
-            message = (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor / 1e3:.3f} us "
-                       "(datasheet bandwidth and matrix peak): impossible, so not ranked")
-            if self.leaderboard:
-                result.verdict, result.message = REJECTED, message
-                return result
-            warn.append(message)
-        if self.gpu and walls:
-            escaped = sorted(w - s for w, s in zip(walls, samples))[len(walls) // 2] - gap
-            if escaped > max(20e3, 0.5 * stats.median):
-                message = (f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
-                           "normal gap: work escaped the timed region (another stream or thread)")
-                if self.leaderboard:
-                    result.verdict, result.message = REJECTED, message
-                    return result
-                warn.append(message)
-        if stats.relative_error > 0.01:
-            warn.append(f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
-                        "work on this device or raise --max-repeats")
-        if stats.min > 0 and stats.max / stats.min > 2.0:
-            warn.append(f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
-                        "(clock changes or interference); the median is the more robust figure")
-        if self.gpu and stats.mean < 5e3 and self.task.timing_protocol == "per_call":
-            warn.append("shorter than 5 us: per-call launch overhead dominates this figure")
+        reason = plausibility.implausible(stats, walls, gap, sol.physical_floor_ns(self.info.name, nbytes, flops),
+                                          self.gpu)
+        if reason and self.leaderboard:
+            result.verdict, result.message = REJECTED, reason
+            return result
+        if reason:
+            result.warnings.append(reason)
+        result.warnings += plausibility.noise_warnings(stats, self.gpu, self.task.timing_protocol == "per_call")
         return result
 
     def run_benchmarks(self, deadline: float) -> None:

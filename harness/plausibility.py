@@ -1,0 +1,39 @@
+"""Is a measured case believable? Pure functions on its samples (no device, no submission).
+
+- ``implausible``: a reason the time cannot be honest: below the physical floor of the device, or host
+  wall time far above the event time (work escaped the events: another stream, a thread). In ranked
+  runs such a case is rejected; otherwise it is a warning.
+- ``noise_warnings``: why a figure may not be reliable, and what to do.
+"""
+from __future__ import annotations
+
+from harness.results import Stats
+
+ESCAPE_MIN_NS = 20e3          # wall-minus-event beyond the calibrated gap that always counts as escaped work
+ESCAPE_FRACTION = 0.5         # ... or beyond this fraction of the median sample, whichever is larger
+
+
+def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool) -> str | None:
+    if floor_ns is not None and stats.mean < floor_ns:
+        return (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
+                "(datasheet bandwidth and matrix peak): impossible, so not ranked")
+    if gpu and walls_ns:
+        gaps = sorted(w - s for w, s in zip(walls_ns, stats.samples_ns))
+        escaped = gaps[len(gaps) // 2] - gap_ns
+        if escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
+            return (f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
+                    "normal gap: work escaped the timed region (another stream or thread)")
+    return None
+
+
+def noise_warnings(stats: Stats, gpu: bool, per_call: bool) -> list[str]:
+    out = []
+    if stats.relative_error > 0.01:
+        out.append(f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
+                   "work on this device or raise --max-repeats")
+    if stats.min > 0 and stats.max / stats.min > 2.0:
+        out.append(f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
+                   "(clock changes or interference); the median is the more robust figure")
+    if gpu and per_call and stats.mean < 5e3:
+        out.append("shorter than 5 us: per-call launch overhead dominates this figure")
+    return out

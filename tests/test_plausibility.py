@@ -1,0 +1,29 @@
+"""The believability checks on synthetic samples (the GPU supplies such samples on the device)."""
+from harness.plausibility import implausible, noise_warnings
+from harness.results import Stats
+
+
+def test_work_hidden_from_the_events_is_caught():
+    events = Stats.from_samples([30e3] * 20)              # 30 us between the events
+    honest_walls = [30e3 + 12e3] * 20                     # plus the usual 12 us of sync and record
+    hidden_walls = [30e3 + 12e3 + 400e3] * 20             # 400 us of GPU work on another stream
+    assert implausible(events, honest_walls, gap_ns=12e3, floor_ns=None, gpu=True) is None
+    assert "escaped" in implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=True)
+    assert implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=False) is None   # CPU: no events
+
+
+def test_faster_than_physics_is_impossible():
+    stats = Stats.from_samples([1e3, 1.1e3, 0.9e3])
+    assert "physical floor" in implausible(stats, [], 0.0, floor_ns=5e3, gpu=True)
+    assert implausible(stats, [], 0.0, floor_ns=0.5e3, gpu=True) is None
+
+
+def test_noise_warnings_name_the_problem():
+    steady = Stats.from_samples([100e3 + i for i in range(50)])
+    assert noise_warnings(steady, gpu=True, per_call=True) == []
+    noisy = Stats.from_samples([100e3, 300e3] * 5)
+    text = " ".join(noise_warnings(noisy, gpu=True, per_call=True))
+    assert "unstable" in text and "outliers" in text
+    tiny = Stats.from_samples([3e3] * 10)
+    assert any("launch overhead" in w for w in noise_warnings(tiny, gpu=True, per_call=True))
+    assert noise_warnings(tiny, gpu=True, per_call=False) == []
