@@ -21,7 +21,8 @@ from harness import protocol
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker import WorkerConfig, worker_main
 
-OUTPUT_KEEP_BYTES = 8 << 10   # of the submission's stdout/stderr we keep the first and the last this many
+OUTPUT_KEEP_BYTES = 8 << 10
+DESCENDANT_SCAN_EVERY = 10    # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -44,7 +45,7 @@ class WorkerFailure(Exception):
 
 
 class Supervisor:
-    def __init__(self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.2):
+    def __init__(self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.5):
         self.cfg = cfg
         self.memory_limit = memory_limit_bytes
         self.poll_s = poll_s
@@ -141,11 +142,22 @@ class Supervisor:
             pass
 
     def _watch_memory(self) -> None:
+        """Kills the worker's tree when its host memory passes the limit. Reading the worker's own RSS is
+        one /proc read; finding its descendants scans every process on the machine, which on a 2-core
+        machine slowed the measured submission down by up to 8x when done every 0.2 s: so the tree is
+        rescanned only every ``DESCENDANT_SCAN_EVERY`` polls."""
+        procs, polls = [], 0
         while not self._stop.wait(self.poll_s):
             try:
-                root = psutil.Process(self.pid)
-                procs = [root] + self.strays()
-                rss = sum(p.memory_info().rss for p in procs)
+                if polls % DESCENDANT_SCAN_EVERY == 0:
+                    procs = [psutil.Process(self.pid)] + self.strays()
+                polls += 1
+                rss = 0
+                for p in procs:
+                    try:
+                        rss += p.memory_info().rss
+                    except psutil.NoSuchProcess:
+                        pass
             except psutil.Error:
                 return
             if rss > self.memory_limit:
