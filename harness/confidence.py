@@ -8,7 +8,7 @@ SEED = 20261129
 
 
 def _combine(means_us: np.ndarray, ranking_by: str) -> np.ndarray:
-    """``means_us``: (resamples, cases) -> (resamples,), by the task's rule (as ``runner._score``)."""
+    """``means_us``: (resamples, cases) -> (resamples,): ``ranking.score``'s rules, vectorized."""
     if ranking_by == "geom":
         return np.exp(np.log(means_us).mean(axis=1))
     if ranking_by == "mean":

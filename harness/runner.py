@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
-import math
 import os
 import shutil
 import stat
@@ -30,6 +29,8 @@ from harness.confidence import score_ci_us
 from harness.device import device_info, select_device
 from harness.errors import UsageError
 from harness.protocol import rebuild_tensor
+from harness.ranking import RankRule, ShapeTime, shape_label
+from harness.ranking import score as rank_score
 from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, RunResult, Stats,
                              worst_verdict)
 from harness.seeds import derive_seed
@@ -624,12 +625,8 @@ def _score(task, cases) -> float | None:
     bench = [c for c in cases if c.kind in ("benchmark", "leaderboard")]
     if not bench or any(c.verdict != PASS for c in cases) or any(c.stats is None for c in bench):
         return None
-    means = [c.stats.mean / 1e3 for c in bench]
-    if task.ranking_by == "geom":
-        return math.exp(sum(math.log(m) for m in means) / len(means))
-    if task.ranking_by == "mean":
-        return sum(means) / len(means)
-    return means[-1]   # "last"
+    shapes = [ShapeTime(shape_label(c.spec), c.stats.mean / 1e3, c.stats.stderr / 1e3) for c in bench]
+    return rank_score(shapes, RankRule(task.ranking_by)).value_us
 
 
 def run_submission(path, task, mode: str = "test+benchmark", options: RunOptions | None = None,

@@ -15,8 +15,6 @@ import importlib.util
 import json
 import math
 import os
-import sys
-import time
 
 import torch
 
@@ -162,7 +160,6 @@ _EMPTY = None
 def empty_call(_data=None):
     global _EMPTY
     import triton
-    import triton.language as tl
     if _EMPTY is None:
         @triton.jit
         def _empty_kernel(x):

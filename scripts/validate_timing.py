@@ -20,7 +20,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
-import math
 import platform
 import statistics
 import sys

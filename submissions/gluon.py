@@ -12,7 +12,6 @@ NVIDIA Hopper path (what runs on the H200): swap-AB, one warpgroup per program.
 AMD CDNA4 (MI355X) path: gl.amd.cdna4.mfma_scaled is the native scaled MFMA; it is selected only on a ROCm
 gfx950 device (torch.version.hip / gcnArchName) and is not exercised on the H200.
 """
-import os
 
 import torch
 import triton

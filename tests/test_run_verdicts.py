@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
+from harness.results import ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, RunResult
 from harness.runner import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parent.parent

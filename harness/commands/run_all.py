@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from harness.commands.leaderboard import add_results_dir_argument, us
 from harness.errors import EXIT_INTERNAL, EXIT_OK, UsageError
