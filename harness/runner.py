@@ -141,8 +141,7 @@ class _Run:
         self.tmp = tempfile.mkdtemp(prefix="harness-run-", dir=shm)
         sub_copy = os.path.join(self.tmp, "submission.py")
         shutil.copyfile(self.path, sub_copy)
-        compat = os.path.join(self.tmp, "compat")
-        shutil.copytree(self.task.compat_dir, compat)
+        compat = str(self.task.compat_dir)   # used in place: its modules find tasks/_compat_common beside it
         triton_cache = self.opt.triton_cache_dir or os.path.join(self.tmp, "triton-cache")
         env = {"HOME": self.tmp, "TRITON_CACHE_DIR": triton_cache,
                "PYTHONDONTWRITEBYTECODE": "1"}
