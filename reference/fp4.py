@@ -16,6 +16,7 @@ __all__ = [
     "encode_e2m1",
     "decode_e2m1",
     "decode_fp4_packed",
+    "dequantize_blocks",
     "pack_fp4",
     "unpack_fp4",
     "as_uint8",
@@ -126,3 +127,16 @@ def e4m3_to_float(scales: torch.Tensor) -> torch.Tensor:
     s = as_uint8(scales)
     lut = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
     return lut.to(s.device)[s.to(torch.long)]
+
+
+def dequantize_blocks(packed: torch.Tensor, scale_values: torch.Tensor, block: int, what: str) -> torch.Tensor:
+    """``packed [..., K/2]`` e2m1 pairs times one float32 scale per ``block`` values
+    (``scale_values [..., K/block]``) -> float32 ``[..., K]``; ``what`` names the caller in errors."""
+    lead, K = tuple(packed.shape[:-1]), packed.shape[-1] * 2
+    nblk = K // block
+    if K % block or tuple(scale_values.shape) != lead + (nblk,):
+        raise ValueError(f"{what}: packed {tuple(packed.shape)} needs scales of shape {lead + (nblk,)} "
+                         f"(one per {block} values), got {tuple(scale_values.shape)}")
+    vals = decode_fp4_packed(packed).view(*lead, nblk, block)
+    return vals.mul_(scale_values.unsqueeze(-1)).view(*lead, K)
+

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .fp4 import as_uint8, decode_fp4_packed, e8m0_to_float, encode_e2m1, pack_fp4
+from .fp4 import as_uint8, dequantize_blocks, e8m0_to_float, encode_e2m1, pack_fp4
 
 __all__ = ["MX_BLOCK", "mxfp4_scale_exponents", "quantize_mxfp4", "dequantize_mxfp4"]
 
@@ -65,12 +65,6 @@ def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
     Values past float32's range (code 7 with scale byte 254: 6 * 2**127) become inf.
     Extra scale columns (the padding of a shuffled-then-unshuffled scale tensor) are ignored.
     """
-    lead, K = tuple(packed.shape[:-1]), packed.shape[-1] * 2
-    nblk = K // MX_BLOCK
-    sc = as_uint8(scales)[..., :nblk]
-    if K % MX_BLOCK or tuple(sc.shape) != lead + (nblk,):
-        raise ValueError(
-            f"dequantize_mxfp4: packed {tuple(packed.shape)} needs scales of shape {lead + (nblk,)} "
-            f"(one per 32 values; extra columns are ignored), got {tuple(scales.shape)}")
-    vals = decode_fp4_packed(packed).view(*lead, nblk, MX_BLOCK)
-    return vals.mul_(e8m0_to_float(sc).unsqueeze(-1)).view(*lead, K)
+    nblk = packed.shape[-1] * 2 // MX_BLOCK
+    sc = as_uint8(scales)[..., :nblk]   # extra (padding) columns are ignored
+    return dequantize_blocks(packed, e8m0_to_float(sc), MX_BLOCK, "dequantize_mxfp4")

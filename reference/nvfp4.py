@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .fp4 import as_uint8, decode_fp4_packed, e4m3_to_float
+from .fp4 import as_uint8, dequantize_blocks, e4m3_to_float
 
 __all__ = ["NV_BLOCK", "dequantize_nvfp4"]
 
@@ -15,12 +15,4 @@ def dequantize_nvfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
 
     Leading batch dimensions are allowed; strided (non-contiguous) views are fine.
     """
-    lead, K = tuple(packed.shape[:-1]), packed.shape[-1] * 2
-    nblk = K // NV_BLOCK
-    sc = as_uint8(scales)
-    if K % NV_BLOCK or tuple(sc.shape) != lead + (nblk,):
-        raise ValueError(
-            f"dequantize_nvfp4: packed {tuple(packed.shape)} needs scales of shape "
-            f"{lead + (nblk,)} (one per 16 values), got {tuple(scales.shape)}")
-    vals = decode_fp4_packed(packed).view(*lead, nblk, NV_BLOCK)
-    return vals.mul_(e4m3_to_float(sc).unsqueeze(-1)).view(*lead, K)
+    return dequantize_blocks(packed, e4m3_to_float(as_uint8(scales)), NV_BLOCK, "dequantize_nvfp4")
