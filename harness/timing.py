@@ -50,15 +50,11 @@ _WATCHED = {
 _ORIGINALS = {name: getattr(owner, attr, None) for name, (owner, attr) in _WATCHED.items()}
 
 
-def tampered_names(extra: dict | None = None) -> list[str]:
-    """Names of watched objects that are no longer the ones captured at import.
-    ``extra`` maps a name to (owner, attribute, original) for the caller's own objects."""
-    changed = [name for name, (owner, attr) in _WATCHED.items()
-               if getattr(owner, attr, None) is not _ORIGINALS[name]]
-    for name, (owner, attr, original) in (extra or {}).items():
-        if getattr(owner, attr, None) is not original:
-            changed.append(name)
-    return changed
+def tampered_names() -> list[str]:
+    """Names of watched objects that are no longer the ones captured at import (the harness's own
+    classes and modules are watched by ``harness.integrity``)."""
+    return [name for name, (owner, attr) in _WATCHED.items()
+            if getattr(owner, attr, None) is not _ORIGINALS[name]]
 
 
 def synchronize(device: torch.device) -> None:

@@ -93,13 +93,11 @@ class Worker:
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         self.kernel = None
         self.slots = []     # input tuples the parent sent (op "store"), named by index
-        self._own = {"harness.worker.Worker.handle": (Worker, "handle", Worker.handle),
-                     "harness.timing.Sampler._timed": (timing.Sampler, "_timed", timing.Sampler._timed)}
         self._baseline = integrity.snapshot(self)   # before the submission is imported
 
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
-        tampered = timing.tampered_names(self._own) + integrity.changed(self._baseline, self)
+        tampered = timing.tampered_names() + integrity.changed(self._baseline, self)
         return {"tampered": tampered, "threads": timing.thread_count(),
                 "children": _child_count()}
 
