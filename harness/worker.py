@@ -98,8 +98,7 @@ class Worker:
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
         tampered = timing.tampered_names() + integrity.changed(self._baseline, self)
-        return {"tampered": tampered, "threads": timing.thread_count(),
-                "children": _child_count()}
+        return {"tampered": tampered, "threads": timing.thread_count()}
 
     def _send_outputs(self, header: dict, snapshots) -> None:
         """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""
@@ -226,14 +225,6 @@ class Worker:
 def _snapshot(out):
     meta = protocol.describe_output(out)
     return meta, (protocol.tensor_bytes(out) if meta["kind"] == "tensor" else None)
-
-
-def _child_count() -> int:
-    try:
-        import psutil
-        return len(psutil.Process().children(recursive=True))
-    except Exception:  # noqa: BLE001
-        return 0
 
 
 def worker_main(conn, cfg: WorkerConfig) -> None:

@@ -386,18 +386,19 @@ def _sleepers(tag: str) -> list[psutil.Process]:
 def test_escaped_and_forked_children_are_reaped_and_rejected(cheat):
     """A double-forked, setsid() sleeper (leaves the process group and the worker's tree) and 200
     forked sleepers: ranked runs reject background processes, and none survives the run."""
-    tag = f"adv-sleeper-{os.getpid()}"
+    # `sleep` sums its arguments, so a unique fraction tags our sleepers in their command lines
+    # (an earlier version used `exec -a`, which /bin/sh does not know: its sleepers never ran)
+    tag = f"0.{os.getpid()}4242"
     body = f"""
-import os, subprocess, sys
+import os, subprocess
 def _spawn():
     if os.fork() == 0:                 # double fork + setsid: an orphan in its own session
         os.setsid()
-        subprocess.Popen(["sleep", "300", {tag!r}] if False else ["/bin/sh", "-c", "exec -a {tag} sleep 300"],
-                         start_new_session=True)
+        subprocess.Popen(["sleep", "300", {tag!r}], start_new_session=True)
         os._exit(0)
     for _ in range(200):               # bounded: 200 forked sleepers
         if os.fork() == 0:
-            os.execv("/bin/sh", ["/bin/sh", "-c", "exec -a {tag} sleep 300"])
+            os.execvp("sleep", ["sleep", "300", {tag!r}])
 _done = False
 
 def custom_kernel(data):
