@@ -29,6 +29,11 @@ for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x
         _DTYPES[_name] = getattr(torch, _name)
 
 
+def accepts_dtype(name) -> bool:
+    """Whether the parent rebuilds outputs of this dtype (any other dtype is a wrong output)."""
+    return name in _DTYPES
+
+
 class ProtocolError(Exception):
     """The worker sent something that is not a well-formed message (tampering or a crash mid-write)."""
 

@@ -28,7 +28,7 @@ from harness.clocks import ClockReader, clock_warnings
 from harness.confidence import score_ci_us
 from harness.device import device_info, select_device
 from harness.errors import UsageError
-from harness.protocol import rebuild_tensor
+from harness.protocol import ProtocolError, accepts_dtype, rebuild_tensor
 from harness.ranking import RankRule, ShapeTime, shape_label
 from harness.ranking import score as rank_score
 from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, RunResult, Stats,
@@ -203,16 +203,34 @@ class _Run:
         return None
 
     def _outputs(self, header, payloads):
+        """The outputs a reply carries, rebuilt here; an output that is not a usable tensor becomes an
+        ``_Unusable`` (a wrong output), a malformed reply a rejection (only tampering produces one)."""
+        metas = header.get("outputs", [])
+        if not isinstance(metas, list) or not all(isinstance(m, dict) for m in metas) or \
+                sum(m.get("kind") == "tensor" for m in metas) != len(payloads):
+            raise WorkerFailure(REJECTED, "a reply whose outputs do not match the data it carries: the "
+                                          "submission wrote into the harness's channel")
         outs, it = [], iter(payloads)
         with self.phase("receive"):
-            for meta in header.get("outputs", []):
-                outs.append(rebuild_tensor(meta, next(it), self.device) if meta.get("kind") == "tensor"
-                            else _NotATensor(meta.get("type", "?")))
+            for meta in metas:
+                if meta.get("kind") != "tensor":
+                    outs.append(_Unusable(f"a {meta.get('type', '?')}, not a torch.Tensor"))
+                    continue
+                raw = next(it)
+                if not accepts_dtype(meta.get("dtype")):
+                    outs.append(_Unusable(f"a torch.Tensor of dtype {meta.get('dtype')}, which is no task's "
+                                          "output dtype"))
+                    continue
+                try:
+                    outs.append(rebuild_tensor(meta, raw, self.device))
+                except ProtocolError as exc:
+                    raise WorkerFailure(REJECTED, f"a malformed output in the worker's reply ({exc}): the "
+                                                  "submission wrote into the harness's channel") from exc
         return outs
 
     def _check(self, data, out) -> tuple[bool, str]:
-        if isinstance(out, _NotATensor):
-            return False, f"custom_kernel returned a {out.type}, not a torch.Tensor"
+        if isinstance(out, _Unusable):
+            return False, f"custom_kernel returned {out.what}"
         with self.phase("check"):
             return self.task.check(data, out)
 
@@ -601,9 +619,11 @@ class _Run:
                                          "not run: an earlier case ended the run"))
 
 
-class _NotATensor:
-    def __init__(self, type_name: str):
-        self.type = type_name
+class _Unusable:
+    """An output the harness cannot check as a tensor; ``what`` describes it."""
+
+    def __init__(self, what: str):
+        self.what = what
 
 
 def _fmt(spec: dict) -> str:

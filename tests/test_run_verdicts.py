@@ -53,6 +53,7 @@ def test_correct_nvfp4_with_strided_batched_inputs():
     ("kill_self.py", ERROR, "SIGKILL"),
     ("no_entry_point.py", ERROR, "custom_kernel"),
     ("returns_none.py", FAIL, "not a torch.Tensor"),
+    ("returns_complex.py", FAIL, "dtype complex64"),
     ("sys_exit.py", ERROR, "sys.exit"),
 ])
 def test_bad_submission_gets_its_verdict(name, verdict, words):
