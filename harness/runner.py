@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
+import math
 import os
 import shutil
 import stat
@@ -349,6 +350,7 @@ class _Run:
                                              deadline, f"timing {label}")
             if not header.get("ok") or self._guard(header):
                 return self._ended(result, header, samples)
+            _check_timing_reply(header, len(items) if per_call else 1, len(returned))
             for idx, out in zip(returned, self._outputs(header, payloads)):
                 ok, message = (self._check(privates[idx], out) if self.leaderboard
                                else self._check_fixed(privates[idx], out, passed_fixed))
@@ -617,6 +619,18 @@ class _Run:
         for kind, case in planned[len(self.cases):]:
             self.cases.append(CaseResult(kind, self._case_spec(case), NOT_RUN,
                                          "not run: an earlier case ended the run"))
+
+
+def _check_timing_reply(header: dict, n_samples: int, n_outputs: int) -> None:
+    """A timing reply carries exactly the samples and outputs asked for; anything else is a forgery
+    (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
+    samples, walls = header.get("samples_ns"), header.get("wall_ns")
+    numbers = samples + walls if isinstance(samples, list) and isinstance(walls, list) else None
+    if numbers is None or len(samples) != n_samples or len(walls) != n_samples or \
+            not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers) or \
+            len(header.get("outputs") or []) != n_outputs:
+        raise WorkerFailure(REJECTED, "a timing reply that does not match its request (samples or outputs "
+                                      "missing or malformed): the submission wrote into the harness's channel")
 
 
 class _Unusable:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.results import ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, RunResult
+from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
 from harness.runner import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +163,17 @@ def test_spill_files_are_read_whole_even_in_short_reads(tmp_path):
     path = tmp_path / "inputs.bin"
     path.write_bytes(data)
     assert bytes(read_whole(str(path), chunk=7)) == data
+
+
+def test_a_timing_reply_must_carry_what_was_asked():
+    """Fewer outputs than asked would leave timed calls unchecked; odd samples cannot come from an
+    honest worker: both are rejected."""
+    from harness.runner import _check_timing_reply
+    from harness.supervisor import WorkerFailure
+    good = {"samples_ns": [1.0, 2.0], "wall_ns": [3.0, 4.0], "outputs": [{}, {}]}
+    _check_timing_reply(good, 2, 2)
+    for bad in (dict(good, outputs=[{}]), dict(good, samples_ns=[1.0]), dict(good, wall_ns="x"),
+                dict(good, samples_ns=[1.0, float("nan")]), dict(good, samples_ns=[-1.0, 2.0])):
+        with pytest.raises(WorkerFailure) as err:
+            _check_timing_reply(bad, 2, 2)
+        assert err.value.verdict == REJECTED
