@@ -15,6 +15,7 @@ which bounds work that escapes the events (another stream, a thread).
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 
@@ -158,12 +159,6 @@ FLUSH_RANGE = "harness::flush"
 CALL_RANGE = "harness::call"
 
 
-def _median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, replays: int = 7) -> dict:
     """Kernel-only time per input from CUDA graphs: a graph of ``n`` x (flush, one call on each of
     ``inputs``) and a graph of ``n`` flushes only, on the same stream, replayed alternately
@@ -220,7 +215,7 @@ def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, repl
         for _ in range(replays):
             t_flush.append(replay(g_flush))
             t_pairs.append(replay(g_pairs))
-        mf, mp = _median(t_flush), _median(t_pairs)
+        mf, mp = statistics.median(t_flush), statistics.median(t_pairs)
         ns = (mp - mf) / (n * len(inputs))
         spread = 100 * (max(t_pairs) - min(t_pairs)) / mp if mp > 0 else None
         note = ""
