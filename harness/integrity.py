@@ -48,9 +48,10 @@ def _is_code(value) -> bool:
 
 
 def _namespaces(worker) -> dict:
-    from harness import protocol, timing
+    from harness import gate, protocol, timing
     worker_mod = sys.modules[type(worker).__module__]
     modules = {"harness.worker": worker_mod, "harness.timing": timing, "harness.protocol": protocol,
+               "harness.gate": gate,
                "json": json, "json.encoder": json.encoder, "pickle": pickle,
                "multiprocessing.connection": multiprocessing.connection}
     spaces = {name: {k: v for k, v in vars(m).items() if _is_code(v)} for name, m in modules.items()}
@@ -58,11 +59,12 @@ def _namespaces(worker) -> dict:
         "Worker": _static_attrs(type(worker)),
         "Sampler": _static_attrs(timing.Sampler),
         "L2Flusher": _static_attrs(timing.L2Flusher),
+        "LaunchGate": _static_attrs(gate.LaunchGate),
         "Connection": _static_attrs(type(worker.conn)),
         "JSONEncoder": _static_attrs(json.JSONEncoder),
         "torch.Tensor": _static_attrs(torch.Tensor),
         "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
-        "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush")},
+        "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush", "gate")},
         "worker.conn": dict(vars(worker.conn)),
         "types": {"worker": type(worker), "worker.sampler": type(worker.sampler),
                   "worker.conn": type(worker.conn)},
@@ -95,7 +97,7 @@ def changed(snap: dict, worker) -> list[str]:
         if current is not value or not _same(_code_parts(current), code):
             out.append(".".join(key))
     for key in now.keys() - snap.keys():
-        if key[0] in ("Worker", "Sampler", "L2Flusher", "Connection", "JSONEncoder", "torch.Tensor",
+        if key[0] in ("Worker", "Sampler", "L2Flusher", "LaunchGate", "Connection", "JSONEncoder", "torch.Tensor",
                       "worker.sampler", "worker.conn"):
             out.append(".".join(key))   # a new attribute there shadows an inherited one
     return sorted(out)

@@ -26,7 +26,7 @@ def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, g
     return None
 
 
-def noise_warnings(stats: Stats, gpu: bool, per_call: bool) -> list[str]:
+def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
     out = []
     if stats.relative_error > 0.01:
         out.append(f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
@@ -34,6 +34,6 @@ def noise_warnings(stats: Stats, gpu: bool, per_call: bool) -> list[str]:
     if stats.min > 0 and stats.max / stats.min > 2.0:
         out.append(f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
                    "(clock changes or interference); the median is the more robust figure")
-    if gpu and per_call and stats.mean < 5e3:
+    if gpu and strict_per_call and stats.mean < 5e3:
         out.append("shorter than 5 us: per-call launch overhead dominates this figure")
     return out

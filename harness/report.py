@@ -25,6 +25,8 @@ def render_run(result: RunResult) -> str:
            f" | triton {d.triton or '-'} | harness {result.harness_version}"]
     if d.kind == "cpu":
         out.append("NOTE: CPU results (host clock); they say nothing about GPU speed")
+    elif result.timing_method:
+        out.append(f"timing: {result.timing_method}")
     kernel_only = any(c.extra.get("kernel_only_ns") is not None for c in result.cases)
     rows = []
     for c in result.cases:
@@ -71,9 +73,14 @@ def _timing_notes(result: RunResult) -> list[str]:
         x, shape = c.extra, _spec(c.spec)
         if "profiler_kernel_ns" in x:
             dev = x.get("kernel_only_vs_profiler_pct")
+            span_dev = x.get("kernel_only_vs_profiler_span_pct")
             lines.append(f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
-                         f"{fmt_us(x.get('profiler_kernel_ns'))} us"
+                         f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
                          + (f" ({dev:+.1f}%)" if dev is not None else "")
+                         + (f", span {fmt_us(x.get('profiler_span_ns'))} us ({span_dev:+.1f}%)"
+                            if span_dev is not None else "")
+                         + (f", {x['profiler_kernels_per_call']:g} kernels/call"
+                            if x.get("profiler_kernels_per_call") else "")
                          + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"
                          + (f"; {x['profiler_note']}" if x.get("profiler_note") else ""))
         if x.get("kernel_only_note") and c.verdict == PASS:

@@ -106,6 +106,10 @@ profiler_kernel_ns       --verify-timing: sum of the submission's device kernel 
                          (CUPTI via torch.profiler, each call after an L2 flush, the flush excluded)
 profiler_note            why profiler_kernel_ns is missing, or device events it could not attribute
 kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
+profiler_span_ns         --verify-timing: per call, the first kernel's start to the last kernel's end (the
+                         kernels plus the device's gaps between them, which the CUDA-graph figure also holds)
+profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call
+kernel_only_vs_profiler_span_pct  --verify-timing: the same deviation against profiler_span_ns
 clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
                          sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
 profile_table            profile mode: the torch profiler's table
@@ -154,6 +158,7 @@ class RunResult:
     findings: list[dict[str, Any]] = field(default_factory=list)   # static scan findings
     score_ci_us: list[float] | None = None   # bootstrap 95% interval of score_us [low, high]; optional
     phases_s: dict[str, float] | None = None  # where the run's wall time went (worker start, generate, ...)
+    timing_method: str = ""            # how samples were taken: launch gate (host time hidden) or strict
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -113,6 +113,8 @@ class _Run:
         self.leaderboard = mode == "leaderboard" and options.defenses
         self.cases: list[CaseResult] = []
         self.warnings: list[str] = list(options.extra_warnings)
+        self.gate_warned = False
+        self.timing_method = ""
         self.sup: Supervisor | None = None
         self.baseline_threads = None
         self.tmp = None
@@ -163,7 +165,7 @@ class _Run:
                                  "could read or kill the harness (see SECURITY.md); make the Python "
                                  "environment world-readable so it can run as 'nobody'")
         return WorkerConfig(submission_path=sub_copy, compat_dir=compat, device=str(self.device),
-                            l2_bytes=self.info.l2_bytes,
+                            l2_bytes=self.info.l2_bytes, hide_bytes=self.task.original_clear_bytes,
                             stdout_path=os.path.join(self.tmp, "stdout.txt"),
                             stderr_path=os.path.join(self.tmp, "stderr.txt"),
                             output_limit_bytes=self.opt.output_limit_mb << 20,
@@ -359,6 +361,10 @@ class _Run:
                     return self._finish_case(result, samples + header["samples_ns"], walls, gap)
             samples += header["samples_ns"]
             walls += header["wall_ns"]
+            if header.get("gate_misses") and not self.gate_warned:
+                self.gate_warned = True
+                self.warnings.append("the launch gate could not close for some samples (the GPU was busy); "
+                                     "those samples include the host's launch time")
             gap = header.get("gap_ns", 0.0)
             stats = Stats.from_samples(samples)
             if len(samples) >= self.opt.min_runs and (
@@ -385,7 +391,8 @@ class _Run:
         if not self.gpu:
             x["kernel_only_note"] = "not available on CPU: kernel-only times need CUDA graphs on a GPU"
             if self.opt.verify_timing:
-                x.update(profiler_kernel_ns=None, kernel_only_vs_profiler_pct=None,
+                x.update(profiler_kernel_ns=None, kernel_only_vs_profiler_pct=None, profiler_span_ns=None,
+                         kernel_only_vs_profiler_span_pct=None, profiler_kernels_per_call=None,
                          profiler_note="not available on CPU: device kernel times need CUPTI on a GPU")
             return
         if self.kernel_only_off:
@@ -424,6 +431,10 @@ class _Run:
             ko, pk = x["kernel_only_ns"], prof.get("ns")
             x["kernel_only_vs_profiler_pct"] = (100 * (ko - pk) / pk if ko is not None and pk
                                                 and x["kernel_only_method"] == "cuda_graph" else None)
+            span = prof.get("span_ns")
+            x["profiler_span_ns"], x["profiler_kernels_per_call"] = span, prof.get("kernels_per_call")
+            x["kernel_only_vs_profiler_span_pct"] = (100 * (ko - span) / span if ko is not None and span
+                                                     and x["kernel_only_method"] == "cuda_graph" else None)
         x["kernel_only_note"] = "; ".join(n for n in notes if n)
         if x["kernel_only_ns"] is not None and result.stats:
             x["launch_overhead_ns"] = result.stats.mean - x["kernel_only_ns"]
@@ -472,7 +483,8 @@ class _Run:
             return result
         if reason:
             result.warnings.append(reason)
-        result.warnings += plausibility.noise_warnings(stats, self.gpu, self.task.timing_protocol == "per_call")
+        strict = self.task.timing_protocol == "per_call" and not self.timing_method.startswith("launch gate")
+        result.warnings += plausibility.noise_warnings(stats, self.gpu, strict)
         return result
 
     def run_benchmarks(self, deadline: float) -> None:
@@ -526,6 +538,7 @@ class _Run:
             with self.phase("worker_start"):
                 self.sup.start(deadline)
             header, _ = self._request("import", {"op": "load"}, deadline, "importing the submission")
+            result.timing_method = self.timing_method = str(header.get("timing_method", ""))[:300]
             if self._guard(header):
                 result.message = self._guard(header)
                 self.cases.append(CaseResult("import", {}, REJECTED, result.message))

@@ -9,9 +9,14 @@ Two protocols, as the original competitions used them:
 - ``per_call``: L2 flush, start event, ONE call, end event, device synchronize; one sample per call.
 - ``batched``: L2 flush, start event, one call on each of N distinct inputs, end event; the sample
   is the elapsed time divided by N.
+The originals enqueue a long L2 clear right before the start event, so the host's launch time is
+hidden (up to the clear's duration). With ``hide_ns`` (that duration on this device) the sampler
+does the same with :class:`harness.gate.LaunchGate`, which also keeps other streams from running
+ahead; without it, or where the gate cannot be built, the GPU is idle at the start event and the
+launch time is measured (``Sampler.method`` says which).
 On the CPU the same protocols run with a host clock.
-Every sample also records the host wall time around the call and a device-wide synchronize,
-which bounds work that escapes the events (another stream, a thread).
+Every sample also records the host wall time from the moment the GPU may run the call to the
+device-wide synchronize after it, which bounds work that escapes the events (another stream, a thread).
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import threading
 import time
 
 import torch
+
+from harness.gate import LaunchGate
 
 _perf_counter_ns = time.perf_counter_ns
 _empty = torch.empty
@@ -67,10 +74,9 @@ class L2Flusher:
     """Evicts the GPU's L2 by writing a buffer twice its size (sized from the device, not a constant)."""
 
     def __init__(self, device: torch.device, l2_bytes: int | None):
-        self.buffer = None
+        self.buffer, self.nbytes = None, 2 * (l2_bytes or 64 << 20)
         if device.type == "cuda":
-            size = 2 * (l2_bytes or 64 << 20)
-            self.buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
+            self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
 
     def __call__(self) -> None:
         if self.buffer is not None:
@@ -80,12 +86,34 @@ class L2Flusher:
 class Sampler:
     """Times calls of ``fn`` with the protocol of the task."""
 
-    def __init__(self, device: torch.device, l2_bytes: int | None):
+    def __init__(self, device: torch.device, l2_bytes: int | None, hide_bytes: int = 0):
+        """``hide_bytes``: what the original loop writes to clear the L2 before each sample; the
+        host time a write of that size takes on this device is hidden from each sample (0: none)."""
         self.device = device
         self.flush = L2Flusher(device, l2_bytes)
+        self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
             self.end = _Event(enable_timing=True)
+            self.method = "strict: the GPU idles at the start event, host launch time is measured"
+            if hide_bytes > 0:
+                hide_ns = hide_bytes / self.flush.nbytes * self._flush_ns()
+                self.gate, why = LaunchGate.create(device, hide_ns)
+                self.method = (f"launch gate: up to {hide_ns / 1e3:.0f} us of host time hidden per sample, like "
+                               f"the original's {hide_bytes / 2**30:.2f} GiB L2 clear; other streams held back"
+                               if self.gate else f"strict (launch gate unavailable: {why})")
+
+    def _flush_ns(self) -> float:
+        """Median device time of one L2 flush."""
+        times = []
+        for _ in range(7):
+            _c_sync()
+            _event_record(self.start)
+            self.flush()
+            _event_record(self.end)
+            _c_sync()
+            times.append(_event_elapsed(self.start, self.end) * 1e6)
+        return statistics.median(times)
 
     def heat(self, ms: float) -> None:
         """Keeps the GPU busy with the harness's own work (L2 flushes) for ``ms`` milliseconds, so the
@@ -110,6 +138,19 @@ class Sampler:
     def _timed(self, body):
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
         self.flush()
+        if self.gate is not None:
+            if self.gate.close():
+                try:
+                    _event_record(self.start)
+                    result = body()
+                    _event_record(self.end)
+                finally:
+                    wall0 = _perf_counter_ns()
+                    self.gate.open()
+                _c_sync()
+                wall = _perf_counter_ns() - wall0
+                return _event_elapsed(self.start, self.end) * 1e6, wall, result
+            self.gate_misses += 1       # the GPU was not free for it: this sample is strict
         synchronize(self.device)
         wall0 = _perf_counter_ns()
         if self.device.type == "cuda":
@@ -247,22 +288,27 @@ def attribute_device_time(ranges, device_events) -> dict:
     time: ``ranges`` are (name, start_us, end_us) of host ranges that each end with a device-wide
     synchronize, ``device_events`` (name, start_us, duration_us). An event belongs to the range holding
     its midpoint; one in no range (host/device clock skew) goes to the nearest range and is counted in
-    ``nearest``. Returns the summed call and flush time (us)."""
+    ``nearest``. Returns the summed call and flush time (us), and ``call_span_us``: per call range,
+    first event start to last event end (the kernels plus the device's gaps between them), summed."""
     out = {"call_us": 0.0, "flush_us": 0.0, "call_events": 0, "unattributed": 0, "nearest": 0}
     spans = sorted(ranges, key=lambda r: r[1])
+    extent = {}                                      # call range -> (first start, last end)
     for _name, start, dur in device_events:
         mid = start + dur / 2
-        owner = next((r[0] for r in spans if r[1] <= mid <= r[2]), None)
+        owner = next((r for r in spans if r[1] <= mid <= r[2]), None)
         if owner is None and spans:
-            owner = min(spans, key=lambda r: min(abs(mid - r[1]), abs(mid - r[2])))[0]
+            owner = min(spans, key=lambda r: min(abs(mid - r[1]), abs(mid - r[2])))
             out["nearest"] += 1
-        if owner == CALL_RANGE:
+        if owner is not None and owner[0] == CALL_RANGE:
             out["call_us"] += dur
             out["call_events"] += 1
-        elif owner == FLUSH_RANGE:
+            lo, hi = extent.get(owner, (start, start + dur))
+            extent[owner] = (min(lo, start), max(hi, start + dur))
+        elif owner is not None and owner[0] == FLUSH_RANGE:
             out["flush_us"] += dur
         else:
             out["unattributed"] += 1
+    out["call_span_us"] = sum(hi - lo for lo, hi in extent.values())
     return out
 
 
@@ -305,7 +351,7 @@ def profiler_kernel_time(fn, inputs, device: torch.device, flush, calls: int = 1
                     "and went to the nearest one")
         if split["call_events"] == 0:
             return {"ns": None, "note": "the profiler saw no device work in the submission's calls", **split}
-        return {"ns": split["call_us"] * 1e3 / per_input, "note": note,
-                "kernels_per_call": split["call_events"] / per_input, **split}
+        return {"ns": split["call_us"] * 1e3 / per_input, "span_ns": split["call_span_us"] * 1e3 / per_input,
+                "note": note, "kernels_per_call": split["call_events"] / per_input, **split}
     except BaseException as exc:  # noqa: BLE001
         return {"ns": None, "note": f"profiler failed ({type(exc).__name__}: {str(exc)[:300]})"}

@@ -28,6 +28,7 @@ class WorkerConfig:
     compat_dir: str
     device: str
     l2_bytes: int | None
+    hide_bytes: int                          # the original's L2 clear, whose duration hides launch time
     stdout_path: str
     stderr_path: str
     output_limit_bytes: int = 64 << 20      # beyond this the worker is killed by SIGXFSZ: "flooded output"
@@ -89,7 +90,7 @@ class Worker:
         self.device = torch.device(cfg.device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.sampler = timing.Sampler(self.device, cfg.l2_bytes)
+        self.sampler = timing.Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         self.kernel = None
         self.slots = []     # input tuples the parent sent (op "store"), named by index
@@ -120,7 +121,7 @@ class Worker:
                                           "add `def custom_kernel(data): ...` at module level",
                     "error_type": "MissingEntryPoint"}
         self.kernel = kernel
-        return {"ok": True, **self._integrity()}
+        return {"ok": True, "timing_method": self.sampler.method, **self._integrity()}
 
     def _input(self, slot: int):
         return self.slots[slot]
@@ -169,7 +170,8 @@ class Worker:
                 walls.append(wall)
                 if i in returned:
                     snapshots.append(_snapshot(out))
-        self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "gap_ns": self.gap_ns},
+        self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "gap_ns": self.gap_ns,
+                            "gate_misses": self.sampler.gate_misses},
                            snapshots)
 
     def profile(self, msg) -> dict:

@@ -122,23 +122,50 @@ def _scratch(dev, nws, ncnt):
     return ws, cnt
 
 
+# Triton's launcher binds and checks every argument on each call, which costs tens of microseconds on a
+# slow host; under the batched protocol (50 calls between two events) that host time is what is
+# measured once the kernel is shorter. After the first launch of a (shape, strides) the compiled
+# kernel's own launcher is called directly (what Triton's JIT cache holds, minus the binding).
+_HANDLES = {}
+_FAST = [True]
+try:
+    from triton.runtime import driver as _driver
+except Exception:  # noqa: BLE001
+    _driver = None
+
+
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
     M, KH, L = a.shape
     N = b.shape[0]
     K = KH * 2
-    BM, BN, BK, SPLIT, nw, ns = _pick(M, N, K, L)
     a8, b8 = a.view(torch.uint8), b.view(torch.uint8)
     sa8, sb8 = sfa.view(torch.uint8), sfb.view(torch.uint8)
+    strides = (a8.stride(0), a8.stride(2), b8.stride(0), b8.stride(2),
+               sa8.stride(0), sa8.stride(2), sb8.stride(0), sb8.stride(2), c.stride(0), c.stride(2))
+    key = (M, N, K, L, strides, a.device.index)
+    ent = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
+    if ent is not None:
+        h, grid, split, cfg, ws, cnt = ent
+        if split == 1:
+            ws = cnt = c
+        try:
+            h.run(*grid, _driver.active.get_current_stream(a.device.index), h.function, h.packed_metadata,
+                  None, None, None, a8, b8, sa8, sb8, c, ws, cnt, M, N, K, *strides, K // split,
+                  cfg[0], cfg[1], cfg[2], split, False)
+            return c
+        except Exception:  # noqa: BLE001 - the launcher's API moved: use the normal launch from now on
+            _FAST[0] = False
+    BM, BN, BK, SPLIT, nw, ns = _pick(M, N, K, L)
     grid = (N // BN, M // BM, L * SPLIT)
     if SPLIT > 1:
         ws, cnt = _scratch(a.device, L * SPLIT * M * N, grid[0] * grid[1] * L)
     else:
         ws, cnt = c, c
-    _nvfp4_kernel[grid](a8, b8, sa8, sb8, c, ws, cnt, M, N, K,
-                        a8.stride(0), a8.stride(2), b8.stride(0), b8.stride(2),
-                        sa8.stride(0), sa8.stride(2), sb8.stride(0), sb8.stride(2),
-                        c.stride(0), c.stride(2), K // SPLIT,
-                        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, SPLIT_K=SPLIT, INTERP=_INTERP,
-                        num_warps=nw, num_stages=ns)
+    h = _nvfp4_kernel[grid](a8, b8, sa8, sb8, c, ws, cnt, M, N, K, *strides, K // SPLIT,
+                            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, SPLIT_K=SPLIT, INTERP=_INTERP,
+                            num_warps=nw, num_stages=ns)
+    if _FAST[0] and not _INTERP and _driver is not None and getattr(h, "function", None) is not None \
+            and getattr(h, "packed_metadata", None) is not None:
+        _HANDLES[key] = (h, grid, SPLIT, (BM, BN, BK), ws, cnt)
     return c

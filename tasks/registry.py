@@ -48,6 +48,7 @@ class Task:
     atol: float
     timing_protocol: str             # "per_call" | "batched"
     inputs_per_measurement: int      # 1 for per_call
+    original_clear_bytes: int        # what the original loop writes to clear the L2 before a sample (0: unknown)
     baseline_label: str | None
     baseline_us: list | None         # one per benchmark, in order
     published_sol_label: str | None
@@ -249,8 +250,9 @@ def load_task(name_or_path) -> Task:
     if not isinstance(timing, dict):
         v.fail("timing", f"expected a mapping, got {timing!r}", "write 'timing: {protocol: per_call}'")
     for key in timing:
-        if key not in ("protocol", "inputs_per_measurement"):
-            v.fail(f"timing.{key}", "unknown key", "use only 'protocol' and 'inputs_per_measurement'")
+        if key not in ("protocol", "inputs_per_measurement", "original_clear_bytes"):
+            v.fail(f"timing.{key}", "unknown key",
+                   "use only 'protocol', 'inputs_per_measurement' and 'original_clear_bytes'")
     protocol = timing.get("protocol")
     if protocol not in TIMING_PROTOCOLS:
         v.fail("timing.protocol", f"unknown timing protocol {protocol!r}",
@@ -259,6 +261,10 @@ def load_task(name_or_path) -> Task:
     if not _is_int(per) or per < 1:
         v.fail("timing.inputs_per_measurement", f"expected a positive integer, got {per!r}",
                "batched timing needs e.g. 'inputs_per_measurement: 50'")
+    clear = timing.get("original_clear_bytes", 0)
+    if not _is_int(clear) or clear < 0:
+        v.fail("timing.original_clear_bytes", f"expected a non-negative integer, got {clear!r}",
+               "give the bytes the original timing loop writes to clear the L2, e.g. 268435456, or leave it out")
     if protocol == "per_call" and per != 1:
         v.fail("timing.inputs_per_measurement", f"is {per} but per_call timing measures one input",
                "remove it or use protocol: batched")
@@ -288,7 +294,7 @@ def load_task(name_or_path) -> Task:
         ranking_by=ranking, test_timeout=timeouts["test_timeout"],
         benchmark_timeout=timeouts["benchmark_timeout"], ranked_timeout=timeouts["ranked_timeout"],
         target_gpu=target_gpu, rtol=rtol, atol=atol, timing_protocol=protocol,
-        inputs_per_measurement=per, baseline_label=baseline_label, baseline_us=baseline_us,
+        inputs_per_measurement=per, original_clear_bytes=clear, baseline_label=baseline_label, baseline_us=baseline_us,
         published_sol_label=sol_label, published_sol_us=sol_us, module=module,
         compat_dir=impl_dir / "compat",
     )

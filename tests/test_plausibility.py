@@ -20,10 +20,10 @@ def test_faster_than_physics_is_impossible():
 
 def test_noise_warnings_name_the_problem():
     steady = Stats.from_samples([100e3 + i for i in range(50)])
-    assert noise_warnings(steady, gpu=True, per_call=True) == []
+    assert noise_warnings(steady, gpu=True, strict_per_call=True) == []
     noisy = Stats.from_samples([100e3, 300e3] * 5)
-    text = " ".join(noise_warnings(noisy, gpu=True, per_call=True))
+    text = " ".join(noise_warnings(noisy, gpu=True, strict_per_call=True))
     assert "unstable" in text and "outliers" in text
     tiny = Stats.from_samples([3e3] * 10)
-    assert any("launch overhead" in w for w in noise_warnings(tiny, gpu=True, per_call=True))
-    assert noise_warnings(tiny, gpu=True, per_call=False) == []
+    assert any("launch overhead" in w for w in noise_warnings(tiny, gpu=True, strict_per_call=True))
+    assert noise_warnings(tiny, gpu=True, strict_per_call=False) == []

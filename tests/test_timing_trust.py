@@ -101,7 +101,8 @@ def test_device_time_attribution_separates_flush_from_calls():
     ranges = [(F, 0, 10), (C, 10, 20), (F, 20, 30), (C, 30, 40)]
     events = [("fill", 1, 5), ("gemm", 11, 3), ("quant", 14, 1), ("fill", 21, 5), ("gemm", 31, 3), ("late", 41, 2)]
     split = timing.attribute_device_time(ranges, events)
-    assert split == {"call_us": 9.0, "flush_us": 10.0, "call_events": 4, "unattributed": 0, "nearest": 1}
+    assert split == {"call_us": 9.0, "flush_us": 10.0, "call_events": 4, "unattributed": 0, "nearest": 1,
+                     "call_span_us": 16.0}   # (11..15) + (31..43): the late event went to the nearest call
 
 
 def test_clock_warnings():
@@ -146,3 +147,27 @@ def test_kernel_only_agrees_with_the_profiler_on_gpu():
     assert x["kernel_only_method"] == "cuda_graph", x
     assert abs(x["kernel_only_vs_profiler_pct"]) < 5.0, x
     assert x["launch_overhead_ns"] == pytest.approx(r.benchmark_cases()[0].stats.mean - x["kernel_only_ns"])
+
+
+@pytest.mark.gpu
+def test_launch_gate_hides_host_time_and_strict_counts_it():
+    """A call that spends 1 ms on the host before one tiny kernel: the gate (the original's long L2
+    clear) measures the kernel, the strict protocol measures the host's millisecond."""
+    import time as _time
+
+    from harness.device import device_info
+    dev = torch.device("cuda")
+    l2 = device_info(dev).l2_bytes
+    gated, strict = timing.Sampler(dev, l2, hide_bytes=64 << 30), timing.Sampler(dev, l2)
+    assert gated.gate is not None, gated.method
+    assert strict.gate is None and strict.method.startswith("strict")
+    x = torch.zeros(16, device=dev)
+
+    def slow_host(t):
+        _time.sleep(0.001)
+        return t.add_(1)
+
+    g = sorted(gated.per_call(slow_host, x)[0] for _ in range(10))[5]
+    s = sorted(strict.per_call(slow_host, x)[0] for _ in range(10))[5]
+    assert g < 100e3 and s > 900e3, (g, s)
+    assert gated.gate_misses == 0

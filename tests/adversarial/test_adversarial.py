@@ -551,6 +551,40 @@ def custom_kernel(data):
 
 
 @pytest.mark.gpu
+def test_gpu_side_stream_work_cannot_hide_behind_the_launch_gate(cheat):
+    """The per-call protocol hides the host's launch time behind a gate, as the original hides it
+    behind a long L2 clear. A side stream must not run ahead while the host is still inside the call:
+    ~1 ms of matmuls on a side stream (joined), then 3 ms of host sleep. The matmuls must be measured."""
+    body = """
+import time
+_side = torch.cuda.Stream()
+_big = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+def custom_kernel(data):
+    _side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(_side):
+        for _ in range(8):
+            _big @ _big
+    torch.cuda.current_stream().wait_stream(_side)
+    time.sleep(0.003)
+    return _correct_kernel(data)
+"""
+    import torch
+    big = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(2):
+        start.record()
+        for _ in range(8):
+            big @ big
+        end.record()
+        torch.cuda.synchronize()
+    matmuls_ns = start.elapsed_time(end) * 1e6
+    r = run(cheat(body), device="cuda", mode="benchmark", max_repeats=10)
+    assert r.timing_method.startswith("launch gate"), r.timing_method
+    assert r.verdict == PASS, r.message
+    assert min(c.stats.mean for c in r.benchmark_cases()) > 0.8 * matmuls_ns, (matmuls_ns, r.to_dict()["cases"])
+
+
+@pytest.mark.gpu
 def test_gpu_rerecording_the_start_event_is_caught(cheat):
     """Find the harness's start event (gc) and record it again after the work: the event time shrinks,
     the host wall time does not -> rejected (gap or physical floor)."""

@@ -1,0 +1,143 @@
+"""The launch gate: hides host launch time from a per-call sample the way the original competitions'
+timing loops do, without their blind spot (inside the worker, NVIDIA GPUs with Triton).
+
+GPU MODE's loop enqueues a long L2 clear (a 62 GiB ``torch.randn`` for the AMD challenge), then the
+start event, the call and the end event. The GPU is still clearing while the host enqueues the call,
+so the sample measures the call's device time, not the host's launch latency. Two problems with
+copying that: the clear costs milliseconds per sample, and while it runs a submission's kernels on
+ANOTHER stream execute before the start event, unmeasured.
+
+The gate does the same job without either: a kernel that fills every thread slot of every SM (so no
+other kernel, from any stream, can run beside it) and spins until the host releases it. The host
+enqueues the gate, waits until all its blocks are resident, records the start event, calls the
+submission, records the end event and only then releases the gate: everything the call enqueued
+starts after the start event. A cap bounds the hidden host time (the time the original's clear
+takes); past it the gate opens by itself and the rest of the host time is measured, as in the
+original. Copy engines (cudaMemcpyAsync on another stream) need no SM and are not held; SECURITY.md.
+
+``LaunchGate.create`` checks on the device that the gate holds a side-stream kernel back and that
+the release works, and returns None where it cannot be built or does not hold (no Triton, AMD, a
+register count that leaves thread slots free): the caller then keeps the strict protocol
+(synchronize before the start event, launch latency measured).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+_THREADS_PER_BLOCK = 1024       # num_warps=32
+_START_TIMEOUT_S = 1.0          # blocks not all resident by then: something else occupies the GPU
+
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _now():
+        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                         is_pure=False, pack=1)
+
+    @triton.jit
+    def _signal_host(ptr, value):
+        """A system-scope release store to pinned host memory (no PCIe atomics needed)."""
+        tl.inline_asm_elementwise("st.global.release.sys.b32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [ptr, value],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+    @triton.jit
+    def _wait(flag_ptr, seq, t0, cap_ns):
+        waiting = tl.load(flag_ptr, volatile=True) != seq
+        while waiting:
+            waiting = (tl.load(flag_ptr, volatile=True) != seq) & (_now() - t0 <= cap_ns)
+
+    @triton.jit(do_not_specialize=["seq", "nblocks", "cap_ns"])
+    def _gate_kernel(count_ptr, open_ptr, started_ptr, release_ptr, seq, nblocks, cap_ns):
+        # count_ptr, open_ptr: device memory; started_ptr, release_ptr: pinned host memory, which the
+        # host polls / writes while this kernel runs. Only block 0 polls the host (over PCIe); the
+        # others poll open_ptr, which block 0 sets once released.
+        t0 = _now()
+        old = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
+        if old == nblocks - 1:          # the last block to arrive: every block is resident
+            tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
+            _signal_host(started_ptr, seq)
+        if tl.program_id(0) == 0:
+            _wait(release_ptr, seq, t0, cap_ns)
+            tl.atomic_xchg(open_ptr, seq, sem="release", scope="gpu")
+        else:
+            _wait(open_ptr, seq, t0, cap_ns)
+except Exception:  # noqa: BLE001 - no Triton (CPU-only torch, ROCm without it): no gate
+    triton = None
+
+
+class LaunchGate:
+    """Holds the GPU shut while the host enqueues a call. Use :meth:`close`, then :meth:`open`."""
+
+    def __init__(self, device: torch.device, cap_ns: float):
+        props = torch.cuda.get_device_properties(device)
+        self.device = device
+        self.cap_ns = int(cap_ns)
+        self.nblocks = props.multi_processor_count * max(1, props.max_threads_per_multi_processor
+                                                         // _THREADS_PER_BLOCK)
+        self._device_flags = torch.zeros(2, dtype=torch.int32, device=device)   # arrival count, open
+        host = torch.zeros(2, dtype=torch.int32, pin_memory=True)
+        self._host = host                       # keeps the pinned buffer alive
+        self._started, self._release = host[0:1], host[1:2]
+        self._flags = host.numpy()              # the host side of both flags, no CUDA call to read
+        self._seq = 0
+
+    @classmethod
+    def create(cls, device: torch.device, cap_ns: float) -> tuple[LaunchGate | None, str]:
+        """A verified gate, or None and why not."""
+        if triton is None:
+            return None, "Triton is not installed"
+        if device.type != "cuda" or torch.version.hip is not None:
+            return None, "the gate is built for NVIDIA GPUs"
+        try:
+            gate = cls(device, cap_ns)
+            return (gate, "") if gate._holds_side_streams() else (None, gate.why_not)
+        except Exception as exc:  # noqa: BLE001 - compile or launch failure: keep the strict protocol
+            return None, f"the gate kernel failed ({type(exc).__name__}: {str(exc).strip()[:200]})"
+
+    def close(self) -> bool:
+        """Enqueues the gate on the current stream and waits until it holds every SM; False (gate
+        opened again) if it did not get there in time."""
+        self._seq = (self._seq + 1) & 0x3FFFFFFF
+        _gate_kernel[(self.nblocks,)](self._device_flags[0:1], self._device_flags[1:2], self._started,
+                                      self._release, self._seq, self.nblocks, self.cap_ns,
+                                      num_warps=_THREADS_PER_BLOCK // 32)
+        deadline = time.perf_counter() + _START_TIMEOUT_S
+        while self._flags[0] != self._seq:
+            if time.perf_counter() > deadline:
+                self.open()
+                return False
+        return True
+
+    def open(self) -> None:
+        self._flags[1] = self._seq
+
+    def _holds_side_streams(self) -> bool:
+        """While the gate is closed for 2 ms, a one-block kernel on another stream must not run."""
+        current, side = torch.cuda.current_stream(self.device), torch.cuda.Stream(self.device)
+        x = torch.zeros(1, device=self.device)
+        before, after, side_done = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        torch.cuda.synchronize(self.device)
+        before.record(current)
+        if not self.close():
+            self.why_not = "the gate's blocks did not all become resident"
+            return False
+        after.record(current)
+        with torch.cuda.stream(side):
+            x.add_(1)
+            side_done.record(side)
+        time.sleep(0.002)
+        self.open()
+        torch.cuda.synchronize(self.device)
+        held_ms, side_after_ms = before.elapsed_time(after), after.elapsed_time(side_done)
+        if held_ms < 1.5:
+            self.why_not = f"the gate opened after {held_ms:.3f} ms instead of being held for 2 ms"
+            return False
+        if side_after_ms < 0:
+            self.why_not = (f"a kernel on another stream ran {-side_after_ms:.3f} ms before the gate opened "
+                            "(thread slots left free)")
+            return False
+        return True
