@@ -12,9 +12,22 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage a or b}
+stage=${1:?stage smoke, a or b}
 step() { echo "=== $* ($(date -u +%H:%M:%S))" >&2; }
 
+if [ "$stage" = smoke ]; then   # a few minutes: the launch gate and one example per task
+  step "launch gate"
+  timeout 60 $PY -c "import torch; from harness import timing; from harness.device import device_info as d; \
+s = timing.Sampler(torch.device('cuda'), d(torch.device('cuda')).l2_bytes, 64 << 30); print(s.method)"
+  step "GPU gate tests"
+  timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_timing_trust.py tests/adversarial \
+    -k "gate or side_stream or rerecording" 2>&1 | tail -15
+  for pair in triton_mxfp4:mxfp4_mm triton_nvfp4:nvfp4_gemm; do
+    step "${pair%%:*} benchmark"
+    timeout 150 $PY -m harness run submissions/${pair%%:*}.py --task ${pair##*:} --mode benchmark --max-repeats 30 \
+      --verify-timing --json $RUNS/smoke_${pair%%:*}.json --quiet 2>&1 | grep -v "^\[harness\]" | tail -14
+  done
+fi
 if [ "$stage" = a ]; then
   step examples
   timeout 330 $PY scripts/bench_examples.py --out $R/h200_examples.json --markdown $R/h200_leaderboard.md \
