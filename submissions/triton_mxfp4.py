@@ -78,11 +78,24 @@ def _decode_e2m1_bf16(b, sc):
 
 
 @triton.jit
+def _qdq_a_kernel(a_ptr, out_ptr, M, K, stride_am, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """PRE_A: out[M, K] (bf16, contiguous) = A quantized to MXFP4 and dequantized (exact in bf16)."""
+    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    mask = offs_r[:, None] < M
+    a = tl.load(a_ptr + offs_r[:, None] * stride_am + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs_r[:, None] * K + offs_k[None, :], _qdq_mxfp4(a).to(tl.bfloat16), mask=mask)
+
+
+@triton.jit
 def _mxfp4_mm_kernel(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride,
                      K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                     SPLIT_K: tl.constexpr, DS: tl.constexpr, INTERP: tl.constexpr = False):
+                     SPLIT_K: tl.constexpr, DS: tl.constexpr, INTERP: tl.constexpr = False,
+                     PRE_A: tl.constexpr = False):
+    # PRE_A: a_ptr holds A already quantize-dequantized (bf16, by _qdq_a_kernel), so the N/BLOCK_N
+    # programs sharing an A tile do not each quantize it again.
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -108,7 +121,10 @@ def _mxfp4_mm_kernel(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
         kb = k // 32 + offs_ks  # scale column c = c0*8 + c1*4 + c2
         col_off = (kb // 8) * 256 + (kb % 4) * 64 + ((kb // 4) % 2) * 2
         bs = tl.load(bs_ptr + row_off[:, None] + col_off[None, :], mask=n_mask[:, None], other=127)
-        a_dq = _qdq_mxfp4(a).to(tl.bfloat16)
+        if PRE_A:
+            a_dq = a.to(tl.bfloat16)
+        else:
+            a_dq = _qdq_mxfp4(a).to(tl.bfloat16)
         if DS:
             acc = tl.dot_scaled(b, bs, "e2m1", tl.trans(a_dq), None, "bf16", acc)
         else:
@@ -135,7 +151,7 @@ def _mxfp4_mm_kernel(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, DS, num_warps, num_stages) per (M, N, K); a fallback picks by rule.
+# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, DS, num_warps, num_stages[, PRE_A]) per (M, N, K); a fallback picks by rule.
 # Tuned on the H200 (per-call protocol); register-spill-free choices for M >= 64 (BK=64, 8 warps).
 CONFIGS = {
     (4, 2880, 512): (128, 16, 128, 2, 0, 4, 3),
@@ -179,7 +195,10 @@ def _scratch(dev, nws, ncnt):
     return ws, cnt
 
 
-_HANDLES = {}  # compiled-kernel handles per (shape, config): what Triton's own JIT cache holds, minus binding
+# Triton's launcher binds and checks every argument on each call (tens of microseconds on a slow
+# host). After the first launch of a (kernel, shape, strides, config) the compiled kernel's own
+# launcher is called directly (what Triton's JIT cache holds, minus the binding).
+_HANDLES = {}
 _FAST = [True]
 try:
     from triton.runtime import driver as _driver
@@ -187,61 +206,56 @@ except Exception:  # noqa: BLE001
     _driver = None
 
 
+def _launch(kernel, grid, args, key, meta, fast=True):
+    """``kernel[grid](*args, **meta)``; ``meta`` lists the constexprs in signature order, then
+    num_warps / num_stages."""
+    fast = fast and _FAST[0] and not _INTERP
+    h = _HANDLES.get(key) if fast else None
+    if h is not None:
+        try:
+            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages")]
+            h.run(*grid, _driver.active.get_current_stream(args[0].device.index), h.function, h.packed_metadata,
+                  None, None, None, *args, *consts)
+            return
+        except Exception:  # noqa: BLE001 - the launcher's API moved: use the normal launch from now on
+            _FAST[0] = False
+    h = kernel[grid](*args, **meta)
+    if fast and _driver is not None and getattr(h, "function", None) is not None and \
+            getattr(h, "packed_metadata", None) is not None:
+        _HANDLES[key] = h
+
+
+_PRE_A = {}   # quantized-A scratch per (device, M * K): reused by every call (nothing cached by content)
+
+
 def launch(A, B_q, B_scale_sh, cfg=None, out=None, fast=True):
     M, K = A.shape
     N = B_q.shape[0]
     if cfg is None:
         cfg = _pick_config(M, N, K)
-    BN, BM, BK, SPLIT, DS, nw, ns = cfg
+    BN, BM, BK, SPLIT, DS, nw, ns = cfg[:7]
+    pre_a = bool(cfg[7]) if len(cfg) > 7 else False
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device) if out is None else out
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
-    if SPLIT > 1:
-        ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1)
-    else:
-        ws, cnt = C, C
-    args = (A, bq, bs, C, ws, cnt, M, N, K, A.stride(0), bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT,
-            BN, BM, BK, SPLIT, DS, _INTERP)
-    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg)
-    h = _HANDLES.get(key) if (fast and _FAST[0] and not _INTERP) else None
-    if h is not None:
-        try:
-            h.run(g0, g1, SPLIT, _driver.active.get_current_stream(A.device.index), h.function,
-                  h.packed_metadata, None, None, None, *args)
-            return C
-        except Exception:  # noqa: BLE001  - API moved: fall back to the normal launch from now on
-            _FAST[0] = False
-    h = _mxfp4_mm_kernel[(g0, g1, SPLIT)](*args[:14], BLOCK_N=BN, BLOCK_M=BM, BLOCK_K=BK, SPLIT_K=SPLIT,
-                                          DS=DS, INTERP=_INTERP, num_warps=nw, num_stages=ns)
-    if fast and _FAST[0] and not _INTERP and getattr(h, "function", None) is not None and \
-            getattr(h, "packed_metadata", None) is not None:
-        _HANDLES[key] = h
-        if cfg == _pick_config(M, N, K):
-            _TAB[(M, N, K, A.stride(0), bq.stride(0), bs.stride(0))] = (h, g0, g1, SPLIT, BN, BM, ws, cnt)
+    ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
+    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
+    a, stride_am = A, A.stride(0)
+    if pre_a:
+        a = _PRE_A.get((A.device, M * K))
+        if a is None:
+            a = _PRE_A[(A.device, M * K)] = torch.empty(M * K, dtype=torch.bfloat16, device=A.device)
+        _launch(_qdq_a_kernel, ((M + 15) // 16, K // 64), (A, a, M, K, A.stride(0)), ("qdq",) + key,
+                {"BLOCK_R": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1}, fast)
+        stride_am = K
+    _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
+            (a, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
+            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "DS": DS,
+                            "INTERP": _INTERP, "PRE_A": pre_a, "num_warps": nw, "num_stages": ns}, fast)
     return C
-
-
-_TAB = {}  # (shape, strides) -> compiled handle + grid: lets a call skip Triton's argument binding
-_BF16 = torch.bfloat16
 
 
 def custom_kernel(data):
     A, _, B_q, _, S = data
-    M, K = A.shape
-    N = B_q.shape[0]
-    ent = _TAB.get((M, N, K, A.stride(0), B_q.stride(0), S.stride(0))) if _FAST[0] else None
-    if ent is not None:
-        h, g0, g1, split, BN, BM, ws, cnt = ent
-        dev = A.device
-        C = torch.empty((M, N), dtype=_BF16, device=dev)
-        if split == 1:
-            ws = cnt = C
-        try:
-            h.run(g0, g1, split, _driver.active.get_current_stream(dev.index), h.function, h.packed_metadata,
-                  None, None, None, A, B_q, S, C, ws, cnt, M, N, K, A.stride(0), B_q.stride(0), N, S.stride(0), K // split,
-                  BN, BM, 0, split, 0, False)
-            return C
-        except Exception:  # noqa: BLE001
-            _FAST[0] = False
     return launch(A, B_q, S)

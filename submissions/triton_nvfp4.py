@@ -42,10 +42,25 @@ def _decode(p, sf):
 
 
 @triton.jit
+def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
+                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
+    N/BLOCK_N programs do not each decode the same A tiles again."""
+    pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    k0 = pid_k * BLOCK_K
+    a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
+    sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
+    out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+    tl.store(out, _decode(a, sa))
+
+
+@triton.jit
 def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl, K_SPLIT,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr):
+                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = False):
+    # A_DEC: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_z = tl.program_id(2)
@@ -55,18 +70,22 @@ def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_kh = tl.arange(0, BLOCK_K // 2)
     offs_ks = tl.arange(0, BLOCK_K // 16)
-    a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
+    if A_DEC:
+        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + tl.arange(0, BLOCK_K)[None, :]
+    else:
+        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
     b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
     sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
     sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-        a = tl.load(a_ptrs + k // 2)
+        if A_DEC:
+            av = tl.load(a_ptrs + k)
+        else:
+            av = _decode(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16))
         b = tl.load(b_ptrs + k // 2)
-        sa = tl.load(sa_ptrs + k // 16)
         sb = tl.load(sb_ptrs + k // 16)
-        av = _decode(a, sa)
         bv = _decode(b, sb)
         if INTERP:
             acc = tl.dot(av.to(tl.float32), tl.trans(bv).to(tl.float32), acc, input_precision="ieee")
@@ -90,11 +109,11 @@ def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)
+# (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 CONFIGS = {
-    (128, 7168, 16384): (128, 128, 64, 2, 8, 3),
-    (128, 4096, 7168): (128, 128, 64, 4, 8, 3),
-    (128, 7168, 2048): (128, 128, 64, 2, 8, 3),
+    (128, 7168, 16384): (128, 128, 64, 2, 8, 3, 0),
+    (128, 4096, 7168): (128, 128, 64, 4, 8, 3, 0),
+    (128, 7168, 2048): (128, 128, 64, 2, 8, 3, 0),
 }
 
 
@@ -107,7 +126,7 @@ def _pick(M, N, K, L):
     split = 1
     while tiles * split * 2 <= 140 and K // (split * 2) >= 512 and (K // (split * 2)) % BK == 0:
         split *= 2
-    return (BM, BN, BK, split, 8, 3)
+    return (BM, BN, BK, split, 8, 3, 0)
 
 
 _SCRATCH = {}
@@ -124,8 +143,8 @@ def _scratch(dev, nws, ncnt):
 
 # Triton's launcher binds and checks every argument on each call, which costs tens of microseconds on a
 # slow host; under the batched protocol (50 calls between two events) that host time is what is
-# measured once the kernel is shorter. After the first launch of a (shape, strides) the compiled
-# kernel's own launcher is called directly (what Triton's JIT cache holds, minus the binding).
+# measured once the kernel is shorter. After the first launch of a (kernel, shape, strides) the
+# compiled kernel's own launcher is called directly (what Triton's JIT cache holds, minus the binding).
 _HANDLES = {}
 _FAST = [True]
 try:
@@ -134,38 +153,51 @@ except Exception:  # noqa: BLE001
     _driver = None
 
 
+def _launch(kernel, grid, args, key, meta):
+    """``kernel[grid](*args, **meta)``; ``meta`` lists the constexprs in signature order, then
+    num_warps / num_stages."""
+    h = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
+    if h is not None:
+        try:
+            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages")]
+            h.run(*grid, _driver.active.get_current_stream(args[0].device.index), h.function, h.packed_metadata,
+                  None, None, None, *args, *consts)
+            return
+        except Exception:  # noqa: BLE001 - the launcher's API moved: use the normal launch from now on
+            _FAST[0] = False
+    h = kernel[grid](*args, **meta)
+    if _FAST[0] and not _INTERP and _driver is not None and getattr(h, "function", None) is not None \
+            and getattr(h, "packed_metadata", None) is not None:
+        _HANDLES[key] = h
+
+
+_A_DEC = {}   # decoded-A scratch per (device, L * M * K): reused by every call (nothing cached by content)
+
+
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
     M, KH, L = a.shape
     N = b.shape[0]
     K = KH * 2
+    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
     a8, b8 = a.view(torch.uint8), b.view(torch.uint8)
     sa8, sb8 = sfa.view(torch.uint8), sfb.view(torch.uint8)
-    strides = (a8.stride(0), a8.stride(2), b8.stride(0), b8.stride(2),
-               sa8.stride(0), sa8.stride(2), sb8.stride(0), sb8.stride(2), c.stride(0), c.stride(2))
-    key = (M, N, K, L, strides, a.device.index)
-    ent = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
-    if ent is not None:
-        h, grid, split, cfg, ws, cnt = ent
-        if split == 1:
-            ws = cnt = c
-        try:
-            h.run(*grid, _driver.active.get_current_stream(a.device.index), h.function, h.packed_metadata,
-                  None, None, None, a8, b8, sa8, sb8, c, ws, cnt, M, N, K, *strides, K // split,
-                  cfg[0], cfg[1], cfg[2], split, False)
-            return c
-        except Exception:  # noqa: BLE001 - the launcher's API moved: use the normal launch from now on
-            _FAST[0] = False
-    BM, BN, BK, SPLIT, nw, ns = _pick(M, N, K, L)
+    sa_strides = (sa8.stride(0), sa8.stride(2))
+    a_strides = (a8.stride(0), a8.stride(2))
+    key = (M, N, K, L, a_strides, b8.stride(0), b8.stride(2), sa_strides, sb8.stride(0), sb8.stride(2),
+           c.stride(0), c.stride(2), a.device, (BM, BN, BK, SPLIT, nw, ns, a_dec))
+    if a_dec:
+        buf = _A_DEC.get((a.device, L * M * K))
+        if buf is None:
+            buf = _A_DEC[(a.device, L * M * K)] = torch.empty(L * M * K, dtype=torch.float16, device=a.device)
+        _launch(_decode_a_kernel, (M // 64, K // 256, L), (a8, sa8, buf, M, K, *a_strides, *sa_strides),
+                ("dec",) + key, {"BLOCK_R": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1})
+        a8, a_strides = buf, (K, M * K)
     grid = (N // BN, M // BM, L * SPLIT)
-    if SPLIT > 1:
-        ws, cnt = _scratch(a.device, L * SPLIT * M * N, grid[0] * grid[1] * L)
-    else:
-        ws, cnt = c, c
-    h = _nvfp4_kernel[grid](a8, b8, sa8, sb8, c, ws, cnt, M, N, K, *strides, K // SPLIT,
-                            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, SPLIT_K=SPLIT, INTERP=_INTERP,
-                            num_warps=nw, num_stages=ns)
-    if _FAST[0] and not _INTERP and _driver is not None and getattr(h, "function", None) is not None \
-            and getattr(h, "packed_metadata", None) is not None:
-        _HANDLES[key] = (h, grid, SPLIT, (BM, BN, BK), ws, cnt)
+    ws, cnt = _scratch(a.device, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (c, c)
+    _launch(_nvfp4_kernel, grid,
+            (a8, b8, sa8, sb8, c, ws, cnt, M, N, K, *a_strides, b8.stride(0), b8.stride(2), *sa_strides,
+             sb8.stride(0), sb8.stride(2), c.stride(0), c.stride(2), K // SPLIT), ("gemm",) + key,
+            {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
+             "A_DEC": bool(a_dec), "num_warps": nw, "num_stages": ns})
     return c

@@ -1,0 +1,138 @@
+"""Config sweep for the Triton examples on the current GPU; writes every timing to a results file.
+
+For each benchmark shape of mxfp4_mm (submissions/triton_mxfp4.py) and nvfp4_gemm
+(submissions/triton_nvfp4.py), tries the file's own config and variants (among them the
+pre-quantized / pre-decoded A path), checks each config's output with the task's checker, and times
+it with the harness's per-call sampler (launch gate, L2 flush before every call). The best config per
+shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
+
+    python scripts/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness import timing  # noqa: E402
+from harness.device import device_info  # noqa: E402
+from tasks import load_task  # noqa: E402
+
+FILES = {"mxfp4_mm": "triton_mxfp4.py", "nvfp4_gemm": "triton_nvfp4.py"}
+
+
+def load_submission(task):
+    spec = importlib.util.spec_from_file_location(f"tune_{task.name}", ROOT / "submissions" / FILES[task.name])
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(task.compat_dir))
+    spec.loader.exec_module(module)
+    return module
+
+
+def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
+    """The file's config first, then variants (config tuples as the submission reads them)."""
+    M, N, K = shape
+    out = [base]
+    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, DS, warps, stages, PRE_A)
+        out.append(base[:7] + (1,))
+        if M >= 64:
+            bm = min(128, M)
+            for bn, bk, split, ds in itertools.product((64, 128), (64, 128), (1, 2, 4), (0, 1)):
+                if (K // split) % bk == 0 and K // split >= bk:
+                    out.append((bn, bm, bk, split, ds, 8, 3, 1))
+        else:
+            out.append(base[:4] + (1 - base[4],) + base[5:7] + (1,))
+    else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
+        out.append(base[:6] + (1,))
+        for bn, bk, split in itertools.product((128, 256), (64, 128), (1, 2, 4)):
+            if (K // split) % bk == 0 and N % bn == 0:
+                out.append((128, bn, bk, split, 8, 3, 1))
+    seen = []
+    return [c for c in out if not (c in seen or seen.append(c))]
+
+
+def sweep(task, device, samples: int, log) -> list[dict]:
+    sub = load_submission(task)
+    sampler = timing.Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
+    log(f"{task.name}: {sampler.method}")
+    rows = []
+    for case in task.benchmarks:
+        shape = (case["m"], case["n"], case["k"])
+        data = task.generate_input(case, device)
+        base = sub.CONFIGS.get(shape) or sub._pick_config(*shape) if task.name == "mxfp4_mm" else \
+            sub.CONFIGS.get(shape) or sub._pick(*shape, case.get("l", 1))
+        for cfg in candidates(task.name, shape, tuple(base)):
+            sub.CONFIGS[shape] = cfg
+            row = {"task": task.name, "shape": dict(case), "config": list(cfg)}
+            try:
+                if task.name == "nvfp4_gemm":    # the provided output buffer: no stale result may pass
+                    data[6].fill_(float("nan"))
+                ok, message = task.check(data, sub.custom_kernel(data))
+                ok2, message2 = task.check(data, sub.custom_kernel(data))   # the fast launch path
+                if not (ok and ok2):
+                    row["error"] = f"wrong output: {(message or message2)[:200]}"
+                else:
+                    times = [sampler.per_call(sub.custom_kernel, data)[0] for _ in range(samples)]
+                    row.update(mean_ns=statistics.fmean(times), median_ns=statistics.median(times))
+            except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row, not the end
+                row["error"] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+            rows.append(row)
+            log(f"  {shape} {cfg}: " + (f"{row['median_ns'] / 1e3:.2f} us" if "median_ns" in row else row["error"]))
+        sub.CONFIGS[shape] = tuple(base)
+    return rows
+
+
+def best(rows: list[dict]) -> dict:
+    out = {}
+    for r in rows:
+        key = (r["task"], json.dumps(r["shape"], sort_keys=True))
+        if "median_ns" in r and (key not in out or r["median_ns"] < out[key]["median_ns"]):
+            out[key] = r
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--task", choices=sorted(FILES), action="append")
+    ap.add_argument("--samples", type=int, default=20)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("tune_examples: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    log = lambda msg: print(f"[tune {time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    device = torch.device("cuda")
+    rows = []
+    for name in args.task or sorted(FILES):
+        rows += sweep(load_task(name), device, args.samples, log)
+    winners = best(rows)
+    for (task, _), r in sorted(winners.items()):
+        s = r["shape"]
+        print(f"{task} ({s['m']}, {s['n']}, {s['k']}): {tuple(r['config'])},  # {r['median_ns'] / 1e3:.2f} us")
+    for task in sorted({t for t, _ in winners}):
+        meds = [r["median_ns"] / 1e3 for (t, _), r in winners.items() if t == task]
+        print(f"{task}: geomean of the best per shape {math.exp(sum(map(math.log, meds)) / len(meds)):.2f} us")
+    import triton
+    doc = {"script": "scripts/tune_examples.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "device": device_info(device).__dict__, "triton": triton.__version__, "samples": args.samples,
+           "rows": rows, "best": [r for _, r in sorted(winners.items())]}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
