@@ -3,7 +3,8 @@
 For each benchmark shape of mxfp4_mm (submissions/triton_mxfp4.py) and nvfp4_gemm
 (submissions/triton_nvfp4.py), tries the file's own config and variants (among them the
 pre-quantized / pre-decoded A path), checks each config's output with the task's checker, and times
-it with the harness's per-call sampler (launch gate, L2 flush before every call). The best config per
+it with the harness's sampler in the task's protocol (per call, or 10 distinct inputs per sample for
+nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The best config per
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
     python scripts/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20]
@@ -71,6 +72,8 @@ def sweep(task, device, samples: int, log) -> list[dict]:
     for case in task.benchmarks:
         shape = (case["m"], case["n"], case["k"])
         data = task.generate_input(case, device)
+        batch = [data] + [task.generate_input(dict(case, seed=case["seed"] + i), device) for i in range(1, 10)] \
+            if task.timing_protocol == "batched" else None
         base = sub.CONFIGS.get(shape) or sub._pick_config(*shape) if task.name == "mxfp4_mm" else \
             sub.CONFIGS.get(shape) or sub._pick(*shape, case.get("l", 1))
         for cfg in candidates(task.name, shape, tuple(base)):
@@ -84,7 +87,8 @@ def sweep(task, device, samples: int, log) -> list[dict]:
                 if not (ok and ok2):
                     row["error"] = f"wrong output: {(message or message2)[:200]}"
                 else:
-                    times = [sampler.per_call(sub.custom_kernel, data)[0] for _ in range(samples)]
+                    times = [sampler.batched(sub.custom_kernel, batch)[0] if batch else
+                             sampler.per_call(sub.custom_kernel, data)[0] for _ in range(samples)]
                     row.update(mean_ns=statistics.fmean(times), median_ns=statistics.median(times))
             except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row, not the end
                 row["error"] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
