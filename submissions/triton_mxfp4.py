@@ -1,10 +1,11 @@
-"""mxfp4_mm in Triton for NVIDIA Hopper (H200), one kernel launch per call.
+"""mxfp4_mm in Triton for NVIDIA Hopper (H200), one or two kernel launches per call.
 
 C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.
 
 * A's MXFP4 quantization (aiter/quark "even" rounding: amax bit-rounding, e2m1 RNE ties-to-even on
   the code, saturation at 6) is fused into the GEMM: each program quantize-dequantizes its A tile in
-  registers to bf16 (exact: an e2m1 value times a power of two is a bf16).
+  registers to bf16 (exact: an e2m1 value times a power of two is a bf16). PRE_A configs quantize A
+  once in a first kernel instead, when many N tiles would otherwise repeat it.
 * B's FP4 codes are read from B_q ([N, K/2] packed, row-major) and its e8m0 scales straight from the
   SHUFFLED B_scale_sh with index math (no host-side unshuffle).
 * Swap-AB: the kernel computes C^T tiles = B_tile (N rows fill the MMA M dimension) x A_tile^T.
@@ -152,18 +153,19 @@ def _mxfp4_mm_kernel(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, DS, num_warps, num_stages[, PRE_A]) per (M, N, K); a fallback picks by rule.
-# Tuned on the H200 (per-call protocol); register-spill-free choices for M >= 64 (BK=64, 8 warps).
+# Tuned on the H200 (per-call protocol): the benchmark shapes by scripts/tune_examples.py
+# (results/h200_tuning_mxfp4.json), the test shapes by an earlier sweep.
 CONFIGS = {
-    (4, 2880, 512): (128, 16, 128, 2, 0, 4, 3),
+    (4, 2880, 512): (128, 16, 128, 2, 1, 4, 3, 1),
     (8, 2112, 7168): (64, 16, 64, 8, 0, 4, 3),
-    (16, 2112, 7168): (64, 16, 64, 8, 0, 4, 3),
+    (16, 2112, 7168): (64, 16, 64, 8, 0, 4, 3, 1),
     (16, 3072, 1536): (64, 16, 128, 2, 1, 4, 3),
     (32, 4096, 512): (128, 32, 128, 4, 1, 4, 3),
     (32, 2880, 512): (128, 32, 128, 4, 1, 4, 3),
     (64, 3072, 1536): (128, 64, 64, 4, 0, 8, 3),
-    (64, 7168, 2048): (128, 64, 64, 2, 1, 8, 3),
+    (64, 7168, 2048): (128, 64, 64, 4, 0, 8, 3, 1),
     (256, 2880, 512): (128, 128, 64, 1, 1, 8, 3),
-    (256, 3072, 1536): (128, 128, 64, 2, 1, 8, 3),
+    (256, 3072, 1536): (128, 128, 128, 2, 0, 8, 3, 1),
 }
 
 

@@ -9,7 +9,8 @@ on sm_90, so the kernel decodes both operands in registers to fp16 and uses a pl
 
 so each operand element is e2m1 * scale * 2**-14, exact in fp16 for every valid e4m3 scale, and the fp32
 accumulator is multiplied by 2**28 at the end (exact).  Split-K over a persistent fp32 workspace with a
-last-arriving-split reduction (one launch per call; counters reset by the kernel itself).
+last-arriving-split reduction (counters reset by the kernel itself). A_DEC configs decode A once in a
+first kernel (A is re-read by every N tile), so a call is one or two launches.
 On sm_100+ a tl.dot_scaled path with e4m3 scales could be used instead; this file keeps the decode path
 everywhere (it is what runs on the H200).
 """
@@ -110,10 +111,11 @@ def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
+# The benchmark shapes, by scripts/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
-    (128, 7168, 16384): (128, 128, 64, 2, 8, 3, 0),
-    (128, 4096, 7168): (128, 128, 64, 4, 8, 3, 0),
-    (128, 7168, 2048): (128, 128, 64, 2, 8, 3, 0),
+    (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
+    (128, 4096, 7168): (128, 128, 128, 4, 8, 3, 1),
+    (128, 7168, 2048): (128, 128, 64, 2, 8, 3, 1),
 }
 
 
