@@ -73,12 +73,9 @@ def _timing_notes(result: RunResult) -> list[str]:
         x, shape = c.extra, _spec(c.spec)
         if "profiler_kernel_ns" in x:
             dev = x.get("kernel_only_vs_profiler_pct")
-            span_dev = x.get("kernel_only_vs_profiler_span_pct")
             lines.append(f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
                          f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
                          + (f" ({dev:+.1f}%)" if dev is not None else "")
-                         + (f", span {fmt_us(x.get('profiler_span_ns'))} us ({span_dev:+.1f}%)"
-                            if span_dev is not None else "")
                          + (f", {x['profiler_kernels_per_call']:g} kernels/call"
                             if x.get("profiler_kernels_per_call") else "")
                          + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"

@@ -106,10 +106,9 @@ profiler_kernel_ns       --verify-timing: sum of the submission's device kernel 
                          (CUPTI via torch.profiler, each call after an L2 flush, the flush excluded)
 profiler_note            why profiler_kernel_ns is missing, or device events it could not attribute
 kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
-profiler_span_ns         --verify-timing: per call, the first kernel's start to the last kernel's end (the
-                         kernels plus the device's gaps between them, which the CUDA-graph figure also holds)
-profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call
-kernel_only_vs_profiler_span_pct  --verify-timing: the same deviation against profiler_span_ns
+profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call; the CUDA-graph
+                         figure also holds the device's short gap between consecutive kernels, which a
+                         kernel sum does not, so many-kernel calls read a few percent above the sum
 clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
                          sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
 profile_table            profile mode: the torch profiler's table

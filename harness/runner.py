@@ -391,8 +391,7 @@ class _Run:
         if not self.gpu:
             x["kernel_only_note"] = "not available on CPU: kernel-only times need CUDA graphs on a GPU"
             if self.opt.verify_timing:
-                x.update(profiler_kernel_ns=None, kernel_only_vs_profiler_pct=None, profiler_span_ns=None,
-                         kernel_only_vs_profiler_span_pct=None, profiler_kernels_per_call=None,
+                x.update(profiler_kernel_ns=None, kernel_only_vs_profiler_pct=None, profiler_kernels_per_call=None,
                          profiler_note="not available on CPU: device kernel times need CUPTI on a GPU")
             return
         if self.kernel_only_off:
@@ -431,10 +430,7 @@ class _Run:
             ko, pk = x["kernel_only_ns"], prof.get("ns")
             x["kernel_only_vs_profiler_pct"] = (100 * (ko - pk) / pk if ko is not None and pk
                                                 and x["kernel_only_method"] == "cuda_graph" else None)
-            span = prof.get("span_ns")
-            x["profiler_span_ns"], x["profiler_kernels_per_call"] = span, prof.get("kernels_per_call")
-            x["kernel_only_vs_profiler_span_pct"] = (100 * (ko - span) / span if ko is not None and span
-                                                     and x["kernel_only_method"] == "cuda_graph" else None)
+            x["profiler_kernels_per_call"] = prof.get("kernels_per_call")
         x["kernel_only_note"] = "; ".join(n for n in notes if n)
         if x["kernel_only_ns"] is not None and result.stats:
             x["launch_overhead_ns"] = result.stats.mean - x["kernel_only_ns"]

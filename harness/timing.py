@@ -288,11 +288,9 @@ def attribute_device_time(ranges, device_events) -> dict:
     time: ``ranges`` are (name, start_us, end_us) of host ranges that each end with a device-wide
     synchronize, ``device_events`` (name, start_us, duration_us). An event belongs to the range holding
     its midpoint; one in no range (host/device clock skew) goes to the nearest range and is counted in
-    ``nearest``. Returns the summed call and flush time (us), and ``call_span_us``: per call range,
-    first event start to last event end (the kernels plus the device's gaps between them), summed."""
+    ``nearest``. Returns the summed call and flush time (us)."""
     out = {"call_us": 0.0, "flush_us": 0.0, "call_events": 0, "unattributed": 0, "nearest": 0}
     spans = sorted(ranges, key=lambda r: r[1])
-    extent = {}                                      # call range -> (first start, last end)
     for _name, start, dur in device_events:
         mid = start + dur / 2
         owner = next((r for r in spans if r[1] <= mid <= r[2]), None)
@@ -302,13 +300,10 @@ def attribute_device_time(ranges, device_events) -> dict:
         if owner is not None and owner[0] == CALL_RANGE:
             out["call_us"] += dur
             out["call_events"] += 1
-            lo, hi = extent.get(owner, (start, start + dur))
-            extent[owner] = (min(lo, start), max(hi, start + dur))
         elif owner is not None and owner[0] == FLUSH_RANGE:
             out["flush_us"] += dur
         else:
             out["unattributed"] += 1
-    out["call_span_us"] = sum(hi - lo for lo, hi in extent.values())
     return out
 
 
@@ -351,7 +346,7 @@ def profiler_kernel_time(fn, inputs, device: torch.device, flush, calls: int = 1
                     "and went to the nearest one")
         if split["call_events"] == 0:
             return {"ns": None, "note": "the profiler saw no device work in the submission's calls", **split}
-        return {"ns": split["call_us"] * 1e3 / per_input, "span_ns": split["call_span_us"] * 1e3 / per_input,
-                "note": note, "kernels_per_call": split["call_events"] / per_input, **split}
+        return {"ns": split["call_us"] * 1e3 / per_input, "note": note,
+                "kernels_per_call": split["call_events"] / per_input, **split}
     except BaseException as exc:  # noqa: BLE001
         return {"ns": None, "note": f"profiler failed ({type(exc).__name__}: {str(exc)[:300]})"}

@@ -62,11 +62,8 @@ def timing(doc) -> list[str]:
     for what in sorted({r["what"] for r in within}):
         mine = [r for r in within if r["what"] == what]
         devs = [abs(r["kernel_only_vs_profiler_pct"]) for r in mine]
-        spans = [abs(r["kernel_only_vs_profiler_span_pct"]) for r in mine
-                 if r.get("kernel_only_vs_profiler_span_pct") is not None]
         kernels = [r["profiler_kernels_per_call"] for r in mine if r.get("profiler_kernels_per_call")]
-        out.append(f"- kernel-only vs profiler, {what}: max |deviation| from the kernel sum {_f(max(devs), 1)}%"
-                   + (f", from the kernel span {_f(max(spans), 1)}%" if spans else "")
+        out.append(f"- kernel-only vs profiler kernel sum, {what}: max |deviation| {_f(max(devs), 1)}%"
                    + (f" ({_f(min(kernels), 0)}-{_f(max(kernels), 0)} kernels per call)" if kernels else "")
                    + f", over {len(devs)} shapes")
     rep = doc.get("repeatability") or {}

@@ -96,8 +96,7 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
                        kernel_only_spread_pct=graph.get("spread_pct"),
                        profiler_kernel_ns=prof["ns"], profiler_note=prof["note"],
                        kernel_only_vs_profiler_pct=_pct(graph["ns"], prof["ns"]),
-                       profiler_span_ns=prof.get("span_ns"), profiler_kernels_per_call=prof.get("kernels_per_call"),
-                       kernel_only_vs_profiler_span_pct=_pct(graph["ns"], prof.get("span_ns")),
+                       profiler_kernels_per_call=prof.get("kernels_per_call"),
                        launch_overhead_ns=(row["competition_mean_ns"] - graph["ns"]
                                            if graph["ns"] is not None else None))
         except Exception as exc:  # noqa: BLE001 - one failing shape is a note, not the end
@@ -141,8 +140,7 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
                    **{k: x.get(k) for k in ("kernel_only_ns", "kernel_only_method", "kernel_only_note",
                                              "kernel_only_spread_pct", "profiler_kernel_ns", "profiler_note",
                                              "kernel_only_vs_profiler_pct", "launch_overhead_ns",
-                                             "profiler_span_ns", "profiler_kernels_per_call",
-                                             "kernel_only_vs_profiler_span_pct",
+                                             "profiler_kernels_per_call",
                                              "clocks_before", "clocks_after")},
                    "warnings": c.warnings}
             if c.verdict != "pass":
@@ -200,17 +198,17 @@ def triton_cache_walls(sub, task, device: str) -> dict:
 
 
 def _table(results: dict) -> str:
-    lines = ["", f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} {'span%':>7} "
+    lines = ["", f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} {'kernels':>7} "
                  f"{'launch':>8}  (us)"]
     for row in results.get("matmul_reference", []) + results.get("submissions", []):
         if row.get("error") and "shape" not in row:
             lines.append(f"{row['what'][:34]:34} error: {row['error'][:80]}")
             continue
         f = lambda k: "-" if row.get(k) is None else f"{row[k] / 1e3:.2f}"  # noqa: E731
-        dev, span = row.get("kernel_only_vs_profiler_pct"), row.get("kernel_only_vs_profiler_span_pct")
+        dev, kernels = row.get("kernel_only_vs_profiler_pct"), row.get("profiler_kernels_per_call")
         lines.append(f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
                      f"{f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
-                     f"{'-' if dev is None else f'{dev:+.1f}':>7} {'-' if span is None else f'{span:+.1f}':>7} "
+                     f"{'-' if dev is None else f'{dev:+.1f}':>7} {'-' if kernels is None else f'{kernels:g}':>7} "
                      f"{f('launch_overhead_ns'):>8}")
     rep = results.get("repeatability") or {}
     if rep:
