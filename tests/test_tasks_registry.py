@@ -23,6 +23,7 @@ def test_mxfp4_fields():
     assert (t.test_timeout, t.benchmark_timeout, t.ranked_timeout) == (420, 420, 600)
     assert t.ranking_by == "geom" and t.rtol == t.atol == 0.01
     assert t.timing_protocol == "per_call" and t.inputs_per_measurement == 1
+    assert t.original_clear_bytes == 16000 * 1024 * 1024 * 4     # GPU MODE's torch.randn((16000, 1024, 1024))
     assert t.baseline_label == "AMD aiter on MI355X"
     assert t.baseline_us == [8.198, 20.873, 9.462, 9.173, 12.738, 12.219]
     assert t.published_sol_us is None
@@ -38,6 +39,7 @@ def test_nvfp4_fields():
     assert (t.test_timeout, t.benchmark_timeout, t.ranked_timeout) == (180, 180, 180)
     assert t.rtol == t.atol == 0.001 == t.module.RTOL
     assert t.timing_protocol == "batched" and t.inputs_per_measurement == 50
+    assert t.original_clear_bytes == 32 * 1024 * 1024 * 8        # torch.empty((32, 1024, 1024), int64).fill_
     assert t.published_sol_label == "B200 at 1.5 GHz" and t.published_sol_us == [8.994, 2.354, 1.333]
     assert t.baseline_us is None and t.baseline_for(t.benchmarks[0]) is None
 
@@ -120,6 +122,9 @@ def test_nvfp4_small_copy(tmp_path):
     ({"timing": {"protocol": "batched"}}, "timing.inputs_per_measurement", "positive integer"),
     ({"timing": {"protocol": "per_call", "inputs_per_measurement": 50}}, "timing.inputs_per_measurement",
      "per_call"),
+    ({"timing": {"protocol": "per_call", "original_clear_bytes": -1}}, "timing.original_clear_bytes",
+     "non-negative integer"),
+    ({"timing": {"protocol": "per_call", "clear": 1}}, "timing.clear", "unknown key"),
     ({"baseline": {"label": "x", "unit": "us", "times": [1.0]}}, "baseline.times", "2 benchmarks"),
     ({"baseline": {"label": "x", "unit": "ms", "times": [1.0, 2.0]}}, "baseline.unit", "'us'"),
     ({"rtol": "1e-2"}, "rtol", "expected a number"),

@@ -64,6 +64,9 @@ def test_new_fields_round_trip_and_old_json_still_reads(cpu_run):
     legacy = RunResult.from_dict(old)
     assert legacy.score_ci_us is None and legacy.phases_s is None
     assert "CI" not in render_run(legacy)
+    assert cpu_run.timing_method == "host clock (CPU)" == back.timing_method
+    gpu_like = RunResult.from_dict(dict(old, device=dict(old["device"], kind="cuda"), timing_method="launch gate: x"))
+    assert "timing: launch gate: x" in render_run(gpu_like)
 
 
 def test_phase_timers_after_a_cpu_run(cpu_run):
@@ -172,3 +175,11 @@ def test_launch_gate_hides_host_time_and_strict_counts_it():
     s = sorted(strict.per_call(slow_host, x)[0] for _ in range(10))[5]
     assert g < 100e3 and s > 900e3, (g, s)
     assert gated.gate_misses == 0
+
+
+def test_sampler_says_how_it_times_on_the_cpu():
+    """No GPU: host clock, no gate, whatever the task's original clear."""
+    cpu = timing.Sampler(torch.device("cpu"), None, hide_bytes=64 << 30)
+    assert cpu.gate is None and cpu.method == "host clock (CPU)"
+    ns, wall, out = cpu.per_call(lambda t: t + 1, torch.zeros(4))
+    assert ns == wall > 0 and out.tolist() == [1.0] * 4
