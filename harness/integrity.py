@@ -66,6 +66,9 @@ def _namespaces(worker) -> dict:
         "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
         "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush", "gate")},
         "worker.conn": dict(vars(worker.conn)),
+        # the launch gate's settings (its cap bounds the host time hidden); only the sequence moves
+        "worker.sampler.gate": {k: v for k, v in vars(getattr(worker.sampler, "gate", None) or object).items()
+                                if k != "_seq" and not k.startswith("__")},
         "types": {"worker": type(worker), "worker.sampler": type(worker.sampler),
                   "worker.conn": type(worker.conn)},
     })
@@ -98,7 +101,7 @@ def changed(snap: dict, worker) -> list[str]:
             out.append(".".join(key))
     for key in now.keys() - snap.keys():
         if key[0] in ("Worker", "Sampler", "L2Flusher", "LaunchGate", "Connection", "JSONEncoder", "torch.Tensor",
-                      "worker.sampler", "worker.conn"):
+                      "worker.sampler", "worker.conn", "worker.sampler.gate"):
             out.append(".".join(key))   # a new attribute there shadows an inherited one
     return sorted(out)
 

@@ -183,3 +183,24 @@ def test_sampler_says_how_it_times_on_the_cpu():
     assert cpu.gate is None and cpu.method == "host clock (CPU)"
     ns, wall, out = cpu.per_call(lambda t: t + 1, torch.zeros(4))
     assert ns == wall > 0 and out.tolist() == [1.0] * 4
+
+
+def test_integrity_watches_the_launch_gate_settings():
+    """The gate's cap bounds the host time hidden per sample: raising it, or shadowing its methods on
+    the instance, is tampering; its sequence number moves by design."""
+    import multiprocessing
+    import types
+
+    from harness import integrity
+    gate = types.SimpleNamespace(cap_ns=76_000, nblocks=264, _seq=1)
+    sampler = types.SimpleNamespace(start=None, end=None, flush=None, gate=gate)
+    conn, _other = multiprocessing.Pipe()
+    worker = types.SimpleNamespace(sampler=sampler, conn=conn, cfg=None)
+    snap = integrity.snapshot(worker)
+    gate._seq = 7
+    assert integrity.changed(snap, worker) == []
+    gate.cap_ns = 10**12
+    assert integrity.changed(snap, worker) == ["worker.sampler.gate.cap_ns"]
+    gate.cap_ns = snap[("worker.sampler.gate", "cap_ns")][0]
+    gate.open = lambda: None
+    assert integrity.changed(snap, worker) == ["worker.sampler.gate.open"]
