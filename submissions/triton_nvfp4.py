@@ -11,8 +11,10 @@ so each operand element is e2m1 * scale * 2**-14, exact in fp16 for every valid 
 accumulator is multiplied by 2**28 at the end (exact).  Split-K over a persistent fp32 workspace with a
 last-arriving-split reduction (counters reset by the kernel itself). A_DEC configs decode A once in a
 first kernel (A is re-read by every N tile), so a call is one or two launches.
-On sm_100+ a tl.dot_scaled path with e4m3 scales could be used instead; this file keeps the decode path
-everywhere (it is what runs on the H200).
+On sm_100 (B200) a second kernel multiplies the packed operands directly with tl.dot_scaled and the
+e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the FP4 tensor cores); a
+CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
+harness's check is what would catch a mistake there.
 """
 import os
 
@@ -26,6 +28,7 @@ except Exception:  # noqa: BLE001
     pass
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_SM100 = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
 
 
 @triton.jit
@@ -110,6 +113,28 @@ def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
+@triton.jit
+def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
+                        sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """sm_100: packed e2m1 operands and float8_e4m3fn scales straight into tl.dot_scaled (16-element
+    blocks: the FP4 tensor cores apply the scales), fp32 accumulation, fp16 C."""
+    pid_n, pid_m, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_kh = tl.arange(0, BLOCK_K // 2)
+    offs_ks = tl.arange(0, BLOCK_K // 16)
+    a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
+    b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
+    sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
+    sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc = tl.dot_scaled(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16), "e2m1",
+                            tl.trans(tl.load(b_ptrs + k // 2)), tl.load(sb_ptrs + k // 16), "e2m1", acc)
+    tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
+
+
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # The benchmark shapes, by scripts/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
@@ -188,6 +213,12 @@ def custom_kernel(data):
     a_strides = (a8.stride(0), a8.stride(2))
     key = (M, N, K, L, a_strides, b8.stride(0), b8.stride(2), sa_strides, sb8.stride(0), sb8.stride(2),
            c.stride(0), c.stride(2), a.device, (BM, BN, BK, SPLIT, nw, ns, a_dec))
+    if _SM100 and M % 128 == 0 and N % 128 == 0 and K % 128 == 0:
+        _launch(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
+                (a8, b8, sfa, sfb, c, M, N, K, *a_strides, b8.stride(0), b8.stride(2), *sa_strides,
+                 sb8.stride(0), sb8.stride(2), c.stride(0), c.stride(2)), ("sm100",) + key,
+                {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})
+        return c
     if a_dec:
         buf = _A_DEC.get((a.device, L * M * K))
         if buf is None:

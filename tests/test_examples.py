@@ -1,0 +1,87 @@
+"""The Triton example submissions and the launch gate on a CPU-only machine.
+
+Their GPU paths are measured on the device (results/); here: the pre-quantized / pre-decoded A paths
+give correct outputs under Triton's interpreter, and the kernels that only a GPU can run compile for
+their targets (the gate for sm_90, the nvfp4 tensor-core path for sm_100).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 8):
+    pytest.skip("needs Triton >= 3.8 (tl.dot_scaled in the interpreter)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _interpreted(code: str) -> str:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
+def test_triton_examples_with_and_without_the_separate_a_kernel():
+    out = _interpreted("""
+        import importlib.util, sys, torch
+        from tasks import load_task
+        def load(name, task):
+            spec = importlib.util.spec_from_file_location(name, f"submissions/{name}.py")
+            m = importlib.util.module_from_spec(spec)
+            sys.path.insert(0, str(task.compat_dir))
+            spec.loader.exec_module(m)
+            return m
+        mx = load_task("mxfp4_mm")
+        sub = load("triton_mxfp4", mx)
+        for cfg in [(64, 16, 64, 2, 0, 4, 1), (64, 16, 64, 2, 0, 4, 1, 1), (64, 32, 128, 1, 1, 4, 1, 1)]:
+            sub.CONFIGS[(20, 256, 512)] = cfg
+            data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
+            print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
+        nv = load_task("nvfp4_gemm")
+        sub = load("triton_nvfp4", nv)
+        for cfg in [(128, 128, 64, 1, 4, 1, 0), (128, 128, 64, 2, 4, 1, 1)]:
+            sub.CONFIGS[(128, 256, 512)] = cfg
+            data = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
+            data[6].fill_(float("nan"))
+            print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
+    """)
+    lines = out.strip().splitlines()
+    assert len(lines) == 5 and all(line.endswith("True") for line in lines), out
+
+
+def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int):
+    from triton.backends.compiler import GPUTarget
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps})
+
+
+def test_launch_gate_kernel_compiles_for_hopper():
+    from harness import gate
+    kernel = _compile(gate._gate_kernel, {"count_ptr": "*i32", "open_ptr": "*i32", "started_ptr": "*i32",
+                                          "release_ptr": "*i32", "seq": "i32", "nblocks": "i32", "cap_ns": "i32"},
+                      {}, 90, 32)
+    ptx = kernel.asm["ptx"]
+    assert ".reqntid 1024" in ptx                       # one block of 1024 threads: two fill an SM
+    assert "st.global.release.sys" in ptx               # the host sees "started" without PCIe atomics
+    assert "%globaltimer" in ptx                        # the cap
+
+
+def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
+    spec = importlib.util.spec_from_file_location("triton_nvfp4_compile", ROOT / "submissions" / "triton_nvfp4.py")
+    sub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sub)
+    ints = {name: "i32" for name in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl",
+                                      "scm", "scl")}
+    sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*fp8e4nv", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp16", **ints,
+           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    kernel = _compile(sub._nvfp4_sm100_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128}, 100, 4)
+    assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
