@@ -10,9 +10,8 @@ Two protocols, as the original competitions used them:
 - ``batched``: L2 flush, start event, one call on each of N distinct inputs, end event; the sample
   is the elapsed time divided by N.
 The originals enqueue a long L2 clear right before the start event, so the host's launch time is
-hidden (up to the clear's duration). With ``hide_ns`` (that duration on this device) the sampler
-does the same with :class:`harness.gate.LaunchGate`, which also keeps other streams from running
-ahead; without it, or where the gate cannot be built, the GPU is idle at the start event and the
+hidden (up to the clear's duration). Given the clear's size (``hide_bytes``), the sampler does the
+same with :class:`harness.gate.LaunchGate`, which also keeps other streams from running ahead; without it, or where the gate cannot be built, the GPU is idle at the start event and the
 launch time is measured (``Sampler.method`` says which).
 On the CPU the same protocols run with a host clock.
 Every sample also records the host wall time from the moment the GPU may run the call to the
@@ -293,14 +292,14 @@ def attribute_device_time(ranges, device_events) -> dict:
     spans = sorted(ranges, key=lambda r: r[1])
     for _name, start, dur in device_events:
         mid = start + dur / 2
-        owner = next((r for r in spans if r[1] <= mid <= r[2]), None)
+        owner = next((r[0] for r in spans if r[1] <= mid <= r[2]), None)
         if owner is None and spans:
-            owner = min(spans, key=lambda r: min(abs(mid - r[1]), abs(mid - r[2])))
+            owner = min(spans, key=lambda r: min(abs(mid - r[1]), abs(mid - r[2])))[0]
             out["nearest"] += 1
-        if owner is not None and owner[0] == CALL_RANGE:
+        if owner == CALL_RANGE:
             out["call_us"] += dur
             out["call_events"] += 1
-        elif owner is not None and owner[0] == FLUSH_RANGE:
+        elif owner == FLUSH_RANGE:
             out["flush_us"] += dur
         else:
             out["unattributed"] += 1
