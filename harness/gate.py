@@ -15,6 +15,8 @@ starts after the start event. A cap bounds the hidden host time (the time the or
 takes); past it the gate opens by itself and the rest of the host time is measured, as in the
 original. Copy engines (cudaMemcpyAsync on another stream) need no SM and are not held; SECURITY.md.
 
+The kernel lives in ``harness.gate_kernel``, imported only when a gate is built on a GPU: importing
+Triton in the worker before ``TRITON_INTERPRET`` applies would break interpreted submissions on the CPU.
 ``LaunchGate.create`` checks on the device that the gate holds a side-stream kernel back and that
 the release works, and returns None where it cannot be built or does not hold (no Triton, AMD, a
 register count that leaves thread slots free): the caller then keeps the strict protocol
@@ -29,50 +31,11 @@ import torch
 _THREADS_PER_BLOCK = 1024       # num_warps=32
 _START_TIMEOUT_S = 1.0          # blocks not all resident by then: something else occupies the GPU
 
-try:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _now():
-        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
-                                         is_pure=False, pack=1)
-
-    @triton.jit
-    def _signal_host(ptr, value):
-        """A system-scope release store to pinned host memory (no PCIe atomics needed)."""
-        tl.inline_asm_elementwise("st.global.release.sys.b32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [ptr, value],
-                                  dtype=tl.int32, is_pure=False, pack=1)
-
-    @triton.jit
-    def _wait(flag_ptr, seq, t0, cap_ns):
-        waiting = tl.load(flag_ptr, volatile=True) != seq
-        while waiting:
-            waiting = (tl.load(flag_ptr, volatile=True) != seq) & (_now() - t0 <= cap_ns)
-
-    @triton.jit(do_not_specialize=["seq", "nblocks", "cap_ns"])
-    def _gate_kernel(count_ptr, open_ptr, started_ptr, release_ptr, seq, nblocks, cap_ns):
-        # count_ptr, open_ptr: device memory; started_ptr, release_ptr: pinned host memory, which the
-        # host polls / writes while this kernel runs. Only block 0 polls the host (over PCIe); the
-        # others poll open_ptr, which block 0 sets once released.
-        t0 = _now()
-        old = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
-        if old == nblocks - 1:          # the last block to arrive: every block is resident
-            tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
-            _signal_host(started_ptr, seq)
-        if tl.program_id(0) == 0:
-            _wait(release_ptr, seq, t0, cap_ns)
-            tl.atomic_xchg(open_ptr, seq, sem="release", scope="gpu")
-        else:
-            _wait(open_ptr, seq, t0, cap_ns)
-except Exception:  # noqa: BLE001 - no Triton (CPU-only torch, ROCm without it): no gate
-    triton = None
-
-
 class LaunchGate:
     """Holds the GPU shut while the host enqueues a call. Use :meth:`close`, then :meth:`open`."""
 
-    def __init__(self, device: torch.device, cap_ns: float):
+    def __init__(self, device: torch.device, cap_ns: float, kernel):
+        self._kernel = kernel
         props = torch.cuda.get_device_properties(device)
         self.device = device
         self.cap_ns = int(cap_ns)
@@ -88,12 +51,14 @@ class LaunchGate:
     @classmethod
     def create(cls, device: torch.device, cap_ns: float) -> tuple[LaunchGate | None, str]:
         """A verified gate, or None and why not."""
-        if triton is None:
-            return None, "Triton is not installed"
         if device.type != "cuda" or torch.version.hip is not None:
             return None, "the gate is built for NVIDIA GPUs"
         try:
-            gate = cls(device, cap_ns)
+            from harness.gate_kernel import gate_kernel
+        except Exception as exc:  # noqa: BLE001 - no (usable) Triton
+            return None, f"Triton is not usable here ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        try:
+            gate = cls(device, cap_ns, gate_kernel)
             return (gate, "") if gate._holds_side_streams() else (None, gate.why_not)
         except Exception as exc:  # noqa: BLE001 - compile or launch failure: keep the strict protocol
             return None, f"the gate kernel failed ({type(exc).__name__}: {str(exc).strip()[:200]})"
@@ -102,7 +67,7 @@ class LaunchGate:
         """Enqueues the gate on the current stream and waits until it holds every SM; False (gate
         opened again) if it did not get there in time."""
         self._seq = (self._seq + 1) & 0x3FFFFFFF
-        _gate_kernel[(self.nblocks,)](self._device_flags[0:1], self._device_flags[1:2], self._started,
+        self._kernel[(self.nblocks,)](self._device_flags[0:1], self._device_flags[1:2], self._started,
                                       self._release, self._seq, self.nblocks, self.cap_ns,
                                       num_warps=_THREADS_PER_BLOCK // 32)
         deadline = time.perf_counter() + _START_TIMEOUT_S

@@ -65,8 +65,8 @@ def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: 
 
 
 def test_launch_gate_kernel_compiles_for_hopper():
-    from harness import gate
-    kernel = _compile(gate._gate_kernel, {"count_ptr": "*i32", "open_ptr": "*i32", "started_ptr": "*i32",
+    from harness.gate_kernel import gate_kernel
+    kernel = _compile(gate_kernel, {"count_ptr": "*i32", "open_ptr": "*i32", "started_ptr": "*i32",
                                           "release_ptr": "*i32", "seq": "i32", "nblocks": "i32", "cap_ns": "i32"},
                       {}, 90, 32)
     ptx = kernel.asm["ptx"]
@@ -85,3 +85,14 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
            "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
     kernel = _compile(sub._nvfp4_sm100_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128}, 100, 4)
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
+
+
+@pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])
+def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
+    """The worker sets TRITON_INTERPRET before the submission imports Triton; the harness itself must
+    not import Triton first (it once did, through the launch gate, and every Triton example failed)."""
+    from harness.results import PASS
+    from harness.runner import RunOptions, run_submission
+    r = run_submission(str(ROOT / "submissions" / f"{name}.py"), str(ROOT / "tests" / "fixtures" / "tasks" / task /
+                       "task.yml"), "test", RunOptions(device="cpu"))
+    assert r.verdict == PASS, (r.message, [c.message for c in r.cases])
