@@ -47,7 +47,7 @@ if [ "$stage" = a ]; then
     tests/test_gpu_runs.py --junitxml=$R/h200_gpu_tests.xml 2>&1 | tail -15
 fi
 if [ "$stage" = b ]; then
-  step timing;   timeout 300 $PY scripts/validate_timing.py --out $R/h200_timing.json
+  step timing;   timeout 400 $PY scripts/validate_timing.py --out $R/h200_timing.json
   step defenses; timeout 150 $PY scripts/defense_overhead.py --out $R/h200_defense_overhead.json -n 3 --max-repeats 30
 fi
 step done

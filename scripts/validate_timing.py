@@ -259,6 +259,7 @@ def main(argv=None) -> int:
         steps += [("matmul_reference", lambda: matmul_reference(load_task(mx), device, repeats_a)),
                   ("submissions", lambda: submissions_verify(
                       [(str(SUBS / "torch_mxfp4.py"), mx), (str(SUBS / "triton_mxfp4.py"), mx),
+                       (str(SUBS / "gluon.py"), mx), (str(SUBS / "torch_nvfp4.py"), nv),
                        (str(SUBS / "triton_nvfp4.py"), nv)], str(device), repeats_a))]
     if "b" in sections:
         steps.append(("repeatability", lambda: repeatability(str(SUBS / "triton_mxfp4.py"), mx, str(device),
