@@ -28,7 +28,6 @@ import time
 
 import torch
 
-_THREADS_PER_BLOCK = 1024       # num_warps=32
 _START_TIMEOUT_S = 1.0          # blocks not all resident by then: something else occupies the GPU
 
 class LaunchGate:
@@ -39,8 +38,11 @@ class LaunchGate:
         props = torch.cuda.get_device_properties(device)
         self.device = device
         self.cap_ns = int(cap_ns)
-        self.nblocks = props.multi_processor_count * max(1, props.max_threads_per_multi_processor
-                                                         // _THREADS_PER_BLOCK)
+        # blocks that exactly fill an SM's thread slots: 2 x 1024 on an H100/H200 (2048 threads per SM),
+        # 3 x 512 where an SM holds 1536
+        slots = props.max_threads_per_multi_processor
+        self.threads = 1024 if slots % 1024 == 0 else 512
+        self.nblocks = props.multi_processor_count * max(1, slots // self.threads)
         self._device_flags = torch.zeros(2, dtype=torch.int32, device=device)   # arrival count, open
         host = torch.zeros(2, dtype=torch.int32, pin_memory=True)
         self._host = host                       # keeps the pinned buffer alive
@@ -69,7 +71,7 @@ class LaunchGate:
         self._seq = (self._seq + 1) & 0x3FFFFFFF
         self._kernel[(self.nblocks,)](self._device_flags[0:1], self._device_flags[1:2], self._started,
                                       self._release, self._seq, self.nblocks, self.cap_ns,
-                                      num_warps=_THREADS_PER_BLOCK // 32)
+                                      num_warps=self.threads // 32)
         deadline = time.perf_counter() + _START_TIMEOUT_S
         while self._flags[0] != self._seq:
             if time.perf_counter() > deadline:
