@@ -30,6 +30,7 @@ import torch
 
 _START_TIMEOUT_S = 1.0          # blocks not all resident by then: something else occupies the GPU
 
+
 class LaunchGate:
     """Holds the GPU shut while the host enqueues a call. Use :meth:`close`, then :meth:`open`."""
 
@@ -43,9 +44,9 @@ class LaunchGate:
         slots = props.max_threads_per_multi_processor
         self.threads = 1024 if slots % 1024 == 0 else 512
         self.nblocks = props.multi_processor_count * max(1, slots // self.threads)
-        self._device_flags = torch.zeros(2, dtype=torch.int32, device=device)   # arrival count, open
+        device_flags = torch.zeros(2, dtype=torch.int32, device=device)
+        self._count, self._open = device_flags[0:1], device_flags[1:2]
         host = torch.zeros(2, dtype=torch.int32, pin_memory=True)
-        self._host = host                       # keeps the pinned buffer alive
         self._started, self._release = host[0:1], host[1:2]
         self._flags = host.numpy()              # the host side of both flags, no CUDA call to read
         self._seq = 0
@@ -61,7 +62,8 @@ class LaunchGate:
             return None, f"Triton is not usable here ({type(exc).__name__}: {str(exc).strip()[:200]})"
         try:
             gate = cls(device, cap_ns, gate_kernel)
-            return (gate, "") if gate._holds_side_streams() else (None, gate.why_not)
+            why = gate._why_it_does_not_hold()
+            return (None, why) if why else (gate, "")
         except Exception as exc:  # noqa: BLE001 - compile or launch failure: keep the strict protocol
             return None, f"the gate kernel failed ({type(exc).__name__}: {str(exc).strip()[:200]})"
 
@@ -69,8 +71,8 @@ class LaunchGate:
         """Enqueues the gate on the current stream and waits until it holds every SM; False (gate
         opened again) if it did not get there in time."""
         self._seq = (self._seq + 1) & 0x3FFFFFFF
-        self._kernel[(self.nblocks,)](self._device_flags[0:1], self._device_flags[1:2], self._started,
-                                      self._release, self._seq, self.nblocks, self.cap_ns,
+        self._kernel[(self.nblocks,)](self._count, self._open, self._started, self._release,
+                                      self._seq, self.nblocks, self.cap_ns,
                                       num_warps=self.threads // 32)
         deadline = time.perf_counter() + _START_TIMEOUT_S
         while self._flags[0] != self._seq:
@@ -82,8 +84,9 @@ class LaunchGate:
     def open(self) -> None:
         self._flags[1] = self._seq
 
-    def _holds_side_streams(self) -> bool:
-        """While the gate is closed for 2 ms, a one-block kernel on another stream must not run."""
+    def _why_it_does_not_hold(self) -> str:
+        """While the gate is closed for 2 ms, a one-block kernel on another stream must not run;
+        "" when it holds, else why not."""
         current, side = torch.cuda.current_stream(self.device), torch.cuda.Stream(self.device)
         x = torch.zeros(1, device=self.device)
         before, after, side_done = (torch.cuda.Event(enable_timing=True) for _ in range(3))
@@ -93,8 +96,7 @@ class LaunchGate:
                 torch.cuda.synchronize(self.device)
                 before.record(current)
                 if not self.close():
-                    self.why_not = "the gate's blocks did not all become resident"
-                    return False
+                    return "the gate's blocks did not all become resident"
                 after.record(current)
                 with torch.cuda.stream(side):
                     x.add_(1)
@@ -106,10 +108,8 @@ class LaunchGate:
             self.cap_ns = cap
         held_ms, side_after_ms = before.elapsed_time(after), after.elapsed_time(side_done)
         if held_ms < 1.5:
-            self.why_not = f"the gate opened after {held_ms:.3f} ms instead of being held for 2 ms"
-            return False
+            return f"the gate opened after {held_ms:.3f} ms instead of being held for 2 ms"
         if side_after_ms < -0.1:     # held back, it ends with the gate (within a few us either way)
-            self.why_not = (f"a kernel on another stream ran {-side_after_ms:.3f} ms before the gate opened "
-                            "(thread slots left free)")
-            return False
-        return True
+            return (f"a kernel on another stream ran {-side_after_ms:.3f} ms before the gate opened "
+                    "(thread slots left free)")
+        return ""

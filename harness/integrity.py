@@ -55,6 +55,7 @@ def _namespaces(worker) -> dict:
                "json": json, "json.encoder": json.encoder, "pickle": pickle,
                "multiprocessing.connection": multiprocessing.connection}
     spaces = {name: {k: v for k, v in vars(m).items() if _is_code(v)} for name, m in modules.items()}
+    gate_obj = getattr(worker.sampler, "gate", None)
     spaces.update({
         "Worker": _static_attrs(type(worker)),
         "Sampler": _static_attrs(timing.Sampler),
@@ -67,8 +68,7 @@ def _namespaces(worker) -> dict:
         "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush", "gate")},
         "worker.conn": dict(vars(worker.conn)),
         # the launch gate's settings (its cap bounds the host time hidden); only the sequence moves
-        "worker.sampler.gate": {k: v for k, v in vars(getattr(worker.sampler, "gate", None) or object).items()
-                                if k != "_seq" and not k.startswith("__")},
+        "worker.sampler.gate": {k: v for k, v in vars(gate_obj).items() if k != "_seq"} if gate_obj else {},
         "types": {"worker": type(worker), "worker.sampler": type(worker.sampler),
                   "worker.conn": type(worker.conn)},
     })

@@ -42,6 +42,8 @@ from harness.worker import WorkerConfig
 MODES = ("test", "benchmark", "test+benchmark", "leaderboard", "profile")
 NOBODY = 65534
 WARMUP_INDEX = 1 << 40          # leaderboard warm-up inputs use seeds no timed input uses
+GATE_MISSED = ("the launch gate could not close for some samples (the GPU was busy); those samples "
+               "include the host's launch time")
 
 
 @dataclass
@@ -113,8 +115,7 @@ class _Run:
         self.leaderboard = mode == "leaderboard" and options.defenses
         self.cases: list[CaseResult] = []
         self.warnings: list[str] = list(options.extra_warnings)
-        self.gate_warned = False
-        self.timing_method = ""
+        self.gated = False                  # per-call samples hide launch time behind the launch gate
         self.sup: Supervisor | None = None
         self.baseline_threads = None
         self.tmp = None
@@ -361,10 +362,8 @@ class _Run:
                     return self._finish_case(result, samples + header["samples_ns"], walls, gap)
             samples += header["samples_ns"]
             walls += header["wall_ns"]
-            if header.get("gate_misses") and not self.gate_warned:
-                self.gate_warned = True
-                self.warnings.append("the launch gate could not close for some samples (the GPU was busy); "
-                                     "those samples include the host's launch time")
+            if header.get("gate_misses") and GATE_MISSED not in self.warnings:
+                self.warnings.append(GATE_MISSED)
             gap = header.get("gap_ns", 0.0)
             stats = Stats.from_samples(samples)
             if len(samples) >= self.opt.min_runs and (
@@ -479,7 +478,7 @@ class _Run:
             return result
         if reason:
             result.warnings.append(reason)
-        strict = self.task.timing_protocol == "per_call" and not self.timing_method.startswith("launch gate")
+        strict = self.task.timing_protocol == "per_call" and not self.gated
         result.warnings += plausibility.noise_warnings(stats, self.gpu, strict)
         return result
 
@@ -534,7 +533,8 @@ class _Run:
             with self.phase("worker_start"):
                 self.sup.start(deadline)
             header, _ = self._request("import", {"op": "load"}, deadline, "importing the submission")
-            result.timing_method = self.timing_method = str(header.get("timing_method", ""))[:300]
+            result.timing_method = str(header.get("timing_method", ""))[:300]
+            self.gated = header.get("gated") is True
             if self._guard(header):
                 result.message = self._guard(header)
                 self.cases.append(CaseResult("import", {}, REJECTED, result.message))

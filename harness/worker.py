@@ -121,7 +121,8 @@ class Worker:
                                           "add `def custom_kernel(data): ...` at module level",
                     "error_type": "MissingEntryPoint"}
         self.kernel = kernel
-        return {"ok": True, "timing_method": self.sampler.method, **self._integrity()}
+        return {"ok": True, "timing_method": self.sampler.method, "gated": self.sampler.gate is not None,
+                **self._integrity()}
 
     def _input(self, slot: int):
         return self.slots[slot]
