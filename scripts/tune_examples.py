@@ -74,8 +74,8 @@ def sweep(task, device, samples: int, log) -> list[dict]:
         data = task.generate_input(case, device)
         batch = [data] + [task.generate_input(dict(case, seed=case["seed"] + i), device) for i in range(1, 10)] \
             if task.timing_protocol == "batched" else None
-        base = sub.CONFIGS.get(shape) or sub._pick_config(*shape) if task.name == "mxfp4_mm" else \
-            sub.CONFIGS.get(shape) or sub._pick(*shape, case.get("l", 1))
+        base = sub.CONFIGS.get(shape) or (sub._pick_config(*shape) if task.name == "mxfp4_mm"
+                                           else sub._pick(*shape, case.get("l", 1)))
         for cfg in candidates(task.name, shape, tuple(base)):
             sub.CONFIGS[shape] = cfg
             row = {"task": task.name, "shape": dict(case), "config": list(cfg)}
@@ -129,9 +129,8 @@ def main(argv=None) -> int:
     for task in sorted({t for t, _ in winners}):
         meds = [r["median_ns"] / 1e3 for (t, _), r in winners.items() if t == task]
         print(f"{task}: geomean of the best per shape {math.exp(sum(map(math.log, meds)) / len(meds)):.2f} us")
-    import triton
     doc = {"script": "scripts/tune_examples.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "device": device_info(device).__dict__, "triton": triton.__version__, "samples": args.samples,
+           "device": device_info(device).__dict__, "samples": args.samples,
            "rows": rows, "best": [r for _, r in sorted(winners.items())]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

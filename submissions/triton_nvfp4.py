@@ -156,16 +156,22 @@ def _pick(M, N, K, L):
     return (BM, BN, BK, split, 8, 3, 0)
 
 
-_SCRATCH = {}
+_BUFFERS = {}
+
+
+def _buffer(dev, name, numel, dtype):
+    """Scratch memory reused by every call (grown when too small, zero-filled when made); nothing is
+    cached by input identity or content."""
+    buf = _BUFFERS.get((dev, name))
+    if buf is None or buf.numel() < numel:
+        buf = _BUFFERS[(dev, name)] = torch.zeros(numel, dtype=dtype, device=dev)
+    return buf
 
 
 def _scratch(dev, nws, ncnt):
-    ws, cnt = _SCRATCH.get(dev, (None, None))
-    if ws is None or ws.numel() < nws or cnt.numel() < ncnt:
-        ws = torch.empty(max(nws, 1 << 20), dtype=torch.float32, device=dev)
-        cnt = torch.zeros(max(ncnt, 4096), dtype=torch.int32, device=dev)
-        _SCRATCH[dev] = (ws, cnt)
-    return ws, cnt
+    """Split-K: the fp32 partials and the per-tile arrival counters (the kernel resets them to 0)."""
+    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32),
+            _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
 
 
 # Triton's launcher binds and checks every argument on each call, which costs tens of microseconds on a
@@ -198,9 +204,6 @@ def _launch(kernel, grid, args, key, meta):
         _HANDLES[key] = h
 
 
-_A_DEC = {}   # decoded-A scratch per (device, L * M * K): reused by every call (nothing cached by content)
-
-
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
     M, KH, L = a.shape
@@ -220,9 +223,7 @@ def custom_kernel(data):
                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})
         return c
     if a_dec:
-        buf = _A_DEC.get((a.device, L * M * K))
-        if buf is None:
-            buf = _A_DEC[(a.device, L * M * K)] = torch.empty(L * M * K, dtype=torch.float16, device=a.device)
+        buf = _buffer(a.device, "a_dec", L * M * K, torch.float16)
         _launch(_decode_a_kernel, (M // 64, K // 256, L), (a8, sa8, buf, M, K, *a_strides, *sa_strides),
                 ("dec",) + key, {"BLOCK_R": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1})
         a8, a_strides = buf, (K, M * K)
