@@ -67,12 +67,13 @@ class LaunchGate:
         except Exception as exc:  # noqa: BLE001 - compile or launch failure: keep the strict protocol
             return None, f"the gate kernel failed ({type(exc).__name__}: {str(exc).strip()[:200]})"
 
-    def close(self) -> bool:
+    def close(self, cap_ns: int | None = None) -> bool:
         """Enqueues the gate on the current stream and waits until it holds every SM; False (gate
-        opened again) if it did not get there in time."""
+        opened again) if it did not get there in time. ``cap_ns``: this closing's cap, when it is not
+        a timed sample (the kernel-only graph replays)."""
         self._seq = (self._seq + 1) & 0x3FFFFFFF
         self._kernel[(self.nblocks,)](self._count, self._open, self._started, self._release,
-                                      self._seq, self.nblocks, self.cap_ns,
+                                      self._seq, self.nblocks, self.cap_ns if cap_ns is None else int(cap_ns),
                                       num_warps=self.threads // 32)
         deadline = time.perf_counter() + _START_TIMEOUT_S
         while self._flags[0] != self._seq:
@@ -90,22 +91,18 @@ class LaunchGate:
         current, side = torch.cuda.current_stream(self.device), torch.cuda.Stream(self.device)
         x = torch.zeros(1, device=self.device)
         before, after, side_done = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        cap, self.cap_ns = self.cap_ns, 50_000_000   # the task's cap may be shorter than this check
-        try:
-            for check in (False, True):               # the first round compiles the kernel
-                torch.cuda.synchronize(self.device)
-                before.record(current)
-                if not self.close():
-                    return "the gate's blocks did not all become resident"
-                after.record(current)
-                with torch.cuda.stream(side):
-                    x.add_(1)
-                    side_done.record(side)
-                time.sleep(0.002 if check else 0)
-                self.open()
-                torch.cuda.synchronize(self.device)
-        finally:
-            self.cap_ns = cap
+        for check in (False, True):               # the first round compiles the kernel
+            torch.cuda.synchronize(self.device)
+            before.record(current)
+            if not self.close(cap_ns=50_000_000):  # the task's cap may be shorter than this check
+                return "the gate's blocks did not all become resident"
+            after.record(current)
+            with torch.cuda.stream(side):
+                x.add_(1)
+                side_done.record(side)
+            time.sleep(0.002 if check else 0)
+            self.open()
+            torch.cuda.synchronize(self.device)
         held_ms, side_after_ms = before.elapsed_time(after), after.elapsed_time(side_done)
         if held_ms < 1.5:
             return f"the gate opened after {held_ms:.3f} ms instead of being held for 2 ms"

@@ -97,18 +97,22 @@ CASE_EXTRA_KEYS = """What ``CaseResult.extra`` may carry (all optional; informat
 
 kernel_only_ns           device time per call of the submission's kernels on a cold L2, without launch
                          overhead; None when it could not be measured (then kernel_only_note says why)
-kernel_only_method       "cuda_graph": (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays;
-                         "profiler": the profiler's kernel sum, used when graph capture failed
-kernel_only_note         why kernel_only_ns is missing or what it fell back from ("" when all went well)
+kernel_only_method       "cuda_graph": window less dispatch gaps (below); "profiler": the profiler's
+                         kernel sum of eager calls, used when graph capture failed
+kernel_only_window_ns    (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays behind the launch
+                         gate: the call's device window, the dispatch gap before each of its kernels included
+kernel_only_nodes_per_call  kernel, copy and memset nodes per call in the captured graph
+dispatch_gap_ns          the device's dispatch gap per graph node (timing.dispatch_gap, the harness's own
+                         kernels); kernel_only_ns = window - nodes x gap
+kernel_only_note         why kernel_only_ns is missing, what it fell back from, or what it still includes
 kernel_only_spread_pct   (max - min) / median of the graph replays, in percent
 launch_overhead_ns       competition mean (stats.mean) minus kernel_only_ns
-profiler_kernel_ns       --verify-timing: sum of the submission's device kernel durations per call
-                         (CUPTI via torch.profiler, each call after an L2 flush, the flush excluded)
-profiler_note            why profiler_kernel_ns is missing, or device events it could not attribute
+profiler_kernel_ns       --verify-timing: sum of the submission's device operation durations per call (CUPTI
+                         via torch.profiler, one replay of the same two graphs, the flushes excluded)
+profiler_window_ns       --verify-timing: the same replay's window per call (block period less flush period)
+profiler_note            why profiler_kernel_ns is missing
 kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
-profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call; the CUDA-graph
-                         figure also holds the device's short gap between consecutive kernels, which a
-                         kernel sum does not, so many-kernel calls read a few percent above the sum
+profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call
 clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
                          sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
 profile_table            profile mode: the torch profiler's table

@@ -417,7 +417,8 @@ class _Run:
         notes = [graph.get("note") or ""]
         if graph.get("ns") is not None:
             x.update(kernel_only_ns=graph["ns"], kernel_only_method="cuda_graph",
-                     kernel_only_spread_pct=graph.get("spread_pct"))
+                     kernel_only_spread_pct=graph.get("spread_pct"), kernel_only_window_ns=graph.get("window_ns"),
+                     kernel_only_nodes_per_call=graph.get("nodes_per_call"), dispatch_gap_ns=graph.get("gap_ns"))
         elif prof.get("ns") is not None:
             x.update(kernel_only_ns=prof["ns"], kernel_only_method="profiler")
             notes.append("fell back to the profiler's kernel sum")
@@ -430,6 +431,7 @@ class _Run:
             x["kernel_only_vs_profiler_pct"] = (100 * (ko - pk) / pk if ko is not None and pk
                                                 and x["kernel_only_method"] == "cuda_graph" else None)
             x["profiler_kernels_per_call"] = prof.get("kernels_per_call")
+            x["profiler_window_ns"] = prof.get("window_ns")
         x["kernel_only_note"] = "; ".join(n for n in notes if n)
         if x["kernel_only_ns"] is not None and result.stats:
             x["launch_overhead_ns"] = result.stats.mean - x["kernel_only_ns"]

@@ -8,35 +8,41 @@ and multiplies in fp32. Simple and slow on purpose: a starting point, not a fast
 import torch
 
 _E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
-# Boundaries between consecutive e2m1 magnitudes, and whether a tie there rounds up (to the even code).
+# Boundaries between consecutive e2m1 magnitudes. A tie rounds to the even code: down at 0.25, 1.25,
+# 2.5 and 5.0, up at 0.75, 1.75 and 3.5 ("x >= b" there, which is "x > the float just below b").
 _BOUNDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _TIE_UP = (False, True, False, True, False, True, False)
-
 
 _TABLES = {}
 
 
-def _table(device) -> torch.Tensor:
-    """The e2m1 value table on ``device``, made once (a constant, so a CUDA graph can capture calls)."""
+def _tables(device) -> dict:
+    """Lookup tables on ``device``, made once (constants, so a CUDA graph can capture calls): every
+    fp4x2 byte's two values, every e8m0 byte's power of two, the rounding boundaries."""
     if device not in _TABLES:
-        _TABLES[device] = torch.tensor(_E2M1, device=device)
+        e2m1 = torch.tensor(_E2M1)
+        byte = torch.arange(256)
+        bounds = torch.tensor(_BOUNDS)
+        below = torch.nextafter(bounds, torch.zeros(()))
+        _TABLES[device] = {
+            "e2m1": e2m1.to(device),
+            "fp4x2": torch.stack((e2m1[byte & 0xF], e2m1[byte >> 4]), dim=-1).to(device),   # low nibble first
+            "e8m0": torch.exp2(byte.float() - 127).to(device),
+            "bounds": torch.where(torch.tensor(_TIE_UP), below, bounds).to(device),
+        }
     return _TABLES[device]
 
 
 def _quant_dequant_a(a: torch.Tensor) -> torch.Tensor:
     m, k = a.shape
+    t = _tables(a.device)
     x = a.float().reshape(m, k // 32, 32)
-    amax = x.abs().amax(dim=-1, keepdim=True)
-    bits = (amax.view(torch.int32) + 0x200000) & 0x7F800000
-    exp = ((bits >> 23) - 127).clamp(min=-127)            # floor(log2(rounded amax)); 0 -> -127
-    s = (exp - 2).clamp(-127, 127)
-    s = torch.where(amax == 0, torch.full_like(s, -127), s)
-    scaled = (x * torch.exp2(-s.float())).abs()
-    code = torch.zeros_like(scaled, dtype=torch.int32)
-    for bound, tie_up in zip(_BOUNDS, _TIE_UP):
-        code += (scaled >= bound) if tie_up else (scaled > bound)
-    mag = _table(a.device)[:8][code]
-    return (torch.copysign(mag, x) * torch.exp2(s.float())).reshape(m, k)
+    ax = x.abs()
+    amax = ax.amax(dim=-1, keepdim=True)
+    bits = (amax.view(torch.int32) + 0x200000) & 0x7F800000   # amax rounded up to its binade
+    s = ((bits >> 23) - 129).clamp(-127, 127).float()          # floor(log2(rounded amax)) - 2; amax 0 -> -127
+    code = torch.bucketize(ax * torch.exp2(-s), t["bounds"])    # e2m1 magnitude code, ties to even
+    return (torch.copysign(t["e2m1"][code], x) * torch.exp2(s)).reshape(m, k)
 
 
 def _unshuffle_scales(sh: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
@@ -47,13 +53,10 @@ def _unshuffle_scales(sh: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
 
 def _decode_b(b_q: torch.Tensor, scale_sh: torch.Tensor) -> torch.Tensor:
     n, half_k = b_q.shape
-    k = 2 * half_k
-    raw = b_q.view(torch.uint8)
-    codes = torch.stack((raw & 0xF, raw >> 4), dim=-1).reshape(n, k).long()
-    values = _table(b_q.device)[codes]
-    scales = _unshuffle_scales(scale_sh, n, k // 32).float()
-    factor = torch.exp2(scales - 127).repeat_interleave(32, dim=1)
-    return values * factor
+    t = _tables(b_q.device)
+    values = t["fp4x2"][b_q.view(torch.uint8).long()].reshape(n, half_k // 16, 32)
+    scales = t["e8m0"][_unshuffle_scales(scale_sh, n, half_k // 16).long()]
+    return (values * scales.unsqueeze(-1)).reshape(n, 2 * half_k)
 
 
 def custom_kernel(data):
