@@ -102,8 +102,8 @@ kernel_only_method       "cuda_graph": window less dispatch gaps (below); "profi
 kernel_only_window_ns    (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays behind the launch
                          gate: the call's device window, the dispatch gap before each of its kernels included
 kernel_only_nodes_per_call  kernel, copy and memset nodes per call in the captured graph
-dispatch_gap_ns          the device's dispatch gap per graph node (timing.dispatch_gap, the harness's own
-                         kernels); kernel_only_ns = window - nodes x gap
+dispatch_gap_ns          the device's dispatch gap between graph nodes (timing.dispatch_gap: the profiler's
+                         median gap between the harness's own flushes); kernel_only_ns = window - nodes x gap
 kernel_only_note         why kernel_only_ns is missing, what it fell back from, or what it still includes
 kernel_only_spread_pct   (max - min) / median of the graph replays, in percent
 launch_overhead_ns       competition mean (stats.mean) minus kernel_only_ns

@@ -196,10 +196,11 @@ def thread_count() -> int:
 # differently under graph capture.
 #
 # What a CUDA graph replay measures per call is the device's window: the kernels' durations plus the
-# device's dispatch gap before each of them (about 0.15-0.5 us per kernel on an H200, measured in
-# results/h200_timing.json). The profiler's kernel sum has no gaps, so the kernel-only figure removes
-# them: the call's device nodes (counted in the captured graph) times the device's dispatch gap
-# (``dispatch_gap``: measured once per worker on the harness's own kernels, never the submission's).
+# device's dispatch gap between consecutive graph nodes, one more per node the call adds. The
+# profiler's kernel sum has no gaps, so the kernel-only figure removes them: the call's device nodes
+# (counted in the captured graph) times the device's dispatch gap (``dispatch_gap``: what the profiler
+# sees between the harness's own flush kernels, once per worker; the submission plays no part).
+# The gap before a kernel also depends on the kernel (--verify-timing shows the remainder).
 
 FLUSH_RANGE = "harness::flush"
 CALL_RANGE = "harness::call"
@@ -299,29 +300,27 @@ def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
             "window_us": pp - pf if pp is not None and pf is not None else None}
 
 
-def dispatch_gap(device: torch.device, gate, nodes: int = 64, replays: int = 7) -> dict:
-    """How much longer each node of a CUDA graph of back-to-back kernels runs by the events than its
-    kernel's duration by the profiler: the device's dispatch gap. Measured on the harness's own kernels
-    (``nodes`` in-place adds on a 4 MiB buffer, every SM busy). Returns ``{"ns", "note"}``; never raises."""
+def dispatch_gap(device: torch.device, flush, nodes: int = 16) -> dict:
+    """The device's dispatch gap between consecutive kernel nodes of a CUDA graph: the median time the
+    profiler sees between one of the harness's L2 flushes ending and the next starting, in a graph of
+    ``nodes`` flushes. Returns ``{"ns", "note"}``; never raises."""
     if device.type != "cuda":
         return {"ns": None, "note": "not available on CPU"}
     graph = None
     try:
-        x = torch.zeros(1 << 20, device=device)
         stream = _Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
-            x.add_(1)
+            flush()
         _c_sync()
-        graph = _capture(lambda: [x.add_(1) for _ in range(nodes)], stream, None)
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        _replay_ns(graph, start, end, gate)
-        per_node = statistics.median(_replay_ns(graph, start, end, gate)[0] for _ in range(replays)) / nodes
+        graph = _capture(lambda: [flush() for _ in range(nodes)], stream, None)
+        graph.replay()
         ops = _profiled_replay(graph)
-        if len(ops) != nodes:
-            return {"ns": None, "note": f"the profiler saw {len(ops)} of the calibration graph's {nodes} kernels"}
-        kernel = statistics.fmean(e - s for s, e, _ in ops) * 1e3
-        return {"ns": per_node - kernel, "note": "", "kernel_ns": kernel, "node_ns": per_node}
+        if len(ops) < 2 or len(ops) % nodes:
+            return {"ns": None, "note": f"dispatch gap not measured: the profiler saw {len(ops)} operations "
+                                        f"in a graph of {nodes} flushes"}
+        gaps = [b[0] - a[1] for a, b in zip(ops, ops[1:])]
+        return {"ns": statistics.median(gaps) * 1e3, "note": ""}
     except Exception as exc:  # noqa: BLE001 - no profiler, no capture: the gaps stay in, and the note says so
         return {"ns": None, "note": f"dispatch gap not measured ({type(exc).__name__}: {str(exc)[:200]})"}
     finally:

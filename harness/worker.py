@@ -202,7 +202,7 @@ class Worker:
         ``poisoned``: the CUDA context broke, the worker must be replaced."""
         inputs = [self._input(i) for i in msg["inputs"]]
         if self.dispatch_gap is None:
-            self.dispatch_gap = timing.dispatch_gap(self.device, self.sampler.gate)
+            self.dispatch_gap = timing.dispatch_gap(self.device, self.sampler.flush)
         graph = timing.graph_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
                                          n=msg.get("n", 20), replays=msg.get("replays", 7), gate=self.sampler.gate,
                                          gap_ns=self.dispatch_gap.get("ns"), profile=bool(msg.get("profiler")))

@@ -81,7 +81,7 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
     sampler = timing.Sampler(device, info.l2_bytes, task.original_clear_bytes)
     fn = lambda d: d[0] @ d[1].T  # noqa: E731
     rows = []
-    gap = timing.dispatch_gap(device, sampler.gate)
+    gap = timing.dispatch_gap(device, sampler.flush)
     log(f"matmul timing: {sampler.method}; dispatch gap {gap}")
     for case in task.benchmarks:
         row = {"what": "cuBLAS bf16 A @ B.T (reference kernel)", "shape": _shape(case)}

@@ -137,7 +137,7 @@ def test_graph_kernel_time_agrees_with_the_profiler_for_cublas():
     t = load_task("mxfp4_mm")
     data = t.generate_input(t.benchmarks[-1], dev)
     sampler = timing.Sampler(dev, device_info(dev).l2_bytes, t.original_clear_bytes)
-    gap = timing.dispatch_gap(dev, sampler.gate)
+    gap = timing.dispatch_gap(dev, sampler.flush)
     assert gap["ns"] is not None and 0 < gap["ns"] < 2000, gap
     fn = lambda d: d[0] @ d[1].T  # noqa: E731
     graph = timing.graph_kernel_time(fn, [data], dev, sampler.flush, gate=sampler.gate, gap_ns=gap["ns"],
