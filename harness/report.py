@@ -76,6 +76,8 @@ def _timing_notes(result: RunResult) -> list[str]:
             lines.append(f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
                          f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
                          + (f" ({dev:+.1f}%)" if dev is not None else "")
+                         + (f", profiler window {fmt_us(x['profiler_window_ns'])} us"
+                            if x.get("profiler_window_ns") is not None else "")
                          + (f", {x['profiler_kernels_per_call']:g} kernels/call"
                             if x.get("profiler_kernels_per_call") else "")
                          + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"

@@ -95,21 +95,20 @@ class CaseResult:
 
 CASE_EXTRA_KEYS = """What ``CaseResult.extra`` may carry (all optional; informational, never ranked):
 
-kernel_only_ns           device time per call of the submission's kernels on a cold L2, without launch
-                         overhead; None when it could not be measured (then kernel_only_note says why)
-kernel_only_method       "cuda_graph": window less dispatch gaps (below); "profiler": the profiler's
-                         kernel sum of eager calls, used when graph capture failed
-kernel_only_window_ns    (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays behind the launch
-                         gate: the call's device window, the dispatch gap before each of its kernels included
+kernel_only_ns           device time per call of the submission's kernels on a cold L2, without the host's
+                         launch overhead; None when it could not be measured (then kernel_only_note says why)
+kernel_only_method       "cuda_graph": (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays
+                         behind the launch gate: the call's device window, the device's dispatch gap around
+                         each kernel included; "profiler": the profiler's kernel sum of eager calls, used
+                         when graph capture failed
 kernel_only_nodes_per_call  kernel, copy and memset nodes per call in the captured graph
-dispatch_gap_ns          the device's dispatch gap between graph nodes (timing.dispatch_gap: the profiler's
-                         median gap between the harness's own flushes); kernel_only_ns = window - nodes x gap
-kernel_only_note         why kernel_only_ns is missing, what it fell back from, or what it still includes
+kernel_only_note         why kernel_only_ns is missing or what it fell back from ("" when all went well)
 kernel_only_spread_pct   (max - min) / median of the graph replays, in percent
 launch_overhead_ns       competition mean (stats.mean) minus kernel_only_ns
 profiler_kernel_ns       --verify-timing: sum of the submission's device operation durations per call (CUPTI
                          via torch.profiler, one replay of the same two graphs, the flushes excluded)
-profiler_window_ns       --verify-timing: the same replay's window per call (block period less flush period)
+profiler_window_ns       --verify-timing: the same replay's window per call (block period less flush period):
+                         what kernel_only_ns measures, seen by the profiler
 profiler_note            why profiler_kernel_ns is missing
 kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
 profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call

@@ -417,8 +417,8 @@ class _Run:
         notes = [graph.get("note") or ""]
         if graph.get("ns") is not None:
             x.update(kernel_only_ns=graph["ns"], kernel_only_method="cuda_graph",
-                     kernel_only_spread_pct=graph.get("spread_pct"), kernel_only_window_ns=graph.get("window_ns"),
-                     kernel_only_nodes_per_call=graph.get("nodes_per_call"), dispatch_gap_ns=graph.get("gap_ns"))
+                     kernel_only_spread_pct=graph.get("spread_pct"),
+                     kernel_only_nodes_per_call=graph.get("nodes_per_call"))
         elif prof.get("ns") is not None:
             x.update(kernel_only_ns=prof["ns"], kernel_only_method="profiler")
             notes.append("fell back to the profiler's kernel sum")

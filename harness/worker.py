@@ -92,7 +92,6 @@ class Worker:
             torch.cuda.set_device(self.device)
         self.sampler = timing.Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
-        self.dispatch_gap = None    # timing.dispatch_gap's reading, taken at the first kernel-only request
         self.kernel = None
         self.slots = []     # input tuples the parent sent (op "store"), named by index
         self._baseline = integrity.snapshot(self)   # before the submission is imported
@@ -194,20 +193,15 @@ class Worker:
         return {"ok": True, "table": table, **self._integrity()}
 
     def kernel_only(self, msg) -> dict:
-        """Device time of the submission's own kernels on a cold L2, without launch overhead: CUDA
-        graphs replayed behind the launch gate, less the device's dispatch gaps
-        (``timing.graph_kernel_time``, ``timing.dispatch_gap``, measured once per worker); with
-        ``profiler`` also the profiler's kernel sum from the same graphs. The profiler's kernel sum of
-        eager calls (``timing.profiler_kernel_time``) stands in when the capture failed.
-        ``poisoned``: the CUDA context broke, the worker must be replaced."""
+        """Device time of the submission's own kernels on a cold L2, without host launch overhead: CUDA
+        graphs replayed behind the launch gate (``timing.graph_kernel_time``); with ``profiler`` also
+        the profiler's kernel sum from the same graphs. The profiler's kernel sum of eager calls
+        (``timing.profiler_kernel_time``) stands in when the capture failed. ``poisoned``: the CUDA
+        context broke, the worker must be replaced."""
         inputs = [self._input(i) for i in msg["inputs"]]
-        if self.dispatch_gap is None:
-            self.dispatch_gap = timing.dispatch_gap(self.device, self.sampler.flush)
         graph = timing.graph_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
                                          n=msg.get("n", 20), replays=msg.get("replays", 7), gate=self.sampler.gate,
-                                         gap_ns=self.dispatch_gap.get("ns"), profile=bool(msg.get("profiler")))
-        if graph.get("gap_ns") is None and self.dispatch_gap.get("note"):
-            graph["note"] = "; ".join(x for x in (graph.get("note"), self.dispatch_gap["note"]) if x)
+                                         profile=bool(msg.get("profiler")))
         reply = {"ok": True, "graph": graph, "poisoned": bool(graph.get("poisoned"))}
         if "profiler" in graph:
             reply["profiler"] = graph.pop("profiler")

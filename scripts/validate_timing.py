@@ -1,8 +1,8 @@
 """Can the harness's timings be trusted? (issue #7) One results file from one device run.
 
-(a) per shape: competition mean, the CUDA-graph window and kernel-only figure (window less the
-    dispatch gaps), the profiler's kernel sum and window from the same graphs, the deviation of
-    kernel-only from the kernel sum and the launch overhead, for a cuBLAS bf16 matmul (``A @ B.T`` on mxfp4_mm's bf16 inputs, timed in
+(a) per shape: competition mean, kernel-only (CUDA graphs behind the launch gate), the profiler's
+    kernel sum and window from the same graphs, the deviation of kernel-only from the kernel sum and
+    the launch overhead, for a cuBLAS bf16 matmul (``A @ B.T`` on mxfp4_mm's bf16 inputs, timed in
     this process with the harness's own primitives: it would fail mxfp4_mm's check, so it does not go
     through the runner) and for the example submissions through ``run_submission`` (--verify-timing);
 (b) ``--runs`` independent leaderboard runs (distinct secrets) of triton_mxfp4 on mxfp4_mm: scores,
@@ -81,8 +81,7 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
     sampler = timing.Sampler(device, info.l2_bytes, task.original_clear_bytes)
     fn = lambda d: d[0] @ d[1].T  # noqa: E731
     rows = []
-    gap = timing.dispatch_gap(device, sampler.flush)
-    log(f"matmul timing: {sampler.method}; dispatch gap {gap}")
+    log(f"matmul timing: {sampler.method}")
     for case in task.benchmarks:
         row = {"what": "cuBLAS bf16 A @ B.T (reference kernel)", "shape": _shape(case)}
         try:
@@ -92,12 +91,11 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
             samples = [sampler.per_call(fn, data)[0] for _ in range(repeats)]
             row["competition_mean_ns"] = statistics.fmean(samples)
             row["competition_median_ns"] = statistics.median(samples)
-            graph = timing.graph_kernel_time(fn, [data], device, sampler.flush, gate=sampler.gate,
-                                             gap_ns=gap["ns"], profile=True)
+            graph = timing.graph_kernel_time(fn, [data], device, sampler.flush, gate=sampler.gate, profile=True)
             prof = graph.get("profiler") or {"ns": None, "note": graph["note"]}
             row.update(kernel_only_ns=graph["ns"], kernel_only_note=graph["note"],
-                       kernel_only_spread_pct=graph.get("spread_pct"), kernel_only_window_ns=graph.get("window_ns"),
-                       kernel_only_nodes_per_call=graph.get("nodes_per_call"), dispatch_gap_ns=gap["ns"],
+                       kernel_only_spread_pct=graph.get("spread_pct"), 
+                       kernel_only_nodes_per_call=graph.get("nodes_per_call"),
                        profiler_kernel_ns=prof["ns"], profiler_note=prof["note"],
                        profiler_window_ns=prof.get("window_ns"),
                        kernel_only_vs_profiler_pct=_pct(graph["ns"], prof["ns"]),
@@ -143,8 +141,7 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
                    "competition_mean_ns": c.stats.mean if c.stats else None,
                    "competition_median_ns": c.stats.median if c.stats else None,
                    **{k: x.get(k) for k in ("kernel_only_ns", "kernel_only_method", "kernel_only_note",
-                                             "kernel_only_spread_pct", "kernel_only_window_ns",
-                                             "kernel_only_nodes_per_call", "dispatch_gap_ns",
+                                             "kernel_only_spread_pct", "kernel_only_nodes_per_call",
                                              "profiler_kernel_ns", "profiler_window_ns", "profiler_note",
                                              "kernel_only_vs_profiler_pct", "launch_overhead_ns",
                                              "profiler_kernels_per_call",
@@ -205,7 +202,7 @@ def triton_cache_walls(sub, task, device: str) -> dict:
 
 
 def _table(results: dict) -> str:
-    lines = ["", f"{'what':34} {'shape':26} {'mean':>9} {'window':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} "
+    lines = ["", f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} "
                  f"{'p-window':>9} {'kernels':>7} {'launch':>8}  (us)"]
     for row in results.get("matmul_reference", []) + results.get("submissions", []):
         if row.get("error") and "shape" not in row:
@@ -214,7 +211,7 @@ def _table(results: dict) -> str:
         f = lambda k: "-" if row.get(k) is None else f"{row[k] / 1e3:.2f}"  # noqa: E731
         dev, kernels = row.get("kernel_only_vs_profiler_pct"), row.get("profiler_kernels_per_call")
         lines.append(f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
-                     f"{f('kernel_only_window_ns'):>9} {f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
+                     f"{f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
                      f"{'-' if dev is None else f'{dev:+.1f}':>7} {f('profiler_window_ns'):>9} "
                      f"{'-' if kernels is None else f'{kernels:g}':>7} "
                      f"{f('launch_overhead_ns'):>8}")

@@ -137,14 +137,18 @@ def test_graph_kernel_time_agrees_with_the_profiler_for_cublas():
     t = load_task("mxfp4_mm")
     data = t.generate_input(t.benchmarks[-1], dev)
     sampler = timing.Sampler(dev, device_info(dev).l2_bytes, t.original_clear_bytes)
-    gap = timing.dispatch_gap(dev, sampler.flush)
-    assert gap["ns"] is not None and 0 < gap["ns"] < 2000, gap
     fn = lambda d: d[0] @ d[1].T  # noqa: E731
-    graph = timing.graph_kernel_time(fn, [data], dev, sampler.flush, gate=sampler.gate, gap_ns=gap["ns"],
-                                     profile=True)
+    graph = timing.graph_kernel_time(fn, [data], dev, sampler.flush, gate=sampler.gate, profile=True)
     prof = graph["profiler"]
     assert graph["ns"] and prof["ns"] and graph["nodes_per_call"] >= 1, graph
-    assert abs(graph["ns"] - prof["ns"]) / prof["ns"] < 0.05, graph
+    assert_window_brackets(graph["ns"], prof["ns"], prof["window_ns"])
+
+
+def assert_window_brackets(kernel_only, kernel_sum, profiler_window):
+    """The graph figure holds the kernels and the dispatch gaps around them: not (much) below the
+    profiler's kernel sum, not above the profiler's own window of the same graphs (which the
+    profiler's per-kernel overhead only lengthens)."""
+    assert 0.97 * kernel_sum <= kernel_only <= 1.03 * profiler_window, (kernel_only, kernel_sum, profiler_window)
 
 
 @pytest.mark.gpu
@@ -163,8 +167,8 @@ def test_kernel_only_agrees_with_the_profiler_on_gpu():
     if x["kernel_only_method"] == "profiler":
         assert "capture failed" in x["kernel_only_note"] and x["kernel_only_vs_profiler_pct"] is None, x
         pytest.skip(f"graph capture failed, profiler fallback used: {x['kernel_only_note']}")
-    assert x["kernel_only_method"] == "cuda_graph", x
-    assert abs(x["kernel_only_vs_profiler_pct"]) < 5.0, x
+    assert x["kernel_only_method"] == "cuda_graph" and x["kernel_only_nodes_per_call"] == x["profiler_kernels_per_call"], x
+    assert_window_brackets(x["kernel_only_ns"], x["profiler_kernel_ns"], x["profiler_window_ns"])
     assert x["launch_overhead_ns"] == pytest.approx(r.benchmark_cases()[0].stats.mean - x["kernel_only_ns"])
 
 
