@@ -63,9 +63,12 @@ def timing(doc) -> list[str]:
         mine = [r for r in within if r["what"] == what]
         devs = [abs(r["kernel_only_vs_profiler_pct"]) for r in mine]
         kernels = [r["profiler_kernels_per_call"] for r in mine if r.get("profiler_kernels_per_call")]
+        windows = [abs(100 * (r["kernel_only_ns"] - r["profiler_window_ns"]) / r["profiler_window_ns"])
+                   for r in mine if r.get("profiler_window_ns")]
         out.append(f"- kernel-only vs profiler kernel sum, {what}: max |deviation| {_f(max(devs), 1)}%"
                    + (f" ({_f(min(kernels), 0)}-{_f(max(kernels), 0)} kernels per call)" if kernels else "")
-                   + f", over {len(devs)} shapes")
+                   + f", over {len(devs)} shapes"
+                   + (f"; vs the profiler's window of the same graphs: {_f(max(windows), 1)}%" if windows else ""))
     rep = doc.get("repeatability") or {}
     if rep.get("scores_us"):
         out.append(f"- {len(rep['scores_us'])} leaderboard runs of {rep.get('submission')}: scores "
