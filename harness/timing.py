@@ -197,10 +197,10 @@ def thread_count() -> int:
 #
 # A CUDA graph replay measures the call's device window: its kernels' durations plus the device's
 # dispatch gap around each of them, which the profiler's kernel sum leaves out. The gaps depend on
-# the kernels (on an H200 from about 0 to 0.6 us per kernel: results/h200_timing.json), and neither
-# events nor a device constant separate them from the kernels (a constant taken from the profiler's
-# gaps between the harness's own kernels came out from -64 to +256 ns run to run), so the figure
-# keeps them; --verify-timing shows the kernel sum and the profiler's own window beside it.
+# the kernels (on an H200 up to about 0.5 us per kernel: results/h200_timing.json), and neither events
+# nor a device constant separate them from the kernels (the profiler's gap between the harness's own
+# flush kernels did not repeat from run to run), so the figure keeps them; --verify-timing shows the
+# kernel sum and the profiler's own window of the same graphs beside it.
 
 FLUSH_RANGE = "harness::flush"
 CALL_RANGE = "harness::call"
