@@ -121,6 +121,10 @@ def test_profiled_graph_replay_is_split_into_flushes_and_calls():
     assert "no device work" in timing.split_replay(flushes, flushes, 3)["note"]
 
 
+def test_graph_nodes_are_not_guessed_where_they_cannot_be_counted():
+    assert timing.graph_device_nodes(object()) is None          # no raw_cuda_graph (or no libcuda)
+
+
 def test_clock_warnings():
     assert clock_warnings({"sm_mhz": 1980, "throttle": []}, {"sm_mhz": 1975, "throttle": []}) == []
     assert "SM clock changed" in clock_warnings({"sm_mhz": 1980}, {"sm_mhz": 1500})[0]
