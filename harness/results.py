@@ -109,7 +109,7 @@ profiler_kernel_ns       --verify-timing: sum of the submission's device operati
                          via torch.profiler, one replay of the same two graphs, the flushes excluded)
 profiler_window_ns       --verify-timing: the same replay's window per call (block period less flush period):
                          what kernel_only_ns measures, seen by the profiler
-profiler_note            why profiler_kernel_ns is missing
+profiler_note            why profiler_kernel_ns is missing, or (eager fallback) device events it could not attribute
 kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
 profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call
 clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
