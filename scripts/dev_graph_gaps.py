@@ -47,19 +47,13 @@ GATE = None
 
 
 def events_time(g, reps=7, gate=False):
+    """Median device time of ``reps`` replays (after one more), with the harness's own primitive."""
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for _ in range(reps + 1):
-        torch.cuda.synchronize()
-        if gate:
-            assert GATE.close(cap_ns=50_000_000)
-        s.record()
-        g.replay()
-        e.record()
-        if gate:
-            GATE.open()
-        torch.cuda.synchronize()
-        out.append(s.elapsed_time(e) * 1e6)
+        ns, gated = timing._replay_ns(g, s, e, GATE if gate else None)
+        assert gated or not gate, "the launch gate did not close"
+        out.append(ns)
     return statistics.median(out[1:])
 
 
@@ -77,16 +71,9 @@ def capture(body):
 
 
 def cupti(g):
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
     g.replay()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        g.replay()
-        torch.cuda.synchronize()
-    ev = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                 if e.device_type == DeviceType.CUDA), key=lambda t: t[0])
-    return ev
+    return timing._profiled_replay(g)
 
 
 def study(name, fn_call, flush, n=20):
