@@ -147,7 +147,11 @@ class _Run:
         shutil.copyfile(self.path, sub_copy)
         compat = str(self.task.compat_dir)   # used in place: its modules find tasks/_compat_common beside it
         triton_cache = self.opt.triton_cache_dir or os.path.join(self.tmp, "triton-cache")
-        env = {"HOME": self.tmp, "TRITON_CACHE_DIR": triton_cache,
+        # Caches and temporary files stay inside the run's own directory: writable after the drop to
+        # 'nobody' (torch.compile's default cache is /tmp/torchinductor_<$USER>, the harness's user) and
+        # never shared with another submission.
+        env = {"HOME": self.tmp, "TMPDIR": self.tmp, "TRITON_CACHE_DIR": triton_cache,
+               "TORCHINDUCTOR_CACHE_DIR": os.path.join(self.tmp, "inductor-cache"),
                "PYTHONDONTWRITEBYTECODE": "1"}
         if not self.gpu:
             env["TRITON_INTERPRET"] = "1"   # Triton kernels run under Triton's interpreter on the CPU

@@ -10,6 +10,7 @@ host's time to launch a graph of hundreds of nodes is in the figure; event nodes
 add a few microseconds per call (no use for timing).
 """
 import argparse
+import datetime
 import importlib.util
 import json
 import statistics
@@ -113,7 +114,7 @@ def study(name, fn_call, flush, n=20):
          "cupti_gaps_first_block_ns": [g * 1e3 for g in gaps[:per_block]],
          "cupti_flush_gap_median_ns": statistics.median(flush_gaps) * 1e3 if flush_gaps else None,
          "cupti_flush_ns": statistics.mean(b - a for a, b, _ in ev_f) * 1e3,
-         "names": names}
+         "names": names, "durations_first_block_ns": [(b - a) * 1e3 for a, b, _ in ev_p[:per_block]]}
     try:
         r["inner_ns"] = inner_events(fn_call, flush, n)
         r["inner_dev_pct"] = 100 * (r["inner_ns"] - r["cupti_sum_ns"]) / r["cupti_sum_ns"]
@@ -155,21 +156,31 @@ def inner_events(fn_call, flush, n=20):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
+    p.add_argument("--only", nargs="*", metavar="FILE:TASK:IDX",
+                   help="study only these submission files on these benchmark indices (e.g. "
+                        "submissions/torch_mxfp4.py:mxfp4_mm:0); default: the built-in list, the spin "
+                        "kernel and cuBLAS")
     args = p.parse_args()
     dev = torch.device("cuda")
     flush = timing.L2Flusher(dev, device_info(dev).l2_bytes)
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "rows": []}
+    out = {"device": torch.cuda.get_device_name(), "driver": device_info(dev).driver,
+           "torch": torch.__version__, "triton": triton.__version__,
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "argv": sys.argv[1:], "rows": []}
     global GATE
     from harness.gate import LaunchGate
     GATE, why = LaunchGate.create(dev, 50e6)
     assert GATE, why
     x = torch.zeros(16, device=dev)
-    out["rows"].append(study("spin 8000 x1", lambda: _spin[(1,)](x, 8000), flush))
     mx, nv = load_task("mxfp4_mm"), load_task("nvfp4_gemm")
-    for sub, task, idx in (("torch_mxfp4", mx, [0]), ("triton_mxfp4", mx, [0, 2]),
-                           ("gluon", mx, [0, 3]), ("triton_nvfp4", nv, [2])):
-        fn = load(ROOT / "submissions" / f"{sub}.py")
+    todo = [(ROOT / "submissions" / f"{sub}.py", task, idx) for sub, task, idx in (
+        ("torch_mxfp4", mx, [0]), ("triton_mxfp4", mx, [0, 2]), ("gluon", mx, [0, 3]), ("triton_nvfp4", nv, [2]))]
+    if args.only:
+        todo = [(Path(f), load_task(t), [int(i)]) for f, t, i in (o.split(":") for o in args.only)]
+    else:
+        out["rows"].append(study("spin 8000 x1", lambda: _spin[(1,)](x, 8000), flush))
+    for path, task, idx in todo:
+        fn, sub = load(path), Path(path).stem
         for i in idx:
             case = task.benchmarks[i]
             data = task.generate_input(case, dev)
@@ -179,7 +190,7 @@ def main():
             except Exception as exc:  # noqa: BLE001
                 out["rows"].append({"name": f"{sub} {case}", "error": repr(exc)[:300]})
             Path(args.out).write_text(json.dumps(out, indent=1))
-    for i in (0, 2):
+    for i in () if args.only else (0, 2):
         data = mx.generate_input(mx.benchmarks[i], dev)
         out["rows"].append(study(f"cublas {mx.benchmarks[i]}", lambda data=data: data[0] @ data[1].T, flush))
     Path(args.out).write_text(json.dumps(out, indent=1))

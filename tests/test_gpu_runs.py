@@ -29,3 +29,37 @@ def test_leaderboard_on_gpu_checks_every_timed_output(sub, task):
     assert r.score_us is not None
     for c in r.benchmark_cases():
         assert c.sol is not None and c.sol.time_ns and c.sol.bound in ("memory", "compute", "launch")
+
+
+def test_torch_compile_submission_runs_as_nobody(tmp_path):
+    """torch.compile (Inductor) in a worker dropped to 'nobody', while the harness's own user already
+    owns torch.compile's default cache directory (/tmp/torchinductor_<user>, as after any earlier run
+    as that user): the run's own cache directory must be used, or Inductor fails with EACCES."""
+    import getpass
+    import tempfile
+    import textwrap
+
+    from harness.runner import _privilege_drop_possible
+    if not _privilege_drop_possible():
+        pytest.skip("the harness drops to 'nobody' only when run as root with a world-readable environment")
+    Path(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}").mkdir(mode=0o755, exist_ok=True)
+    src = (ROOT / "submissions" / "torch_mxfp4.py").read_text().replace("def custom_kernel(", "def _eager(")
+    sub = tmp_path / "compiled.py"
+    sub.write_text(src + textwrap.dedent("""
+
+        _compiled = None
+
+
+        def _mm(a, b_q, scale_sh):
+            return (_quant_dequant_a(a) @ _decode_b(b_q, scale_sh).T).to(torch.bfloat16)
+
+
+        def custom_kernel(data):
+            global _compiled
+            if _compiled is None:
+                _compiled = torch.compile(_mm)
+            a, _b, b_q, _b_shuffle, scale_sh = data   # Inductor takes no fp4 / e8m0 tensors: uint8 views
+            return _compiled(a, b_q.view(torch.uint8), scale_sh.view(torch.uint8))
+    """))
+    r = run_submission(sub, MXFP4_SMALL, "test", RunOptions(device="cuda", drop_privileges=True))
+    assert r.verdict == PASS, r.message

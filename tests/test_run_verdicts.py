@@ -177,3 +177,27 @@ def test_a_timing_reply_must_carry_what_was_asked():
         with pytest.raises(WorkerFailure) as err:
             _check_timing_reply(bad, 2, 2)
         assert err.value.verdict == REJECTED
+
+
+def test_submission_caches_and_temp_files_stay_in_its_run_directory(tmp_path):
+    """HOME, TMPDIR, Triton's and torch.compile's caches all point into the run's private directory
+    (writable after the drop to 'nobody', never shared with another submission)."""
+    src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
+    sub = tmp_path / "env_probe.py"
+    sub.write_text(src + """
+
+import os
+import tempfile
+
+
+def custom_kernel(data):
+    home = os.environ["HOME"]
+    for var in ("TMPDIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+        if not os.environ[var].startswith(home):
+            raise RuntimeError(f"{var}={os.environ[var]} is outside HOME={home}")
+    if os.path.realpath(tempfile.gettempdir()) != os.path.realpath(home):
+        raise RuntimeError(f"tempfile.gettempdir() is {tempfile.gettempdir()}, not {home}")
+    return _correct_kernel(data)
+""")
+    r = _run(sub)
+    assert r.verdict == PASS, r.message
