@@ -39,3 +39,9 @@ def gate_kernel(count_ptr, open_ptr, started_ptr, release_ptr, seq, nblocks, cap
         tl.atomic_xchg(open_ptr, seq, sem="release", scope="gpu")
     else:
         _wait(open_ptr, seq, t0, cap_ns)
+
+
+@triton.jit(do_not_specialize=["slot"])
+def stamp_kernel(ptr, slot):
+    """Writes the device's global timer (ns) to ``ptr[slot]``: the sampler's own clock, beside the events."""
+    tl.store(ptr + slot, _now())

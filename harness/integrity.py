@@ -65,7 +65,7 @@ def _namespaces(worker) -> dict:
         "JSONEncoder": _static_attrs(json.JSONEncoder),
         "torch.Tensor": _static_attrs(torch.Tensor),
         "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
-        "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush", "gate")},
+        "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in ("start", "end", "flush", "gate", "_stamp", "_stamps")},
         "worker.conn": dict(vars(worker.conn)),
         # the launch gate's settings (its cap bounds the host time hidden); only the sequence moves
         "worker.sampler.gate": {k: v for k, v in vars(gate_obj).items() if k != "_seq"} if gate_obj else {},

@@ -1,8 +1,9 @@
 """Is a measured case believable? Pure functions on its samples (no device, no submission).
 
-- ``implausible``: a reason the time cannot be honest: below the physical floor of the device, or host
-  wall time far above the event time (work escaped the events: another stream, a thread). In ranked
-  runs such a case is rejected; otherwise it is a warning.
+- ``implausible``: a reason the time cannot be honest: below the physical floor of the device, the
+  device's own clock seeing more time around the call than the events (the events were re-recorded or
+  moved), or host wall time far above the event time (work escaped the events: another stream, a
+  thread). In ranked runs such a case is rejected; otherwise it is a warning.
 - ``noise_warnings``: why a figure may not be reliable, and what to do.
 """
 from __future__ import annotations
@@ -11,12 +12,33 @@ from harness.results import Stats
 
 ESCAPE_MIN_NS = 20e3          # wall-minus-event beyond the calibrated gap that always counts as escaped work
 ESCAPE_FRACTION = 0.5         # ... or beyond this fraction of the median sample, whichever is larger
+# The device clock's window around the events (gated samples) is free of host jitter: tighter limits.
+MOVED_MIN_NS = 3e3
+MOVED_FRACTION = 0.05
 
 
-def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool) -> str | None:
+def device_clock_excess_ns(stats: Stats, windows_ns, window_gap_ns: float | None) -> float | None:
+    """Median over the samples of (device clock window - event time), less the honest calibration;
+    about 0 for an honest call. None without a calibration or with windows for half the samples or fewer."""
+    pairs = [(w, s) for w, s in zip(windows_ns, stats.samples_ns) if w is not None]
+    if window_gap_ns is None or len(pairs) * 2 <= len(stats.samples_ns):
+        return None
+    return sorted(w - s for w, s in pairs)[len(pairs) // 2] - window_gap_ns
+
+
+def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool,
+                windows_ns=(), window_gap_ns: float | None = None) -> str | None:
+    """``windows_ns``: per sample, the device clock's time from just before the start event to just
+    after the end event (None where not read); ``window_gap_ns``: what it exceeds the events by for an
+    honest trivial call, measured before the submission was imported."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
                 "(datasheet bandwidth and matrix peak): impossible, so not ranked")
+    excess = device_clock_excess_ns(stats, windows_ns, window_gap_ns) if gpu else None
+    if excess is not None:
+        if excess > max(MOVED_MIN_NS, MOVED_FRACTION * stats.median):
+            return (f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
+                    "the events were re-recorded or moved, not the work timed")
     if gpu and walls_ns:
         gaps = sorted(w - s for w, s in zip(walls_ns, stats.samples_ns))
         escaped = gaps[len(gaps) // 2] - gap_ns

@@ -112,6 +112,10 @@ profiler_window_ns       --verify-timing: the same replay's window per call (blo
 profiler_note            why profiler_kernel_ns is missing, or (eager fallback) device events it could not attribute
 kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
 profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call
+device_clock_excess_ns   GPU behind the launch gate: median per call of (the device clock's window from just
+                         before the start event to just after the end event - the event time), less the same
+                         for an honest trivial call; about 0 when the events were left alone (above
+                         plausibility.MOVED_MIN_NS the case is rejected in ranked runs). None when not read
 clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
                          sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
 profile_table            profile mode: the torch profiler's table

@@ -123,6 +123,7 @@ class _Run:
         self.memory_limit = 0
         self.measured_peaks = sol.load_measured()
         self.phases: dict[str, float] = {}
+        self.gap_ns, self.window_gap_ns = 0.0, None     # the worker's calibration (see _start_worker)
         self.clocks = ClockReader(self.device) if self.gpu else None
         self.kernel_only_off = None if options.kernel_only else "turned off (--no-kernel-only)"
 
@@ -325,7 +326,7 @@ class _Run:
         if not header.get("ok") or self._guard(header):
             return self._ended(result, header)
 
-        samples, walls, gap, started, index = [], [], 0.0, time.monotonic(), 0
+        samples, walls, windows, started, index = [], [], [], time.monotonic(), 0
         chunk_warmup_ms = 20 if self.gpu else 0
         passed_fixed = []
         result.extra["clocks_before"] = self._read_clocks()
@@ -363,19 +364,19 @@ class _Run:
                                else self._check_fixed(privates[idx], out, passed_fixed))
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self._finish_case(result, samples + header["samples_ns"], walls, gap)
+                    return self._finish_case(result, samples + header["samples_ns"], walls, windows)
             samples += header["samples_ns"]
             walls += header["wall_ns"]
+            windows += header["window_ns"]
             if header.get("gate_misses") and GATE_MISSED not in self.warnings:
                 self.warnings.append(GATE_MISSED)
-            gap = header.get("gap_ns", 0.0)
             stats = Stats.from_samples(samples)
             if len(samples) >= self.opt.min_runs and (
                     stats.relative_error < self.opt.target_rel_err or sum(samples) > max_time_ns
                     or time.monotonic() - started > wall_cap or len(samples) >= max_repeats):
                 break
         result.extra["clocks_after"] = self._read_clocks()
-        result = self._finish_case(result, samples, walls, gap)
+        result = self._finish_case(result, samples, walls, windows)
         if result.verdict == PASS:
             result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
             self._kernel_only(result, [0] if per_call else items, deadline)
@@ -444,14 +445,22 @@ class _Run:
                                       "runs the remaining cases, without kernel-only figures")
             self._replace_worker(deadline, "a CUDA graph capture broke the worker's CUDA context")
 
+    def _start_worker(self, deadline: float) -> None:
+        """Starts the worker and keeps its calibration, sent before the submission is imported."""
+        with self.phase("worker_start"):
+            ready = self.sup.start(deadline) or {}
+        gap, window_gap = ready.get("gap_ns"), ready.get("window_gap_ns")
+        self.gap_ns = float(gap) if isinstance(gap, (int, float)) and math.isfinite(gap) else 0.0
+        self.window_gap_ns = (float(window_gap) if isinstance(window_gap, (int, float)) and math.isfinite(window_gap)
+                              else None)
+
     def _replace_worker(self, deadline: float, why: str) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
         self.kernel_only_off = f"not measured: {why} in an earlier case"
         self.warnings.append(f"{why}; the worker was restarted and kernel-only figures are off for later cases")
         self.sup.stop()
         self.sup = Supervisor(self.cfg, self.memory_limit)
-        with self.phase("worker_start"):
-            self.sup.start(deadline)
+        self._start_worker(deadline)
         header, _ = self._request("import", {"op": "load"}, deadline, "re-importing the submission")
         if not header.get("ok"):
             raise WorkerFailure(ERROR, f"the submission could not be re-imported: {header.get('error', '?')}")
@@ -468,7 +477,7 @@ class _Run:
             result.stats = Stats.from_samples(samples)
         return result
 
-    def _finish_case(self, result: CaseResult, samples, walls, gap) -> CaseResult:
+    def _finish_case(self, result: CaseResult, samples, walls, windows) -> CaseResult:
         if not samples:
             return result
         stats = result.stats = Stats.from_samples(samples)
@@ -477,8 +486,12 @@ class _Run:
                                         self.measured_peaks)
         if result.verdict != PASS:
             return result
-        reason = plausibility.implausible(stats, walls, gap, sol.physical_floor_ns(self.info.name, nbytes, flops),
-                                          self.gpu)
+        if self.gpu:
+            result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(stats, windows,
+                                                                                     self.window_gap_ns)
+        reason = plausibility.implausible(stats, walls, self.gap_ns,
+                                          sol.physical_floor_ns(self.info.name, nbytes, flops), self.gpu,
+                                          windows, self.window_gap_ns)
         if reason and self.leaderboard:
             result.verdict, result.message = REJECTED, reason
             return result
@@ -536,8 +549,7 @@ class _Run:
             first = task.ranked_timeout if self.leaderboard else (
                 task.benchmark_timeout if self.mode in ("benchmark", "profile") else task.test_timeout)
             deadline = self._deadline(first)
-            with self.phase("worker_start"):
-                self.sup.start(deadline)
+            self._start_worker(deadline)
             header, _ = self._request("import", {"op": "load"}, deadline, "importing the submission")
             result.timing_method = str(header.get("timing_method", ""))[:300]
             self.gated = header.get("gated") is True
@@ -639,10 +651,12 @@ class _Run:
 def _check_timing_reply(header: dict, n_samples: int, n_outputs: int) -> None:
     """A timing reply carries exactly the samples and outputs asked for; anything else is a forgery
     (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
-    samples, walls = header.get("samples_ns"), header.get("wall_ns")
-    numbers = samples + walls if isinstance(samples, list) and isinstance(walls, list) else None
-    if numbers is None or len(samples) != n_samples or len(walls) != n_samples or \
+    samples, walls, windows = header.get("samples_ns"), header.get("wall_ns"), header.get("window_ns")
+    lists = (samples, walls, windows)
+    numbers = samples + walls if all(isinstance(x, list) for x in lists) else None
+    if numbers is None or any(len(x) != n_samples for x in lists) or \
             not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers) or \
+            not all(w is None or isinstance(w, (int, float)) and math.isfinite(w) for w in windows) or \
             len(header.get("outputs") or []) != n_outputs:
         raise WorkerFailure(REJECTED, "a timing reply that does not match its request (samples or outputs "
                                       "missing or malformed): the submission wrote into the harness's channel")

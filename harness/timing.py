@@ -15,7 +15,10 @@ same with :class:`harness.gate.LaunchGate`, which also keeps other streams from 
 launch time is measured (``Sampler.method`` says which).
 On the CPU the same protocols run with a host clock.
 Every sample also records the host wall time from the moment the GPU may run the call to the
-device-wide synchronize after it, which bounds work that escapes the events (another stream, a thread).
+device-wide synchronize after it, which bounds work that escapes the events (another stream, a thread),
+and, behind the gate, the device clock's own window around the events (two one-thread kernels read
+``%globaltimer`` just before the start event and just after the end event): events a submission
+re-records or moves no longer match it.
 """
 from __future__ import annotations
 
@@ -91,6 +94,7 @@ class Sampler:
         self.device = device
         self.flush = L2Flusher(device, l2_bytes)
         self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
+        self.window_ns, self.window_gap_ns, self._stamp = None, None, None
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
             self.end = _Event(enable_timing=True)
@@ -101,6 +105,24 @@ class Sampler:
                 self.method = (f"launch gate: up to {hide_ns / 1e3:.0f} us of host time hidden per sample, like "
                                f"the original's {hide_bytes / 2**30:.2f} GiB L2 clear; other streams held back"
                                if self.gate else f"strict (launch gate unavailable: {why})")
+            if self.gate is not None:
+                self._stamps = torch.zeros(2, dtype=torch.int64, device=device)
+                try:
+                    from harness.gate_kernel import stamp_kernel
+                    stamp_kernel[(1,)](self._stamps, 0, num_warps=1)   # compiles it now, outside any sample
+                    _c_sync()
+                    self._stamp = stamp_kernel
+                except Exception:  # noqa: BLE001 - no device clock check; the wall-time check remains
+                    self._stamp = None
+
+    def _device_window(self, host_ns: int) -> float | None:
+        """The device clock's time from just before the start event to just after the end event, read
+        after a gated sample; None where the gate may have opened by itself (cap reached) before the
+        host enqueued everything, since the device then also waited for the host."""
+        if self._stamp is None or host_ns > 0.8 * self.gate.cap_ns - 10e3:
+            return None
+        t0, t1 = self._stamps.tolist()
+        return float(t1 - t0)
 
     def _flush_ns(self) -> float:
         """Median device time of one L2 flush."""
@@ -137,17 +159,24 @@ class Sampler:
     def _timed(self, body):
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
         self.flush()
+        self.window_ns = None
         if self.gate is not None:
             if self.gate.close():
+                host0 = _perf_counter_ns()
                 try:
+                    if self._stamp is not None:
+                        self._stamp[(1,)](self._stamps, 0, num_warps=1)
                     _event_record(self.start)
                     result = body()
                     _event_record(self.end)
+                    if self._stamp is not None:
+                        self._stamp[(1,)](self._stamps, 1, num_warps=1)
                 finally:
                     wall0 = _perf_counter_ns()
                     self.gate.open()
                 _c_sync()
                 wall = _perf_counter_ns() - wall0
+                self.window_ns = self._device_window(wall0 - host0)
                 return _event_elapsed(self.start, self.end) * 1e6, wall, result
             self.gate_misses += 1       # the GPU was not free for it: this sample is strict
         synchronize(self.device)
@@ -175,14 +204,23 @@ class Sampler:
             for data in inputs:
                 self.touch(data)
         ns, wall, outs = self._timed(lambda: [fn(d) for d in inputs])
+        if self.window_ns is not None:
+            self.window_ns /= len(inputs)
         return ns / len(inputs), wall / len(inputs), outs
 
     def calibrate(self, n: int = 20) -> float:
         """Median host-wall minus device time of a trivial honest call: the gap every sample carries
         even when no work escapes the events."""
         x = torch.zeros(16, device=self.device)
-        gaps = sorted(w - d for d, w, _ in (self.per_call(lambda t: t.add_(1), x) for _ in range(n)))
-        return float(gaps[len(gaps) // 2])
+        gaps, window_gaps = [], []
+        for _ in range(n):
+            d, w, _ = self.per_call(lambda t: t.add_(1), x)
+            gaps.append(w - d)
+            if self.window_ns is not None:
+                window_gaps.append(self.window_ns - d)
+        # the same for the device clock: what it sees beyond the events around an honest call
+        self.window_gap_ns = statistics.median(window_gaps) if len(window_gaps) > n // 2 else None
+        return float(sorted(gaps)[len(gaps) // 2])
 
 
 def thread_count() -> int:

@@ -158,20 +158,22 @@ class Worker:
         inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
         touch = bool(msg.get("touch"))
         self.sampler.heat(msg.get("heat_ms", 0))
-        samples, walls, snapshots = [], [], []
+        samples, walls, windows, snapshots = [], [], [], []
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
             samples.append(ns)
             walls.append(wall)
+            windows.append(self.sampler.window_ns)
             snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
         else:
             for i, data in enumerate(inputs):
                 ns, wall, out = self.sampler.per_call(self.kernel, data, touch)
                 samples.append(ns)
                 walls.append(wall)
+                windows.append(self.sampler.window_ns)
                 if i in returned:
                     snapshots.append(_snapshot(out))
-        self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "gap_ns": self.gap_ns,
+        self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "window_ns": windows,
                             "gate_misses": self.sampler.gate_misses},
                            snapshots)
 
@@ -237,7 +239,10 @@ def _snapshot(out):
 def worker_main(conn, cfg: WorkerConfig) -> None:
     _isolate(cfg)
     worker = Worker(cfg, conn)
-    protocol.send(conn, {"ok": True, "ready": True, "pid": os.getpid()})
+    # the calibration goes out before the submission is imported: the parent keeps these figures, so
+    # a submission that changes them in the worker changes nothing
+    protocol.send(conn, {"ok": True, "ready": True, "pid": os.getpid(), "gap_ns": worker.gap_ns,
+                         "window_gap_ns": worker.sampler.window_gap_ns})
     while True:
         try:
             msg = protocol.receive_from_parent(conn)

@@ -27,3 +27,18 @@ def test_noise_warnings_name_the_problem():
     tiny = Stats.from_samples([3e3] * 10)
     assert any("launch overhead" in w for w in noise_warnings(tiny, gpu=True, strict_per_call=True))
     assert noise_warnings(tiny, gpu=True, strict_per_call=False) == []
+
+
+def test_events_moved_against_the_device_clock_are_caught():
+    """A submission that re-records the start event after its work: the events shrink to ~1 us, the
+    device clock's window around them (two harness kernels) still holds the work."""
+    honest = Stats.from_samples([30e3] * 20)
+    honest_windows = [30e3 + 1.5e3] * 20                  # the stamp kernels' own ~1.5 us
+    assert implausible(honest, [], 0.0, None, True, honest_windows, window_gap_ns=1.5e3) is None
+    moved = Stats.from_samples([1e3] * 20)
+    assert "re-recorded" in implausible(moved, [], 0.0, None, True, [31.5e3] * 20, window_gap_ns=1.5e3)
+    # under the limit (3 us, or 5% of the time): jitter, not a finding
+    assert implausible(honest, [], 0.0, None, True, [30e3 + 1.5e3 + 1.4e3] * 20, window_gap_ns=1.5e3) is None
+    # no calibration, or windows for too few samples (gate opened by itself): no verdict from them
+    assert implausible(moved, [], 0.0, None, True, [31.5e3] * 20, window_gap_ns=None) is None
+    assert implausible(moved, [], 0.0, None, True, [31.5e3] * 5 + [None] * 15, window_gap_ns=1.5e3) is None

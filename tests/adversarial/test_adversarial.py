@@ -587,7 +587,8 @@ def custom_kernel(data):
 @pytest.mark.gpu
 def test_gpu_rerecording_the_start_event_is_caught(cheat):
     """Find the harness's start event (gc) and record it again after the work: the event time shrinks,
-    the host wall time does not -> rejected (gap or physical floor)."""
+    the device clock's window around the events does not -> rejected. (The torch example's work on the
+    small task is under the wall check's 20 us: it passed that check alone on the H200.)"""
     body = """
 import gc
 from harness.timing import Sampler
@@ -598,7 +599,7 @@ def custom_kernel(data):
     return out
 """
     r = run(cheat(body), device="cuda", max_repeats=20)
-    assert r.verdict == REJECTED, r.message
+    assert r.verdict == REJECTED and "re-recorded" in r.message, r.message
 
 
 @pytest.mark.gpu
