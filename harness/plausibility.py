@@ -12,31 +12,38 @@ from harness.results import Stats
 
 ESCAPE_MIN_NS = 20e3          # wall-minus-event beyond the calibrated gap that always counts as escaped work
 ESCAPE_FRACTION = 0.5         # ... or beyond this fraction of the median sample, whichever is larger
-# The device clock's window around the events (gated samples) is free of host jitter: tighter limits.
+# The device clock's window around the events (gated samples) is free of host jitter: tighter limits
+# where the gate held for most samples; where it opened by itself (host time past its cap) the window
+# also holds the host's launch of the second timestamp kernel, and the wall check's limit applies.
 MOVED_MIN_NS = 3e3
 MOVED_FRACTION = 0.05
 
 
-def device_clock_excess_ns(stats: Stats, windows_ns, window_gap_ns: float | None) -> float | None:
-    """Median over the samples of (device clock window - event time), less the honest calibration;
-    about 0 for an honest call. None without a calibration or with windows for half the samples or fewer."""
-    pairs = [(w, s) for w, s in zip(windows_ns, stats.samples_ns) if w is not None]
-    if window_gap_ns is None or len(pairs) * 2 <= len(stats.samples_ns):
+def device_clock_excess_ns(stats: Stats, windows_ns, held, window_gap_ns: dict) -> float | None:
+    """Median over the samples of (device clock window - event time - the honest calibration for the
+    sample's regime, the gate held or opened by itself); about 0 for an honest call. None without
+    windows and calibrations for more than half the samples."""
+    excess = [w - s - window_gap_ns.get("held" if h else "opened")
+              for w, s, h in zip(windows_ns, stats.samples_ns, held)
+              if w is not None and window_gap_ns.get("held" if h else "opened") is not None]
+    if len(excess) * 2 <= len(stats.samples_ns):
         return None
-    return sorted(w - s for w, s in pairs)[len(pairs) // 2] - window_gap_ns
+    return sorted(excess)[len(excess) // 2]
 
 
 def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool,
-                windows_ns=(), window_gap_ns: float | None = None) -> str | None:
+                windows_ns=(), held=(), window_gap_ns: dict | None = None) -> str | None:
     """``windows_ns``: per sample, the device clock's time from just before the start event to just
-    after the end event (None where not read); ``window_gap_ns``: what it exceeds the events by for an
-    honest trivial call, measured before the submission was imported."""
+    after the end event (None where not read); ``held``: per sample, whether the launch gate held
+    until the host had enqueued everything; ``window_gap_ns``: {"held", "opened"}: what the window
+    exceeds the events by for an honest trivial call in each case, measured before the import."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
                 "(datasheet bandwidth and matrix peak): impossible, so not ranked")
-    excess = device_clock_excess_ns(stats, windows_ns, window_gap_ns) if gpu else None
+    excess = device_clock_excess_ns(stats, windows_ns, held, window_gap_ns or {}) if gpu else None
     if excess is not None:
-        if excess > max(MOVED_MIN_NS, MOVED_FRACTION * stats.median):
+        limit = MOVED_MIN_NS if sum(map(bool, held)) * 2 > len(stats.samples_ns) else ESCAPE_MIN_NS
+        if excess > max(limit, MOVED_FRACTION * stats.median):
             return (f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
                     "the events were re-recorded or moved, not the work timed")
     if gpu and walls_ns:

@@ -115,7 +115,8 @@ profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets)
 device_clock_excess_ns   GPU behind the launch gate: median per call of (the device clock's window from just
                          before the start event to just after the end event - the event time), less the same
                          for an honest trivial call; about 0 when the events were left alone (above
-                         plausibility.MOVED_MIN_NS the case is rejected in ranked runs). None when not read
+                         3 us, or 20 us where the gate opened by itself for most samples, the case is
+                         rejected in ranked runs: plausibility.implausible). None when not read
 clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
                          sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
 profile_table            profile mode: the torch profiler's table

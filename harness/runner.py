@@ -123,7 +123,7 @@ class _Run:
         self.memory_limit = 0
         self.measured_peaks = sol.load_measured()
         self.phases: dict[str, float] = {}
-        self.gap_ns, self.window_gap_ns = 0.0, None     # the worker's calibration (see _start_worker)
+        self.gap_ns, self.window_gap_ns = 0.0, {}       # the worker's calibration (see _start_worker)
         self.clocks = ClockReader(self.device) if self.gpu else None
         self.kernel_only_off = None if options.kernel_only else "turned off (--no-kernel-only)"
 
@@ -326,7 +326,7 @@ class _Run:
         if not header.get("ok") or self._guard(header):
             return self._ended(result, header)
 
-        samples, walls, windows, started, index = [], [], [], time.monotonic(), 0
+        samples, walls, windows, held, started, index = [], [], [], [], time.monotonic(), 0
         chunk_warmup_ms = 20 if self.gpu else 0
         passed_fixed = []
         result.extra["clocks_before"] = self._read_clocks()
@@ -364,10 +364,11 @@ class _Run:
                                else self._check_fixed(privates[idx], out, passed_fixed))
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self._finish_case(result, samples + header["samples_ns"], walls, windows)
+                    return self._finish_case(result, samples + header["samples_ns"], walls, windows, held)
             samples += header["samples_ns"]
             walls += header["wall_ns"]
             windows += header["window_ns"]
+            held += header["gate_held"]
             if header.get("gate_misses") and GATE_MISSED not in self.warnings:
                 self.warnings.append(GATE_MISSED)
             stats = Stats.from_samples(samples)
@@ -376,7 +377,7 @@ class _Run:
                     or time.monotonic() - started > wall_cap or len(samples) >= max_repeats):
                 break
         result.extra["clocks_after"] = self._read_clocks()
-        result = self._finish_case(result, samples, walls, windows)
+        result = self._finish_case(result, samples, walls, windows, held)
         if result.verdict == PASS:
             result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
             self._kernel_only(result, [0] if per_call else items, deadline)
@@ -449,10 +450,11 @@ class _Run:
         """Starts the worker and keeps its calibration, sent before the submission is imported."""
         with self.phase("worker_start"):
             ready = self.sup.start(deadline) or {}
-        gap, window_gap = ready.get("gap_ns"), ready.get("window_gap_ns")
-        self.gap_ns = float(gap) if isinstance(gap, (int, float)) and math.isfinite(gap) else 0.0
-        self.window_gap_ns = (float(window_gap) if isinstance(window_gap, (int, float)) and math.isfinite(window_gap)
-                              else None)
+        def number(x):
+            return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+        self.gap_ns = number(ready.get("gap_ns")) or 0.0
+        window_gap = ready.get("window_gap_ns") if isinstance(ready.get("window_gap_ns"), dict) else {}
+        self.window_gap_ns = {regime: number(window_gap.get(regime)) for regime in ("held", "opened")}
 
     def _replace_worker(self, deadline: float, why: str) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -477,7 +479,7 @@ class _Run:
             result.stats = Stats.from_samples(samples)
         return result
 
-    def _finish_case(self, result: CaseResult, samples, walls, windows) -> CaseResult:
+    def _finish_case(self, result: CaseResult, samples, walls, windows, held) -> CaseResult:
         if not samples:
             return result
         stats = result.stats = Stats.from_samples(samples)
@@ -487,11 +489,11 @@ class _Run:
         if result.verdict != PASS:
             return result
         if self.gpu:
-            result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(stats, windows,
-                                                                                     self.window_gap_ns)
+            result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(
+                stats, windows, held, self.window_gap_ns)
         reason = plausibility.implausible(stats, walls, self.gap_ns,
                                           sol.physical_floor_ns(self.info.name, nbytes, flops), self.gpu,
-                                          windows, self.window_gap_ns)
+                                          windows, held, self.window_gap_ns)
         if reason and self.leaderboard:
             result.verdict, result.message = REJECTED, reason
             return result
@@ -651,12 +653,13 @@ class _Run:
 def _check_timing_reply(header: dict, n_samples: int, n_outputs: int) -> None:
     """A timing reply carries exactly the samples and outputs asked for; anything else is a forgery
     (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
-    samples, walls, windows = header.get("samples_ns"), header.get("wall_ns"), header.get("window_ns")
-    lists = (samples, walls, windows)
+    samples, walls, windows, held = (header.get(k) for k in ("samples_ns", "wall_ns", "window_ns", "gate_held"))
+    lists = (samples, walls, windows, held)
     numbers = samples + walls if all(isinstance(x, list) for x in lists) else None
     if numbers is None or any(len(x) != n_samples for x in lists) or \
             not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers) or \
             not all(w is None or isinstance(w, (int, float)) and math.isfinite(w) for w in windows) or \
+            not all(isinstance(h, bool) for h in held) or \
             len(header.get("outputs") or []) != n_outputs:
         raise WorkerFailure(REJECTED, "a timing reply that does not match its request (samples or outputs "
                                       "missing or malformed): the submission wrote into the harness's channel")

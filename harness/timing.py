@@ -94,7 +94,8 @@ class Sampler:
         self.device = device
         self.flush = L2Flusher(device, l2_bytes)
         self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
-        self.window_ns, self.window_gap_ns, self._stamp = None, None, None
+        self.window_ns, self.window_held, self._stamp, self._closing_cap = None, False, None, None
+        self.window_gap_ns = {"held": None, "opened": None}   # set by calibrate()
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
             self.end = _Event(enable_timing=True)
@@ -115,14 +116,16 @@ class Sampler:
                 except Exception:  # noqa: BLE001 - no device clock check; the wall-time check remains
                     self._stamp = None
 
-    def _device_window(self, host_ns: int) -> float | None:
-        """The device clock's time from just before the start event to just after the end event, read
-        after a gated sample; None where the gate may have opened by itself (cap reached) before the
-        host enqueued everything, since the device then also waited for the host."""
-        if self._stamp is None or host_ns > 0.8 * self.gate.cap_ns - 10e3:
-            return None
+    def _device_window(self, host_ns: int) -> None:
+        """Sets ``window_ns``: the device clock's time from just before the start event to just after
+        the end event, read after a gated sample; and ``window_held``: whether the gate surely held
+        until the host had enqueued everything. Where it may have opened by itself (host time near its
+        cap) the window also holds the host's launch of the second timestamp kernel, a few us."""
+        if self._stamp is None:
+            return
         t0, t1 = self._stamps.tolist()
-        return float(t1 - t0)
+        cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
+        self.window_ns, self.window_held = float(t1 - t0), host_ns <= 0.8 * cap - 10e3
 
     def _flush_ns(self) -> float:
         """Median device time of one L2 flush."""
@@ -159,9 +162,9 @@ class Sampler:
     def _timed(self, body):
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
         self.flush()
-        self.window_ns = None
+        self.window_ns, self.window_held = None, False
         if self.gate is not None:
-            if self.gate.close():
+            if self.gate.close(self._closing_cap):
                 host0 = _perf_counter_ns()
                 try:
                     if self._stamp is not None:
@@ -176,7 +179,7 @@ class Sampler:
                     self.gate.open()
                 _c_sync()
                 wall = _perf_counter_ns() - wall0
-                self.window_ns = self._device_window(wall0 - host0)
+                self._device_window(wall0 - host0)
                 return _event_elapsed(self.start, self.end) * 1e6, wall, result
             self.gate_misses += 1       # the GPU was not free for it: this sample is strict
         synchronize(self.device)
@@ -212,14 +215,20 @@ class Sampler:
         """Median host-wall minus device time of a trivial honest call: the gap every sample carries
         even when no work escapes the events."""
         x = torch.zeros(16, device=self.device)
-        gaps, window_gaps = [], []
+        gaps = []
         for _ in range(n):
             d, w, _ = self.per_call(lambda t: t.add_(1), x)
             gaps.append(w - d)
-            if self.window_ns is not None:
-                window_gaps.append(self.window_ns - d)
-        # the same for the device clock: what it sees beyond the events around an honest call
-        self.window_gap_ns = statistics.median(window_gaps) if len(window_gaps) > n // 2 else None
+        # The same for the device clock, what it sees beyond the events around an honest call: with
+        # the gate held, and with the gate opening by itself at once (as when the host outlasts its cap).
+        for regime, cap in (("held", None), ("opened", 1)):
+            self._closing_cap, excess = cap, []
+            for _ in range(n):
+                d, _w, _ = self.per_call(lambda t: t.add_(1), x)
+                if self.window_ns is not None and self.window_held == (cap is None):
+                    excess.append(self.window_ns - d)
+            self.window_gap_ns[regime] = statistics.median(excess) if len(excess) > n // 2 else None
+        self._closing_cap = None
         return float(sorted(gaps)[len(gaps) // 2])
 
 

@@ -158,12 +158,13 @@ class Worker:
         inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
         touch = bool(msg.get("touch"))
         self.sampler.heat(msg.get("heat_ms", 0))
-        samples, walls, windows, snapshots = [], [], [], []
+        samples, walls, windows, held, snapshots = [], [], [], [], []
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
             samples.append(ns)
             walls.append(wall)
             windows.append(self.sampler.window_ns)
+            held.append(self.sampler.window_held)
             snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
         else:
             for i, data in enumerate(inputs):
@@ -171,10 +172,11 @@ class Worker:
                 samples.append(ns)
                 walls.append(wall)
                 windows.append(self.sampler.window_ns)
+                held.append(self.sampler.window_held)
                 if i in returned:
                     snapshots.append(_snapshot(out))
         self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "window_ns": windows,
-                            "gate_misses": self.sampler.gate_misses},
+                            "gate_held": held, "gate_misses": self.sampler.gate_misses},
                            snapshots)
 
     def profile(self, msg) -> dict:
@@ -242,7 +244,7 @@ def worker_main(conn, cfg: WorkerConfig) -> None:
     # the calibration goes out before the submission is imported: the parent keeps these figures, so
     # a submission that changes them in the worker changes nothing
     protocol.send(conn, {"ok": True, "ready": True, "pid": os.getpid(), "gap_ns": worker.gap_ns,
-                         "window_gap_ns": worker.sampler.window_gap_ns})
+                         "window_gap_ns": dict(worker.sampler.window_gap_ns)})
     while True:
         try:
             msg = protocol.receive_from_parent(conn)

@@ -80,6 +80,29 @@ def timing(doc) -> list[str]:
     return out
 
 
+def dispatch_gaps(doc) -> list[str]:
+    """Per kernel: the graph window's excess over CUPTI's kernel sum, and CUPTI's gap before each kernel."""
+    rows = [r for r in doc.get("rows", []) if "error" not in r and r.get("kernels_per_call")]
+    if not rows:
+        return []
+    excess = [(r["gated_kernel_only_ns"] - r["cupti_sum_ns"]) / r["kernels_per_call"] for r in rows]
+    gaps = sorted(g for r in rows for g in r.get("cupti_gaps_first_block_ns", []))
+    return [f"- {len(rows)} calls ({', '.join(r['name'].split(' {')[0] for r in rows)}): the graph window "
+            f"exceeds CUPTI's kernel sum by {_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI "
+            f"sees {_f(gaps[0], 0)}-{_f(gaps[-1], 0)} ns (median {_f(gaps[len(gaps) // 2], 0)}) before each kernel"]
+
+
+def gpu_tests(path: Path) -> list[str]:
+    import xml.etree.ElementTree as ET
+    try:
+        suite = ET.parse(path).getroot().find("testsuite")
+    except (OSError, ET.ParseError):
+        return []
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+    return [f"GPU tests ({path.name}, {suite.get('timestamp', '?')[:10]}): {int(suite.get('tests', 0)) - len(failed)} "
+            f"passed, {len(failed)} failed" + (": " + ", ".join(failed) if failed else "")]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
@@ -103,6 +126,11 @@ def main(argv=None) -> int:
     tm = _load(r / "h200_timing.json")
     if tm:
         lines += ["Timing validation (scripts/validate_timing.py):"] + timing(tm) + [""]
+    gg = _load(r / "h200_graph_gaps.json")
+    if gg:
+        lines += [f"Dispatch gaps (scripts/dev_graph_gaps.py, {gg.get('date', '?')[:10]}):"] + dispatch_gaps(gg) + [""]
+    for xml in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"):
+        lines += gpu_tests(r / xml)
     dov = _load(r / "h200_defense_overhead.json")
     if dov:
         lines.append(f"Defense overhead (scripts/defense_overhead.py): score with defenses on / off = "

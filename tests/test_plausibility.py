@@ -32,13 +32,39 @@ def test_noise_warnings_name_the_problem():
 def test_events_moved_against_the_device_clock_are_caught():
     """A submission that re-records the start event after its work: the events shrink to ~1 us, the
     device clock's window around them (two harness kernels) still holds the work."""
+    held, opened = [True] * 20, [False] * 20
+    cal = {"held": 1.5e3, "opened": 9e3}   # honest excess: the stamp kernels (+ the host's launch of the 2nd)
     honest = Stats.from_samples([30e3] * 20)
     honest_windows = [30e3 + 1.5e3] * 20                  # the stamp kernels' own ~1.5 us
-    assert implausible(honest, [], 0.0, None, True, honest_windows, window_gap_ns=1.5e3) is None
+    assert implausible(honest, [], 0.0, None, True, honest_windows, held, cal) is None
     moved = Stats.from_samples([1e3] * 20)
-    assert "re-recorded" in implausible(moved, [], 0.0, None, True, [31.5e3] * 20, window_gap_ns=1.5e3)
+    assert "re-recorded" in implausible(moved, [], 0.0, None, True, [31.5e3] * 20, held, cal)
     # under the limit (3 us, or 5% of the time): jitter, not a finding
-    assert implausible(honest, [], 0.0, None, True, [30e3 + 1.5e3 + 1.4e3] * 20, window_gap_ns=1.5e3) is None
-    # no calibration, or windows for too few samples (gate opened by itself): no verdict from them
-    assert implausible(moved, [], 0.0, None, True, [31.5e3] * 20, window_gap_ns=None) is None
-    assert implausible(moved, [], 0.0, None, True, [31.5e3] * 5 + [None] * 15, window_gap_ns=1.5e3) is None
+    assert implausible(honest, [], 0.0, None, True, [30e3 + 1.5e3 + 1.4e3] * 20, held, cal) is None
+    # the gate opened by itself (the host took longer than its cap: the re-record cheat's gc scan does):
+    # the window also holds the host's launch of the second stamp, so the 20 us limit applies (15 us of
+    # launch jitter beyond the calibration is no finding) ...
+    assert implausible(honest, [], 0.0, None, True, [30e3 + 9e3 + 15e3] * 20, opened, cal) is None
+    # ... and a start event moved past work the device ran while the host was still busy is caught
+    assert "re-recorded" in implausible(moved, [], 0.0, None, True, [80e6] * 20, opened, cal)
+    # no calibration, or windows for too few samples: no verdict from them
+    assert implausible(moved, [], 0.0, None, True, [31.5e3] * 20, held, {}) is None
+    assert implausible(moved, [], 0.0, None, True, [31.5e3] * 5 + [None] * 15, held, cal) is None
+
+
+def test_device_window_knows_whether_the_gate_held():
+    """The sampler's bookkeeping around its two device timestamps (the kernels themselves run on a GPU)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from harness.timing import Sampler
+    s = Sampler(torch.device("cpu"), None)
+    s._stamp, s._stamps, s.gate = object(), torch.tensor([1_000, 51_000]), SimpleNamespace(cap_ns=21.5e6)
+    s._device_window(200e3)                  # the host enqueued the call in 0.2 ms: well inside the cap
+    assert (s.window_ns, s.window_held) == (50e3, True)
+    s._device_window(20e6)                   # 20 ms: close to the cap, the gate may have opened by itself
+    assert (s.window_ns, s.window_held) == (50e3, False)
+    s._closing_cap = 1                       # calibration of the opened case: a gate that opens at once
+    s._device_window(200e3)
+    assert s.window_held is False
