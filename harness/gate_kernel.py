@@ -1,5 +1,6 @@
 """The launch gate's kernel (see ``harness.gate``): fills every thread slot of every SM and spins until
-the host releases it or the cap passes. Imported only on a GPU, when a gate is built."""
+the host releases it or the cap passes; and the sampler's timestamp kernel, which reads the same device
+clock. Imported only on a GPU, when a gate is built."""
 import triton
 import triton.language as tl
 

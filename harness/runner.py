@@ -450,11 +450,9 @@ class _Run:
         """Starts the worker and keeps its calibration, sent before the submission is imported."""
         with self.phase("worker_start"):
             ready = self.sup.start(deadline) or {}
-        def number(x):
-            return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
-        self.gap_ns = number(ready.get("gap_ns")) or 0.0
+        self.gap_ns = _finite(ready.get("gap_ns")) or 0.0
         window_gap = ready.get("window_gap_ns") if isinstance(ready.get("window_gap_ns"), dict) else {}
-        self.window_gap_ns = {regime: number(window_gap.get(regime)) for regime in ("held", "opened")}
+        self.window_gap_ns = {regime: _finite(window_gap.get(regime)) for regime in ("held", "opened")}
 
     def _replace_worker(self, deadline: float, why: str) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -648,6 +646,10 @@ class _Run:
         for kind, case in planned[len(self.cases):]:
             self.cases.append(CaseResult(kind, self._case_spec(case), NOT_RUN,
                                          "not run: an earlier case ended the run"))
+
+
+def _finite(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 def _check_timing_reply(header: dict, n_samples: int, n_outputs: int) -> None:

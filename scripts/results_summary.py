@@ -87,9 +87,10 @@ def dispatch_gaps(doc) -> list[str]:
         return []
     excess = [(r["gated_kernel_only_ns"] - r["cupti_sum_ns"]) / r["kernels_per_call"] for r in rows]
     gaps = sorted(g for r in rows for g in r.get("cupti_gaps_first_block_ns", []))
-    return [f"- {len(rows)} calls ({', '.join(r['name'].split(' {')[0] for r in rows)}): the graph window "
-            f"exceeds CUPTI's kernel sum by {_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI "
-            f"sees {_f(gaps[0], 0)}-{_f(gaps[-1], 0)} ns (median {_f(gaps[len(gaps) // 2], 0)}) before each kernel"]
+    names = ", ".join(r["name"].split(" {")[0] for r in rows)
+    return [(f"- {len(rows)} calls ({names}): the graph window exceeds CUPTI's kernel sum by "
+             f"{_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI sees {_f(gaps[0], 0)}-"
+             f"{_f(gaps[-1], 0)} ns (median {_f(gaps[len(gaps) // 2], 0)}) before each kernel")]
 
 
 def gpu_tests(path: Path) -> list[str]:
