@@ -72,10 +72,12 @@ def _timing_notes(result: RunResult) -> list[str]:
     for c in cases:
         x, shape = c.extra, _spec(c.spec)
         if "profiler_kernel_ns" in x:
-            dev = x.get("kernel_only_vs_profiler_pct")
+            dev, kernels = x.get("kernel_only_vs_profiler_pct"), x.get("profiler_kernels_per_call")
+            per_kernel = (x["kernel_only_ns"] - x["profiler_kernel_ns"]) / kernels if dev is not None and kernels else None
             lines.append(f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
                          f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
-                         + (f" ({dev:+.1f}%)" if dev is not None else "")
+                         + (f" ({dev:+.1f}%" + (f", {per_kernel:+.0f} ns per kernel" if per_kernel is not None else "")
+                            + ")" if dev is not None else "")
                          + (f", profiler window {fmt_us(x['profiler_window_ns'])} us"
                             if x.get("profiler_window_ns") is not None else "")
                          + (f", {x['profiler_kernels_per_call']:g} kernels/call"
@@ -84,6 +86,9 @@ def _timing_notes(result: RunResult) -> list[str]:
                          + (f"; {x['profiler_note']}" if x.get("profiler_note") else ""))
         if x.get("kernel_only_note") and c.verdict == PASS:
             lines.append(f"kernel-only {shape}: {x['kernel_only_note']}")
+    if any(c.extra.get("kernel_only_vs_profiler_pct") is not None for c in cases):
+        lines.append("(kernel-only is the call's device window: it holds the device's dispatch gap before each "
+                     "kernel, a few hundred ns, which the kernel sum leaves out and the profiler's window keeps)")
     return [""] + lines if lines else []
 
 

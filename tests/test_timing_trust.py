@@ -231,3 +231,14 @@ def test_integrity_watches_the_launch_gate_settings():
     gate.cap_ns = snap[("worker.sampler.gate", "cap_ns")][0]
     gate.open = lambda: None
     assert integrity.changed(snap, worker) == ["worker.sampler.gate.open"]
+
+
+def test_timing_check_line_shows_the_gap_per_kernel(cpu_run):
+    """--verify-timing on a GPU: the deviation from the kernel sum is also shown per kernel."""
+    import dataclasses
+    case = cpu_run.benchmark_cases()[0]
+    extra = dict(case.extra, kernel_only_ns=60e3, profiler_kernel_ns=53e3, kernel_only_vs_profiler_pct=13.2,
+                 profiler_kernels_per_call=25, profiler_window_ns=64e3, launch_overhead_ns=18e3, profiler_note="")
+    run = dataclasses.replace(cpu_run, cases=[dataclasses.replace(case, extra=extra)])
+    text = render_run(run)
+    assert "(+13.2%, +280 ns per kernel)" in text and "dispatch gap" in text, text
