@@ -80,8 +80,7 @@ def _timing_notes(result: RunResult) -> list[str]:
                             + ")" if dev is not None else "")
                          + (f", profiler window {fmt_us(x['profiler_window_ns'])} us"
                             if x.get("profiler_window_ns") is not None else "")
-                         + (f", {x['profiler_kernels_per_call']:g} kernels/call"
-                            if x.get("profiler_kernels_per_call") else "")
+                         + (f", {kernels:g} kernels/call" if kernels else "")
                          + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"
                          + (f"; {x['profiler_note']}" if x.get("profiler_note") else ""))
         if x.get("kernel_only_note") and c.verdict == PASS:

@@ -94,7 +94,7 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
             graph = timing.graph_kernel_time(fn, [data], device, sampler.flush, gate=sampler.gate, profile=True)
             prof = graph.get("profiler") or {"ns": None, "note": graph["note"]}
             row.update(kernel_only_ns=graph["ns"], kernel_only_note=graph["note"],
-                       kernel_only_spread_pct=graph.get("spread_pct"), 
+                       kernel_only_spread_pct=graph.get("spread_pct"),
                        kernel_only_nodes_per_call=graph.get("nodes_per_call"),
                        profiler_kernel_ns=prof["ns"], profiler_note=prof["note"],
                        profiler_window_ns=prof.get("window_ns"),
