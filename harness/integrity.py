@@ -2,7 +2,7 @@
 
 ``harness.timing`` watches a short list of named objects (clocks, events, synchronize). This module
 widens that, generally: it snapshots whole namespaces the worker relies on to measure and to reply
-(the harness's worker, timing and protocol modules; the JSON, pickle and pipe code that carries
+(the harness's worker, timing and protocol modules; the task module that generates the inputs; the JSON, pickle and pipe code that carries
 messages; ``torch.Tensor``'s methods, which the output snapshot calls) and, for every function among
 them, its code object and defaults (replacing ``f.__code__`` keeps ``f``'s identity). After every
 operation the worker compares, and the parent rejects the run if anything differs.
@@ -54,6 +54,8 @@ def _namespaces(worker) -> dict:
                "harness.gate": gate,
                "json": json, "json.encoder": json.encoder, "pickle": pickle,
                "multiprocessing.connection": multiprocessing.connection}
+    if getattr(worker, "task_module", None) is not None:
+        modules["task"] = worker.task_module        # its generate_input makes the inputs in the worker
     spaces = {name: {k: v for k, v in vars(m).items() if _is_code(v)} for name, m in modules.items()}
     gate_obj = getattr(worker.sampler, "gate", None)
     spaces.update({

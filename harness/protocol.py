@@ -1,20 +1,17 @@
 """Messages between the verdict-deciding parent and the submission's worker process.
 
-Parent -> worker: pickled dicts (the trusted direction). Tensors travel by value, as host bytes
-written to a file in the run's private folder (on tmpfs where there is one; several times faster
-than the pipe) that the parent names in the message and deletes once the worker has answered:
-the worker needs no access to the parent's memory, sockets or GPU memory, so it can run as another
-user (CUDA IPC between users fails, and a worker able to map the parent's memory could read it).
+Parent -> worker: pickled dicts (the trusted direction), never tensors: the worker generates its
+inputs from seeds with the task's own generator, and the parent checks by fingerprints that they
+match its copies. So the worker needs no access to the parent's memory or GPU memory and can run as
+another user (CUDA IPC between users fails, and a worker able to map the parent's memory could read it).
 Worker -> parent: never pickled, since the worker runs untrusted code. A message is one JSON
 frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"``. The parent
 rebuilds tensors itself from an allow-listed dtype, a shape and exactly the right byte count.
 """
 from __future__ import annotations
 
-import io
 import json
 import math
-import os
 import pickle
 
 import torch
@@ -38,69 +35,18 @@ class ProtocolError(Exception):
     """The worker sent something that is not a well-formed message (tampering or a crash mid-write)."""
 
 
-def _rebuild_spilled(path: str, offset: int, nbytes: int, dtype_name: str, size, stride,
-                     storage_offset: int) -> torch.Tensor:
-    """Worker side: a tensor whose storage bytes the parent wrote at ``offset`` in ``path``."""
-    if path not in _spilled:
-        _spilled[path] = read_whole(path)
-    raw = memoryview(_spilled[path])[offset:offset + nbytes]
-    base = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
-    return torch.as_strided(base.view(_DTYPES[dtype_name]), size, stride, storage_offset)
+def send_to_worker(conn, msg: dict) -> None:
+    """Parent side. ``msg`` holds no tensors: the worker makes its inputs itself (see ``harness.worker``)."""
+    conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def read_whole(path: str, chunk: int = 1 << 30) -> bytearray:
-    """The file's bytes. One read() returns at most about 2 GiB on Linux, so read in chunks until the
-    buffer is full (a single readinto silently left the tail of a 3 GB file as zeros)."""
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(os.fstat(f.fileno()).st_size)
-        view, done = memoryview(buf), 0
-        while done < len(buf):
-            n = f.readinto(view[done:done + chunk])
-            if not n:
-                raise OSError(f"{path}: file ended after {done} of {len(buf)} bytes")
-            done += n
-    return buf
-
-
-_spilled: dict[str, bytearray] = {}   # worker side: the spill files of the message being unpickled
-
-
-class _ToWorker(pickle.Pickler):
-    """Pickles tensors as references into one spill file, written as it goes."""
-
-    def __init__(self, buf, spill_path: str):
-        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
-        self.spill_path = spill_path
-        self.spill = None
-
-    def reducer_override(self, obj):
-        if not isinstance(obj, torch.Tensor):
-            return NotImplemented
-        obj = obj.detach().cpu()
-        storage = torch.empty(0, dtype=torch.uint8).set_(obj.untyped_storage())
-        if self.spill is None:
-            self.spill = open(self.spill_path, "wb")
-            os.chmod(self.spill_path, 0o644)   # the folder itself is private to the worker's user
-        offset = self.spill.tell()
-        data = memoryview(storage.numpy()).cast("B")
-        for start in range(0, len(data), 1 << 30):   # write() too may stop short of ~2 GiB
-            self.spill.write(data[start:start + (1 << 30)])
-        return _rebuild_spilled, (self.spill_path, offset, storage.numel(), str(obj.dtype).removeprefix("torch."),
-                                  tuple(obj.shape), obj.stride(), obj.storage_offset())
-
-
-def send_to_worker(conn, msg: dict, spill_path: str) -> bool:
-    """Parent side. Tensors go to ``spill_path``; returns whether that file was written (the caller
-    deletes it once the worker has answered)."""
-    buf = io.BytesIO()
-    pickler = _ToWorker(buf, spill_path)
-    try:
-        pickler.dump(msg)
-    finally:
-        if pickler.spill is not None:
-            pickler.spill.close()
-    conn.send_bytes(buf.getbuffer())
-    return pickler.spill is not None
+def input_fingerprint(data) -> list[int]:
+    """The byte sum of each tensor's storage in an input tuple: cheap on any device, and enough to show
+    that the worker generated the same input from the same seed as the parent (a nondeterministic
+    generator, or a submission that changed the inputs, shows as a difference)."""
+    sums = [torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).sum(dtype=torch.int64)
+            for t in data if isinstance(t, torch.Tensor)]
+    return torch.stack(sums).tolist() if sums else []
 
 
 _last_seq = None   # worker side: the sequence number of the request being answered
@@ -109,9 +55,7 @@ _last_seq = None   # worker side: the sequence number of the request being answe
 def receive_from_parent(conn) -> dict:
     """Worker side (the parent is trusted, so unpickling is fine here)."""
     global _last_seq
-    _spilled.clear()
     msg = pickle.loads(conn.recv_bytes())
-    _spilled.clear()
     _last_seq = msg.get("seq")
     return msg
 

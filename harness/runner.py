@@ -24,7 +24,7 @@ import psutil
 import torch
 
 import harness
-from harness import plausibility, sol
+from harness import plausibility, protocol, sol
 from harness.clocks import ClockReader, clock_warnings
 from harness.confidence import score_ci_us
 from harness.device import device_info, select_device
@@ -142,8 +142,7 @@ class _Run:
 
     # -- set-up --------------------------------------------------------------------------------------
     def _worker_config(self) -> WorkerConfig:
-        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None   # inputs travel through files here
-        self.tmp = tempfile.mkdtemp(prefix="harness-run-", dir=shm)
+        self.tmp = tempfile.mkdtemp(prefix="harness-run-")
         sub_copy = os.path.join(self.tmp, "submission.py")
         shutil.copyfile(self.path, sub_copy)
         compat = str(self.task.compat_dir)   # used in place: its modules find tasks/_compat_common beside it
@@ -175,7 +174,7 @@ class _Run:
                             stdout_path=os.path.join(self.tmp, "stdout.txt"),
                             stderr_path=os.path.join(self.tmp, "stderr.txt"),
                             output_limit_bytes=self.opt.output_limit_mb << 20,
-                            run_as_uid=uid, run_as_gid=uid, env=env)
+                            run_as_uid=uid, run_as_gid=uid, env=env, task_file=str(self.task.module.__file__))
 
     def _deadline(self, seconds: float) -> float:
         return time.monotonic() + seconds * self.opt.timeout_scale
@@ -184,13 +183,23 @@ class _Run:
         return dict(case, seed=self.opt.seed) if self.opt.seed is not None else dict(case)
 
     # -- inputs --------------------------------------------------------------------------------------
-    def _send_inputs(self, privates: list, deadline: float, keep: int = 0) -> list:
-        """Gives the worker copies of ``privates`` (the parent keeps the originals for checking) and
-        returns the slot numbers that later messages name them by; the worker's first ``keep`` slots stay."""
-        header, _ = self._request("store", {"op": "store", "inputs": privates, "keep": keep}, deadline,
-                                  "sending inputs")
+    def _place_inputs(self, specs: list, privates: list, deadline: float, keep: int = 0) -> list:
+        """Has the worker generate its own copies of ``privates`` from their ``specs`` (the parent keeps
+        the originals for checking) and returns the slot numbers that later messages name them by; the
+        worker's first ``keep`` slots stay. The copies must match the originals' fingerprints."""
+        header, _ = self._request("worker_generate", {"op": "generate", "specs": specs, "keep": keep}, deadline,
+                                  "generating inputs in the worker")
+        reason = self._guard(header)
+        if reason:
+            raise WorkerFailure(REJECTED, reason)
         if not header.get("ok"):
-            raise WorkerFailure(ERROR, f"could not place the inputs on the device: {header.get('error')}")
+            raise WorkerFailure(ERROR, f"could not generate the inputs in the worker: {header.get('error')}")
+        with self.phase("generate"):
+            mine = [protocol.input_fingerprint(d) for d in privates]
+        if header.get("fingerprints") != mine:
+            raise WorkerFailure(ERROR, "the inputs the worker generated differ from the harness's own for the "
+                                       "same seeds: the task's generate_input must depend only on its seed (draw "
+                                       "from a torch.Generator seeded with it), or the submission changed them")
         return list(range(keep, keep + len(privates)))
 
     # -- checks on every reply -----------------------------------------------------------------------
@@ -260,9 +269,8 @@ class _Run:
         spec = self._case_spec(cases[i])
         label = f"{what} {i + 1}/{len(cases)} {_fmt(spec)}"
         self.progress(label)
-        with self.phase("generate"):
-            data = self.task.generate_input(spec, self.device)
-        [item] = self._send_inputs([data], deadline)
+        [spec], [data] = self._inputs_for(spec, 0, 1, fresh=False)
+        [item] = self._place_inputs([spec], [data], deadline)
         return spec, label, data, item
 
     def run_tests(self, deadline: float) -> bool:
@@ -281,15 +289,14 @@ class _Run:
             self.cases.append(CaseResult("test", spec, PASS if ok else FAIL, message))
         return all(c.verdict == PASS for c in self.cases if c.kind == "test")
 
-    def _inputs_for(self, spec: dict, index: int, count: int):
-        """``count`` fresh inputs: seeds derived from the secret (leaderboard) or from the public seed."""
-        out = []
+    def _inputs_for(self, spec: dict, index: int, count: int, fresh: bool | None = None):
+        """``count`` inputs from index ``index`` on, as (their specs with seeds, the inputs): seeds derived
+        from the secret in ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
+        fresh = self.leaderboard if fresh is None else fresh
+        specs = [dict(spec, seed=derive_seed(self.opt.secret, spec["seed"], index + j) if fresh
+                      else spec["seed"] + 42 * (index + j)) for j in range(count)]
         with self.phase("generate"):
-            for j in range(count):
-                seed = (derive_seed(self.opt.secret, spec["seed"], index + j) if self.leaderboard
-                        else spec["seed"] + 42 * (index + j))
-                out.append(self.task.generate_input(dict(spec, seed=seed), self.device))
-        return out
+            return specs, [self.task.generate_input(s, self.device) for s in specs]
 
     def _limits(self):
         o = self.opt
@@ -314,11 +321,11 @@ class _Run:
 
         # Warm-up calls bring the clocks up before every chunk of timed calls. In ranked runs they use
         # an input of their own (slot 0), never one that is timed afterwards.
-        warm = self._inputs_for(spec, WARMUP_INDEX, 1) if self.leaderboard else []
-        fixed = None if self.leaderboard else self._inputs_for(spec, 0, batch)   # reused by every sample
-        fixed_items = None if self.leaderboard else self._send_inputs(fixed, deadline)   # kept for the case
+        warm = self._inputs_for(spec, WARMUP_INDEX, 1) if self.leaderboard else ([], [])
+        fixed_specs, fixed = ([], None) if self.leaderboard else self._inputs_for(spec, 0, batch)   # for every sample
+        fixed_items = None if self.leaderboard else self._place_inputs(fixed_specs, fixed, deadline)   # kept for the case
         header, _ = self._request("timing", {"op": "warmup",
-                                             "data": 0 if fixed_items else self._send_inputs(warm, deadline)[0],
+                                             "data": 0 if fixed_items else self._place_inputs(*warm, deadline)[0],
                                              "min_calls": 3 if self.gpu else 1, "min_ms": 100 if self.gpu else 0},
                                   deadline, f"warming up {label}")
         if self.leaderboard and self.baseline_threads is None:
@@ -333,10 +340,10 @@ class _Run:
         while True:
             if per_call:
                 k = min(10 if self.gpu else 1, max_repeats - len(samples))
-                privates = self._inputs_for(spec, index, k) if self.leaderboard else fixed * k
+                specs, privates = self._inputs_for(spec, index, k) if self.leaderboard else ([], fixed * k)
                 returned = list(range(k)) if self.leaderboard else [k - 1]
             else:
-                privates = self._inputs_for(spec, index, batch) if self.leaderboard else fixed
+                specs, privates = self._inputs_for(spec, index, batch) if self.leaderboard else ([], fixed)
                 returned = list(range(batch)) if self.leaderboard else [batch - 1]
             # Every chunk, in both modes alike (so ranked and unranked times compare): the submission's
             # own warm-up calls on an input that is not timed next (ranked: before the timed inputs reach
@@ -348,7 +355,7 @@ class _Run:
                 if not header.get("ok") or self._guard(header):
                     return self._ended(result, header, samples)
             if self.leaderboard:
-                items = self._send_inputs(privates, deadline, keep=1)   # slot 0: the warm-up input
+                items = self._place_inputs(specs, privates, deadline, keep=1)   # slot 0: the warm-up input
             else:
                 items = fixed_items * k if per_call else fixed_items
             index += len(privates)
@@ -576,7 +583,7 @@ class _Run:
                     self.run_profile(deadline)
                 # One last exchange: a reply the submission forged earlier leaves the real one queued,
                 # and it arrives here out of sequence (Supervisor.request rejects).
-                self._request("store", {"op": "store", "inputs": []}, deadline, "ending the run")
+                self._place_inputs([], [], deadline)
         except WorkerFailure as failure:
             label = self._current_case_label()
             self.cases.append(CaseResult(label[0], label[1], failure.verdict, failure.message))

@@ -1,7 +1,8 @@
 """The leaderboard's secret seed: where it comes from and how case seeds are derived from it.
 
 The secret is read by the parent only and removed from its environment before any worker starts;
-workers receive inputs, never seeds derived from the secret.
+workers receive only the per-input seeds derived from it (:func:`derive_seed`), each right before
+the worker generates that input, which give away nothing the input itself does not.
 """
 from __future__ import annotations
 

@@ -59,11 +59,6 @@ class Supervisor:
         self._seen: dict[int, float] = {}   # pid -> create time of every process seen in the worker's tree
 
     # -- life cycle ----------------------------------------------------------------------------------
-    @property
-    def _spill_path(self) -> str:
-        """Where a message's tensors are written for the worker: the run's private folder."""
-        return os.path.join(os.path.dirname(self.cfg.stdout_path), "inputs.bin")
-
     def start(self, deadline: float) -> dict:
         ctx = mp.get_context("spawn")
         _become_subreaper()
@@ -85,7 +80,7 @@ class Supervisor:
             return
         if self.proc.is_alive():
             try:
-                protocol.send_to_worker(self.conn, {"op": "exit"}, self._spill_path)
+                protocol.send_to_worker(self.conn, {"op": "exit"})
                 self.proc.join(2.0)
             except (OSError, ValueError):
                 pass
@@ -171,14 +166,10 @@ class Supervisor:
         """Sends ``msg`` and returns the reply (header, payloads); raises WorkerFailure."""
         self._seq += 1
         try:
-            spilled = protocol.send_to_worker(self.conn, dict(msg, seq=self._seq), self._spill_path)
+            protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
-        try:
-            header, payloads = self._receive(deadline, what)
-        finally:
-            if spilled:
-                os.unlink(self._spill_path)
+        header, payloads = self._receive(deadline, what)
         if header.get("seq") != self._seq:
             self._kill_everything()
             raise WorkerFailure(REJECTED, f"a reply out of sequence while {what} (request {self._seq}, reply "

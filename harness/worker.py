@@ -1,8 +1,11 @@
 """The worker: the only process that imports the submission.
 
-It receives inputs from the parent, calls ``custom_kernel``, times the calls with the task's
+It generates each input itself, with the task's own generator, from a seed the parent sends right
+before the input is needed (the parent generates the same input for checking; no tensor crosses
+from the parent, which for nvfp4_gemm's 50 inputs of 77 MB per sample took seconds), calls ``custom_kernel``, times the calls with the task's
 protocol (``harness.timing``) and sends outputs and samples back as plain bytes (``harness.protocol``).
-It never sees a reference output, a checker, or the secret seed.
+It never sees a reference output or the secret seed (only the per-input seeds derived from it, which
+give away no more than the inputs themselves).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from harness import integrity, protocol, timing
+from tasks.registry import load_task_module
 
 MAX_TRACEBACK_CHARS = 6000
 
@@ -35,6 +39,7 @@ class WorkerConfig:
     run_as_uid: int | None = None           # drop root privileges to this uid (e.g. nobody)
     run_as_gid: int | None = None
     env: dict = field(default_factory=dict)  # set before the submission is imported
+    task_file: str | None = None            # the task's task.py, whose generate_input makes the inputs
 
 
 def _isolate(cfg: WorkerConfig) -> None:
@@ -93,7 +98,14 @@ class Worker:
         self.sampler = timing.Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         self.kernel = None
-        self.slots = []     # input tuples the parent sent (op "store"), named by index
+        self.task_module, self.task_error = None, "the worker was given no task to generate inputs with"
+        if cfg.task_file:
+            try:        # before the submission is imported, so its code is in the integrity snapshot
+                self.task_module = load_task_module(cfg.task_file)
+            except Exception as exc:  # noqa: BLE001 - reported when inputs are asked for
+                self.task_error = (f"the worker could not load the task's generator {cfg.task_file} "
+                                   f"({_describe_exception(exc)}); it must be readable by the worker's user")
+        self.slots = []     # input tuples generated on request (op "generate"), named by index
         self._baseline = integrity.snapshot(self)   # before the submission is imported
 
     # -- replies -------------------------------------------------------------------------------------
@@ -127,13 +139,16 @@ class Worker:
     def _input(self, slot: int):
         return self.slots[slot]
 
-    def store(self, msg) -> dict:
-        """Keeps the parent's inputs (host copies) on our device, as slots later messages name; the
-        first ``keep`` slots already here stay (so an input used by every chunk travels once)."""
-        self.slots = self.slots[:msg.get("keep", 0)] + [tuple(t.to(self.device) if isinstance(t, torch.Tensor) else t for t in data)
-                      for data in msg["inputs"]]
+    def generate(self, msg) -> dict:
+        """Generates the inputs of ``specs`` (a case with its seed each) on our device and keeps them as
+        the slots later messages name; the first ``keep`` slots already here stay. Replies with each
+        input's fingerprint, which the parent compares with its own copy's."""
+        if self.task_module is None:
+            return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
+        made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in msg["specs"]]
+        self.slots = self.slots[:msg.get("keep", 0)] + made
         timing.synchronize(self.device)
-        return {"ok": True, "slots": len(self.slots)}
+        return {"ok": True, "fingerprints": [protocol.input_fingerprint(d) for d in made], **self._integrity()}
 
     def call(self, msg):
         out = self.kernel(self._input(msg["data"]))
@@ -222,7 +237,7 @@ class Worker:
         if op == "exit":
             return False
         try:
-            handler = {"load": self.load, "store": self.store, "call": self.call, "warmup": self.warmup, "time": self.time,
+            handler = {"load": self.load, "generate": self.generate, "call": self.call, "warmup": self.warmup, "time": self.time,
                        "profile": self.profile, "kernel_only": self.kernel_only}[op]
             reply = handler(msg)
         except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too

@@ -86,8 +86,9 @@ class Task:
 _MODULES: dict[Path, ModuleType] = {}
 
 
-def _load_module(py: Path) -> ModuleType:
-    py = py.resolve()
+def load_task_module(py) -> ModuleType:
+    """A task.py, loaded once per process (the worker loads its task's to generate inputs)."""
+    py = Path(py).resolve()
     mod = _MODULES.get(py)
     if mod is None:
         digest = hashlib.sha1(str(py).encode()).hexdigest()[:10]
@@ -229,7 +230,7 @@ def load_task(name_or_path) -> Task:
     else:
         v.fail("implementation", "missing, and there is no task.py next to this task.yml",
                f"add 'implementation: <task>' with one of: {', '.join(list_tasks())}")
-    module = _load_module(impl_dir / "task.py")
+    module = load_task_module(impl_dir / "task.py")
     missing_funcs = [f for f in _MODULE_FUNCS if not callable(getattr(module, f, None))]
     if missing_funcs or not hasattr(module, "CASE_KEYS"):
         v.fail("implementation", f"{impl_dir / 'task.py'} lacks {', '.join(missing_funcs) or 'CASE_KEYS'}",

@@ -155,14 +155,38 @@ def test_profile_mode_returns_a_table():
     assert all("Self CPU" in c.extra["profile_table"] for c in r.cases)
 
 
-def test_spill_files_are_read_whole_even_in_short_reads(tmp_path):
-    """A read() returns at most ~2 GiB on Linux; the reader must loop (a 3 GB batch once came back
-    with its tail zeroed). Small chunks exercise the same loop."""
-    from harness.protocol import read_whole
-    data = bytes(range(256)) * 41
-    path = tmp_path / "inputs.bin"
-    path.write_bytes(data)
-    assert bytes(read_whole(str(path), chunk=7)) == data
+def test_input_fingerprints_tell_inputs_apart():
+    """The worker generates its own inputs; the parent compares fingerprints with its copies."""
+    from harness.protocol import input_fingerprint
+    from tasks import load_task
+    task = load_task(MXFP4_SMALL)
+    case = task.tests[0]
+    same = input_fingerprint(task.generate_input(case, "cpu"))
+    assert same == input_fingerprint(task.generate_input(case, "cpu"))
+    assert same != input_fingerprint(task.generate_input(dict(case, seed=case["seed"] + 1), "cpu"))
+
+
+NONDETERMINISTIC_TASK = """
+import torch
+from tasks.registry import load_task_module
+
+_base = load_task_module({base!r})
+ref_kernel, check_implementation, case_problems = _base.ref_kernel, _base.check_implementation, _base.case_problems
+case_bytes, case_flops, CASE_KEYS = _base.case_bytes, _base.case_flops, _base.CASE_KEYS
+
+
+def generate_input(m, n, k, seed, device=None):
+    a, *rest = _base.generate_input(m, n, k, seed, device)
+    return (a + torch.randn(a.shape, dtype=a.dtype, device=a.device), *rest)   # the global RNG: not its seed
+"""
+
+
+def test_a_task_whose_inputs_do_not_follow_the_seed_is_an_error_that_says_so(tmp_path):
+    (tmp_path / "task.yml").write_text(Path(MXFP4_SMALL).read_text().replace("implementation: mxfp4_mm\n", ""))
+    (tmp_path / "task.py").write_text(NONDETERMINISTIC_TASK.format(base=str(ROOT / "tasks" / "mxfp4_mm" / "task.py")))
+    r = _run(TORCH_MXFP4, task=str(tmp_path / "task.yml"), drop_privileges=False)
+    assert r.verdict == ERROR
+    assert "must depend only on its seed" in r.message
 
 
 def test_a_timing_reply_must_carry_what_was_asked():

@@ -71,7 +71,7 @@ def test_new_fields_round_trip_and_old_json_still_reads(cpu_run):
 
 def test_phase_timers_after_a_cpu_run(cpu_run):
     phases = cpu_run.phases_s
-    for name in ("worker_start", "import", "generate", "store", "timing", "check"):
+    for name in ("worker_start", "import", "generate", "worker_generate", "timing", "check"):
         assert name in phases and phases[name] >= 0, name
     assert sum(phases.values()) == pytest.approx(cpu_run.wall_s, rel=0.05)
     assert "worker_start" in render_phases(cpu_run)
