@@ -93,6 +93,23 @@ def dispatch_gaps(doc) -> list[str]:
              f"{_f(gaps[-1], 0)} ns (median {_f(gaps[len(gaps) // 2], 0)}) before each kernel")]
 
 
+def ranked_runs(results: Path) -> list[str]:
+    """The ranked runs with the device-clock check (h200_runs/*.leaderboard_clock.json, RunResult JSON)."""
+    out = []
+    for path in sorted(results.glob("h200_runs/*.leaderboard_clock.json")):
+        d = _load(path)
+        excess = [c["extra"]["device_clock_excess_ns"] for c in d["cases"]
+                  if c["kind"] == "leaderboard" and c.get("extra", {}).get("device_clock_excess_ns") is not None]
+        out.append(f"- {d['submission']['name']} on {d['task']} ({d['started_at'][:10]}): {d['verdict'].upper()}, "
+                   f"score {_f(d['score_us'], 3)} us, wall {_f(d['wall_s'], 1)} s (fresh Triton cache), "
+                   f"of which input generation {_f(d['phases_s'].get('generate'), 1)} s in the parent and "
+                   f"{_f(d['phases_s'].get('worker_generate'), 1)} s in the worker, warm-up "
+                   f"{_f(d['phases_s'].get('warmup'), 1)} s, timing {_f(d['phases_s'].get('timing'), 1)} s"
+                   + (f"; device-clock excess {_f(min(excess) / 1e3)} to {_f(max(excess) / 1e3)} us per sample"
+                      if excess else ""))
+    return out
+
+
 def gpu_tests(path: Path) -> list[str]:
     import xml.etree.ElementTree as ET
     try:
@@ -130,6 +147,9 @@ def main(argv=None) -> int:
     gg = _load(r / "h200_graph_gaps.json")
     if gg:
         lines += [f"Dispatch gaps (scripts/dev_graph_gaps.py, {gg.get('date', '?')[:10]}):"] + dispatch_gaps(gg) + [""]
+    rr = ranked_runs(r)
+    if rr:
+        lines += ["Ranked runs (`python -m harness run --mode leaderboard`, device-clock check on):"] + rr + [""]
     for xml in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"):
         lines += gpu_tests(r / xml)
     dov = _load(r / "h200_defense_overhead.json")
