@@ -19,10 +19,13 @@ MOVED_MIN_NS = 3e3
 MOVED_FRACTION = 0.05
 
 
-def device_clock_excess_ns(stats: Stats, windows_ns, held, window_gap_ns: dict) -> float | None:
+def device_clock_excess_ns(stats: Stats, windows_ns, held, window_gap_ns: dict,
+                           inputs_per_sample: int = 1) -> float | None:
     """Median over the samples of (device clock window - event time - the honest calibration for the
     sample's regime, the gate held or opened by itself); about 0 for an honest call. None without
-    windows and calibrations for more than half the samples."""
+    windows and calibrations for more than half the samples. Samples and windows are per input; the
+    calibration, a constant per sample, is shared by its ``inputs_per_sample`` inputs (batched timing)."""
+    window_gap_ns = {k: v / inputs_per_sample for k, v in window_gap_ns.items() if v is not None}
     excess = [w - s - window_gap_ns.get("held" if h else "opened")
               for w, s, h in zip(windows_ns, stats.samples_ns, held)
               if w is not None and window_gap_ns.get("held" if h else "opened") is not None]
@@ -32,15 +35,17 @@ def device_clock_excess_ns(stats: Stats, windows_ns, held, window_gap_ns: dict) 
 
 
 def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool,
-                windows_ns=(), held=(), window_gap_ns: dict | None = None) -> str | None:
+                windows_ns=(), held=(), window_gap_ns: dict | None = None, inputs_per_sample: int = 1) -> str | None:
     """``windows_ns``: per sample, the device clock's time from just before the start event to just
     after the end event (None where not read); ``held``: per sample, whether the launch gate held
     until the host had enqueued everything; ``window_gap_ns``: {"held", "opened"}: what the window
-    exceeds the events by for an honest trivial call in each case, measured before the import."""
+    exceeds the events by for an honest trivial call in each case, measured before the import.
+    Samples, walls and windows are per input (a batched sample's divided by its ``inputs_per_sample``
+    inputs); ``gap_ns`` and ``window_gap_ns`` are per sample, and are divided the same way."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
                 "(datasheet bandwidth and matrix peak): impossible, so not ranked")
-    excess = device_clock_excess_ns(stats, windows_ns, held, window_gap_ns or {}) if gpu else None
+    excess = device_clock_excess_ns(stats, windows_ns, held, window_gap_ns or {}, inputs_per_sample) if gpu else None
     if excess is not None:
         limit = MOVED_MIN_NS if sum(map(bool, held)) * 2 > len(stats.samples_ns) else ESCAPE_MIN_NS
         if excess > max(limit, MOVED_FRACTION * stats.median):
@@ -48,7 +53,7 @@ def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, g
                     "the events were re-recorded or moved, not the work timed")
     if gpu and walls_ns:
         gaps = sorted(w - s for w, s in zip(walls_ns, stats.samples_ns))
-        escaped = gaps[len(gaps) // 2] - gap_ns
+        escaped = gaps[len(gaps) // 2] - gap_ns / inputs_per_sample
         if escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
             return (f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
                     "normal gap: work escaped the timed region (another stream or thread)")

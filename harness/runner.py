@@ -371,7 +371,8 @@ class _Run:
                                else self._check_fixed(privates[idx], out, passed_fixed))
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self._finish_case(result, samples + header["samples_ns"], walls, windows, held)
+                    return self._finish_case(result, samples + header["samples_ns"], walls, windows, held,
+                                             1 if per_call else batch)
             samples += header["samples_ns"]
             walls += header["wall_ns"]
             windows += header["window_ns"]
@@ -384,7 +385,7 @@ class _Run:
                     or time.monotonic() - started > wall_cap or len(samples) >= max_repeats):
                 break
         result.extra["clocks_after"] = self._read_clocks()
-        result = self._finish_case(result, samples, walls, windows, held)
+        result = self._finish_case(result, samples, walls, windows, held, 1 if per_call else batch)
         if result.verdict == PASS:
             result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
             self._kernel_only(result, [0] if per_call else items, deadline)
@@ -484,7 +485,8 @@ class _Run:
             result.stats = Stats.from_samples(samples)
         return result
 
-    def _finish_case(self, result: CaseResult, samples, walls, windows, held) -> CaseResult:
+    def _finish_case(self, result: CaseResult, samples, walls, windows, held, batch: int) -> CaseResult:
+        """``batch``: inputs per sample (the samples are per input)."""
         if not samples:
             return result
         stats = result.stats = Stats.from_samples(samples)
@@ -495,10 +497,10 @@ class _Run:
             return result
         if self.gpu:
             result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(
-                stats, windows, held, self.window_gap_ns)
+                stats, windows, held, self.window_gap_ns, batch)
         reason = plausibility.implausible(stats, walls, self.gap_ns,
                                           sol.physical_floor_ns(self.info.name, nbytes, flops), self.gpu,
-                                          windows, held, self.window_gap_ns)
+                                          windows, held, self.window_gap_ns, batch)
         if reason and self.leaderboard:
             result.verdict, result.message = REJECTED, reason
             return result

@@ -52,6 +52,25 @@ def test_events_moved_against_the_device_clock_are_caught():
     assert implausible(moved, [], 0.0, None, True, [31.5e3] * 5 + [None] * 15, held, cal) is None
 
 
+def test_batched_samples_share_the_per_sample_calibration():
+    """Batched timing: samples, walls and windows are per input (a sample over 50 inputs divided by
+    50), the calibrations per sample. Subtracting a whole sample's calibration from each input's
+    share would let 50 x that much hide per sample (nvfp4_gemm's honest ranked run read -28 us)."""
+    from harness.plausibility import device_clock_excess_ns
+    b, cal = 50, {"held": 1.5e3, "opened": 28e3}
+    honest = Stats.from_samples([130e3] * 20)
+    opened = [False] * 20
+    honest_windows = [130e3 + 28e3 / b] * 20
+    assert abs(device_clock_excess_ns(honest, honest_windows, opened, cal, b)) < 1
+    assert implausible(honest, [], 0.0, None, True, honest_windows, opened, cal, b) is None
+    hidden = [w + 25e3 for w in honest_windows]           # 25 us per call moved out of the events
+    assert "re-recorded" in implausible(honest, [], 0.0, None, True, hidden, opened, cal, b)
+    assert implausible(honest, [], 0.0, None, True, hidden, opened, cal) is None   # the old, loose reading
+    walls = [130e3 + 12e3 / b + 70e3] * 20                # the wall check: 70 us per call escaped
+    assert "escaped" in implausible(honest, walls, 12e3, None, True, inputs_per_sample=b)
+    assert implausible(honest, walls, 12e3, None, True) is None
+
+
 def test_device_window_knows_whether_the_gate_held():
     """The sampler's bookkeeping around its two device timestamps (the kernels themselves run on a GPU)."""
     from types import SimpleNamespace
