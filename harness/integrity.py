@@ -2,10 +2,11 @@
 
 ``harness.timing`` watches a short list of named objects (clocks, events, synchronize). This module
 widens that, generally: it snapshots whole namespaces the worker relies on to measure and to reply
-(the harness's worker, timing and protocol modules; the task module that generates the inputs; the JSON, pickle and pipe code that carries
-messages; ``torch.Tensor``'s methods, which the output snapshot calls) and, for every function among
-them, its code object and defaults (replacing ``f.__code__`` keeps ``f``'s identity). After every
-operation the worker compares, and the parent rejects the run if anything differs.
+(the harness's worker, timing and protocol modules; the task module that generates the inputs; the
+JSON, pickle and pipe code that carries messages; ``torch.Tensor``'s methods, which the output
+snapshot calls) and, for every function among them, its code object and defaults (replacing
+``f.__code__`` keeps ``f``'s identity). After every operation the worker compares, and the parent
+rejects the run if anything differs.
 
 A submission shares the worker's address space, so this raises the bar; it is not a proof (see
 SECURITY.md: ctypes-level writes and native code are out of its reach).

@@ -227,6 +227,29 @@ def custom_kernel(data):
         assert name in r.message, (name, r.message)
 
 
+def test_wrapping_the_workers_input_generator_to_precompute_is_rejected(cheat):
+    """The worker generates the inputs with the task's module: a submission that wraps its generator
+    to compute each output while the input is made (untimed) changes a watched namespace."""
+    body = """
+import sys
+_pre = {}
+for _name, _mod in list(sys.modules.items()):
+    if _name.startswith("_fp4_harness_task_"):
+        def _gen(*a, _orig=_mod.generate_input, **k):
+            data = _orig(*a, **k)
+            _pre[data[0].data_ptr()] = _correct_kernel(data)
+            return data
+        _mod.generate_input = _gen
+
+def custom_kernel(data):
+    out = _pre.pop(data[0].data_ptr(), None)
+    return out if out is not None else _correct_kernel(data)
+"""
+    r = run(cheat(body))
+    assert r.verdict == REJECTED, r.message
+    assert "task.generate_input" in r.message, r.message
+
+
 def test_patching_the_checker_in_the_worker_changes_nothing(cheat):
     """The check runs in the parent: patching the task modules in the worker is pointless."""
     body = """
