@@ -2,8 +2,9 @@
 
 It generates each input itself, with the task's own generator, from a seed the parent sends right
 before the input is needed (the parent generates the same input for checking; no tensor crosses
-from the parent, which for nvfp4_gemm's 50 inputs of 77 MB per sample took seconds), calls ``custom_kernel``, times the calls with the task's
-protocol (``harness.timing``) and sends outputs and samples back as plain bytes (``harness.protocol``).
+from the parent, which for nvfp4_gemm's 50 inputs of 77 MB per sample took seconds), calls
+``custom_kernel``, times the calls with the task's protocol (``harness.timing``) and sends outputs
+and samples back as plain bytes (``harness.protocol``).
 It never sees a reference output or the secret seed (only the per-input seeds derived from it, which
 give away no more than the inputs themselves).
 """
@@ -239,8 +240,8 @@ class Worker:
         if op == "exit":
             return False
         try:
-            handler = {"load": self.load, "generate": self.generate, "call": self.call, "warmup": self.warmup, "time": self.time,
-                       "profile": self.profile, "kernel_only": self.kernel_only}[op]
+            handler = {"load": self.load, "generate": self.generate, "call": self.call, "warmup": self.warmup,
+                       "time": self.time, "profile": self.profile, "kernel_only": self.kernel_only}[op]
             reply = handler(msg)
         except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too
             reply = _error_reply(exc)
