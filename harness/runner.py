@@ -322,8 +322,9 @@ class _Run:
         # Warm-up calls bring the clocks up before every chunk of timed calls. In ranked runs they use
         # an input of their own (slot 0), never one that is timed afterwards.
         warm = self._inputs_for(spec, WARMUP_INDEX, 1) if self.leaderboard else ([], [])
-        fixed_specs, fixed = ([], None) if self.leaderboard else self._inputs_for(spec, 0, batch)   # for every sample
-        fixed_items = None if self.leaderboard else self._place_inputs(fixed_specs, fixed, deadline)   # kept for the case
+        # unranked runs reuse one fixed set of inputs for every sample of the case
+        fixed_specs, fixed = ([], None) if self.leaderboard else self._inputs_for(spec, 0, batch)
+        fixed_items = None if self.leaderboard else self._place_inputs(fixed_specs, fixed, deadline)
         header, _ = self._request("timing", {"op": "warmup",
                                              "data": 0 if fixed_items else self._place_inputs(*warm, deadline)[0],
                                              "min_calls": 3 if self.gpu else 1, "min_ms": 100 if self.gpu else 0},
