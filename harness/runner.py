@@ -372,8 +372,7 @@ class _Run:
                                else self._check_fixed(privates[idx], out, passed_fixed))
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self._finish_case(result, samples + header["samples_ns"], walls, windows, held,
-                                             1 if per_call else batch)
+                    return self._finish_case(result, samples + header["samples_ns"], walls, windows, held, batch)
             samples += header["samples_ns"]
             walls += header["wall_ns"]
             windows += header["window_ns"]
@@ -386,7 +385,7 @@ class _Run:
                     or time.monotonic() - started > wall_cap or len(samples) >= max_repeats):
                 break
         result.extra["clocks_after"] = self._read_clocks()
-        result = self._finish_case(result, samples, walls, windows, held, 1 if per_call else batch)
+        result = self._finish_case(result, samples, walls, windows, held, batch)
         if result.verdict == PASS:
             result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
             self._kernel_only(result, [0] if per_call else items, deadline)

@@ -10,7 +10,6 @@ Through the worker: ``--worker-runs`` benchmark runs of gluon with --verify-timi
 """
 import argparse
 import datetime
-import importlib.util
 import json
 import statistics
 import sys
@@ -28,6 +27,8 @@ from harness.gate import LaunchGate  # noqa: E402
 from harness.runner import RunOptions, run_submission  # noqa: E402
 from tasks import load_task  # noqa: E402
 
+from dev_graph_gaps import capture, cupti, load  # noqa: E402  (the sibling probe's helpers)
+
 
 class ReadFlusher(timing.L2Flusher):
     """Evicts the L2 by reading (not writing) a buffer twice its size: no dirty lines left behind."""
@@ -36,27 +37,9 @@ class ReadFlusher(timing.L2Flusher):
         self.buffer.max()
 
 
-def load(path):
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.custom_kernel
-
-
 def flush_gaps(flush, n=20):
     """The profiler's gaps (ns) between consecutive flush kernels in a replay of a graph of n flushes."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        flush()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=stream):
-        for _ in range(n):
-            flush()
-    g.replay()
-    torch.cuda.synchronize()
-    ops = timing._profiled_replay(g)
+    ops = cupti(capture(lambda: [flush() for _ in range(n)]))
     return [1e3 * (ops[i + 1][0] - ops[i][1]) for i in range(len(ops) - 1)]
 
 
