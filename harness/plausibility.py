@@ -5,6 +5,7 @@
   moved), or host wall time far above the event time (work escaped the events: another stream, a
   thread). In ranked runs such a case is rejected; otherwise it is a warning.
 - ``noise_warnings``: why a figure may not be reliable, and what to do.
+- ``host_bound_warnings``: when the score measures the host's launch path rather than the GPU.
 """
 from __future__ import annotations
 
@@ -71,3 +72,22 @@ def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
     if gpu and strict_per_call and stats.mean < 5e3:
         out.append("shorter than 5 us: per-call launch overhead dominates this figure")
     return out
+
+
+
+def unhidden_host_ns(per_sample) -> float | None:
+    """Median over the samples of the host's launch time that the launch gate did not hide (all of it
+    without a gate), per input; None when measured on half the samples or fewer (on the CPU: never)."""
+    measured = sorted(u for u in per_sample if u is not None)
+    return measured[len(measured) // 2] if measured and len(measured) * 2 > len(per_sample) else None
+
+
+def host_bound_warnings(unhidden_ns: float | None, kernel_only_ns: float | None) -> list[str]:
+    """When the host time the events saw (:func:`unhidden_host_ns`) exceeds the kernel-only time, the
+    GPU waited for the host: the figure measures the submission's Python launch path more than its
+    kernels (and moves with the host's jitter)."""
+    if unhidden_ns is None or not kernel_only_ns or unhidden_ns <= kernel_only_ns:
+        return []
+    return [f"host-bound: launching a call took {unhidden_ns / 1e3:.1f} us of host time that nothing hid, more "
+            f"than its {kernel_only_ns / 1e3:.1f} us of kernel-only time, so the GPU waited for the host; cut "
+            "the Python work per call (fewer launches, launch arguments prepared once per shape)"]

@@ -105,6 +105,9 @@ kernel_only_nodes_per_call  kernel, copy and memset nodes per call in the captur
 kernel_only_note         why kernel_only_ns is missing or what it fell back from ("" when all went well)
 kernel_only_spread_pct   (max - min) / median of the graph replays, in percent
 launch_overhead_ns       competition mean (stats.mean) minus kernel_only_ns
+unhidden_host_ns         median per call of the host's launch time that the launch gate did not hide (all of
+                         it without a gate); above kernel_only_ns the GPU waited for the host, and a
+                         "host-bound" warning says so. None on the CPU
 profiler_kernel_ns       --verify-timing: sum of the submission's device operation durations per call (CUPTI
                          via torch.profiler, one replay of the same two graphs, the flushes excluded)
 profiler_window_ns       --verify-timing: the same replay's window per call (block period less flush period):

@@ -334,7 +334,7 @@ class _Run:
         if not header.get("ok") or self._guard(header):
             return self._ended(result, header)
 
-        samples, walls, windows, held, started, index = [], [], [], [], time.monotonic(), 0
+        samples, walls, windows, held, unhidden, started, index = [], [], [], [], [], time.monotonic(), 0
         chunk_warmup_ms = 20 if self.gpu else 0
         passed_fixed = []
         result.extra["clocks_before"] = self._read_clocks()
@@ -377,6 +377,7 @@ class _Run:
             walls += header["wall_ns"]
             windows += header["window_ns"]
             held += header["gate_held"]
+            unhidden += header["unhidden_host_ns"]
             if header.get("gate_misses") and GATE_MISSED not in self.warnings:
                 self.warnings.append(GATE_MISSED)
             stats = Stats.from_samples(samples)
@@ -389,6 +390,8 @@ class _Run:
         if result.verdict == PASS:
             result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
             self._kernel_only(result, [0] if per_call else items, deadline)
+            host = result.extra["unhidden_host_ns"] = plausibility.unhidden_host_ns(unhidden)
+            result.warnings += plausibility.host_bound_warnings(host, result.extra.get("kernel_only_ns"))
         return result
 
     def _read_clocks(self) -> dict:
@@ -664,12 +667,13 @@ def _finite(x) -> float | None:
 def _check_timing_reply(header: dict, n_samples: int, n_outputs: int) -> None:
     """A timing reply carries exactly the samples and outputs asked for; anything else is a forgery
     (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
-    samples, walls, windows, held = (header.get(k) for k in ("samples_ns", "wall_ns", "window_ns", "gate_held"))
-    lists = (samples, walls, windows, held)
+    samples, walls, windows, held, unhidden = (header.get(k) for k in ("samples_ns", "wall_ns", "window_ns",
+                                                                        "gate_held", "unhidden_host_ns"))
+    lists = (samples, walls, windows, held, unhidden)
     numbers = samples + walls if all(isinstance(x, list) for x in lists) else None
     if numbers is None or any(len(x) != n_samples for x in lists) or \
             not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers) or \
-            not all(w is None or isinstance(w, (int, float)) and math.isfinite(w) for w in windows) or \
+            not all(w is None or isinstance(w, (int, float)) and math.isfinite(w) for w in windows + unhidden) or \
             not all(isinstance(h, bool) for h in held) or \
             len(header.get("outputs") or []) != n_outputs:
         raise WorkerFailure(REJECTED, "a timing reply that does not match its request (samples or outputs "

@@ -95,6 +95,7 @@ class Sampler:
         self.flush = L2Flusher(device, l2_bytes)
         self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
         self.window_ns, self.window_held, self._stamp, self._closing_cap = None, False, None, None
+        self.unhidden_host_ns = None   # per sample: the host's launch time that showed in the event time
         self.window_gap_ns = {"held": None, "opened": None}   # set by calibrate()
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
@@ -162,7 +163,7 @@ class Sampler:
     def _timed(self, body):
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
         self.flush()
-        self.window_ns, self.window_held = None, False
+        self.window_ns, self.window_held, self.unhidden_host_ns = None, False, None
         if self.gate is not None:
             if self.gate.close(self._closing_cap):
                 host0 = _perf_counter_ns()
@@ -180,6 +181,8 @@ class Sampler:
                 _c_sync()
                 wall = _perf_counter_ns() - wall0
                 self._device_window(wall0 - host0)
+                cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
+                self.unhidden_host_ns = float(max(0, wall0 - host0 - cap))
                 return _event_elapsed(self.start, self.end) * 1e6, wall, result
             self.gate_misses += 1       # the GPU was not free for it: this sample is strict
         synchronize(self.device)
@@ -188,6 +191,7 @@ class Sampler:
             _event_record(self.start)
             result = body()
             _event_record(self.end)
+            self.unhidden_host_ns = float(_perf_counter_ns() - wall0)   # the GPU idled at the start event
             _c_sync()
             wall = _perf_counter_ns() - wall0
             return _event_elapsed(self.start, self.end) * 1e6, wall, result
@@ -209,6 +213,8 @@ class Sampler:
         ns, wall, outs = self._timed(lambda: [fn(d) for d in inputs])
         if self.window_ns is not None:
             self.window_ns /= len(inputs)
+        if self.unhidden_host_ns is not None:
+            self.unhidden_host_ns /= len(inputs)
         return ns / len(inputs), wall / len(inputs), outs
 
     def calibrate(self, n: int = 20) -> float:

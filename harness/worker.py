@@ -176,13 +176,14 @@ class Worker:
         inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
         touch = bool(msg.get("touch"))
         self.sampler.heat(msg.get("heat_ms", 0))
-        samples, walls, windows, held, snapshots = [], [], [], [], []
+        samples, walls, windows, held, unhidden, snapshots = [], [], [], [], [], []
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
             samples.append(ns)
             walls.append(wall)
             windows.append(self.sampler.window_ns)
             held.append(self.sampler.window_held)
+            unhidden.append(self.sampler.unhidden_host_ns)
             snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
         else:
             for i, data in enumerate(inputs):
@@ -191,10 +192,12 @@ class Worker:
                 walls.append(wall)
                 windows.append(self.sampler.window_ns)
                 held.append(self.sampler.window_held)
+                unhidden.append(self.sampler.unhidden_host_ns)
                 if i in returned:
                     snapshots.append(_snapshot(out))
         self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "window_ns": windows,
-                            "gate_held": held, "gate_misses": self.sampler.gate_misses},
+                            "gate_held": held, "unhidden_host_ns": unhidden,
+                            "gate_misses": self.sampler.gate_misses},
                            snapshots)
 
     def profile(self, msg) -> dict:

@@ -87,3 +87,41 @@ def test_device_window_knows_whether_the_gate_held():
     s._closing_cap = 1                       # calibration of the opened case: a gate that opens at once
     s._device_window(200e3)
     assert s.window_held is False
+
+
+def test_host_bound_is_said_when_the_gpu_waited_for_the_host():
+    """triton_nvfp4 at k=2048 on the H200: 32 us of kernel-only time per call, batched samples of
+    35-59 us: the host's launch of 50 calls outlasts the GPU's work once the gate's cap is spent."""
+    from harness.plausibility import host_bound_warnings, unhidden_host_ns
+    assert unhidden_host_ns([45e3, 47e3, None]) == 47e3
+    assert unhidden_host_ns([45e3, None, None]) is None          # measured on too few samples
+    assert "host-bound" in host_bound_warnings(47e3, 32e3)[0]
+    assert host_bound_warnings(20e3, 32e3) == []                 # the GPU was the slower one
+    assert host_bound_warnings(0.0, 5e3) == []                   # the gate hid all of it
+    assert host_bound_warnings(None, 32e3) == []
+    assert host_bound_warnings(47e3, None) == []                 # no kernel-only figure to compare with
+
+
+def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
+    """The gated sample's bookkeeping, with a stand-in gate and clocks (the real ones need a GPU):
+    host time beyond the gate's cap is what the events saw of it, shared by a batch's inputs."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from harness import timing
+    now = [0]                                                      # the host clock moves only in the call
+    monkeypatch.setattr(timing, "_perf_counter_ns", lambda: now[0])
+    monkeypatch.setattr(timing, "_event_record", lambda e: None, raising=False)
+    monkeypatch.setattr(timing, "_event_elapsed", lambda a, b: 0.05, raising=False)
+    monkeypatch.setattr(timing, "_c_sync", lambda: None, raising=False)
+    s = timing.Sampler(torch.device("cpu"), None)
+    s.start = s.end = object()
+    s.gate = SimpleNamespace(cap_ns=15_000, close=lambda cap: True, open=lambda: None)
+
+    def slow_call(data):                                         # 30 us of host time per call
+        now[0] += 30_000
+    s.per_call(slow_call, None)
+    assert s.unhidden_host_ns == 30_000 - 15_000
+    s.batched(slow_call, [None] * 5)
+    assert s.unhidden_host_ns == (5 * 30_000 - 15_000) / 5

@@ -195,11 +195,12 @@ def test_a_timing_reply_must_carry_what_was_asked():
     from harness.runner import _check_timing_reply
     from harness.supervisor import WorkerFailure
     good = {"samples_ns": [1.0, 2.0], "wall_ns": [3.0, 4.0], "window_ns": [None, 2.5], "gate_held": [False, True],
-            "outputs": [{}, {}]}
+            "unhidden_host_ns": [None, 0.0], "outputs": [{}, {}]}
     _check_timing_reply(good, 2, 2)
     for bad in (dict(good, outputs=[{}]), dict(good, samples_ns=[1.0]), dict(good, wall_ns="x"),
                 dict(good, samples_ns=[1.0, float("nan")]), dict(good, samples_ns=[-1.0, 2.0]),
-                dict(good, window_ns=[None]), dict(good, window_ns=["x", 1.0]), dict(good, gate_held=[1, 0])):
+                dict(good, window_ns=[None]), dict(good, window_ns=["x", 1.0]), dict(good, gate_held=[1, 0]),
+                dict(good, unhidden_host_ns=None), dict(good, unhidden_host_ns=[float("inf"), 1.0])):
         with pytest.raises(WorkerFailure) as err:
             _check_timing_reply(bad, 2, 2)
         assert err.value.verdict == REJECTED
