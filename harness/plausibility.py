@@ -74,7 +74,6 @@ def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
     return out
 
 
-
 def unhidden_host_ns(per_sample) -> float | None:
     """Median over the samples of the host's launch time that the launch gate did not hide (all of it
     without a gate), per input; None when measured on half the samples or fewer (on the CPU: never)."""
