@@ -174,64 +174,95 @@ def _scratch(dev, nws, ncnt):
             _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
 
 
-# Triton's launcher binds and checks every argument on each call, which costs tens of microseconds on a
-# slow host; under the batched protocol (50 calls between two events) that host time is what is
-# measured once the kernel is shorter. After the first launch of a (kernel, shape, strides) the
-# compiled kernel's own launcher is called directly (what Triton's JIT cache holds, minus the binding).
-_HANDLES = {}
-_FAST = [True]
+# Triton's launcher binds and checks every argument on each call, and every tensor view, stride read and
+# pointer check adds to it: about 57 us per call on the H200's host, more than the GPU needs for the
+# smaller shapes, so the batched protocol (50 calls between two events) measured the host. After the
+# first call for a (shapes, strides, device), a plan holds what does not change between such calls:
+# the compiled kernels, grids, scalar arguments and scratch pointers; a later call passes only the five
+# data pointers (plain ints, which the launcher takes as they are) to each compiled kernel's launcher.
+# Nothing is cached by input identity or content.
+class _In:
+    """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c,
+    5, 6 = sfa, sfb as they are (float8_e4m3fn, for tl.dot_scaled); ``ptr``: which data pointer."""
+    def __init__(self, i):
+        self.i, self.ptr = i, (0, 1, 2, 3, 4, 2, 3)[i]
+
+
+_A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+_PLANS = {}
+_FAST = [not _INTERP]
 try:
     from triton.runtime import driver as _driver
 except Exception:  # noqa: BLE001
     _driver = None
 
 
-def _launch(kernel, grid, args, key, meta):
-    """``kernel[grid](*args, **meta)``; ``meta`` lists the constexprs in signature order, then
-    num_warps / num_stages."""
-    h = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
-    if h is not None:
-        try:
-            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages")]
-            h.run(*grid, _driver.active.get_current_stream(args[0].device.index), h.function, h.packed_metadata,
-                  None, None, None, *args, *consts)
-            return
-        except Exception:  # noqa: BLE001 - the launcher's API moved: use the normal launch from now on
-            _FAST[0] = False
-    h = kernel[grid](*args, **meta)
-    if _FAST[0] and not _INTERP and _driver is not None and getattr(h, "function", None) is not None \
-            and getattr(h, "packed_metadata", None) is not None:
-        _HANDLES[key] = h
+def _launches(M, N, K, L, strides, dev):
+    """The call's kernel launches as (kernel, grid, args, meta); ``strides``: a, b, sfa, sfb, c as uint8
+    views (elements); an ``_In`` argument stands for one of the call's tensors."""
+    (sam, _, sal), (sbn, _, sbl), (ssam, _, ssal), (ssbn, _, ssbl), (scm, _, scl) = strides
+    if _SM100 and M % 128 == 0 and N % 128 == 0 and K % 128 == 0:
+        return [(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
+                 [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
+                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
+    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
+    out, a_arg = [], _A
+    if a_dec:
+        a_arg = _buffer(dev, "a_dec", L * M * K, torch.float16)
+        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, a_arg, M, K, sam, sal, ssam, ssal],
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1}))
+        sam, sal = K, M * K
+    grid = (N // BN, M // BM, L * SPLIT)
+    ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
+    out.append((_nvfp4_kernel, grid,
+                [a_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                 scm, scl, K // SPLIT],
+                {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
+                 "A_DEC": bool(a_dec), "num_warps": nw, "num_stages": ns}))
+    return out
+
+
+def _plan(launches, handles, dev):
+    """A function of the five data pointers that replays ``launches`` through the compiled kernels'
+    own launchers, or None where this Triton's kernels do not expose them."""
+    if _driver is None or any(getattr(h, n, None) is None for h in handles for n in ("run", "function",
+                                                                                    "packed_metadata")):
+        return None
+    steps = []
+    for (_, grid, args, meta), h in zip(launches, handles):
+        template = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+        slots = [(pos, a.ptr) for pos, a in enumerate(args) if isinstance(a, _In)]
+        consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages")]
+        steps.append((h, grid, template, slots, consts))
+    keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
+    get_stream, index = _driver.active.get_current_stream, dev.index
+
+    def run(ptrs):
+        stream = get_stream(index)
+        for h, (g0, g1, g2), template, slots, consts in steps:
+            args = template.copy()
+            for pos, i in slots:
+                args[pos] = ptrs[i]
+            h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
+    run.keep = keep
+    return run
 
 
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
+    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.device)
+    plan = _PLANS.get(key) if _FAST[0] else None
+    if plan is not None:
+        try:
+            plan((a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr()))
+            return c
+        except Exception:  # noqa: BLE001 - the launcher's API moved: launch through Triton from now on
+            _FAST[0] = False
     M, KH, L = a.shape
-    N = b.shape[0]
-    K = KH * 2
-    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    a8, b8 = a.view(torch.uint8), b.view(torch.uint8)
-    sa8, sb8 = sfa.view(torch.uint8), sfb.view(torch.uint8)
-    sa_strides = (sa8.stride(0), sa8.stride(2))
-    a_strides = (a8.stride(0), a8.stride(2))
-    key = (M, N, K, L, a_strides, b8.stride(0), b8.stride(2), sa_strides, sb8.stride(0), sb8.stride(2),
-           c.stride(0), c.stride(2), a.device, (BM, BN, BK, SPLIT, nw, ns, a_dec))
-    if _SM100 and M % 128 == 0 and N % 128 == 0 and K % 128 == 0:
-        _launch(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
-                (a8, b8, sfa, sfb, c, M, N, K, *a_strides, b8.stride(0), b8.stride(2), *sa_strides,
-                 sb8.stride(0), sb8.stride(2), c.stride(0), c.stride(2)), ("sm100",) + key,
-                {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})
-        return c
-    if a_dec:
-        buf = _buffer(a.device, "a_dec", L * M * K, torch.float16)
-        _launch(_decode_a_kernel, (M // 64, K // 256, L), (a8, sa8, buf, M, K, *a_strides, *sa_strides),
-                ("dec",) + key, {"BLOCK_R": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1})
-        a8, a_strides = buf, (K, M * K)
-    grid = (N // BN, M // BM, L * SPLIT)
-    ws, cnt = _scratch(a.device, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (c, c)
-    _launch(_nvfp4_kernel, grid,
-            (a8, b8, sa8, sb8, c, ws, cnt, M, N, K, *a_strides, b8.stride(0), b8.stride(2), *sa_strides,
-             sb8.stride(0), sb8.stride(2), c.stride(0), c.stride(2), K // SPLIT), ("gemm",) + key,
-            {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
-             "A_DEC": bool(a_dec), "num_warps": nw, "num_stages": ns})
+    views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c, sfa, sfb)
+    launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views[:5]], a.device)
+    handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x for x in args], **meta)
+               for kernel, grid, args, meta in launches]
+    if _FAST[0]:
+        _PLANS[key] = _plan(launches, handles, a.device)
     return c
