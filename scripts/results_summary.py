@@ -101,7 +101,7 @@ def ranked_runs(results: Path) -> list[str]:
         excess = [c["extra"]["device_clock_excess_ns"] for c in d["cases"]
                   if c["kind"] == "leaderboard" and c.get("extra", {}).get("device_clock_excess_ns") is not None]
         out.append(f"- {d['submission']['name']} on {d['task']} ({d['started_at'][:10]}): {d['verdict'].upper()}, "
-                   f"score {_f(d['score_us'], 3)} us, wall {_f(d['wall_s'], 1)} s (fresh Triton cache), "
+                   f"score {_f(d['score_us'], 3)} us, wall {_f(d['wall_s'], 1)} s, "
                    f"of which input generation {_f(d['phases_s'].get('generate'), 1)} s in the parent and "
                    f"{_f(d['phases_s'].get('worker_generate'), 1)} s in the worker, warm-up "
                    f"{_f(d['phases_s'].get('warmup'), 1)} s, timing {_f(d['phases_s'].get('timing'), 1)} s"
