@@ -18,6 +18,9 @@ import torch
 
 MAX_HEADER_BYTES = 4 << 20          # a JSON frame larger than this is a protocol violation
 MAX_TENSOR_BYTES = 2 << 30          # one output tensor
+# A timing reply's per-sample lists, one entry per sample each: event time, host wall time, the device
+# clock's window (or None), whether the launch gate held, the host time nothing hid (or None).
+TIMING_SERIES = ("samples_ns", "wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.uint8, torch.int8,
     torch.int16, torch.int32, torch.int64, torch.bool)}

@@ -334,7 +334,8 @@ class _Run:
         if not header.get("ok") or self._guard(header):
             return self._ended(result, header)
 
-        samples, walls, windows, held, unhidden, started, index = [], [], [], [], [], time.monotonic(), 0
+        series, started, index = {k: [] for k in protocol.TIMING_SERIES}, time.monotonic(), 0
+        samples = series["samples_ns"]
         chunk_warmup_ms = 20 if self.gpu else 0
         passed_fixed = []
         result.extra["clocks_before"] = self._read_clocks()
@@ -372,12 +373,9 @@ class _Run:
                                else self._check_fixed(privates[idx], out, passed_fixed))
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self._finish_case(result, samples + header["samples_ns"], walls, windows, held, batch)
-            samples += header["samples_ns"]
-            walls += header["wall_ns"]
-            windows += header["window_ns"]
-            held += header["gate_held"]
-            unhidden += header["unhidden_host_ns"]
+                    return self._finish_case(result, samples + header["samples_ns"], series, batch)
+            for k, values in series.items():
+                values += header[k]
             if header.get("gate_misses") and GATE_MISSED not in self.warnings:
                 self.warnings.append(GATE_MISSED)
             stats = Stats.from_samples(samples)
@@ -386,11 +384,11 @@ class _Run:
                     or time.monotonic() - started > wall_cap or len(samples) >= max_repeats):
                 break
         result.extra["clocks_after"] = self._read_clocks()
-        result = self._finish_case(result, samples, walls, windows, held, batch)
+        result = self._finish_case(result, samples, series, batch)
         if result.verdict == PASS:
             result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
             self._kernel_only(result, [0] if per_call else items, deadline)
-            host = result.extra["unhidden_host_ns"] = plausibility.unhidden_host_ns(unhidden)
+            host = result.extra["unhidden_host_ns"] = plausibility.unhidden_host_ns(series["unhidden_host_ns"])
             result.warnings += plausibility.host_bound_warnings(host, result.extra.get("kernel_only_ns"))
         return result
 
@@ -488,8 +486,9 @@ class _Run:
             result.stats = Stats.from_samples(samples)
         return result
 
-    def _finish_case(self, result: CaseResult, samples, walls, windows, held, batch: int) -> CaseResult:
-        """``batch``: inputs per sample (the samples are per input)."""
+    def _finish_case(self, result: CaseResult, samples, series: dict, batch: int) -> CaseResult:
+        """``samples``: per input; ``series``: the timing replies' lists (``protocol.TIMING_SERIES``),
+        whose walls and windows the plausibility checks read; ``batch``: inputs per sample."""
         if not samples:
             return result
         stats = result.stats = Stats.from_samples(samples)
@@ -500,10 +499,10 @@ class _Run:
             return result
         if self.gpu:
             result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(
-                stats, windows, held, self.window_gap_ns, batch)
-        reason = plausibility.implausible(stats, walls, self.gap_ns,
+                stats, series["window_ns"], series["gate_held"], self.window_gap_ns, batch)
+        reason = plausibility.implausible(stats, series["wall_ns"], self.gap_ns,
                                           sol.physical_floor_ns(self.info.name, nbytes, flops), self.gpu,
-                                          windows, held, self.window_gap_ns, batch)
+                                          series["window_ns"], series["gate_held"], self.window_gap_ns, batch)
         if reason and self.leaderboard:
             result.verdict, result.message = REJECTED, reason
             return result
@@ -667,9 +666,7 @@ def _finite(x) -> float | None:
 def _check_timing_reply(header: dict, n_samples: int, n_outputs: int) -> None:
     """A timing reply carries exactly the samples and outputs asked for; anything else is a forgery
     (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
-    samples, walls, windows, held, unhidden = (header.get(k) for k in ("samples_ns", "wall_ns", "window_ns",
-                                                                        "gate_held", "unhidden_host_ns"))
-    lists = (samples, walls, windows, held, unhidden)
+    lists = samples, walls, windows, held, unhidden = [header.get(k) for k in protocol.TIMING_SERIES]
     numbers = samples + walls if all(isinstance(x, list) for x in lists) else None
     if numbers is None or any(len(x) != n_samples for x in lists) or \
             not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in numbers) or \

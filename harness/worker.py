@@ -176,29 +176,23 @@ class Worker:
         inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
         touch = bool(msg.get("touch"))
         self.sampler.heat(msg.get("heat_ms", 0))
-        samples, walls, windows, held, unhidden, snapshots = [], [], [], [], [], []
+        series, snapshots = {k: [] for k in protocol.TIMING_SERIES}, []
+
+        def record(ns, wall):
+            s = self.sampler
+            for k, v in zip(protocol.TIMING_SERIES, (ns, wall, s.window_ns, s.window_held, s.unhidden_host_ns)):
+                series[k].append(v)
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
-            samples.append(ns)
-            walls.append(wall)
-            windows.append(self.sampler.window_ns)
-            held.append(self.sampler.window_held)
-            unhidden.append(self.sampler.unhidden_host_ns)
+            record(ns, wall)
             snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
         else:
             for i, data in enumerate(inputs):
                 ns, wall, out = self.sampler.per_call(self.kernel, data, touch)
-                samples.append(ns)
-                walls.append(wall)
-                windows.append(self.sampler.window_ns)
-                held.append(self.sampler.window_held)
-                unhidden.append(self.sampler.unhidden_host_ns)
+                record(ns, wall)
                 if i in returned:
                     snapshots.append(_snapshot(out))
-        self._send_outputs({"ok": True, "samples_ns": samples, "wall_ns": walls, "window_ns": windows,
-                            "gate_held": held, "unhidden_host_ns": unhidden,
-                            "gate_misses": self.sampler.gate_misses},
-                           snapshots)
+        self._send_outputs({"ok": True, **series, "gate_misses": self.sampler.gate_misses}, snapshots)
 
     def profile(self, msg) -> dict:
         from torch.profiler import ProfilerActivity, profile
