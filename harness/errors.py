@@ -1,6 +1,6 @@
 """Error types the CLI maps to documented exit codes (see README, "Exit codes").
 
-Library code raises these; only ``harness.cli.main`` turns them into an exit status.
+Library code raises these; only ``harness.cli.main.main`` turns them into an exit status.
 Every message says what is wrong and how to fix it.
 """
 from __future__ import annotations

@@ -39,7 +39,7 @@ class ProtocolError(Exception):
 
 
 def send_to_worker(conn, msg: dict) -> None:
-    """Parent side. ``msg`` holds no tensors: the worker makes its inputs itself (see ``harness.worker``)."""
+    """Parent side. ``msg`` holds no tensors: the worker makes its inputs itself (see ``harness.worker.main``)."""
     conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
 
 

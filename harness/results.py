@@ -213,3 +213,12 @@ def json_safe(obj):
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
     return obj
+
+
+_SHAPE_KEY_ORDER = {"m": 0, "n": 1, "k": 2, "l": 3}
+
+
+def shape_label(spec: dict[str, Any]) -> str:
+    """A short name for a benchmark case: its spec without the seed, e.g. 'm=4 n=2880 k=512'."""
+    keys = sorted((k for k in spec if k != "seed"), key=lambda k: (_SHAPE_KEY_ORDER.get(k, 99), k))
+    return " ".join(f"{k}={spec[k]}" for k in keys) or "case"

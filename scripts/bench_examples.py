@@ -22,11 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.cli import main as harness_main  # noqa: E402
-from harness.commands.leaderboard import leaderboard_text  # noqa: E402
-from harness.report import table  # noqa: E402
-from harness.results import RunResult  # noqa: E402
-from harness.store import open_store  # noqa: E402
+from harness.api import RunOptions, load_board, render_board, run_folder  # noqa: E402
+from harness.report.tables import format_rows  # noqa: E402
+from harness.results import RunResult, shape_label  # noqa: E402
+from harness.store.database import open_store  # noqa: E402
 
 
 def _us(ns) -> float | None:
@@ -66,12 +65,6 @@ def main(argv=None) -> int:
                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tasks": {}}
         markdown = []
         for task in tasks:
-            argv_run = ["run-all", str(ROOT / "submissions"), "--task", task, "--mode", args.mode,
-                        "--results-dir", results_dir]
-            if args.device:
-                argv_run += ["--device", args.device]
-            if args.quick:
-                argv_run += ["--max-repeats", "3"]
             task_name = Path(task).parent.name if task.endswith(".yml") else task
             if args.from_runs:
                 results = [RunResult.from_json(p.read_text()) for p in sorted(Path(args.from_runs).glob("*.json"))
@@ -83,7 +76,9 @@ def main(argv=None) -> int:
                 doc["from_runs"] = args.from_runs
                 doc["date"] = min((r.started_at for r in results), default=doc["date"])
             else:
-                harness_main(argv_run)
+                run_folder(ROOT / "submissions", task, args.mode,
+                           RunOptions(device=args.device, max_repeats=3 if args.quick else None),
+                           results_dir=results_dir, progress=lambda line: print(line, file=sys.stderr))
                 with open_store(results_dir) as st:
                     results = [st.result(r.id) for r in st.runs(task=task_name)]
             entries, rows = [], []
@@ -102,11 +97,11 @@ def main(argv=None) -> int:
                             + [f"{c['mean_us']:.2f} ({c['percent_of_sol']:.0f}%)" if c["mean_us"] and c["percent_of_sol"]
                                else (f"{c['mean_us']:.2f}" if c["mean_us"] else "-") for c in cases])
             doc["tasks"][task] = entries
-            shapes = [" ".join(f"{k}={v}" for k, v in c["spec"].items() if k in "mnkl")
+            shapes = [shape_label(c["spec"])
                       for c in (entries[0]["benchmarks"] if entries else [])]
             print(f"\n{task}: mean us per shape (% of SOL)", file=sys.stderr)
-            print(table(rows, ["submission", "verdict", "geomean us"] + shapes), file=sys.stderr)
-            markdown.append(leaderboard_text(task, fmt="markdown", results_dir=results_dir))
+            print(format_rows(["submission", "verdict", "geomean us"] + shapes, rows), file=sys.stderr)
+            markdown.append(render_board(load_board(task, results_dir=results_dir)[0], "markdown"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.markdown:

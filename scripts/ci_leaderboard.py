@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402
-from harness.cli import main as harness_main  # noqa: E402
-from harness.commands.leaderboard import leaderboard_text  # noqa: E402
-from harness.submission import discover  # noqa: E402
-from harness.errors import EXIT_OK, EXIT_USAGE  # noqa: E402
+from harness.api import RunOptions, UsageError, load_board, render_board, run_folder  # noqa: E402
+from harness.engine.folder import load_task_or_usage_error  # noqa: E402
+from harness.engine.submission import discover  # noqa: E402
+from harness.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE  # noqa: E402
 
 
 def parse_args(argv):
@@ -56,20 +56,20 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def _task_names(task: str) -> tuple[str, ...]:
-    """The task's own name and the name of the task it implements (a small-shape copy's original)."""
-    from tasks import load_task
-    spec = load_task(task)
-    return spec.name, spec.compat_dir.parent.name
-
-
 def run_task(task: str, args, results_dir: str) -> int:
-    mode = "test" if args.tests_only else args.mode
-    argv = ["run-all", args.submissions, "--task", task, "--mode", mode, "--results-dir", results_dir]
-    for flag, value in (("--device", args.device), ("--max-repeats", args.max_repeats), ("--max-time", args.max_time)):
-        if value is not None:
-            argv += [flag, str(value)]
-    return harness_main(argv)
+    """Runs the examples on one task through the library's run-all; EXIT_INTERNAL if the harness failed
+    on one of them."""
+    options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time)
+    report = run_folder(args.submissions, task, "test" if args.tests_only else args.mode, options,
+                        results_dir=results_dir, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return EXIT_INTERNAL if report.internal_errors else EXIT_OK
+
+
+def board_markdown(task: str, results_dir: str) -> str:
+    board, warnings = load_board(task, results_dir=results_dir)
+    for w in warnings:
+        print(w, file=sys.stderr)
+    return render_board(board, "markdown")
 
 
 def main(argv=None) -> int:
@@ -90,14 +90,16 @@ def main(argv=None) -> int:
             if not Path(args.submissions).is_dir():
                 print(f"error: {args.submissions} is not a folder; pass --submissions DIR", file=sys.stderr)
                 return EXIT_USAGE
-            if not discover(args.submissions, _task_names(task))[0]:
-                parts.append(f"_{task}: no example submissions in {args.submissions}._\n")
-                continue
-            code = run_task(task, args, results_dir)
-            if code == EXIT_USAGE:
-                return code
-            status = status or code
-            parts.append(leaderboard_text(task, fmt="markdown", results_dir=results_dir))
+            try:
+                spec = load_task_or_usage_error(task)
+                if not discover(args.submissions, (spec.name, spec.compat_dir.parent.name))[0]:
+                    parts.append(f"_{task}: no example submissions in {args.submissions}._\n")
+                    continue
+                status = run_task(task, args, results_dir) or status
+            except UsageError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            parts.append(board_markdown(task, results_dir))
         text = "\n".join(parts)
     sys.stdout.write(text)
     if args.out:

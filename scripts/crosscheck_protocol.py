@@ -26,7 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.device import device_info  # noqa: E402
+from harness.engine.device import device_info  # noqa: E402
 from harness.results import RunResult  # noqa: E402
 from tasks import load_task  # noqa: E402
 

@@ -31,7 +31,7 @@ VERSION = 1   # 1 - first version
 def main(argv=None) -> int:
     import torch
 
-    from harness.runner import RunOptions, run_submission
+    from harness.api import RunOptions, run_submission
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 epilog=__doc__.split("Examples:")[1], formatter_class=argparse.RawTextHelpFormatter)

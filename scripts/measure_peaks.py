@@ -1,5 +1,5 @@
 """Measures the current GPU's memory bandwidth, dense matrix throughput (bf16, fp8) and the floor
-of one kernel launch, and writes them where ``harness.sol`` reads them (results/device_peaks.json).
+of one kernel launch, and writes them where ``harness.analysis.sol`` reads them (results/device_peaks.json).
 
     python scripts/measure_peaks.py [--out results/device_peaks.json]
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.device import device_info, select_device  # noqa: E402
-from harness.sol import PEAKS_FILE, gpu_key  # noqa: E402
+from harness.engine.device import device_info, select_device  # noqa: E402
+from harness.analysis.sol import PEAKS_FILE, gpu_key  # noqa: E402
 
 
 def _time_ms(fn, reps: int) -> float:

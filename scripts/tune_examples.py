@@ -27,8 +27,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import timing  # noqa: E402
-from harness.device import device_info  # noqa: E402
+from harness.worker.sampler import Sampler  # noqa: E402
+from harness.engine.device import device_info  # noqa: E402
 from tasks import load_task  # noqa: E402
 
 FILES = {"mxfp4_mm": "triton_mxfp4.py", "nvfp4_gemm": "triton_nvfp4.py"}
@@ -66,7 +66,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
 
 def sweep(task, device, samples: int, log) -> list[dict]:
     sub = load_submission(task)
-    sampler = timing.Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
+    sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
     log(f"{task.name}: {sampler.method}")
     rows = []
     for case in task.benchmarks:

@@ -35,10 +35,11 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import harness  # noqa: E402
-from harness import timing  # noqa: E402
-from harness.device import device_info, select_device  # noqa: E402
+from harness.worker.kernel_only import graph_kernel_time  # noqa: E402
+from harness.worker.sampler import Sampler  # noqa: E402
+from harness.engine.device import device_info, select_device  # noqa: E402
 from harness.results import json_safe  # noqa: E402
-from harness.runner import RunOptions, run_submission  # noqa: E402
+from harness.api import RunOptions, run_submission  # noqa: E402
 from tasks import load_task  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "tasks"
@@ -78,7 +79,7 @@ def _error(exc: BaseException) -> str:
 def matmul_reference(task, device, repeats: int) -> list[dict]:
     """cuBLAS bf16 ``A @ B.T`` per benchmark shape, with the harness's timing primitives."""
     info = device_info(device)
-    sampler = timing.Sampler(device, info.l2_bytes, task.original_clear_bytes)
+    sampler = Sampler(device, info.l2_bytes, task.original_clear_bytes)
     fn = lambda d: d[0] @ d[1].T  # noqa: E731
     rows = []
     log(f"matmul timing: {sampler.method}")
@@ -91,7 +92,7 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
             samples = [sampler.per_call(fn, data)[0] for _ in range(repeats)]
             row["competition_mean_ns"] = statistics.fmean(samples)
             row["competition_median_ns"] = statistics.median(samples)
-            graph = timing.graph_kernel_time(fn, [data], device, sampler.flush, gate=sampler.gate, profile=True)
+            graph = graph_kernel_time(fn, [data], device, sampler.flush, gate=sampler.gate, profile=True)
             prof = graph.get("profiler") or {"ns": None, "note": graph["note"]}
             row.update(kernel_only_ns=graph["ns"], kernel_only_note=graph["note"],
                        kernel_only_spread_pct=graph.get("spread_pct"),

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from harness.compare import describe, geomean_speedup, speedup, t_quantile, t_two_sided_p
+from harness.analysis.compare import describe, geomean_speedup, speedup, t_quantile, t_two_sided_p
 from harness.results import Stats
 
 

@@ -65,7 +65,7 @@ def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: 
 
 
 def test_launch_gate_kernel_compiles_for_hopper():
-    from harness.gate_kernel import gate_kernel
+    from harness.worker.gate_kernel import gate_kernel
     kernel = _compile(gate_kernel, {"count_ptr": "*i32", "open_ptr": "*i32", "started_ptr": "*i32",
                                           "release_ptr": "*i32", "seq": "i32", "nblocks": "i32", "cap_ns": "i32"},
                       {}, 90, 32)
@@ -92,7 +92,7 @@ def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
     """The worker sets TRITON_INTERPRET before the submission imports Triton; the harness itself must
     not import Triton first (it once did, through the launch gate, and every Triton example failed)."""
     from harness.results import PASS
-    from harness.runner import RunOptions, run_submission
+    from harness.api import RunOptions, run_submission
     r = run_submission(str(ROOT / "submissions" / f"{name}.py"), str(ROOT / "tests" / "fixtures" / "tasks" / task /
                        "task.yml"), "test", RunOptions(device="cpu"))
     assert r.verdict == PASS, (r.message, [c.message for c in r.cases])

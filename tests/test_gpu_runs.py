@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.results import PASS
-from harness.runner import RunOptions, run_submission
+from harness.api import RunOptions, run_submission
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def test_torch_compile_submission_runs_as_nobody(tmp_path):
     import tempfile
     import textwrap
 
-    from harness.runner import _privilege_drop_possible
+    from harness.engine.runner import _privilege_drop_possible
     if not _privilege_drop_possible():
         pytest.skip("the harness drops to 'nobody' only when run as root with a world-readable environment")
     Path(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}").mkdir(mode=0o755, exist_ok=True)

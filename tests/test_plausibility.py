@@ -1,5 +1,5 @@
 """The believability checks on synthetic samples (the GPU supplies such samples on the device)."""
-from harness.plausibility import implausible, noise_warnings
+from harness.analysis.plausibility import implausible, noise_warnings
 from harness.results import Stats
 
 
@@ -56,7 +56,7 @@ def test_batched_samples_share_the_per_sample_calibration():
     """Batched timing: samples, walls and windows are per input (a sample over 50 inputs divided by
     50), the calibrations per sample. Subtracting a whole sample's calibration from each input's
     share would let 50 x that much hide per sample (nvfp4_gemm's honest ranked run read -28 us)."""
-    from harness.plausibility import device_clock_excess_ns
+    from harness.analysis.plausibility import device_clock_excess_ns
     b, cal = 50, {"held": 1.5e3, "opened": 28e3}
     honest = Stats.from_samples([130e3] * 20)
     opened = [False] * 20
@@ -77,7 +77,7 @@ def test_device_window_knows_whether_the_gate_held():
 
     import torch
 
-    from harness.timing import Sampler
+    from harness.worker.sampler import Sampler
     s = Sampler(torch.device("cpu"), None)
     s._stamp, s._stamps, s.gate = object(), torch.tensor([1_000, 51_000]), SimpleNamespace(cap_ns=21.5e6)
     s._device_window(200e3)                  # the host enqueued the call in 0.2 ms: well inside the cap
@@ -92,7 +92,7 @@ def test_device_window_knows_whether_the_gate_held():
 def test_host_bound_is_said_when_the_gpu_waited_for_the_host():
     """triton_nvfp4 at k=2048 on the H200: 32 us of kernel-only time per call, batched samples of
     35-59 us: the host's launch of 50 calls outlasts the GPU's work once the gate's cap is spent."""
-    from harness.plausibility import host_bound_warnings, unhidden_host_ns
+    from harness.analysis.plausibility import host_bound_warnings, unhidden_host_ns
     assert unhidden_host_ns([45e3, 47e3, None]) == 47e3
     assert unhidden_host_ns([45e3, None, None]) is None          # measured on too few samples
     assert "host-bound" in host_bound_warnings(47e3, 32e3)[0]
@@ -109,7 +109,7 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
 
     import torch
 
-    from harness import timing
+    from harness.worker import sampler as timing
     now = [0]                                                      # the host clock moves only in the call
     monkeypatch.setattr(timing, "_perf_counter_ns", lambda: now[0])
     monkeypatch.setattr(timing, "_event_record", lambda e: None, raising=False)

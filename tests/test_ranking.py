@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from harness.ranking import RankRule, Score, ShapeTime, assign_ranks, build_leaderboard, score
-from harness.store import open_store
+from harness.analysis.ranking import RankRule, Score, ShapeTime, assign_ranks, build_leaderboard, score
+from harness.store.database import open_store
 from test_store import make_result
 
 

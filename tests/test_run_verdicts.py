@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
-from harness.runner import RunOptions, run_submission
+from harness.api import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -192,8 +192,8 @@ def test_a_task_whose_inputs_do_not_follow_the_seed_is_an_error_that_says_so(tmp
 def test_a_timing_reply_must_carry_what_was_asked():
     """Fewer outputs than asked would leave timed calls unchecked; odd samples cannot come from an
     honest worker: both are rejected."""
-    from harness.runner import _check_timing_reply
-    from harness.supervisor import WorkerFailure
+    from harness.engine.runner import _check_timing_reply
+    from harness.engine.supervisor import WorkerFailure
     good = {"samples_ns": [1.0, 2.0], "wall_ns": [3.0, 4.0], "window_ns": [None, 2.5], "gate_held": [False, True],
             "unhidden_host_ns": [None, 0.0], "outputs": [{}, {}]}
     _check_timing_reply(good, 2, 2)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import store as store_mod
+from harness.store import database as store_mod
 from harness.errors import UsageError
 from harness.results import (PASS, CaseResult, DeviceInfo, RunResult, Stats, SubmissionInfo)
-from harness.store import INCOMPLETE, open_store
+from harness.store.database import INCOMPLETE, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [{"m": 4, "n": 2880, "k": 512, "seed": 1}, {"m": 32, "n": 4096, "k": 512, "seed": 2}]
@@ -121,7 +121,7 @@ def test_killed_run_leaves_one_incomplete_row(tmp_path):
     code = textwrap.dedent(f"""
         import sys, time
         from harness.results import SubmissionInfo
-        from harness.store import open_store
+        from harness.store.database import open_store
         st = open_store({db!r})
         st.begin_run("mxfp4_mm", "leaderboard", SubmissionInfo("/subs/k.py", "ab" * 32, "k"))
         print("begun", flush=True)

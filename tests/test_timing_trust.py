@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from harness import timing
-from harness.clocks import ClockReader, clock_warnings
-from harness.confidence import score_ci_us
-from harness.report import render_phases, render_run
+from harness.worker import kernel_only
+from harness.worker.sampler import L2Flusher, Sampler
+from harness.engine.clocks import ClockReader, clock_warnings
+from harness.analysis.confidence import score_ci_us
+from harness.report.run_text import render_phases, render_run
 from harness.results import PASS, RunResult
-from harness.runner import RunOptions, run_submission
+from harness.api import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
@@ -91,19 +92,19 @@ def test_kernel_only_fields_are_explained_on_cpu(cpu_run):
 
 def test_timing_primitives_say_why_on_cpu():
     cpu = torch.device("cpu")
-    flush = timing.L2Flusher(cpu, None)
-    graph = timing.graph_kernel_time(lambda d: d[0] + 1, [(torch.ones(4),)], cpu, flush)
+    flush = L2Flusher(cpu, None)
+    graph = kernel_only.graph_kernel_time(lambda d: d[0] + 1, [(torch.ones(4),)], cpu, flush)
     assert graph["ns"] is None and "not available on CPU" in graph["note"] and not graph["poisoned"]
-    prof = timing.profiler_kernel_time(lambda d: d[0] + 1, [(torch.ones(4),)], cpu, flush)
+    prof = kernel_only.profiler_kernel_time(lambda d: d[0] + 1, [(torch.ones(4),)], cpu, flush)
     assert prof["ns"] is None and "not available on CPU" in prof["note"]
     assert "not available on CPU" in ClockReader(cpu).read()["note"]
 
 
 def test_device_time_attribution_separates_flush_from_calls():
-    F, C = timing.FLUSH_RANGE, timing.CALL_RANGE
+    F, C = kernel_only.FLUSH_RANGE, kernel_only.CALL_RANGE
     ranges = [(F, 0, 10), (C, 10, 20), (F, 20, 30), (C, 30, 40)]
     events = [("fill", 1, 5), ("gemm", 11, 3), ("quant", 14, 1), ("fill", 21, 5), ("gemm", 31, 3), ("late", 41, 2)]
-    split = timing.attribute_device_time(ranges, events)
+    split = kernel_only.attribute_device_time(ranges, events)
     assert split == {"call_us": 9.0, "flush_us": 10.0, "call_events": 4, "unattributed": 0, "nearest": 1}
 
 
@@ -113,16 +114,16 @@ def test_profiled_graph_replay_is_split_into_flushes_and_calls():
     for i in range(3):                                                                # period 11 + 5
         t = 16 * i
         pairs += [(t, t + 10, "fill"), (t + 11, t + 13, "quant"), (t + 13.5, t + 15, "gemm")]
-    split = timing.split_replay(flushes, pairs, 3)
+    split = kernel_only.split_replay(flushes, pairs, 3)
     assert split == {"call_us": 3.5, "call_ops": 2.0, "window_us": 5.0}
     shuffled = pairs[:3] + [pairs[4], pairs[3], pairs[5]] + pairs[6:]
-    assert "do not each start with the flush" in timing.split_replay(flushes, shuffled, 3)["note"]
-    assert "not a multiple" in timing.split_replay(flushes, pairs[:-1], 3)["note"]
-    assert "no device work" in timing.split_replay(flushes, flushes, 3)["note"]
+    assert "do not each start with the flush" in kernel_only.split_replay(flushes, shuffled, 3)["note"]
+    assert "not a multiple" in kernel_only.split_replay(flushes, pairs[:-1], 3)["note"]
+    assert "no device work" in kernel_only.split_replay(flushes, flushes, 3)["note"]
 
 
 def test_graph_nodes_are_not_guessed_where_they_cannot_be_counted():
-    assert timing.graph_device_nodes(object()) is None          # no raw_cuda_graph (or no libcuda)
+    assert kernel_only.graph_device_nodes(object()) is None          # no raw_cuda_graph (or no libcuda)
 
 
 def test_clock_warnings():
@@ -135,14 +136,14 @@ def test_clock_warnings():
 @pytest.mark.gpu
 def test_graph_kernel_time_agrees_with_the_profiler_for_cublas():
     """The primitives on a kernel known to capture: cuBLAS bf16 A @ B.T, m=256 n=3072 k=1536."""
-    from harness.device import device_info
+    from harness.engine.device import device_info
     from tasks import load_task
     dev = torch.device("cuda")
     t = load_task("mxfp4_mm")
     data = t.generate_input(t.benchmarks[-1], dev)
-    sampler = timing.Sampler(dev, device_info(dev).l2_bytes, t.original_clear_bytes)
+    sampler = Sampler(dev, device_info(dev).l2_bytes, t.original_clear_bytes)
     fn = lambda d: d[0] @ d[1].T  # noqa: E731
-    graph = timing.graph_kernel_time(fn, [data], dev, sampler.flush, gate=sampler.gate, profile=True)
+    graph = kernel_only.graph_kernel_time(fn, [data], dev, sampler.flush, gate=sampler.gate, profile=True)
     prof = graph["profiler"]
     assert graph["ns"] and prof["ns"] and graph["nodes_per_call"] >= 1, graph
     assert_window_brackets(graph["ns"], prof["ns"], prof["window_ns"])
@@ -184,13 +185,13 @@ def test_launch_gate_hides_host_time_and_strict_counts_it():
     clear) measures the kernel, the strict protocol measures the host's millisecond."""
     import time as _time
 
-    from harness.device import device_info
+    from harness.engine.device import device_info
     dev = torch.device("cuda")
     l2 = device_info(dev).l2_bytes
-    gated, strict = timing.Sampler(dev, l2, hide_bytes=64 << 30), timing.Sampler(dev, l2)
+    gated, strict = Sampler(dev, l2, hide_bytes=64 << 30), Sampler(dev, l2)
     assert gated.gate is not None, gated.method
     assert strict.gate is None and strict.method.startswith("strict")
-    short = timing.Sampler(dev, l2, hide_bytes=256 << 20)     # nvfp4_gemm's clear: a cap of tens of us
+    short = Sampler(dev, l2, hide_bytes=256 << 20)     # nvfp4_gemm's clear: a cap of tens of us
     assert short.gate is not None, short.method
     x = torch.zeros(16, device=dev)
 
@@ -206,7 +207,7 @@ def test_launch_gate_hides_host_time_and_strict_counts_it():
 
 def test_sampler_says_how_it_times_on_the_cpu():
     """No GPU: host clock, no gate, whatever the task's original clear."""
-    cpu = timing.Sampler(torch.device("cpu"), None, hide_bytes=64 << 30)
+    cpu = Sampler(torch.device("cpu"), None, hide_bytes=64 << 30)
     assert cpu.gate is None and cpu.method == "host clock (CPU)"
     ns, wall, out = cpu.per_call(lambda t: t + 1, torch.zeros(4))
     assert ns == wall > 0 and out.tolist() == [1.0] * 4
@@ -218,7 +219,7 @@ def test_integrity_watches_the_launch_gate_settings():
     import multiprocessing
     import types
 
-    from harness import integrity
+    from harness.worker import originals as integrity
     gate = types.SimpleNamespace(cap_ns=76_000, nblocks=264, _seq=1)
     sampler = types.SimpleNamespace(start=None, end=None, flush=None, gate=gate)
     conn, _other = multiprocessing.Pipe()

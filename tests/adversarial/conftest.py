@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import RunOptions, run_submission
+from harness.api import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"

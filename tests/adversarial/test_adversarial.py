@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT
-from harness.scan import scan_file, scan_source
+from harness.engine.scan import scan_file, scan_source
 
 from .conftest import MXFP4_SMALL, NVFP4_SMALL, ROOT, SECRET, run
 
@@ -202,7 +202,7 @@ def custom_kernel(data):
 # ---------------------------------------------------------------------------------------------------
 def test_patching_clocks_events_checker_and_harness_is_rejected(cheat):
     body = """
-import time, torch, harness.timing as ht, harness.worker as hw, harness.protocol as hp
+import time, torch, harness.worker.sampler as ht, harness.worker.main as hw, harness.protocol as hp
 time.perf_counter_ns = lambda: 0
 torch.allclose = lambda *a, **k: True
 ht._perf_counter_ns = lambda: 0
@@ -222,7 +222,7 @@ def custom_kernel(data):
 """
     r = run(cheat(body), mode="test")
     assert r.verdict == REJECTED, r.message
-    for name in ("time.perf_counter_ns", "torch.allclose", "harness.timing._perf_counter_ns",
+    for name in ("time.perf_counter_ns", "torch.allclose", "harness.worker.sampler._perf_counter_ns",
                  "Sampler.per_call", "harness.protocol.send", "Worker._send_outputs", "Sampler._timed"):
         assert name in r.message, (name, r.message)
 
@@ -373,7 +373,7 @@ def custom_kernel(data):
 
 
 def _same_user() -> bool:
-    from harness.runner import _privilege_drop_possible
+    from harness.engine.runner import _privilege_drop_possible
     return not _privilege_drop_possible()
 
 
@@ -545,7 +545,7 @@ def test_scan_unavailable_is_a_clear_message(monkeypatch):
             raise ImportError("no kernelguard")
         return real_import(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", fake)
-    from harness.scan import ScanUnavailable
+    from harness.engine.scan import ScanUnavailable
     with pytest.raises(ScanUnavailable, match="pip install"):
         scan_source("def custom_kernel(data): return data")
 
@@ -614,7 +614,7 @@ def test_gpu_rerecording_the_start_event_is_caught(cheat):
     small task is under the wall check's 20 us: it passed that check alone on the H200.)"""
     body = """
 import gc
-from harness.timing import Sampler
+from harness.worker.sampler import Sampler
 def custom_kernel(data):
     out = _correct_kernel(data)
     for s in (o for o in gc.get_objects() if isinstance(o, Sampler)):

@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 
 from harness import protocol
 from harness.results import ERROR, REJECTED, TIMEOUT
-from harness.worker import WorkerConfig, worker_main
+from harness.worker.main import WorkerConfig, worker_main
 
 OUTPUT_KEEP_BYTES = 8 << 10
 DESCENDANT_SCAN_EVERY = 10    # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many

@@ -17,56 +17,35 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+
 from pathlib import Path
 
 import psutil
 import torch
 
 import harness
-from harness import plausibility, protocol, sol
-from harness.clocks import ClockReader, clock_warnings
-from harness.confidence import score_ci_us
-from harness.device import device_info, select_device
+from harness.analysis import plausibility, sol
+from harness import protocol
+from harness.engine.clocks import ClockReader, clock_warnings
+from harness.analysis.confidence import score_ci_us
+from harness.engine.device import device_info, select_device
+from harness.engine.options import RunOptions
 from harness.errors import UsageError
 from harness.protocol import ProtocolError, accepts_dtype, rebuild_tensor
-from harness.ranking import RankRule, ShapeTime, shape_label
-from harness.ranking import score as rank_score
-from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, RunResult, Stats,
+from harness.analysis.ranking import RankRule, ShapeTime
+from harness.analysis.ranking import score as rank_score
+from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, RunResult, Stats, shape_label,
                              worst_verdict)
-from harness.seeds import derive_seed
-from harness.submission import submission_info
-from harness.supervisor import Supervisor, WorkerFailure
-from harness.worker import WorkerConfig
+from harness.engine.seeds import derive_seed
+from harness.engine.submission import submission_info
+from harness.engine.supervisor import Supervisor, WorkerFailure
+from harness.worker.main import WorkerConfig
 
-MODES = ("test", "benchmark", "test+benchmark", "leaderboard", "profile")
+from harness.engine.modes import MODES  # noqa: E402  (re-exported for the CLI)
 NOBODY = 65534
 WARMUP_INDEX = 1 << 40          # leaderboard warm-up inputs use seeds no timed input uses
 GATE_MISSED = ("the launch gate could not close for some samples (the GPU was busy); those samples "
                "include the host's launch time")
-
-
-@dataclass
-class RunOptions:
-    device: str | None = None
-    seed: int | None = None                 # replaces every case's public seed
-    secret: str | None = None               # leaderboard: secret seed (see harness.seeds)
-    max_repeats: int | None = None          # per benchmark case; default 100 on a GPU, 10 on the CPU
-    max_time_s: float | None = None         # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
-    wall_cap_s: float | None = None         # wall time per case; default 120 s, CPU 30 s
-    target_rel_err: float = 0.001           # stop when stderr / mean is below this (0.1%)
-    min_runs: int = 3
-    timeout_scale: float = 1.0              # multiplies the task's timeouts
-    memory_limit_gb: float | None = None    # host memory of the worker tree; default 75% of RAM
-    drop_privileges: bool | None = None     # run the worker as 'nobody' when root; None = when possible
-    output_limit_mb: int = 64
-    cpu_inputs_per_measurement: int = 2     # batched protocol on the CPU: fewer inputs than the task's 50
-    kernel_only: bool = True                # GPU: kernel-only figure per passed benchmark case (CUDA graphs)
-    verify_timing: bool = False             # also the profiler's kernel sum, and the deviation between the two
-    triton_cache_dir: str | None = None     # share a Triton cache across runs (default: a fresh one per run)
-    scan_policy: str = "warn"               # leaderboard: static scan (harness.scan) warn | reject | off
-    defenses: bool = True                   # False: MEASUREMENT ONLY (scripts/defense_overhead.py), see SECURITY.md
-    extra_warnings: list[str] = field(default_factory=list)
 
 
 def _now() -> str:
@@ -620,8 +599,8 @@ class _Run:
         return result
 
     def _scan(self, result: RunResult) -> bool:
-        """Static pre-scan (harness.scan); True when the policy rejects the run before any code runs."""
-        from harness.scan import ScanUnavailable, scan_file
+        """Static pre-scan (harness.engine.scan); True when the policy rejects the run before any code runs."""
+        from harness.engine.scan import ScanUnavailable, scan_file
         try:
             findings, hacked = scan_file(self.path)
         except ScanUnavailable as exc:
@@ -726,7 +705,7 @@ def run_submission(path, task, mode: str = "test+benchmark", options: RunOptions
             raise UsageError(str(exc)) from exc
     options = options or RunOptions()
     if mode == "leaderboard" and options.secret is None:
-        from harness.seeds import take_secret
+        from harness.engine.seeds import take_secret
         options.secret, source = take_secret()
         options.extra_warnings.append(f"secret seed: {source}")
     return _Run(path, task, mode, options, progress).execute()

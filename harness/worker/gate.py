@@ -15,7 +15,7 @@ starts after the start event. A cap bounds the hidden host time (the time the or
 takes); past it the gate opens by itself and the rest of the host time is measured, as in the
 original. Copy engines (cudaMemcpyAsync on another stream) need no SM and are not held; SECURITY.md.
 
-The kernel lives in ``harness.gate_kernel``, imported only when a gate is built on a GPU: importing
+The kernel lives in ``harness.worker.gate_kernel``, imported only when a gate is built on a GPU: importing
 Triton in the worker before ``TRITON_INTERPRET`` applies would break interpreted submissions on the CPU.
 ``LaunchGate.create`` checks on the device that the gate holds a side-stream kernel back and that
 the release works, and returns None where it cannot be built or does not hold (no Triton, AMD, a
@@ -57,7 +57,7 @@ class LaunchGate:
         if device.type != "cuda" or torch.version.hip is not None:
             return None, "the gate is built for NVIDIA GPUs"
         try:
-            from harness.gate_kernel import gate_kernel
+            from harness.worker.gate_kernel import gate_kernel
         except Exception as exc:  # noqa: BLE001 - no (usable) Triton
             return None, f"Triton is not usable here ({type(exc).__name__}: {str(exc).strip()[:200]})"
         try:

@@ -6,14 +6,13 @@ import signal
 import sys
 from pathlib import Path
 
-from harness.commands.leaderboard import add_results_dir_argument
+from harness.cli.options import add_results_dir_argument
 from harness.errors import exit_code_for
-from harness.report import render_output_excerpt, render_phases, render_run, render_warnings
-from harness.runner import MODES, RunOptions, run_submission
-from harness.seeds import take_secret
+from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
+from harness.api import RunOptions, run_submission
+from harness.engine.modes import MODES, Mode
+from harness.engine.seeds import take_secret
 
-NAME = "run"
-HELP = "check and time one submission on a task (test, benchmark, leaderboard or profile mode)"
 EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm
   python -m harness run submissions/torch_nvfp4.py --task nvfp4_gemm --mode test
   HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
@@ -70,7 +69,7 @@ def run(args) -> int:
                          verify_timing=args.verify_timing, kernel_only=not args.no_kernel_only,
                          triton_cache_dir=args.triton_cache_dir,
                          scan_policy=args.scan_policy, defenses=not args.no_defenses)
-    if args.mode == "leaderboard":
+    if Mode(args.mode).ranked:
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
@@ -93,7 +92,7 @@ def run(args) -> int:
         if args.json:
             Path(args.json).write_text(result.to_json() + "\n")
     if args.save:
-        from harness.store import git_commit_of, open_store
+        from harness.store.database import git_commit_of, open_store
         with open_store(args.results_dir) as st:
             run_id = st.record(result, git_commit=git_commit_of(args.file))
             print(f"stored as run {run_id} in {st.path}", file=sys.stderr)

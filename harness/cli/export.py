@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.commands.leaderboard import add_results_dir_argument, format_rows, resolve_task
+from harness.cli.options import add_results_dir_argument
+from harness.report.board import resolve_task
+from harness.report.tables import format_rows
 from harness.errors import UsageError
-from harness.ranking import shape_label
-from harness.store import open_store
+from harness.results import shape_label
+from harness.store.database import open_store
 
-NAME = "export"
-HELP = "export all stored runs of a task as JSON or CSV"
 EXAMPLES = """  python -m harness export --task mxfp4_mm --format json --output runs.json
   python -m harness export --task mxfp4_mm --format csv > runs.csv
 

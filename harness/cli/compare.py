@@ -6,15 +6,16 @@ import math
 import shlex
 import sys
 
-from harness import compare as stats
-from harness.commands.history import find_runs, no_runs_error
-from harness.commands.leaderboard import add_results_dir_argument, format_rows, ranking_rule, resolve_task, us
+from harness.analysis import compare as stats
+from harness.cli.options import add_results_dir_argument
+from harness.report.board import ranking_rule, resolve_task
+from harness.report.runs import find_runs, no_runs_error
+from harness.report.tables import format_rows, us
 from harness.errors import UsageError
-from harness.ranking import BENCHMARK_KINDS, best_run, shape_label
-from harness.store import open_store
+from harness.analysis.ranking import BENCHMARK_KINDS, best_run
+from harness.results import shape_label
+from harness.store.database import open_store
 
-NAME = "compare"
-HELP = "compare two stored submissions: speed-up per shape and overall, with its uncertainty"
 EXAMPLES = """  python -m harness compare submissions/a.py submissions/b.py --task mxfp4_mm
   python -m harness compare "Fast Kernel" baseline --task mxfp4_mm --device "NVIDIA H200" --format json
 

@@ -1,12 +1,16 @@
-"""Inside the worker: has the submission replaced code the harness runs between its own calls?
+"""Inside the worker: what the harness captures before the submission is imported, and the check that
+the submission left it alone.
 
-``harness.timing`` watches a short list of named objects (clocks, events, synchronize). This module
-widens that, generally: it snapshots whole namespaces the worker relies on to measure and to reply
-(the harness's worker, timing and protocol modules; the task module that generates the inputs; the
-JSON, pickle and pipe code that carries messages; ``torch.Tensor``'s methods, which the output
-snapshot calls) and, for every function among them, its code object and defaults (replacing
-``f.__code__`` keeps ``f``'s identity). After every operation the worker compares, and the parent
-rejects the run if anything differs.
+Two layers, one check (:func:`tampered`):
+- named originals (clocks, events, synchronize, a few tensor methods) are captured when this module is
+  imported, which the worker does before it imports the submission; the sampler calls the captured
+  objects, so a submission that later replaces ``torch.cuda.Event`` or ``time.perf_counter_ns`` does not
+  change what is measured, and the watch-list below reports that it tried;
+- whole namespaces the worker relies on to measure and to reply (the worker's own modules, the task
+  module that generates the inputs, the JSON, pickle and pipe code that carries messages,
+  ``torch.Tensor``'s methods) are snapshotted with every function's code object and defaults
+  (replacing ``f.__code__`` keeps ``f``'s identity). After every operation the worker compares, and the
+  parent rejects the run if anything differs.
 
 A submission shares the worker's address space, so this raises the bar; it is not a proof (see
 SECURITY.md: ctypes-level writes and native code are out of its reach).
@@ -18,9 +22,57 @@ import json.encoder
 import multiprocessing.connection
 import pickle
 import sys
+import threading
+import time
 import types
 
 import torch
+
+_perf_counter_ns = time.perf_counter_ns
+_empty = torch.empty
+_thread_count = threading.active_count
+_CUDA = torch.cuda.is_available()
+_Event = _event_record = _event_elapsed = _device_sync = _c_sync = None
+_Stream = _CUDAGraph = _graph_ctx = None
+if _CUDA:
+    _Event = torch.cuda.Event
+    _event_record = torch.cuda.Event.record
+    _event_elapsed = torch.cuda.Event.elapsed_time
+    _device_sync = torch.cuda.synchronize
+    _c_sync = torch._C._cuda_synchronize
+    _Stream, _CUDAGraph, _graph_ctx = torch.cuda.Stream, torch.cuda.CUDAGraph, torch.cuda.graph
+
+# What a submission must leave alone; checked by identity after every call into it.
+_WATCHED = {
+    "time.perf_counter_ns": (time, "perf_counter_ns"),
+    "time.perf_counter": (time, "perf_counter"),
+    "time.time": (time, "time"),
+    "torch.cuda.Event": (torch.cuda, "Event"),
+    "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+    "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+    "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+    "torch.Tensor.clone": (torch.Tensor, "clone"),
+    "torch.Tensor.cpu": (torch.Tensor, "cpu"),
+    "torch.Tensor.contiguous": (torch.Tensor, "contiguous"),
+    "torch.allclose": (torch, "allclose"),
+    "torch._C._cuda_synchronize": (torch._C, "_cuda_synchronize"),
+}
+_ORIGINALS = {name: getattr(owner, attr, None) for name, (owner, attr) in _WATCHED.items()}
+
+
+def tampered_names() -> list[str]:
+    """Names of watched objects that are no longer the ones captured at import."""
+    return [name for name, (owner, attr) in _WATCHED.items()
+            if getattr(owner, attr, None) is not _ORIGINALS[name]]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        _c_sync()
+
+
+def thread_count() -> int:
+    return _thread_count()
 
 
 def _static_attrs(cls: type) -> dict:
@@ -49,10 +101,12 @@ def _is_code(value) -> bool:
 
 
 def _namespaces(worker) -> dict:
-    from harness import gate, protocol, timing
+    from harness import protocol
+    from harness.worker import gate, kernel_only, sampler
     worker_mod = sys.modules[type(worker).__module__]
-    modules = {"harness.worker": worker_mod, "harness.timing": timing, "harness.protocol": protocol,
-               "harness.gate": gate,
+    modules = {"harness.worker.main": worker_mod, "harness.worker.sampler": sampler,
+               "harness.worker.kernel_only": kernel_only, "harness.worker.originals": sys.modules[__name__],
+               "harness.protocol": protocol, "harness.worker.gate": gate,
                "json": json, "json.encoder": json.encoder, "pickle": pickle,
                "multiprocessing.connection": multiprocessing.connection}
     if getattr(worker, "task_module", None) is not None:
@@ -61,8 +115,8 @@ def _namespaces(worker) -> dict:
     gate_obj = getattr(worker.sampler, "gate", None)
     spaces.update({
         "Worker": _static_attrs(type(worker)),
-        "Sampler": _static_attrs(timing.Sampler),
-        "L2Flusher": _static_attrs(timing.L2Flusher),
+        "Sampler": _static_attrs(sampler.Sampler),
+        "L2Flusher": _static_attrs(sampler.L2Flusher),
         "LaunchGate": _static_attrs(gate.LaunchGate),
         "Connection": _static_attrs(type(worker.conn)),
         "JSONEncoder": _static_attrs(json.JSONEncoder),
@@ -110,3 +164,8 @@ def changed(snap: dict, worker) -> list[str]:
 
 
 _MISSING = object()
+
+
+def tampered(snap: dict, worker) -> list[str]:
+    """Everything the submission replaced: watched originals and changed namespace entries."""
+    return tampered_names() + changed(snap, worker)

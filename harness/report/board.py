@@ -1,58 +1,15 @@
-"""``leaderboard``: rank the stored runs of a task, one section per device.
-
-Also home of the small table renderer (table / markdown / csv) that history, compare and export use.
-"""
+"""The leaderboard of a task, read from the results store and rendered as text, markdown, JSON or CSV."""
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
-import sys
-from typing import Any, Sequence
 
+from harness.analysis.ranking import Leaderboard, RankRule, build_leaderboard
 from harness.errors import UsageError
-from harness.ranking import RankRule, Leaderboard, build_leaderboard
-from harness.store import open_store
+from harness.report.tables import format_rows, us
+from harness.store.database import open_store
 
-NAME = "leaderboard"
-HELP = "rank the stored results of a task (per device; ties within measurement error marked '=')"
-EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
-  python -m harness leaderboard --task mxfp4_mm --device "NVIDIA H200" --format markdown
-  python -m harness leaderboard --task nvfp4_gemm --format json > board.json
+BOARD_FORMATS = ("table", "markdown", "json", "csv")
 
-Ranking: the best complete, passing run of each submission (same content hash and name) on each
-device, scored by the task's rule (geom: geometric mean of the per-shape means). Failed, crashed,
-timed-out, rejected and interrupted submissions are listed under "not ranked" with the reason.
-Ties: an entry whose 95% interval (score +- 1.96 standard errors, propagated from the per-shape
-standard errors) overlaps its group leader's shares the leader's rank, shown as "=2"."""
-
-FORMATS = ("table", "markdown", "json", "csv")
-
-
-def add_results_dir_argument(parser) -> None:
-    parser.add_argument("--results-dir", metavar="DIR", default=None,
-                        help="results folder or .sqlite file (default: $HARNESS_RESULTS_DIR or ./harness-results)")
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--task", required=True, help="task name, e.g. mxfp4_mm")
-    parser.add_argument("--device", default=None, help="only this device (as shown in the section titles)")
-    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    parser.add_argument("--rule", choices=[r.value for r in RankRule], default=None,
-                        help="override the task's ranking rule")
-    parser.add_argument("--mode", choices=("leaderboard", "benchmark", "test+benchmark"), default=None,
-                        help="rank only runs made in this mode (default: every mode that has timings)")
-    add_results_dir_argument(parser)
-
-
-def run(args) -> int:
-    sys.stdout.write(leaderboard_text(args.task, fmt=args.format, device=args.device,
-                                      results_dir=args.results_dir, rule=args.rule, mode=args.mode))
-    return 0
-
-
-# --- library-style helpers (return strings; the commands print) ---------------------------------
 
 def resolve_task(task: str, override: str | None = None) -> tuple[str, RankRule | None, str | None]:
     """(task name, its ranking rule or the override, why the task could not be loaded or None).
@@ -79,8 +36,8 @@ def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple
                                  "pass --rule to choose")
 
 
-def build(task: str, *, device: str | None = None, results_dir: str | None = None,
-          rule: str | None = None, mode: str | None = None) -> tuple[Leaderboard, list[str]]:
+def load_board(task: str, *, device: str | None = None, results_dir: str | None = None,
+               rule: str | None = None, mode: str | None = None) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
     with open_store(results_dir) as st:
@@ -98,55 +55,11 @@ def build(task: str, *, device: str | None = None, results_dir: str | None = Non
     return build_leaderboard(name, rank_rule, runs, cases, device=device), warnings
 
 
-def leaderboard_text(task: str, *, fmt: str = "table", device: str | None = None,
-                     results_dir: str | None = None, rule: str | None = None, mode: str | None = None) -> str:
-    """The rendered leaderboard; warnings (assumed rule, empty store) go to stderr."""
-    board, warnings = build(task, device=device, results_dir=results_dir, rule=rule, mode=mode)
-    for w in warnings:
-        print(w, file=sys.stderr)
-    return render(board, fmt)
-
-
-def us(x: float | None) -> str:
-    """A time in microseconds, rounded for people."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    if abs(x) >= 100:
-        return f"{x:.1f}"
-    if abs(x) >= 1:
-        return f"{x:.2f}"
-    return f"{x:.3f}"
-
-
-def format_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str,
-                right: Sequence[int] = ()) -> str:
-    """Render rows as an aligned text table, a GitHub markdown table or CSV."""
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(headers)
-        writer.writerows(["" if v is None else v for v in row] for row in rows)
-        return buf.getvalue()
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    if fmt == "markdown":
-        def esc(s: str) -> str:
-            return s.replace("|", "\\|").replace("\n", " ")
-        lines = ["| " + " | ".join(esc(h) for h in headers) + " |",
-                 "|" + "|".join("---:" if i in right else "---" for i in range(len(headers))) + "|"]
-        lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in cells]
-        return "\n".join(lines) + "\n"
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-
-    def line(row):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells]) + "\n"
-
-
-def render(board: Leaderboard, fmt: str) -> str:
+def render_board(board: Leaderboard, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(board.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
     if fmt == "csv":
-        return _render_csv(board)
+        return _board_csv(board)
     parts = []
     if not board.boards:
         parts.append(f"No results for {board.task} yet.\n")
@@ -174,7 +87,7 @@ def render(board: Leaderboard, fmt: str) -> str:
     return "\n".join(parts)
 
 
-def _render_csv(board: Leaderboard) -> str:
+def _board_csv(board: Leaderboard) -> str:
     shapes: list[str] = []
     for b in board.boards:
         shapes += [s for s in b.shapes if s not in shapes]

@@ -1,21 +1,8 @@
 """Human-readable text for a RunResult. Returns strings; the commands print them."""
 from __future__ import annotations
 
-from harness.results import PASS, RunResult
-
-
-def fmt_us(ns: float | None, digits: int = 3) -> str:
-    return "-" if ns is None else f"{ns / 1e3:.{digits}f}"
-
-
-def _spec(spec: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in spec.items() if k != "seed") or "-"
-
-
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+from harness.results import PASS, RunResult, shape_label
+from harness.report.tables import format_rows, us_from_ns as fmt_us
 
 
 def render_run(result: RunResult) -> str:
@@ -32,24 +19,25 @@ def render_run(result: RunResult) -> str:
     for c in result.cases:
         s = c.stats
         sol = c.sol
-        rows.append([c.kind, _spec(c.spec), c.verdict,
+        rows.append([c.kind, shape_label(c.spec), c.verdict,
                      f"{fmt_us(s.mean)} ± {fmt_us(s.stderr)}" if s else "-",
                      fmt_us(s.min) if s else "-", fmt_us(s.max) if s else "-", str(s.runs) if s else "-",
                      f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
                      fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
                      f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-"]
                     + ([fmt_us(c.extra.get("kernel_only_ns"))] if kernel_only else []))
-    out += ["", table(rows, ["kind", "shape", "verdict", "mean ± stderr (us)", "min", "max", "runs",
-                             "baseline (us)", "SOL (us)", "% of SOL"] + (["kernel-only (us)"] if kernel_only else []))]
+    out += ["", format_rows(["kind", "shape", "verdict", "mean ± stderr (us)", "min", "max", "runs",
+                              "baseline (us)", "SOL (us)", "% of SOL"] + (["kernel-only (us)"] if kernel_only else []),
+                             rows).rstrip("\n")]
     out += _timing_notes(result)
     notes = [(c, c.message) for c in result.cases if c.verdict != PASS and c.message]
     if notes:
         out.append("")
         for c, message in notes:
-            out.append(f"{c.kind} {_spec(c.spec)}: {c.verdict}: {message}")
+            out.append(f"{c.kind} {shape_label(c.spec)}: {c.verdict}: {message}")
     tables = [(c, c.extra.get("profile_table")) for c in result.cases if c.extra.get("profile_table")]
     for c, text in tables:
-        out += ["", f"profile {_spec(c.spec)}", text]
+        out += ["", f"profile {shape_label(c.spec)}", text]
     out.append("")
     score = f"{result.score_us:.3f} us" if result.score_us is not None else "-"
     if result.score_us is not None and result.score_ci_us:
@@ -70,7 +58,7 @@ def _timing_notes(result: RunResult) -> list[str]:
         if len(notes) <= 2:     # the same reason for every case (e.g. a CPU run): say it once
             return ["", "kernel-only / timing check, all cases: " + "; ".join(sorted(notes))]
     for c in cases:
-        x, shape = c.extra, _spec(c.spec)
+        x, shape = c.extra, shape_label(c.spec)
         if "profiler_kernel_ns" in x:
             dev, kernels = x.get("kernel_only_vs_profiler_pct"), x.get("profiler_kernels_per_call")
             per_kernel = (x["kernel_only_ns"] - x["profiler_kernel_ns"]) / kernels if dev is not None and kernels else None
@@ -101,7 +89,7 @@ def render_phases(result: RunResult) -> str:
 def render_warnings(result: RunResult) -> list[str]:
     lines = [f"warning: {w}" for w in result.warnings]
     for c in result.cases:
-        lines += [f"warning: {c.kind} {_spec(c.spec)}: {w}" for w in c.warnings]
+        lines += [f"warning: {c.kind} {shape_label(c.spec)}: {w}" for w in c.warnings]
     return lines
 
 

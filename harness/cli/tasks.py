@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import json
 
-from harness.report import table
+from harness.report.tables import format_rows
 
-NAME = "tasks"
-HELP = "list the tasks with their shapes, timing protocol and published targets"
 EXAMPLES = """  python -m harness tasks
   python -m harness tasks --json
 """
@@ -34,6 +32,6 @@ def run(args) -> int:
                       f"{f' ({t.inputs_per_measurement} inputs per measurement)' if t.inputs_per_measurement > 1 else ''};"
                       f" rtol={t.rtol} atol={t.atol}; timeouts test/benchmark/ranked "
                       f"{t.test_timeout:g}/{t.benchmark_timeout:g}/{t.ranked_timeout:g} s\n"
-                      + table(rows, ["kind", "case", f"baseline us ({t.baseline_label or 'none'})"]))
+                      + format_rows(["kind", "case", f"baseline us ({t.baseline_label or 'none'})"], rows).rstrip("\n"))
     print("\n\n".join(blocks))
     return 0

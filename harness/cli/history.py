@@ -1,18 +1,16 @@
 """``history``: the past runs of one submission (by file, content hash or name)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
-from harness.commands.leaderboard import add_results_dir_argument, format_rows, resolve_task, us
-from harness.submission import display_name
-from harness.errors import UsageError
-from harness.store import RunRow, Store, open_store
+from harness.cli.options import add_results_dir_argument
+from harness.report.board import resolve_task
+from harness.report.runs import file_sha, find_runs, no_runs_error
+from harness.report.tables import format_rows, us
+from harness.store.database import open_store
 
-NAME = "history"
-HELP = "list the stored runs of one submission: date, mode, device, verdict, score, commit"
 EXAMPLES = """  python -m harness history submissions/triton_mxfp4.py --task mxfp4_mm
   python -m harness history "Fast Kernel" --task mxfp4_mm --format json
 
@@ -29,37 +27,13 @@ def add_arguments(parser) -> None:
     add_results_dir_argument(parser)
 
 
-def _file_sha(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
-def find_runs(st: Store, task: str, ref: str) -> list[RunRow]:
-    """Runs of ``task`` that belong to the submission ``ref`` (a file path or a name); oldest first."""
-    runs = st.runs(task=task)
-    path = Path(ref)
-    if path.is_file():
-        sha, resolved, name = _file_sha(path), path.resolve(), display_name(path)
-        return [r for r in runs if r.submission_sha256 == sha or r.display_name == name
-                or Path(r.submission_path).resolve() == resolved]
-    ref_l = ref.lower()
-    is_hex = len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref_l)
-    return [r for r in runs if r.display_name == ref or Path(r.submission_path).stem == ref
-            or (is_hex and r.submission_sha256.startswith(ref_l))]
-
-
-def no_runs_error(st: Store, task: str, ref: str) -> UsageError:
-    names = sorted({r.display_name for r in st.runs(task=task)})
-    known = ", ".join(repr(n) for n in names[:20]) or "none yet: run 'python -m harness run-all' first"
-    return UsageError(f"no stored runs of {ref!r} for task {task!r}; submissions with runs: {known}")
-
-
 def run(args) -> int:
     args.task = resolve_task(args.task)[0]
     with open_store(args.results_dir) as st:
         runs = find_runs(st, args.task, args.submission)
         if not runs:
             raise no_runs_error(st, args.task, args.submission)
-    current = _file_sha(Path(args.submission))
+    current = file_sha(Path(args.submission))
     if args.format == "json":
         rows = [dict(vars(r), current=r.submission_sha256 == current) for r in runs]
         sys.stdout.write(json.dumps({"version": 1, "task": args.task, "submission": args.submission, "runs": rows},

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from harness.results import PASS
-from harness.store import INCOMPLETE, CaseRow, RunRow
+from harness.results import PASS, shape_label
+from harness.store.database import INCOMPLETE, CaseRow, RunRow
 
 Z_95 = 1.959963984540054
 LEADERBOARD_JSON_VERSION = 1   # 1 - first version: task, rule, devices[{device, ranked, unranked, shapes}]
@@ -128,15 +128,6 @@ class Leaderboard:
             devices.append(d)
         return clean({"version": LEADERBOARD_JSON_VERSION, "task": self.task, "rule": self.rule.value,
                       "tie_rule": "95% intervals overlap the group leader's", "devices": devices})
-
-
-_SHAPE_KEY_ORDER = {"m": 0, "n": 1, "k": 2, "l": 3}
-
-
-def shape_label(spec: dict[str, Any]) -> str:
-    """A short name for a benchmark case: its spec without the seed, e.g. 'm=4 n=2880 k=512'."""
-    keys = sorted((k for k in spec if k != "seed"), key=lambda k: (_SHAPE_KEY_ORDER.get(k, 99), k))
-    return " ".join(f"{k}={spec[k]}" for k in keys) or "case"
 
 
 def score(shapes: list[ShapeTime], rule: RankRule) -> Score:

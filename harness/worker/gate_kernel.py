@@ -1,4 +1,4 @@
-"""The launch gate's kernel (see ``harness.gate``): fills every thread slot of every SM and spins until
+"""The launch gate's kernel (see ``harness.worker.gate``): fills every thread slot of every SM and spins until
 the host releases it or the cap passes; and the sampler's timestamp kernel, which reads the same device
 clock. Imported only on a GPU, when a gate is built."""
 import triton

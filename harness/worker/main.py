@@ -3,7 +3,7 @@
 It generates each input itself, with the task's own generator, from a seed the parent sends right
 before the input is needed (the parent generates the same input for checking; no tensor crosses
 from the parent, which for nvfp4_gemm's 50 inputs of 77 MB per sample took seconds), calls
-``custom_kernel``, times the calls with the task's protocol (``harness.timing``) and sends outputs
+``custom_kernel``, times the calls with the task's protocol (``harness.worker.sampler``) and sends outputs
 and samples back as plain bytes (``harness.protocol``).
 It never sees a reference output or the secret seed (only the per-input seeds derived from it, which
 give away no more than the inputs themselves).
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness import integrity, protocol, timing
+from harness import protocol
+from harness.worker import kernel_only, originals
+from harness.worker.sampler import Sampler
 from tasks.registry import load_task_module
 
 MAX_TRACEBACK_CHARS = 6000
@@ -97,7 +99,7 @@ class Worker:
         self.device = torch.device(cfg.device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.sampler = timing.Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
+        self.sampler = Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         self.kernel = None
         self.task_module, self.task_error = None, "the worker was given no task to generate inputs with"
@@ -108,12 +110,12 @@ class Worker:
                 self.task_error = (f"the worker could not load the task's generator {cfg.task_file} "
                                    f"({_describe_exception(exc)}); it must be readable by the worker's user")
         self.slots = []     # input tuples generated on request (op "generate"), named by index
-        self._baseline = integrity.snapshot(self)   # before the submission is imported
+        self._baseline = originals.snapshot(self)   # before the submission is imported
 
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
-        tampered = timing.tampered_names() + integrity.changed(self._baseline, self)
-        return {"tampered": tampered, "threads": timing.thread_count()}
+        tampered = originals.tampered(self._baseline, self)
+        return {"tampered": tampered, "threads": originals.thread_count()}
 
     def _send_outputs(self, header: dict, snapshots) -> None:
         """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""
@@ -149,12 +151,12 @@ class Worker:
             return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
         made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in msg["specs"]]
         self.slots = self.slots[:msg.get("keep", 0)] + made
-        timing.synchronize(self.device)
+        originals.synchronize(self.device)
         return {"ok": True, "fingerprints": [protocol.input_fingerprint(d) for d in made], **self._integrity()}
 
     def call(self, msg):
         out = self.kernel(self._input(msg["data"]))
-        timing.synchronize(self.device)
+        originals.synchronize(self.device)
         self._send_outputs({"ok": True}, [_snapshot(out)])
 
     def warmup(self, msg) -> dict:
@@ -199,11 +201,11 @@ class Worker:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
         data = self._input(msg["data"])
         self.kernel(data)
-        timing.synchronize(self.device)
+        originals.synchronize(self.device)
         with profile(activities=activities) as prof:
             for _ in range(msg.get("calls", 5)):
                 self.kernel(data)
-            timing.synchronize(self.device)
+            originals.synchronize(self.device)
         sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
         try:
             table = prof.key_averages().table(sort_by=sort, row_limit=15)
@@ -213,22 +215,22 @@ class Worker:
 
     def kernel_only(self, msg) -> dict:
         """Device time of the submission's own kernels on a cold L2, without host launch overhead: CUDA
-        graphs replayed behind the launch gate (``timing.graph_kernel_time``); with ``profiler`` also
+        graphs replayed behind the launch gate (``kernel_only.graph_kernel_time``); with ``profiler`` also
         the profiler's kernel sum from the same graphs. The profiler's kernel sum of eager calls
-        (``timing.profiler_kernel_time``) stands in when the capture failed. ``poisoned``: the CUDA
+        (``kernel_only.profiler_kernel_time``) stands in when the capture failed. ``poisoned``: the CUDA
         context broke, the worker must be replaced."""
         inputs = [self._input(i) for i in msg["inputs"]]
-        graph = timing.graph_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
+        graph = kernel_only.graph_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
                                          n=msg.get("n", 20), replays=msg.get("replays", 7), gate=self.sampler.gate,
                                          profile=bool(msg.get("profiler")))
         reply = {"ok": True, "graph": graph, "poisoned": bool(graph.get("poisoned"))}
         if "profiler" in graph:
             reply["profiler"] = graph.pop("profiler")
         elif not reply["poisoned"] and graph.get("ns") is None:
-            reply["profiler"] = timing.profiler_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
+            reply["profiler"] = kernel_only.profiler_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
                                                             calls=msg.get("calls", 10))
             if self.device.type == "cuda" and reply["profiler"].get("ns") is None:
-                reply["poisoned"] = not timing.cuda_usable(self.device)
+                reply["poisoned"] = not kernel_only.cuda_usable(self.device)
         reply.update(self._integrity())
         return reply
 

@@ -1,0 +1,92 @@
+"""The command line: argparse subcommands, one thin module each in this package.
+
+Each command module defines ``NAME``, ``HELP``, ``EXAMPLES``, ``add_arguments(parser)`` and
+``run(args) -> int``. ``COMMANDS`` maps each name to its module, which is imported only when that
+command runs (a command that reads the results store never loads torch). This module only parses,
+dispatches and maps errors to exit codes.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from harness.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, UsageError
+
+# name -> (module, one-line help): the help is here so that 'python -m harness --help' imports nothing
+COMMANDS = {
+    "run": ("harness.cli.run",
+            "check and time one submission on a task (test, benchmark, leaderboard or profile mode)"),
+    "run-all": ("harness.cli.run_all",
+                "evaluate every submission in a folder and store the results (exit 0 when all ran, "
+                "whatever the verdicts)"),
+    "leaderboard": ("harness.cli.leaderboard",
+                    "rank the stored results of a task (per device; ties within measurement error marked '=')"),
+    "history": ("harness.cli.history",
+                "list the stored runs of one submission: date, mode, device, verdict, score, commit"),
+    "compare": ("harness.cli.compare",
+                "compare two stored submissions: speed-up per shape and overall, with its uncertainty"),
+    "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
+    "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),
+}
+
+EXIT_CODES_HELP = """exit codes:
+  0   everything ran and passed
+  1   a check failed (wrong output)
+  2   usage error: bad arguments, unknown task, missing file, invalid task spec
+  3   the submission could not import, compile or run, or it crashed
+  4   the submission ran past the task's timeout
+  5   rejected: refused by the static-scan policy or caught tampering
+  70  internal error in the harness (please report it)
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would sys.exit(2) from deep inside; raise instead
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def _chosen_command(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the command named in ``argv`` (all of them when None) gets its module loaded."""
+    chosen = None if argv is None else _chosen_command(argv)
+    parser = _Parser(prog="python -m harness",
+                     description="GPU-kernel competition harness and leaderboard runner.",
+                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module_name, help_text) in COMMANDS.items():
+        if argv is not None and name != chosen:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        mod = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           epilog="examples:\n" + mod.EXAMPLES + "\n" + getattr(mod, "EXIT_CODES", EXIT_CODES_HELP),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        return args._run(args)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place that turns a harness bug into a code
+        import traceback
+        traceback.print_exc()
+        print(f"internal error: {exc!r}; this is a bug in the harness, please report it", file=sys.stderr)
+        return EXIT_INTERNAL

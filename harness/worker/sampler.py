@@ -1,0 +1,198 @@
+"""Measurement primitives, run inside the worker.
+
+The sampler calls the originals that :mod:`harness.worker.originals` captured before the
+submission was imported, so a submission that replaces ``torch.cuda.Event``, ``torch.cuda.synchronize``
+or ``time.perf_counter_ns`` does not change what is measured.
+
+Two protocols, as the original competitions used them:
+- ``per_call``: L2 flush, start event, ONE call, end event, device synchronize; one sample per call.
+- ``batched``: L2 flush, start event, one call on each of N distinct inputs, end event; the sample
+  is the elapsed time divided by N.
+The originals enqueue a long L2 clear right before the start event, so the host's launch time is
+hidden (up to the clear's duration). Given the clear's size (``hide_bytes``), the sampler does the
+same with :class:`harness.worker.gate.LaunchGate`, which also keeps other streams from running ahead; without it, or where the gate cannot be built, the GPU is idle at the start event and the
+launch time is measured (``Sampler.method`` says which).
+On the CPU the same protocols run with a host clock.
+Every sample also records the host wall time from the moment the GPU may run the call to the
+device-wide synchronize after it, which bounds work that escapes the events (another stream, a thread),
+and, behind the gate, the device clock's own window around the events (two one-thread kernels read
+``%globaltimer`` just before the start event and just after the end event): events a submission
+re-records or moves no longer match it.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from harness.worker.gate import LaunchGate
+from harness.worker.originals import (_Event, _c_sync, _empty, _event_elapsed, _event_record,
+                                      _perf_counter_ns, synchronize)
+
+
+class L2Flusher:
+    """Evicts the GPU's L2 by writing a buffer twice its size (sized from the device, not a constant)."""
+
+    def __init__(self, device: torch.device, l2_bytes: int | None):
+        self.buffer, self.nbytes = None, 2 * (l2_bytes or 64 << 20)
+        if device.type == "cuda":
+            self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        if self.buffer is not None:
+            self.buffer.zero_()
+
+
+class Sampler:
+    """Times calls of ``fn`` with the protocol of the task."""
+
+    def __init__(self, device: torch.device, l2_bytes: int | None, hide_bytes: int = 0):
+        """``hide_bytes``: what the original loop writes to clear the L2 before each sample; the
+        host time a write of that size takes on this device is hidden from each sample (0: none)."""
+        self.device = device
+        self.flush = L2Flusher(device, l2_bytes)
+        self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
+        self.window_ns, self.window_held, self._stamp, self._closing_cap = None, False, None, None
+        self.unhidden_host_ns = None   # per sample: the host's launch time that showed in the event time
+        self.window_gap_ns = {"held": None, "opened": None}   # set by calibrate()
+        if device.type == "cuda":
+            self.start = _Event(enable_timing=True)
+            self.end = _Event(enable_timing=True)
+            self.method = "strict: the GPU idles at the start event, host launch time is measured"
+            if hide_bytes > 0:
+                hide_ns = hide_bytes / self.flush.nbytes * self._flush_ns()
+                self.gate, why = LaunchGate.create(device, hide_ns)
+                self.method = (f"launch gate: up to {hide_ns / 1e3:.0f} us of host time hidden per sample, like "
+                               f"the original's {hide_bytes / 2**30:.2f} GiB L2 clear; other streams held back"
+                               if self.gate else f"strict (launch gate unavailable: {why})")
+            if self.gate is not None:
+                self._stamps = torch.zeros(2, dtype=torch.int64, device=device)
+                try:
+                    from harness.worker.gate_kernel import stamp_kernel
+                    stamp_kernel[(1,)](self._stamps, 0, num_warps=1)   # compiles it now, outside any sample
+                    _c_sync()
+                    self._stamp = stamp_kernel
+                except Exception:  # noqa: BLE001 - no device clock check; the wall-time check remains
+                    self._stamp = None
+
+    def _device_window(self, host_ns: int) -> None:
+        """Sets ``window_ns``: the device clock's time from just before the start event to just after
+        the end event, read after a gated sample; and ``window_held``: whether the gate surely held
+        until the host had enqueued everything. Where it may have opened by itself (host time near its
+        cap) the window also holds the host's launch of the second timestamp kernel, a few us."""
+        if self._stamp is None:
+            return
+        t0, t1 = self._stamps.tolist()
+        cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
+        self.window_ns, self.window_held = float(t1 - t0), host_ns <= 0.8 * cap - 10e3
+
+    def _flush_ns(self) -> float:
+        """Median device time of one L2 flush."""
+        times = []
+        for _ in range(7):
+            _c_sync()
+            _event_record(self.start)
+            self.flush()
+            _event_record(self.end)
+            _c_sync()
+            times.append(_event_elapsed(self.start, self.end) * 1e6)
+        return statistics.median(times)
+
+    def heat(self, ms: float) -> None:
+        """Keeps the GPU busy with the harness's own work (L2 flushes) for ``ms`` milliseconds, so the
+        clocks are up when timing starts, without running submission code next to timed inputs."""
+        if self.device.type != "cuda" or ms <= 0:
+            return
+        end = _perf_counter_ns() + ms * 1e6
+        while _perf_counter_ns() < end:
+            self.flush()
+            _c_sync()
+
+    def touch(self, data) -> None:
+        """Reads every input tensor once on the device, as generating it there would (GPU MODE's ranked
+        loop generates each input right before timing it): fresh inputs are not timed with cold TLBs.
+        The L2 flush that follows evicts them from the cache."""
+        if self.device.type != "cuda":
+            return
+        for t in data:
+            if isinstance(t, torch.Tensor) and t.is_cuda and t.numel():
+                _empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).max()
+
+    def _timed(self, body):
+        """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
+        self.flush()
+        self.window_ns, self.window_held, self.unhidden_host_ns = None, False, None
+        if self.gate is not None:
+            if self.gate.close(self._closing_cap):
+                host0 = _perf_counter_ns()
+                try:
+                    if self._stamp is not None:
+                        self._stamp[(1,)](self._stamps, 0, num_warps=1)
+                    _event_record(self.start)
+                    result = body()
+                    _event_record(self.end)
+                    if self._stamp is not None:
+                        self._stamp[(1,)](self._stamps, 1, num_warps=1)
+                finally:
+                    wall0 = _perf_counter_ns()
+                    self.gate.open()
+                _c_sync()
+                wall = _perf_counter_ns() - wall0
+                self._device_window(wall0 - host0)
+                cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
+                self.unhidden_host_ns = float(max(0, wall0 - host0 - cap))
+                return _event_elapsed(self.start, self.end) * 1e6, wall, result
+            self.gate_misses += 1       # the GPU was not free for it: this sample is strict
+        synchronize(self.device)
+        wall0 = _perf_counter_ns()
+        if self.device.type == "cuda":
+            _event_record(self.start)
+            result = body()
+            _event_record(self.end)
+            self.unhidden_host_ns = float(_perf_counter_ns() - wall0)   # the GPU idled at the start event
+            _c_sync()
+            wall = _perf_counter_ns() - wall0
+            return _event_elapsed(self.start, self.end) * 1e6, wall, result
+        result = body()
+        wall = _perf_counter_ns() - wall0
+        return float(wall), wall, result
+
+    def per_call(self, fn, data, touch: bool = False):
+        """One sample: one call on ``data``. Returns (device_ns, wall_ns, output)."""
+        if touch:
+            self.touch(data)
+        return self._timed(lambda: fn(data))
+
+    def batched(self, fn, inputs, touch: bool = False):
+        """One sample: one call on each of ``inputs``; the time per input. Returns (ns, wall_ns, outputs)."""
+        if touch:
+            for data in inputs:
+                self.touch(data)
+        ns, wall, outs = self._timed(lambda: [fn(d) for d in inputs])
+        if self.window_ns is not None:
+            self.window_ns /= len(inputs)
+        if self.unhidden_host_ns is not None:
+            self.unhidden_host_ns /= len(inputs)
+        return ns / len(inputs), wall / len(inputs), outs
+
+    def calibrate(self, n: int = 20) -> float:
+        """Median host-wall minus device time of a trivial honest call: the gap every sample carries
+        even when no work escapes the events."""
+        x = torch.zeros(16, device=self.device)
+        gaps = []
+        # The same samples also give what the device clock sees beyond the events around an honest
+        # call with the gate held; a second round, with a gate that opens by itself at once, gives it
+        # for samples whose host time outlasts the cap.
+        for regime, cap in (("held", None), ("opened", 1)):
+            self._closing_cap, excess = cap, []
+            for _ in range(n):
+                d, w, _ = self.per_call(lambda t: t.add_(1), x)
+                if cap is None:
+                    gaps.append(w - d)
+                if self.window_ns is not None and self.window_held == (cap is None):
+                    excess.append(self.window_ns - d)
+            self.window_gap_ns[regime] = statistics.median(excess) if len(excess) > n // 2 else None
+            if self._stamp is None:
+                break                   # no device clock (no gate): a second round would add nothing
+        self._closing_cap = None
+        return float(sorted(gaps)[len(gaps) // 2])
