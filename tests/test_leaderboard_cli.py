@@ -216,10 +216,10 @@ def test_ci_script_runs_run_all_for_real_on_cpu(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "[1/2] broken.py: error" in err and "[2/2] good.py: pass" in err
+    assert out_file.read_text() == out
     out = re.sub(r" +", " ", out)
     assert "### mxfp4_small on " in out and "| 1 | Reference Copy |" in out
     assert "| broken | error |" in out and "deliberate failure" in out
-    assert out_file.read_text() == out
     with open_store(str(res)) as st:
         assert sorted(r.verdict for r in st.runs(task="mxfp4_small")) == ["error", "pass"]
 
