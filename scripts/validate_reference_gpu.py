@@ -22,7 +22,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.engine.device import device_info  # noqa: E402
-from reference import quantize_mxfp4, unshuffle_scales_e8m0  # noqa: E402
+from fp4_reference import quantize_mxfp4, unshuffle_scales_e8m0  # noqa: E402
 from tasks import load_task  # noqa: E402
 
 

@@ -144,7 +144,7 @@ timing:
 
 GOOD = """\
 # name: Reference Copy
-from reference import mxfp4_mm_reference, unshuffle_scales_e8m0
+from fp4_reference import mxfp4_mm_reference, unshuffle_scales_e8m0
 
 
 def custom_kernel(data):

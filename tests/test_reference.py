@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-import reference as R
+import fp4_reference as R
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-import reference as R
+import fp4_reference as R
 
 
 def _rand_bytes(*shape, seed=0):

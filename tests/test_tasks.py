@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-import reference as R
+import fp4_reference as R
 from tasks import load_task
 
 MX = load_task("mxfp4_mm")

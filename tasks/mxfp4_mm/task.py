@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from reference import (mxfp4_mm_reference, quantize_mxfp4, shuffle_scales_e8m0, shuffle_weight,
+from fp4_reference import (mxfp4_mm_reference, quantize_mxfp4, shuffle_scales_e8m0, shuffle_weight,
                        unshuffle_scales_e8m0)
 from tasks._check import check_output
 

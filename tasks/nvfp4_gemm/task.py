@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from reference import nvfp4_gemm_reference, to_blocked_scales
+from fp4_reference import nvfp4_gemm_reference, to_blocked_scales
 from tasks._check import check_output
 
 RTOL = 1e-3

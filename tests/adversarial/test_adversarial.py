@@ -254,8 +254,8 @@ def test_patching_the_checker_in_the_worker_changes_nothing(cheat):
     """The check runs in the parent: patching the task modules in the worker is pointless."""
     body = """
 import tasks
-import reference
-for mod in (tasks, reference):
+import fp4_reference
+for mod in (tasks, fp4_reference):
     for name in dir(mod):
         if "check" in name:
             setattr(mod, name, lambda *a, **k: (True, ""))
