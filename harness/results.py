@@ -169,6 +169,7 @@ class RunResult:
     score_ci_us: list[float] | None = None   # bootstrap 95% interval of score_us [low, high]; optional
     phases_s: dict[str, float] | None = None  # where the run's wall time went (worker start, generate, ...)
     timing_method: str = ""            # how samples were taken: launch gate (host time hidden) or strict
+    sandbox: dict[str, Any] | None = None   # what confined the worker (harness.worker.sandbox); optional
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

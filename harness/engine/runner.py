@@ -39,7 +39,7 @@ from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, R
 from harness.engine.seeds import derive_seed
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import Supervisor, WorkerFailure
-from harness.worker.main import WorkerConfig
+from harness.worker.config import WorkerConfig
 
 from harness.engine.modes import MODES  # noqa: E402  (re-exported for the CLI)
 NOBODY = 65534
@@ -105,6 +105,7 @@ class _Run:
         self.gap_ns, self.window_gap_ns = 0.0, {}       # the worker's calibration (see _start_worker)
         self.clocks = ClockReader(self.device) if self.gpu else None
         self.kernel_only_off = None if options.kernel_only else "turned off (--no-kernel-only)"
+        self.sandbox: dict | None = None    # what the worker's sandbox held (RunResult.sandbox)
 
     @contextmanager
     def phase(self, name: str):
@@ -153,7 +154,9 @@ class _Run:
                             stdout_path=os.path.join(self.tmp, "stdout.txt"),
                             stderr_path=os.path.join(self.tmp, "stderr.txt"),
                             output_limit_bytes=self.opt.output_limit_mb << 20,
-                            run_as_uid=uid, run_as_gid=uid, env=env, task_file=str(self.task.module.__file__))
+                            run_as_uid=uid, run_as_gid=uid, env=env, task_file=str(self.task.module.__file__),
+                            run_dir=self.tmp, sandbox_readable=_task_dirs(self.task),
+                            sandbox_writable=[triton_cache] if self.opt.triton_cache_dir else [])
 
     def _deadline(self, seconds: float) -> float:
         return time.monotonic() + seconds * self.opt.timeout_scale
@@ -441,6 +444,17 @@ class _Run:
         self.gap_ns = _finite(ready.get("gap_ns")) or 0.0
         window_gap = ready.get("window_gap_ns") if isinstance(ready.get("window_gap_ns"), dict) else {}
         self.window_gap_ns = {regime: _finite(window_gap.get(regime)) for regime in ("held", "opened")}
+        self._note_sandbox(ready.get("sandbox"))
+
+    def _note_sandbox(self, report) -> None:
+        """Keeps the worker's sandbox report (sent before the import: the submission cannot shape it);
+        one warning when a part did not hold."""
+        from harness.worker.sandbox import missing
+        self.sandbox = report if isinstance(report, dict) else {"landlock_error": "the worker sent no report"}
+        lacking = missing(self.sandbox)
+        if lacking and not any(w.startswith("sandbox:") for w in self.warnings):
+            self.warnings.append("sandbox: the worker ran without " + "; ".join(lacking)
+                                 + " (see SECURITY.md, 'The worker's sandbox')")
 
     def _replace_worker(self, deadline: float, why: str) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -593,6 +607,7 @@ class _Run:
                 result.score_ci_us = score_ci_us([c.stats.samples_ns for c in result.benchmark_cases()],
                                                  task.ranking_by)
         result.warnings = self.warnings
+        result.sandbox = self.sandbox
         result.finished_at, result.wall_s = _now(), time.monotonic() - t0
         self.phases["other"] = max(0.0, result.wall_s - sum(self.phases.values()))
         result.phases_s = dict(self.phases)
@@ -636,6 +651,11 @@ class _Run:
         for kind, case in planned[len(self.cases):]:
             self.cases.append(CaseResult(kind, self._case_spec(case), NOT_RUN,
                                          "not run: an earlier case ended the run"))
+
+
+def _task_dirs(task) -> list[str]:
+    """What the worker reads of the task: its task.py's folder and its compat modules."""
+    return [str(Path(task.module.__file__).resolve().parent), str(Path(task.compat_dir).resolve())]
 
 
 def _finite(x) -> float | None:

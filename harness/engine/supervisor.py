@@ -19,7 +19,8 @@ import torch.multiprocessing as mp
 
 from harness import protocol
 from harness.results import ERROR, REJECTED, TIMEOUT
-from harness.worker.main import WorkerConfig, worker_main
+from harness.worker.config import WorkerConfig
+from harness.worker.entry import start as worker_start
 
 OUTPUT_KEEP_BYTES = 8 << 10
 DESCENDANT_SCAN_EVERY = 10    # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many
@@ -65,7 +66,7 @@ class Supervisor:
         multiprocessing.resource_tracker.ensure_running()   # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=worker_main, args=(child, self.cfg), name="harness-worker")
+        self.proc = ctx.Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
         self.proc.start()
         child.close()
         self.pid = self.proc.pid

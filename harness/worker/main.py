@@ -13,57 +13,19 @@ from __future__ import annotations
 import errno
 import importlib.util
 import os
-import resource
-import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
 
 import torch
 
 from harness import protocol
-from harness.worker import kernel_only, originals
+from harness.worker import kernel_only, originals, sandbox
+from harness.worker.config import WorkerConfig  # noqa: F401  (re-exported)
 from harness.worker.sampler import Sampler
 from tasks.registry import load_task_module
 
 MAX_TRACEBACK_CHARS = 6000
-
-
-@dataclass
-class WorkerConfig:
-    submission_path: str
-    compat_dir: str
-    device: str
-    l2_bytes: int | None
-    hide_bytes: int                          # the original's L2 clear, whose duration hides launch time
-    stdout_path: str
-    stderr_path: str
-    output_limit_bytes: int = 64 << 20      # beyond this the worker is killed by SIGXFSZ: "flooded output"
-    run_as_uid: int | None = None           # drop root privileges to this uid (e.g. nobody)
-    run_as_gid: int | None = None
-    env: dict = field(default_factory=dict)  # set before the submission is imported
-    task_file: str | None = None            # the task's task.py, whose generate_input makes the inputs
-
-
-def _isolate(cfg: WorkerConfig) -> None:
-    os.setsid()  # own process group: the parent can kill everything the submission starts
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    out = os.open(cfg.stdout_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    err = os.open(cfg.stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    os.close(out)
-    os.close(err)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.output_limit_bytes, cfg.output_limit_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.environ.update(cfg.env)
-    if cfg.run_as_uid is not None:
-        os.setgroups([])
-        os.setgid(cfg.run_as_gid if cfg.run_as_gid is not None else cfg.run_as_uid)
-        os.setuid(cfg.run_as_uid)
 
 
 def _describe_exception(exc: BaseException) -> str:
@@ -125,8 +87,11 @@ class Worker:
 
     # -- operations ----------------------------------------------------------------------------------
     def load(self, msg) -> dict:
-        sys.path.insert(0, self.cfg.compat_dir)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(self.cfg.submission_path)))
+        # the submission's path: its own folder, the compat modules (task, utils, reference), the Python
+        # install; not the harness's folder (its modules the worker needs are already imported)
+        root = os.path.realpath(sandbox.harness_root())
+        sys.path[:] = [os.path.dirname(os.path.abspath(self.cfg.submission_path)), self.cfg.compat_dir] + \
+            [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != root]
         spec = importlib.util.spec_from_file_location("submission", self.cfg.submission_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
@@ -255,13 +220,13 @@ def _snapshot(out):
     return meta, (protocol.tensor_bytes(out) if meta["kind"] == "tensor" else None)
 
 
-def worker_main(conn, cfg: WorkerConfig) -> None:
-    _isolate(cfg)
+def worker_main(conn, cfg: WorkerConfig, confinement: dict) -> None:
+    """Runs after :func:`harness.worker.entry.start` has confined the process (``confinement``: its report)."""
     worker = Worker(cfg, conn)
     # the calibration goes out before the submission is imported: the parent keeps these figures, so
     # a submission that changes them in the worker changes nothing
     protocol.send(conn, {"ok": True, "ready": True, "pid": os.getpid(), "gap_ns": worker.gap_ns,
-                         "window_gap_ns": dict(worker.sampler.window_gap_ns)})
+                         "window_gap_ns": dict(worker.sampler.window_gap_ns), "sandbox": confinement})
     while True:
         try:
             msg = protocol.receive_from_parent(conn)

@@ -1,0 +1,67 @@
+"""The worker process's first code: it confines itself (:mod:`harness.worker.sandbox`) before torch,
+the task or the submission is imported, so no thread or library starts outside the sandbox, then runs
+the worker loop (:func:`harness.worker.main.worker_main`). Imports nothing heavy at module level: the
+spawned child unpickles its target (this module) and its config before anything else runs.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+
+from harness.worker import sandbox
+from harness.worker.config import WorkerConfig
+
+
+def _isolate(cfg: WorkerConfig) -> dict:
+    """Everything before the submission can run: own process group, output files, limits, then the
+    sandbox (harness.worker.sandbox). Returns the sandbox's report for the parent."""
+    os.setsid()  # own process group: the parent can kill everything the submission starts
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    out = os.open(cfg.stdout_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    err = os.open(cfg.stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.output_limit_bytes, cfg.output_limit_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.environ.update(cfg.env)
+    # the harness's own modules still to be imported come from the tree the worker started from,
+    # not from the working directory, which becomes the run folder ('' on sys.path meant the former)
+    sys.path[:] = [sandbox.harness_root() if p in ("", ".") else p for p in sys.path]
+    report = {}
+    if os.geteuid() == 0:
+        try:
+            sandbox.new_network_namespace()
+            report["netns"] = True
+        except OSError as exc:
+            report["netns_error"] = str(exc)
+    if cfg.run_as_uid is not None:
+        os.setgroups([])
+        os.setgid(cfg.run_as_gid if cfg.run_as_gid is not None else cfg.run_as_uid)
+        os.setuid(cfg.run_as_uid)
+        user = "nobody"
+    elif os.geteuid() == 0:
+        user = "root"
+        try:
+            sandbox.drop_capabilities()
+            report["capabilities_dropped"] = True
+        except OSError as exc:
+            report["capabilities_error"] = str(exc)
+    else:
+        user = "same"
+    run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
+    os.chdir(run_dir)
+    report = dict(sandbox.confine(run_dir, cfg.sandbox_writable, cfg.sandbox_readable, user,
+                                  report.get("netns", False)), **report)
+    return report
+
+
+def start(conn, cfg: WorkerConfig) -> None:
+    confinement = _isolate(cfg)
+    from harness.worker.main import worker_main
+    worker_main(conn, cfg, confinement)
