@@ -132,7 +132,10 @@ class _Run:
         # never shared with another submission.
         env = {"HOME": self.tmp, "TMPDIR": self.tmp, "TRITON_CACHE_DIR": triton_cache,
                "TORCHINDUCTOR_CACHE_DIR": os.path.join(self.tmp, "inductor-cache"),
-               "PYTHONDONTWRITEBYTECODE": "1"}
+               "PYTHONDONTWRITEBYTECODE": "1",
+               # Inductor's precompiled C++ header (over 64 MiB) ran into the output limit (RLIMIT_FSIZE):
+               # every CPU-side Inductor kernel failed to build with "File size limit exceeded"
+               "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0"}
         if not self.gpu:
             env["TRITON_INTERPRET"] = "1"   # Triton kernels run under Triton's interpreter on the CPU
         drop = self.opt.drop_privileges

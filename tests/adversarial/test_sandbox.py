@@ -185,3 +185,30 @@ def test_a_kernel_without_landlock_is_reported_not_hidden(monkeypatch):
     partial = {"landlock_abi": 3, "fs": True, "net": False, "scoped_signals": False, "user": "same"}
     assert sandbox.missing(partial) == ["TCP connect/bind denial (Landlock ABI 4)",
                                         "signal and abstract-socket scoping (Landlock ABI 6)"]
+
+
+COMPILED = r'''
+import glob as _glob, os as _os
+
+# Inductor's C++ backend on the CPU: g++ runs inside the sandbox, with its cache in the run folder
+_one = torch.compile(lambda x: x.sum() / x.numel(), dynamic=False)(torch.ones(8))
+_built = _glob.glob(_os.path.join(_os.environ["TORCHINDUCTOR_CACHE_DIR"], "**", "*.so"), recursive=True)
+print("INDUCTOR-BUILT", len(_built), all(p.startswith(_os.getcwd()) for p in _built), flush=True)
+
+
+def custom_kernel(data):
+    out = _correct_kernel(data)
+    return (out.float() * _one).to(out.dtype)
+'''
+
+
+@needs_landlock
+def test_torch_compile_builds_inside_the_sandbox(cheat):
+    """torch.compile's Inductor compiles and loads a C++ kernel (g++, the Python and torch headers, its
+    cache under the run folder) in the sandboxed worker, and the kernel is used."""
+    r = run(cheat(COMPILED, name="compiled"), mode="test", timeout_scale=5)
+    assert r.verdict == PASS, (r.message, r.stderr[-3000:])
+    built = next(ln for ln in r.stdout.splitlines() if ln.startswith("INDUCTOR-BUILT"))
+    _, count, inside = built.split()
+    assert int(count) >= 1 and inside == "True", built
+    assert r.sandbox["fs"], r.sandbox
