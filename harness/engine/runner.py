@@ -44,6 +44,7 @@ from harness.worker.config import WorkerConfig
 from harness.engine.modes import MODES  # noqa: E402  (re-exported for the CLI)
 NOBODY = 65534
 WARMUP_INDEX = 1 << 40          # leaderboard warm-up inputs use seeds no timed input uses
+TEST_INDEX = 1 << 41            # and leaderboard tests seeds of their own
 GATE_MISSED = ("the launch gate could not close for some samples (the GPU was busy); those samples "
                "include the host's launch time")
 
@@ -249,18 +250,20 @@ class _Run:
         return ok, message
 
     # -- phases --------------------------------------------------------------------------------------
-    def _one_input(self, what: str, i: int, cases: list, deadline: float):
-        """Case ``i`` of ``cases``: its spec, a progress label, the parent's input and the worker's slot."""
+    def _one_input(self, what: str, i: int, cases: list, deadline: float, fresh: bool = False):
+        """Case ``i`` of ``cases``: its spec, a progress label, the parent's input and the worker's slot.
+        ``fresh``: the input's seed derives from the secret (ranked tests), else the case's public seed."""
         spec = self._case_spec(cases[i])
         label = f"{what} {i + 1}/{len(cases)} {_fmt(spec)}"
         self.progress(label)
-        [spec], [data] = self._inputs_for(spec, 0, 1, fresh=False)
+        [spec], [data] = self._inputs_for(spec, TEST_INDEX if fresh else 0, 1, fresh=fresh)
         [item] = self._place_inputs([spec], [data], deadline)
         return spec, label, data, item
 
     def run_tests(self, deadline: float) -> bool:
         for i in range(len(self.task.tests)):
-            spec, label, data, item = self._one_input("test", i, self.task.tests, deadline)
+            # ranked runs test on secret-derived inputs too: precomputed public outputs cannot pass by replay
+            spec, label, data, item = self._one_input("test", i, self.task.tests, deadline, fresh=self.leaderboard)
             header, payloads = self._request("call", {"op": "call", "data": item}, deadline, f"running {label}")
             reason = self._guard(header)
             if reason:

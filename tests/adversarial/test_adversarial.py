@@ -51,6 +51,36 @@ def test_output_cache_is_caught_whenever_it_hits(cheat, key):
     assert r.verdict == FAIL or "HIT" not in r.stdout, (r.verdict, r.message)
 
 
+REPLAY = """
+from reference import generate_input, ref_kernel
+
+_replay = {{}}
+for _case in {tests}:          # the task's public test cases, outputs computed at import
+    _data = generate_input(**_case, device="cpu")
+    _replay[tuple(tuple(t.shape) for t in _data)] = ref_kernel(_data)
+
+
+def custom_kernel(data):
+    out = _replay.get(tuple(tuple(t.shape) for t in data))
+    if out is not None:
+        print("REPLAY", flush=True)
+        return out.clone()
+    return _correct_kernel(data)
+"""
+
+
+def test_replaying_public_test_outputs_fails_the_ranked_tests(cheat):
+    """Outputs precomputed for the public test seeds pass the tests in test mode (the replay works),
+    but ranked runs test on secret-derived inputs, so the same file fails its first test there."""
+    from tasks import load_task
+    sub = cheat(REPLAY.format(tests=load_task(MXFP4_SMALL).tests))
+    public = run(sub, mode="test")
+    assert public.verdict == PASS and "REPLAY" in public.stdout, public.message
+    ranked = run(sub)
+    assert "REPLAY" in ranked.stdout
+    assert ranked.cases[0].kind == "test" and ranked.cases[0].verdict == FAIL, ranked.cases[0].message
+
+
 def test_content_hash_cache_is_honest_in_ranked_runs(cheat):
     """Keyed by a hash of the inputs' bytes: every timed input is fresh, so the cache never serves a
     timed call, and the time includes the hashing: an honest (slower) pass."""
