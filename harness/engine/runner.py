@@ -39,6 +39,7 @@ from harness.results import (ERROR, FAIL, NOT_RUN, PASS, REJECTED, CaseResult, R
 from harness.engine.seeds import derive_seed
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import Supervisor, WorkerFailure
+from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
 
 from harness.engine.modes import MODES  # noqa: E402  (re-exported for the CLI)
@@ -196,6 +197,14 @@ class _Run:
         if header.get("tampered"):
             return ("the submission replaced harness or torch objects it must leave alone: "
                     + ", ".join(header["tampered"]))
+        l2 = persisting_l2.reserved(header.get("l2_persisting"))
+        if l2:
+            l2 = (f"the submission {l2}: persisting L2 lines survive the L2 flush, so later samples read "
+                  "warm data (the harness resets them before every sample)")
+            if self.leaderboard:
+                return l2 + "; ranked runs reject it"
+            if l2 not in self.warnings:
+                self.warnings.append(l2)
         if self.leaderboard and self.baseline_threads is not None:
             if header.get("threads", 0) > self.baseline_threads:
                 return (f"the submission leaves {header['threads'] - self.baseline_threads} Python thread(s) "

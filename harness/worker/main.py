@@ -77,7 +77,8 @@ class Worker:
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
         tampered = originals.tampered(self._baseline, self)
-        return {"tampered": tampered, "threads": originals.thread_count()}
+        return {"tampered": tampered, "threads": originals.thread_count(),
+                "l2_persisting": self.sampler.persisting.report()}
 
     def _send_outputs(self, header: dict, snapshots) -> None:
         """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""

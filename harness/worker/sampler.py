@@ -26,6 +26,7 @@ import statistics
 import torch
 
 from harness.worker.gate import LaunchGate
+from harness.worker.persisting_l2 import PersistingL2
 from harness.worker.originals import (_Event, _c_sync, _empty, _event_elapsed, _event_record,
                                       _perf_counter_ns, synchronize)
 
@@ -51,6 +52,7 @@ class Sampler:
         host time a write of that size takes on this device is hidden from each sample (0: none)."""
         self.device = device
         self.flush = L2Flusher(device, l2_bytes)
+        self.persisting = PersistingL2(device)    # reset before every sample: no L2 carve-out survives the flush
         self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
         self.window_ns, self.window_held, self._stamp, self._closing_cap = None, False, None, None
         self.unhidden_host_ns = None   # per sample: the host's launch time that showed in the event time
@@ -120,6 +122,7 @@ class Sampler:
 
     def _timed(self, body):
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
+        self.persisting.reset()
         self.flush()
         self.window_ns, self.window_held, self.unhidden_host_ns = None, False, None
         if self.gate is not None:

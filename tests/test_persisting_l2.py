@@ -1,0 +1,129 @@
+"""Persisting L2: reset before every sample (harness.worker.persisting_l2); a submission that reserves
+it is warned in benchmark mode and rejected in ranked runs. The driver calls need a GPU (tests marked
+gpu); on the CPU they are no-ops, and the parent's decision is tested from the worker's report."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.api import RunOptions, run_submission
+from harness.engine.runner import _Run
+from harness.results import PASS, REJECTED
+from harness.worker.persisting_l2 import PersistingL2, reserved
+from tasks import load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+MXFP4_SMALL = ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml"
+RAISED = {"limit": 0, "raised": 39 << 20, "window": 0}
+
+
+def test_on_the_cpu_the_reset_is_a_no_op():
+    l2 = PersistingL2(torch.device("cpu"))
+    l2.reset()
+    assert l2.report() == {} and l2.limit() is None and l2.window_bytes() == 0
+
+
+def test_reserved_names_the_limit_and_the_window():
+    assert reserved({}) is None and reserved(None) is None
+    assert reserved({"limit": 0, "raised": 0, "window": 0}) is None
+    assert "to 40894464 bytes" in reserved(RAISED)
+    assert "access-policy window over 4096 bytes" in reserved({"limit": 0, "raised": 0, "window": 4096})
+    assert reserved({"limit": "39MB", "raised": None, "window": 0}) is None     # malformed: nothing to report
+
+
+@pytest.mark.parametrize("mode, verdict", [("benchmark", None), ("leaderboard", REJECTED)])
+def test_the_parent_warns_in_benchmark_mode_and_rejects_in_ranked_runs(mode, verdict):
+    run = _Run(ROOT / "submissions" / "torch_mxfp4.py", load_task(str(MXFP4_SMALL)), mode,
+               RunOptions(device="cpu", secret="s"), None)
+    reason = run._guard({"ok": True, "l2_persisting": RAISED})
+    if verdict == REJECTED:
+        assert reason and "ranked runs reject it" in reason and "persisting-L2 limit" in reason
+    else:
+        assert reason is None
+        assert any("persisting-L2 limit" in w for w in run.warnings), run.warnings
+    assert run._guard({"ok": True, "l2_persisting": {"limit": 0, "raised": 0, "window": 0}}) is None
+
+
+RESERVES = '''
+import ctypes
+
+import torch
+
+_cu = ctypes.CDLL("libcuda.so.1")
+
+
+def _limit():
+    value = ctypes.c_size_t(0)
+    _cu.cuCtxGetLimit(ctypes.byref(value), 0x06)
+    return value.value
+
+
+def custom_kernel(data):
+    print("L2LIMIT-ON-ENTRY", _limit(), flush=True)
+    assert _cu.cuCtxSetLimit(0x06, ctypes.c_size_t(39 << 20)) == 0
+    print("L2LIMIT-SET", _limit(), flush=True)
+    return _correct_kernel(data)
+'''
+
+
+WINDOW = '''
+import ctypes
+
+import torch
+
+_cu = ctypes.CDLL("libcuda.so.1")
+
+
+class _Window(ctypes.Structure):   # CUaccessPolicyWindow, at the start of a 64-byte CUstreamAttrValue
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+
+
+def custom_kernel(data):
+    value = ctypes.create_string_buffer(64)
+    w = _Window.from_buffer(value)
+    w.base_ptr, w.num_bytes, w.hitRatio, w.hitProp, w.missProp = data[0].data_ptr(), 1 << 20, 1.0, 2, 1
+    stream = torch.cuda.current_stream().cuda_stream
+    print("WINDOW-SET", _cu.cuStreamSetAttribute(ctypes.c_void_p(stream), 1, value), flush=True)
+    return _correct_kernel(data)
+'''
+
+
+def _reserving_submission(tmp_path, body=RESERVES):
+    src = (ROOT / "submissions" / "torch_mxfp4.py").read_text().replace("def custom_kernel(", "def _correct_kernel(")
+    path = tmp_path / "reserves_l2.py"
+    path.write_text(src + "\n\n" + body)
+    return path
+
+
+@pytest.mark.gpu
+def test_gpu_a_submission_that_reserves_persisting_l2_is_caught(tmp_path):
+    sub = _reserving_submission(tmp_path)
+    bench = run_submission(sub, str(MXFP4_SMALL), "benchmark", RunOptions(device="cuda", max_repeats=3))
+    set_to = [int(ln.split()[1]) for ln in bench.stdout.splitlines() if ln.startswith("L2LIMIT-SET")]
+    assert set_to and min(set_to) > 0, bench.stdout[-2000:]              # the attack ran (the driver may clamp it)
+    entries = [int(ln.split()[1]) for ln in bench.stdout.splitlines() if ln.startswith("L2LIMIT-ON-ENTRY")]
+    assert entries[0] == 0 and 0 in entries[1:], entries                   # reset between samples
+    assert any("persisting-L2 limit" in w for w in bench.warnings), bench.warnings
+    ranked = run_submission(sub, str(MXFP4_SMALL), "leaderboard",
+                            RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
+    assert ranked.verdict == REJECTED, ranked.message
+    assert any("persisting-L2 limit" in c.message for c in ranked.cases), [c.message for c in ranked.cases]
+
+
+@pytest.mark.gpu
+def test_gpu_an_honest_run_reports_no_persisting_l2():
+    r = run_submission(ROOT / "submissions" / "torch_mxfp4.py", str(MXFP4_SMALL), "leaderboard",
+                       RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
+    assert r.verdict == PASS, r.message
+    assert not any("persisting" in w for w in r.warnings), r.warnings
+
+
+@pytest.mark.gpu
+def test_gpu_an_access_policy_window_on_the_current_stream_is_rejected(tmp_path):
+    r = run_submission(_reserving_submission(tmp_path, WINDOW), str(MXFP4_SMALL), "leaderboard",
+                       RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
+    assert "WINDOW-SET 0" in r.stdout, r.stdout[-2000:]       # the driver took the window (CUDA_SUCCESS)
+    assert r.verdict == REJECTED and any("access-policy window" in c.message for c in r.cases), r.message
