@@ -80,6 +80,14 @@ def test_fallback_to_datasheet_warns_once(capsys, fresh_warnings, tmp_path):
     assert "measure-peaks" in err
 
 
+def test_run_warning_only_for_a_known_gpu_without_measured_peaks():
+    measured = peaks.load_measured([SHIPPED])
+    assert "measure-peaks" in peaks.missing_measured_warning("cuda", "NVIDIA B200", measured)
+    assert peaks.missing_measured_warning("cuda", H200, measured) is None
+    assert peaks.missing_measured_warning("cuda", "Some Other GPU", measured) is None   # no SOL at all
+    assert peaks.missing_measured_warning("cpu", "CPU (x86_64)", measured) is None
+
+
 def test_measured_peaks_give_no_warning(capsys, fresh_warnings):
     measured = peaks.load_measured([SHIPPED])
     result = sol.speed_of_light("cuda", H200, 10**9, 10**12, 1e6, measured)

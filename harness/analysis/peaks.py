@@ -140,6 +140,13 @@ def fallback_warning(key: str) -> str:
             f"datasheet peaks; run '{MEASURE_COMMAND}' on this GPU to measure them")
 
 
+def missing_measured_warning(device_kind: str, device_name: str, measured: dict[str, Peaks]) -> str | None:
+    """The run warning for a known GPU that has no measured row (None on the CPU, an unknown GPU, or
+    when measured peaks exist): for a run to add to its warnings once."""
+    key = gpu_key(device_name) if device_kind != "cpu" else None
+    return fallback_warning(key) if key is not None and key not in measured else None
+
+
 def warn_datasheet_fallback(key: str) -> None:
     """Says on stderr, once per device per process, that the datasheet peaks stand in for measured ones."""
     if key not in _warned_fallback:
