@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from harness.report.tables import format_rows  # noqa: E402
+from harness.results import shape_label  # noqa: E402
 
 PEAKS = ROOT / "harness" / "data" / "device_peaks.json"
-SHAPE_ORDER = ("m", "n", "k", "l")
 BLOCKS = {"short": ROOT / "README.md", "long": ROOT / "results" / "README.md"}
 
 
@@ -38,10 +38,6 @@ def _load(path: Path):
 
 def _f(x, digits=2) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
-
-
-def _shape(spec: dict) -> str:
-    return " ".join(f"{k}={spec[k]}" for k in SHAPE_ORDER if k in spec)
 
 
 def _geomean(xs) -> float:
@@ -72,7 +68,7 @@ def examples(doc) -> list[str]:
     for task, entries in doc["tasks"].items():
         if not entries:
             continue
-        shapes = [_shape(c["spec"]) for c in entries[0]["benchmarks"]]
+        shapes = [shape_label(c["spec"]) for c in entries[0]["benchmarks"]]
         rows = [[e["submission"], e["verdict"], _f(e["score_us"])]
                 + [f"{_f(c['mean_us'])} ({_f(c['percent_of_sol'], 1)}%, {c['sol_bound']})" if c["mean_us"] else "-"
                    for c in e["benchmarks"]] for e in entries]

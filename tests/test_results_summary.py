@@ -33,9 +33,9 @@ def test_readme_tables_are_the_scripts_output():
 
 
 def test_shapes_are_labelled_m_n_k_l():
-    mod = _script()
-    assert mod._shape({"k": 512, "m": 4, "n": 2880, "seed": 1}) == "m=4 n=2880 k=512"
-    assert mod._shape({"l": 1, "k": 2, "n": 3, "m": 4}) == "m=4 n=3 k=2 l=1"
+    long = _script().long_form(ROOT / "results")
+    assert "m=4 n=2880 k=512" in long
+    assert "m=128 n=7168 k=16384 l=1" in long and "k=512 m=4" not in long
 
 
 def test_update_replaces_only_the_marked_block(tmp_path):
