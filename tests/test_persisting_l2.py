@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from harness.api import RunOptions, run_submission
-from harness.engine.runner import _Run
+from harness.engine.context import RunContext
+from harness.engine.device import device_info
+from harness.engine.modes import Mode
+from harness.engine.session import WorkerSession
 from harness.results import PASS, REJECTED
 from harness.worker.persisting_l2 import PersistingL2, reserved
 from tasks import load_task
@@ -35,15 +38,17 @@ def test_reserved_names_the_limit_and_the_window():
 
 @pytest.mark.parametrize("mode, verdict", [("benchmark", None), ("leaderboard", REJECTED)])
 def test_the_parent_warns_in_benchmark_mode_and_rejects_in_ranked_runs(mode, verdict):
-    run = _Run(ROOT / "submissions" / "torch_mxfp4.py", load_task(str(MXFP4_SMALL)), mode,
-               RunOptions(device="cpu", secret="s"), None)
-    reason = run._guard({"ok": True, "l2_persisting": RAISED})
+    device = torch.device("cpu")
+    ctx = RunContext(load_task(str(MXFP4_SMALL)), Mode(mode), RunOptions(device="cpu", secret="s"), device,
+                     device_info(device), lambda _msg: None)
+    session = WorkerSession(ctx, None, 0)
+    reason = session.rejection({"ok": True, "l2_persisting": RAISED})
     if verdict == REJECTED:
         assert reason and "ranked runs reject it" in reason and "persisting-L2 limit" in reason
     else:
         assert reason is None
-        assert any("persisting-L2 limit" in w for w in run.warnings), run.warnings
-    assert run._guard({"ok": True, "l2_persisting": {"limit": 0, "raised": 0, "window": 0}}) is None
+        assert any("persisting-L2 limit" in w for w in ctx.warnings), ctx.warnings
+    assert session.rejection({"ok": True, "l2_persisting": {"limit": 0, "raised": 0, "window": 0}}) is None
 
 
 RESERVES = '''

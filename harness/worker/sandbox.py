@@ -52,16 +52,24 @@ def harness_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(harness.__file__)))
 
 
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def _python_dirs() -> list[str]:
+    """The Python install (prefixes, site-packages, the path's other folders, loaded libraries' folders),
+    never the harness's folder or anything in it but the install itself (a venv may live there): results,
+    other submissions, a secret file may lie there, and a test runner puts its folders on the path."""
     root = os.path.realpath(harness_root())
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-            os.path.dirname(os.path.realpath(sys.executable))}
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    dirs = prefixes | {os.path.dirname(os.path.realpath(sys.executable))}
     dirs.update(site.getsitepackages())
     dirs.update(p for p in sys.path if p and os.path.isabs(p))
     for so in _mapped_libraries():
         dirs.add(os.path.dirname(so))
-    # never the harness's own folder as a whole (results, other submissions, a secret file may lie there)
-    return sorted(d for d in dirs if os.path.realpath(d) != root and os.path.realpath(d) != "/")
+    install = [os.path.realpath(p) for p in prefixes]
+    return sorted(d for d in dirs if os.path.realpath(d) != "/" and (
+        not _inside(os.path.realpath(d), root) or any(_inside(os.path.realpath(d), p) for p in install)))
 
 
 def _mapped_libraries() -> set[str]:

@@ -114,28 +114,35 @@ def test_stale_or_input_buffer_fails(cheat, task, body):
 
 
 def test_precomputed_public_seed_outputs_fail_in_ranked_runs(cheat):
-    """Precompute outputs for the task's public seeds at import (the task files are readable); ranked
-    benchmark inputs come from secret-derived seeds, so the replay is wrong."""
+    """Precompute outputs for the task's public seeds at import (the task's generator is importable as
+    ``reference``); ranked benchmark inputs come from secret-derived seeds, so the replay is wrong. The
+    cheat computes its first calls honestly (ranked tests run on secret-derived inputs too)."""
+    from tasks import load_task
+    task = load_task(MXFP4_SMALL)
     body = f"""
 import torch
-from tasks import load_task
-_task = load_task({MXFP4_SMALL!r})
+from reference import generate_input
 _pre = {{}}
-for _case in _task.tests + _task.benchmarks:
+_calls = [0]
+for _case in {task.tests + task.benchmarks!r}:
     for _j in range(4):
-        _d = _task.generate_input(dict(_case, seed=_case["seed"] + 42 * _j), torch.device("cpu"))
+        _d = generate_input(**dict(_case, seed=_case["seed"] + 42 * _j), device="cpu")
         _pre.setdefault(tuple(_d[0].shape), []).append((_d[0], _correct_kernel(_d)))
 
 
 def custom_kernel(data):
+    _calls[0] += 1
     for a, out in _pre.get(tuple(data[0].shape), []):
         if torch.equal(a, data[0]):
             return out
+    if _calls[0] <= {len(task.tests)}:                 # the tests: honest
+        return _correct_kernel(data)
     return _pre[tuple(data[0].shape)][0][1]     # unknown input: replay anyway (ranked inputs)
 """
     r = run(cheat(body))
     assert r.verdict == FAIL, r.message
-    assert all(c.verdict == PASS for c in r.cases if c.kind == "test")   # public test seeds replay fine
+    assert all(c.verdict == PASS for c in r.cases if c.kind == "test")
+    assert any(c.verdict == FAIL for c in r.cases if c.kind == "leaderboard")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -114,7 +114,10 @@ def targets(tmp_path):
     write_dirs = [str(ROOT), str(ROOT / "harness"), str(ROOT / "tasks"), str(ROOT / "fp4_reference"),
                   tempfile.gettempdir(), str(tmp_path), other_run]
     yield {"port": tcp.getsockname()[1], "abstract": abstract, "write_dirs": write_dirs,
-           "read_files": [other, str(ROOT / "submissions" / "torch_nvfp4.py"), str(secret)]}
+           # another run's file, the repository's examples, a secret of the harness's user, and a folder a
+           # test runner put on the path (pytest's rootdir)
+           "read_files": [other, str(ROOT / "submissions" / "torch_nvfp4.py"), str(secret),
+                          str(ROOT / "tests" / "conftest.py")]}
     tcp.close()
     unix.close()
     shutil.rmtree(other_run, ignore_errors=True)
