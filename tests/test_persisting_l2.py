@@ -132,3 +132,24 @@ def test_gpu_an_access_policy_window_on_the_current_stream_is_rejected(tmp_path)
                        RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
     assert "WINDOW-SET 0" in r.stdout, r.stdout[-2000:]       # the driver took the window (CUDA_SUCCESS)
     assert r.verdict == REJECTED and any("access-policy window" in c.message for c in r.cases), r.message
+
+
+def test_integrity_watches_the_reset():
+    """Shadowing the reset on the instance, or swapping the driver function it calls, is tampering."""
+    import multiprocessing
+    import types
+
+    from harness.worker import originals
+    persisting = PersistingL2(torch.device("cpu"))
+    persisting._reset = object()          # stands in for the driver's cuCtxResetPersistingL2Cache
+    sampler = types.SimpleNamespace(start=None, end=None, flush=None, gate=None, persisting=persisting)
+    conn, _other = multiprocessing.Pipe()
+    worker = types.SimpleNamespace(sampler=sampler, conn=conn, cfg=None)
+    snap = originals.snapshot(worker)
+    persisting.raised_bytes = 1 << 20     # moves by design
+    assert originals.changed(snap, worker) == []
+    persisting.reset = lambda: None
+    assert originals.changed(snap, worker) == ["worker.sampler.persisting.reset"]
+    del persisting.reset
+    persisting._reset = lambda: 0
+    assert originals.changed(snap, worker) == ["worker.sampler.persisting._reset"]

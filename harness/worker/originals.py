@@ -114,6 +114,7 @@ def _namespaces(worker) -> dict:
         modules["task"] = worker.task_module        # its generate_input makes the inputs in the worker
     spaces = {name: {k: v for k, v in vars(m).items() if _is_code(v)} for name, m in modules.items()}
     gate_obj = getattr(worker.sampler, "gate", None)
+    persisting = getattr(worker.sampler, "persisting", None)
     spaces.update({
         "Worker": _static_attrs(type(worker)),
         "Sampler": _static_attrs(sampler.Sampler),
@@ -127,7 +128,8 @@ def _namespaces(worker) -> dict:
         "worker.sampler": {k: v for k, v in vars(worker.sampler).items()
                            if k in ("start", "end", "flush", "gate", "_stamp", "_stamps", "persisting")},
         # the persisting-L2 reset's driver functions (only the largest raised limit moves)
-        "worker.sampler.persisting": {k: v for k, v in vars(worker.sampler.persisting).items() if k != "raised_bytes"},
+        "worker.sampler.persisting": {k: v for k, v in vars(persisting).items() if k != "raised_bytes"}
+        if persisting is not None else {},
         "worker.conn": dict(vars(worker.conn)),
         # the launch gate's settings (its cap bounds the host time hidden); only the sequence moves
         "worker.sampler.gate": {k: v for k, v in vars(gate_obj).items() if k != "_seq"} if gate_obj else {},
