@@ -52,6 +52,7 @@ CHILD = textwrap.dedent(r"""
     attempt("abstract unix socket", lambda: connect(socket.AF_UNIX, "\0" + abstract))
     attempt("signal the parent", lambda: os.kill(os.getppid(), signal.SIGCONT))
     attempt("import torch", lambda: __import__("torch"))
+    attempt("multiprocessing lock", lambda: __import__("multiprocessing").get_context("spawn").Lock())
     print(json.dumps({"report": report, "results": results}))
 """)
 
@@ -88,7 +89,7 @@ def test_landlock_alone_denies_writes_reads_tcp_signals_and_abstract_sockets(tmp
     assert out["report"]["fs"] and out["report"]["net"] and out["report"]["scoped_signals"], out["report"]
     assert out["results"] == {"write inside": 0, "write outside": errno.EACCES, "read outside": errno.EACCES,
                               "tcp connect": errno.EACCES, "abstract unix socket": errno.EPERM,
-                              "signal the parent": errno.EPERM, "import torch": 0}
+                              "signal the parent": errno.EPERM, "import torch": 0, "multiprocessing lock": 0}
     assert not (tmp_path / "outside" / "outside.txt").exists()
 
 

@@ -32,6 +32,8 @@ CAP_VERSION_3 = 0x20080522
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "localtime",
              "timezone", "host.conf", "hosts", "os-release", "alternatives", "nvidia")
 READ_ONLY_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/full")
+# POSIX semaphores and shared memory: multiprocessing's locks, which torch.compile's parallel compile uses
+SHARED_MEMORY = "/dev/shm"
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 HARNESS_PACKAGES = ("harness", "tasks", "fp4_reference")
@@ -101,7 +103,7 @@ def worker_paths(run_dir: str, extra_writable=(), extra_readable=()) -> SandboxP
     readable = SYSTEM_DIRS + tuple(_python_dirs()) + tuple(_toolkit_dirs()) + tuple(packages) \
         + tuple(extra_readable) + tuple(os.path.join("/etc", f) for f in ETC_FILES) + ("/proc", "/sys")
     devices = ["/dev/null"] + [p for pattern in GPU_DEVICES for p in glob.glob(pattern)]
-    return SandboxPaths(writable=[run_dir, *extra_writable], readable=list(readable), devices=devices,
+    return SandboxPaths(writable=[run_dir, SHARED_MEMORY, *extra_writable], readable=list(readable), devices=devices,
                         read_devices=list(READ_ONLY_DEVICES))
 
 
