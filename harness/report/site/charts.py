@@ -21,8 +21,10 @@ BEST_NAME = "best so far (board)"
 
 
 def _layout(fig: go.Figure, y_title: str, *, log: bool = False, x_title: str | None = None) -> go.Figure:
-    fig.update_layout(template="plotly_white", height=420, margin=dict(l=70, r=20, t=20, b=60),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hovermode="closest")
+    fig.update_layout(template="plotly_white", height=440, margin=dict(l=70, r=20, t=20, b=70),
+                      legend=dict(orientation="v", yanchor="top", y=1, x=1.02, font=dict(size=12)),
+                      hovermode="closest")
+    fig.update_xaxes(automargin=True)
     fig.update_yaxes(title_text=y_title, type="log" if log else "linear")
     if x_title:
         fig.update_xaxes(title_text=x_title)
@@ -37,7 +39,7 @@ def shapes_figure(section: BoardSection) -> go.Figure:
     """Each ranked submission's mean per benchmark shape with its 95% interval; the speed of light as a floor."""
     fig = go.Figure()
     for s in section.series:
-        name = html.escape(s.name)
+        name = html.escape(s.label)
         fig.add_trace(go.Scatter(
             x=[p.label for p in s.points], y=[p.mean_us for p in s.points], mode="markers", name=name,
             marker=dict(size=10), error_y=dict(type="data", array=[_ci(p.stderr_us) for p in s.points], visible=True),
@@ -46,7 +48,7 @@ def shapes_figure(section: BoardSection) -> go.Figure:
         labels = [s for s in section.shapes if s in section.sol_floor_us]
         fig.add_trace(go.Scatter(
             x=labels, y=[section.sol_floor_us[s] for s in labels], mode="markers", name=SOL_NAME,
-            marker=dict(symbol="line-ew-open", size=34, line=dict(width=3, color="#222")),
+            marker=dict(symbol="line-ew-open", size=40, color="#222", line=dict(width=3, color="#222")),
             hovertemplate="speed of light<br>%{x}<br>%{y:.4g} us<extra></extra>"))
     fig.update_xaxes(categoryorder="array", categoryarray=section.shapes)
     return _layout(fig, "time per call (us, log scale)", log=True, x_title="benchmark shape")
@@ -58,7 +60,7 @@ def sol_percent_figure(section: BoardSection) -> go.Figure | None:
         return None
     fig = go.Figure()
     for s in section.series:
-        name = html.escape(s.name)
+        name = html.escape(s.label)
         points = [p for p in s.points if p.sol_percent is not None]
         fig.add_trace(go.Scatter(
             x=[p.label for p in points], y=[p.sol_percent for p in points], mode="markers", name=name,

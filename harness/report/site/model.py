@@ -78,6 +78,7 @@ class ShapePoint:
 class Series:
     """One ranked submission's per-shape times: one trace of the per-shape plots."""
     name: str
+    label: str                   # the name, with the content hash's start when two entries share a name
     run_id: int
     points: list[ShapePoint]
 
@@ -223,6 +224,7 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
     device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
     series, floor, notes = [], {}, []
     sol_notes = set()
+    names = [e.name for e in b.ranked]
     for e in b.ranked:
         sol = _sol_by_shape(results.get(e.run_id))
         points = []
@@ -234,7 +236,8 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
                 sol_notes.add(note)
             if finite(s.mean_us) is not None:
                 points.append(ShapePoint(s.label, s.mean_us, finite(s.stderr_us), percent))
-        series.append(Series(e.name, e.run_id, points))
+        label = e.name if names.count(e.name) == 1 else f"{e.name} ({e.sha256[:8]})"
+        series.append(Series(e.name, label, e.run_id, points))
     if not b.ranked:
         notes.append("no ranked submission on this device yet, so there is nothing to plot")
     elif len(floor) < len(b.shapes):
