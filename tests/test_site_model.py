@@ -230,7 +230,7 @@ def test_html_in_a_name_is_escaped(store, tmp_path):
         assert '<b id="injected">' not in text and "<script>document.title" not in text
         assert "&lt;b id=&#34;injected&#34;&gt;bold&lt;/b&gt;" in text
     # in the plots' JSON (inside a <script>) the name is HTML-escaped for Plotly, then JSON-escaped
-    assert "&lt;b id=&quot;injected&quot;&gt;bold" in index
+    assert '&lt;b id=\\"injected\\"&gt;bold' in index
 
 
 def nan_figures(result):

@@ -71,13 +71,16 @@ def requests_made(driver) -> list[str]:
     return urls
 
 
-def screenshot(driver, page: Path, out_png: Path, *, full_height: bool = True, max_height: int = 6000) -> None:
-    """Opens ``page`` (a file) and saves a PNG of it, as tall as the page when ``full_height``."""
+def screenshot(driver, page: Path, out_png: Path, *, full_height: bool = True, max_height: int = 6000,
+               width: int = 1400, height: int = 1000) -> None:
+    """Opens ``page`` (a file) and saves a PNG of it, as tall as the page (up to ``max_height``) when
+    ``full_height``."""
+    driver.set_window_size(width, height)
     driver.get(page.resolve().as_uri())
     wait_for_plots(driver)
     if full_height:
-        height = min(max_height, int(driver.execute_script("return document.documentElement.scrollHeight")))
-        driver.set_window_size(driver.get_window_size()["width"], height + 100)
+        needed = min(max_height, int(driver.execute_script("return document.body.scrollHeight")))
+        driver.set_window_size(width, max(height, needed + 100))
         wait_for_plots(driver)
     out_png.parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(out_png))

@@ -31,6 +31,12 @@ def _layout(fig: go.Figure, y_title: str, *, log: bool = False, x_title: str | N
     return fig
 
 
+def _text(name: str) -> str:
+    """A name as Plotly text: '<', '>' and '&' as the entities Plotly turns back into characters, so it
+    never reads a tag in it (Plotly does not decode &quot;, and a quote outside a tag is harmless)."""
+    return html.escape(name, quote=False)
+
+
 def _ci(stderr_us: float | None) -> float | None:
     return None if stderr_us is None else Z_95 * stderr_us
 
@@ -39,7 +45,7 @@ def shapes_figure(section: BoardSection) -> go.Figure:
     """Each ranked submission's mean per benchmark shape with its 95% interval; the speed of light as a floor."""
     fig = go.Figure()
     for s in section.series:
-        name = html.escape(s.label)
+        name = _text(s.label)
         fig.add_trace(go.Scatter(
             x=[p.label for p in s.points], y=[p.mean_us for p in s.points], mode="markers", name=name,
             marker=dict(size=10), error_y=dict(type="data", array=[_ci(p.stderr_us) for p in s.points], visible=True),
@@ -60,7 +66,7 @@ def sol_percent_figure(section: BoardSection) -> go.Figure | None:
         return None
     fig = go.Figure()
     for s in section.series:
-        name = html.escape(s.label)
+        name = _text(s.label)
         points = [p for p in s.points if p.sol_percent is not None]
         fig.add_trace(go.Scatter(
             x=[p.label for p in points], y=[p.sol_percent for p in points], mode="markers", name=name,
@@ -78,7 +84,7 @@ def history_figure(section: BoardSection) -> go.Figure | None:
     names = list(dict.fromkeys(p.name for p in section.history))
     for n in names:
         pts = [p for p in section.history if p.name == n]
-        name = html.escape(n)
+        name = _text(n)
         fig.add_trace(go.Scatter(
             x=[p.when for p in pts], y=[p.score_us for p in pts], mode="lines+markers", name=name,
             marker=dict(size=9), error_y=dict(type="data", array=[_ci(p.stderr_us) for p in pts], visible=True),
