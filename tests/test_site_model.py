@@ -195,6 +195,11 @@ def test_cli_html_all_tasks_and_other_formats_unchanged(store, tmp_path, capsys)
     assert "not empty" in capsys.readouterr().err and (tmp_path / "busy" / "notes.txt").read_text() == "mine"
     assert main(["leaderboard", "--task", MX, "--format", "markdown", "--results-dir", store]) == 0
     assert capsys.readouterr().out == render_board(load_board(MX, results_dir=store)[0], "markdown")
+    assert main(["leaderboard", "--all-tasks", "--format", "json", "--results-dir", store]) == 2
+    assert "pass --task T" in capsys.readouterr().err
+    assert main(["leaderboard", "--all-tasks", "--results-dir", store]) == 0
+    out = capsys.readouterr().out
+    assert "mxfp4_small on CPU" in out and "nvfp4_small on CPU" in out and "not ranked:" in out
 
 
 # --- bad data -------------------------------------------------------------------------------------
