@@ -11,6 +11,7 @@ import html
 
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.colors import qualitative
 
 from harness.analysis.ranking import Z_95
 from harness.report.site.model import BoardSection
@@ -37,18 +38,39 @@ def _text(name: str) -> str:
     return html.escape(name, quote=False)
 
 
+def colors(section: BoardSection) -> dict[str, str]:
+    """One colour per submission name, the same in every plot of a section (in ranking order, then history)."""
+    names = list(dict.fromkeys([s.name for s in section.series] + [p.name for p in section.history]))
+    palette = qualitative.Plotly + qualitative.D3
+    return {n: palette[i % len(palette)] for i, n in enumerate(names)}
+
+
+SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star")
+
+
+def _symbols(section: BoardSection) -> list[str]:
+    """A marker per series: entries that share a name (other content) share its colour, not its symbol."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in section.series:
+        out.append(SYMBOLS[seen.get(s.name, 0) % len(SYMBOLS)])
+        seen[s.name] = seen.get(s.name, 0) + 1
+    return out
+
+
 def _ci(stderr_us: float | None) -> float | None:
     return None if stderr_us is None else Z_95 * stderr_us
 
 
 def shapes_figure(section: BoardSection) -> go.Figure:
     """Each ranked submission's mean per benchmark shape with its 95% interval; the speed of light as a floor."""
-    fig = go.Figure()
-    for s in section.series:
+    fig, color = go.Figure(), colors(section)
+    for s, symbol in zip(section.series, _symbols(section)):
         name = _text(s.label)
         fig.add_trace(go.Scatter(
             x=[p.label for p in s.points], y=[p.mean_us for p in s.points], mode="markers", name=name,
-            marker=dict(size=10), error_y=dict(type="data", array=[_ci(p.stderr_us) for p in s.points], visible=True),
+            marker=dict(size=10, color=color[s.name], symbol=symbol),
+            error_y=dict(type="data", array=[_ci(p.stderr_us) for p in s.points], visible=True),
             hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} us<extra></extra>"))
     if section.sol_floor_us:
         labels = [s for s in section.shapes if s in section.sol_floor_us]
@@ -64,13 +86,14 @@ def sol_percent_figure(section: BoardSection) -> go.Figure | None:
     """% of the speed of light per shape (100% = at the hardware limit); None when no shape has one."""
     if not section.sol_floor_us:
         return None
-    fig = go.Figure()
-    for s in section.series:
+    fig, color = go.Figure(), colors(section)
+    for s, symbol in zip(section.series, _symbols(section)):
         name = _text(s.label)
         points = [p for p in s.points if p.sol_percent is not None]
         fig.add_trace(go.Scatter(
             x=[p.label for p in points], y=[p.sol_percent for p in points], mode="markers", name=name,
-            marker=dict(size=10), hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.3g}}% of SOL<extra></extra>"))
+            marker=dict(size=10, color=color[s.name], symbol=symbol),
+            hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.3g}}% of SOL<extra></extra>"))
     fig.update_xaxes(categoryorder="array", categoryarray=section.shapes)
     fig.update_yaxes(rangemode="tozero", ticksuffix="%")
     return _layout(fig, "% of speed of light (higher is better)", x_title="benchmark shape")
@@ -80,14 +103,15 @@ def history_figure(section: BoardSection) -> go.Figure | None:
     """Every scored run's score over time, one trace per submission name, and the board's best-so-far line."""
     if not section.history:
         return None
-    fig = go.Figure()
+    fig, color = go.Figure(), colors(section)
     names = list(dict.fromkeys(p.name for p in section.history))
     for n in names:
         pts = [p for p in section.history if p.name == n]
         name = _text(n)
         fig.add_trace(go.Scatter(
             x=[p.when for p in pts], y=[p.score_us for p in pts], mode="lines+markers", name=name,
-            marker=dict(size=9), error_y=dict(type="data", array=[_ci(p.stderr_us) for p in pts], visible=True),
+            marker=dict(size=9, color=color[n]), line=dict(color=color[n]),
+            error_y=dict(type="data", array=[_ci(p.stderr_us) for p in pts], visible=True),
             customdata=[[p.run_id, p.mode] for p in pts],
             hovertemplate=f"{name}<br>run %{{customdata[0]}} (%{{customdata[1]}})<br>%{{x}}<br>"
                           "%{y:.4g} us<extra></extra>"))
