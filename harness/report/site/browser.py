@@ -8,6 +8,7 @@ missing instead of failing deep inside.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import tempfile
@@ -29,9 +30,7 @@ def chromium_path() -> str | None:
 
 def browser_problem() -> str | None:
     """Why no browser can be started here (None when one can)."""
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("selenium") is None:
         return "selenium is not installed: pip install -e '.[test]'"
     if chromium_path() is None:
         return "Debian's chromium is not installed: apt-get install -y chromium chromium-driver"
@@ -87,8 +86,9 @@ def screenshot(driver, page: Path, out_png: Path, *, full_height: bool = True, m
 
 
 def wait_for_plots(driver, timeout_s: float = 30.0) -> None:
-    """Waits until every Plotly div on the page has drawn its SVG."""
+    """Waits until every Plotly div on the page has drawn its SVG, with a trace group per trace."""
     from selenium.webdriver.support.ui import WebDriverWait
     WebDriverWait(driver, timeout_s).until(lambda d: d.execute_script(
-        "return Array.from(document.querySelectorAll('.plotly-graph-div'))"
-        ".every(g => g.querySelector('svg.main-svg') && g._fullLayout);"))
+        "return Array.from(document.querySelectorAll('.plotly-graph-div')).every(g => g._fullLayout"
+        " && g.querySelector('svg.main-svg')"
+        " && g.querySelectorAll('.scatterlayer .trace').length === g.data.length);"))
