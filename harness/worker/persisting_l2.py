@@ -40,7 +40,8 @@ class PersistingL2:
         for f in functions.values():
             f.restype = ctypes.c_int
         self._get_limit, self._set_limit = functions["cuCtxGetLimit"], functions["cuCtxSetLimit"]
-        self._reset, self._stream_attribute = functions["cuCtxResetPersistingL2Cache"], functions["cuStreamGetAttribute"]
+        self._reset = functions["cuCtxResetPersistingL2Cache"]
+        self._stream_attribute = functions["cuStreamGetAttribute"]
         self._cu, self.note = cu, ""
 
     def limit(self) -> int | None:

@@ -100,11 +100,14 @@ def worker_paths(run_dir: str, extra_writable=(), extra_readable=()) -> SandboxP
     folder and compat folder, ``extra_writable``: a shared Triton cache the operator asked for."""
     root = harness_root()
     packages = [os.path.join(root, p) for p in HARNESS_PACKAGES]
-    readable = SYSTEM_DIRS + tuple(_python_dirs()) + tuple(_toolkit_dirs()) + tuple(packages) \
+    # no folder holding the run folder (a script's folder in /tmp on the path): other runs' folders lie there
+    run = os.path.realpath(run_dir)
+    python = [d for d in _python_dirs() + _toolkit_dirs() if not _inside(run, os.path.realpath(d))]
+    readable = SYSTEM_DIRS + tuple(python) + tuple(packages) \
         + tuple(extra_readable) + tuple(os.path.join("/etc", f) for f in ETC_FILES) + ("/proc", "/sys")
     devices = ["/dev/null"] + [p for pattern in GPU_DEVICES for p in glob.glob(pattern)]
-    return SandboxPaths(writable=[run_dir, SHARED_MEMORY, *extra_writable], readable=list(readable), devices=devices,
-                        read_devices=list(READ_ONLY_DEVICES))
+    return SandboxPaths(writable=[run_dir, SHARED_MEMORY, *extra_writable], readable=list(readable),
+                        devices=devices, read_devices=list(READ_ONLY_DEVICES))
 
 
 def apply_landlock(paths: SandboxPaths) -> dict:

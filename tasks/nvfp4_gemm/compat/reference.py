@@ -6,7 +6,8 @@ from pathlib import Path as _Path
 
 _NAME = "_fp4_harness_compat_reference"
 if _NAME not in _sys.modules:
-    _spec = _ilu.spec_from_file_location(_NAME, _Path(__file__).resolve().parents[2] / "_compat_common" / "reference.py")
+    _common = _Path(__file__).resolve().parents[2] / "_compat_common" / "reference.py"
+    _spec = _ilu.spec_from_file_location(_NAME, _common)
     _sys.modules[_NAME] = _ilu.module_from_spec(_spec)
     _spec.loader.exec_module(_sys.modules[_NAME])
 
