@@ -34,6 +34,8 @@ def _isolate(cfg: WorkerConfig) -> dict:
     # not from the working directory, which becomes the run folder ('' on sys.path meant the former)
     sys.path[:] = [sandbox.harness_root() if p in ("", ".") else p for p in sys.path]
     report = {}
+    if not cfg.confine:      # measuring the sandbox's own cost: everything above, no sandbox
+        return {"off": "turned off to measure its cost (scripts/validation/sandbox_overhead.py)"}
     if os.geteuid() == 0:
         try:
             sandbox.new_network_namespace()

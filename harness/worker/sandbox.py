@@ -173,6 +173,8 @@ def confine(run_dir: str, extra_writable=(), extra_readable=(), user: str = "sam
 
 def missing(report: dict) -> list[str]:
     """What did not hold, in words (for the parent's one warning)."""
+    if report.get("off"):
+        return [f"any sandbox: {report['off']}"]
     out = []
     if report.get("landlock_error"):
         out.append(f"Landlock ({report['landlock_error']})")
