@@ -42,6 +42,10 @@ def _isolate(cfg: WorkerConfig) -> dict:
             report["netns"] = True
         except OSError as exc:
             report["netns_error"] = str(exc)
+        try:
+            report["hidden_sockets"] = sandbox.hide_unix_sockets()
+        except OSError as exc:
+            report["sockets_error"] = str(exc)
     if cfg.run_as_uid is not None:
         os.setgroups([])
         os.setgid(cfg.run_as_gid if cfg.run_as_gid is not None else cfg.run_as_uid)

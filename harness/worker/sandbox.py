@@ -17,13 +17,16 @@ import glob
 import os
 import site
 import socket
+import stat
 import struct
 import sys
 from dataclasses import dataclass, field
 
 from harness.worker import landlock
 
-CLONE_NEWNET = 0x40000000
+CLONE_NEWNET, CLONE_NEWNS = 0x40000000, 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 1 << 18
+SOCKET_DIRS = ("/run",)                # where the system's services keep their sockets (docker, dbus, ...)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_CAPBSET_DROP, PR_SET_SECUREBITS = 24, 28
 SECURE_NOROOT_LOCKED = 0x2f            # NOROOT, NO_SETUID_FIXUP and their locks
@@ -139,6 +142,33 @@ def new_network_namespace() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
 
 
+def hide_unix_sockets(dirs=SOCKET_DIRS) -> int:
+    """Root only: a mount namespace of our own in which every unix socket file under ``dirs`` is covered
+    by /dev/null (connecting to it is refused). Landlock ABI 7 does not control connecting to pathname
+    sockets, and a root worker would reach root-owned ones (/run/docker.sock). Returns how many."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
+    hidden = 0
+    for top in dirs:
+        for folder, _dirs, files in os.walk(top):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                        continue
+                except OSError:
+                    continue
+                check(libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None), f"covering {path}")
+                hidden += 1
+    return hidden
+
+
 def drop_capabilities() -> None:
     """A root worker that stays root keeps uid 0 but no capability, now or after an exec (no module
     loading, raw I/O, ptrace, reading other users' files past their modes)."""
@@ -186,4 +216,6 @@ def missing(report: dict) -> list[str]:
         out.append("dropping the root worker's capabilities")
     if report.get("netns_error"):
         out.append(f"a network namespace ({report['netns_error']})")
+    if report.get("sockets_error"):
+        out.append(f"hiding the system's unix sockets ({report['sockets_error']})")
     return out

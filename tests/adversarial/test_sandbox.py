@@ -80,6 +80,8 @@ for _f in _T["read_files"]:
 _try("tcp connect", _connect(("127.0.0.1", _T["port"])))
 _try("tcp bind", _bind)
 _try("abstract unix socket", _connect("\0" + _T["abstract"], _socket.AF_UNIX))
+if _T["run_socket"]:
+    _try("pathname unix socket", _connect(_T["run_socket"], _socket.AF_UNIX))
 _try("signal the parent", lambda: _os.kill(_os.getppid(), _signal.SIGCONT))
 _try("read the parent's environment", lambda: open("/proc/%d/environ" % _os.getppid(), "rb").read())
 _report.update(cwd=_os.getcwd(), folder=_os.path.dirname(_os.path.abspath(__file__)), sys_path=_sys.path)
@@ -92,6 +94,7 @@ def custom_kernel(data):
 # what Landlock answers: EACCES for file and TCP access, EPERM for what is out of its scope
 EXPECTED_ERRNO = {"tcp connect": errno.EACCES, "tcp bind": errno.EACCES, "abstract unix socket": errno.EPERM,
                   "signal the parent": errno.EPERM, "read the parent's environment": errno.EACCES}
+HIDDEN = errno.ECONNREFUSED       # a root worker's view of the system's sockets: covered by /dev/null
 
 
 @pytest.fixture
@@ -105,6 +108,13 @@ def targets(tmp_path):
     unix = socket.socket(socket.AF_UNIX)
     unix.bind("\0" + abstract)
     unix.listen()
+    # as root: a service's socket under /run (where docker's and dbus's live), which Landlock does not guard
+    run_socket, service = None, None
+    if os.geteuid() == 0 and os.access("/run", os.W_OK):
+        run_socket = f"/run/harness-sandbox-probe-{os.getpid()}.sock"
+        service = socket.socket(socket.AF_UNIX)
+        service.bind(run_socket)
+        service.listen()
     other_run = tempfile.mkdtemp(prefix="harness-run-")
     other = os.path.join(other_run, "submission.py")
     with open(other, "w") as f:
@@ -113,13 +123,16 @@ def targets(tmp_path):
     secret.write_text("a secret of the harness's user\n")
     write_dirs = [str(ROOT), str(ROOT / "harness"), str(ROOT / "tasks"), str(ROOT / "fp4_reference"),
                   tempfile.gettempdir(), str(tmp_path), other_run]
-    yield {"port": tcp.getsockname()[1], "abstract": abstract, "write_dirs": write_dirs,
+    yield {"port": tcp.getsockname()[1], "abstract": abstract, "write_dirs": write_dirs, "run_socket": run_socket,
            # another run's file, the repository's examples, a secret of the harness's user, and a folder a
            # test runner put on the path (pytest's rootdir)
            "read_files": [other, str(ROOT / "submissions" / "torch_nvfp4.py"), str(secret),
                           str(ROOT / "tests" / "conftest.py")]}
     tcp.close()
     unix.close()
+    if service is not None:
+        service.close()
+        os.unlink(run_socket)
     shutil.rmtree(other_run, ignore_errors=True)
 
 
@@ -133,7 +146,8 @@ def _assert_all_denied(report: dict, targets: dict, netns: bool) -> None:
     """``netns``: the worker has a network namespace of its own, where the harness's abstract socket
     does not even exist (ECONNREFUSED); Landlock's scope on its own is tested in test_worker_sandbox."""
     expected = (["write own run folder"] + [f"write {d}" for d in targets["write_dirs"]]
-                + [f"read {f}" for f in targets["read_files"]] + list(EXPECTED_ERRNO))
+                + [f"read {f}" for f in targets["read_files"]] + list(EXPECTED_ERRNO)
+                + (["pathname unix socket"] if targets["run_socket"] else []))
     assert set(expected) <= set(report["attempted"]), set(expected) - set(report["attempted"])
     assert report["allowed"] == ["write own run folder"], report["allowed"]   # the control, and only it
     assert set(report["denied"]) == set(report["attempted"]) - {"write own run folder"}
@@ -141,6 +155,8 @@ def _assert_all_denied(report: dict, targets: dict, netns: bool) -> None:
         want = {EXPECTED_ERRNO.get(name, errno.EACCES)}
         if netns and name == "abstract unix socket":
             want.add(errno.ECONNREFUSED)
+        if name == "pathname unix socket":
+            want = {HIDDEN}
         assert err in want, (name, errno.errorcode.get(err, err))
     assert report["cwd"] == report["folder"]          # the worker works in its run folder
     root = os.path.realpath(ROOT)
@@ -160,6 +176,7 @@ def test_probe_every_escape_attempt_runs_and_fails(cheat, targets, drop):
     if os.geteuid() == 0:
         assert r.sandbox["netns"] is True
         assert r.sandbox["user"] == "nobody" or r.sandbox.get("capabilities_dropped") is True
+        assert r.sandbox["hidden_sockets"] >= 1          # at least the test's own service socket
     assert not [w for w in r.warnings if w.startswith("sandbox:")], r.warnings
     assert not [f for d in targets["write_dirs"] for f in glob.glob(os.path.join(d, "sandbox_probe_*.txt"))]
     assert not os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "sitecustomize.py"))
