@@ -33,38 +33,48 @@ def _isolate(cfg: WorkerConfig) -> dict:
     # the harness's own modules still to be imported come from the tree the worker started from,
     # not from the working directory, which becomes the run folder ('' on sys.path meant the former)
     sys.path[:] = [sandbox.harness_root() if p in ("", ".") else p for p in sys.path]
+    confine = cfg.confine        # False only when measuring the sandbox's own cost
+    report = _namespaces() if confine and os.geteuid() == 0 else {}
+    user = _change_user(cfg, report, confine)
+    run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
+    os.chdir(run_dir)
+    if not confine:
+        return {"off": "turned off to measure its cost (scripts/validation/sandbox_overhead.py)", "user": user}
+    return dict(sandbox.confine(run_dir, cfg.sandbox_writable, cfg.sandbox_readable, user,
+                                report.get("netns", False)), **report)
+
+
+def _namespaces() -> dict:
+    """Root only: a network namespace (loopback only) and the system's unix sockets covered."""
     report = {}
-    if not cfg.confine:      # measuring the sandbox's own cost: everything above, no sandbox
-        return {"off": "turned off to measure its cost (scripts/validation/sandbox_overhead.py)"}
-    if os.geteuid() == 0:
-        try:
-            sandbox.new_network_namespace()
-            report["netns"] = True
-        except OSError as exc:
-            report["netns_error"] = str(exc)
-        try:
-            report["hidden_sockets"] = sandbox.hide_unix_sockets()
-        except OSError as exc:
-            report["sockets_error"] = str(exc)
+    try:
+        sandbox.new_network_namespace()
+        report["netns"] = True
+    except OSError as exc:
+        report["netns_error"] = str(exc)
+    try:
+        report["hidden_sockets"] = sandbox.hide_unix_sockets()
+    except OSError as exc:
+        report["sockets_error"] = str(exc)
+    return report
+
+
+def _change_user(cfg: WorkerConfig, report: dict, confine: bool) -> str:
+    """'nobody' (the drop), 'root' (stays root: without capabilities when confined) or 'same'."""
     if cfg.run_as_uid is not None:
         os.setgroups([])
         os.setgid(cfg.run_as_gid if cfg.run_as_gid is not None else cfg.run_as_uid)
         os.setuid(cfg.run_as_uid)
-        user = "nobody"
-    elif os.geteuid() == 0:
-        user = "root"
+        return "nobody"
+    if os.geteuid() != 0:
+        return "same"
+    if confine:
         try:
             sandbox.drop_capabilities()
             report["capabilities_dropped"] = True
         except OSError as exc:
             report["capabilities_error"] = str(exc)
-    else:
-        user = "same"
-    run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
-    os.chdir(run_dir)
-    report = dict(sandbox.confine(run_dir, cfg.sandbox_writable, cfg.sandbox_readable, user,
-                                  report.get("netns", False)), **report)
-    return report
+    return "root"
 
 
 def start(conn, cfg: WorkerConfig) -> None:
