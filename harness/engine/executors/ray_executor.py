@@ -1,0 +1,140 @@
+"""The Ray executor: each job is one Ray task asking for one GPU, anywhere in a Ray cluster.
+
+Cluster: ``address=None`` starts a local one on this machine (every local GPU; on a machine without
+GPUs, ``jobs`` CPU slots and the jobs run on the CPU); ``address='auto'`` or ``'ray://host:10001'``
+joins one started with ``ray start --head``. A process that has already called ``ray.init`` (a test)
+is used as it is.
+
+Each task (``num_gpus=1``, ``accelerator_type`` from ``gpu_type``) is a streaming generator: it first
+yields a :class:`~.job.JobStart` (node, the GPU ids Ray assigned, time), then the
+:class:`~.job.JobReport`. Ray sets ``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` for the task,
+so the runner, started with device ``cuda`` (the first visible one), uses exactly the assigned GPU,
+and its worker inherits the same mask.
+
+Retries: Ray's own retries are off (``max_retries=0``); a task whose worker or node died, or whose
+report says the GPU could not be used or the harness failed, is submitted again, at most
+``retries`` times, with the reason recorded. A submission's failure is a verdict and never retried.
+
+The secret travels inside the pickled RunOptions, a task argument (never ``runtime_env`` or an
+environment variable), and the driver took it out of its own environment before Ray started.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from harness.engine.executors.job import JobSink, JobSpec, job_start, run_job
+from harness.engine.options import RunOptions
+from harness.errors import UsageError
+
+TICK_S = 0.5
+
+
+def _job_task(spec: JobSpec, options: RunOptions):
+    start = job_start(spec)
+    yield start
+    yield run_job(spec, options, start, on_usage_error="retry")
+
+
+def _error_reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, jobs: int | None = None, gpu_type: str | None = None,
+                 retries: int = 2, gpus_per_job: int | None = None, temp_dir: str | None = None):
+        try:
+            import ray
+        except ImportError as exc:
+            raise UsageError("--executor ray needs Ray: pip install 'ray' (or the harness's 'cluster' extra)") from exc
+        self.ray = ray
+        self.retries = retries
+        self.gpu_type = gpu_type
+        self.started_cluster = False
+        if not ray.is_initialized():
+            self._connect(address, jobs, temp_dir)
+        resources = ray.cluster_resources()
+        self.gpus_per_job = (1 if resources.get("GPU", 0) > 0 else 0) if gpus_per_job is None else gpus_per_job
+        self._check_resources(resources)
+        capacity = int(resources.get("GPU", 0)) if self.gpus_per_job else int(resources.get("CPU", 1))
+        self.slots = max(1, min(capacity, jobs) if jobs else capacity)
+        self._remote = ray.remote(_job_task).options(
+            num_gpus=self.gpus_per_job, num_cpus=0 if self.gpus_per_job else 1, max_retries=0,
+            accelerator_type=gpu_type if self.gpus_per_job else None, name="harness-job")
+
+    def _connect(self, address, jobs, temp_dir) -> None:
+        ray = self.ray
+        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                import torch
+                gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+                ray.init(num_gpus=gpus, num_cpus=max(1, gpus or jobs or 1), _temp_dir=temp_dir, **kwargs)
+                self.started_cluster = True
+        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            raise UsageError(f"cannot connect to {where}: {_error_reason(exc)}; start one with "
+                             "'ray start --head' and pass --address auto (or ray://HOST:10001), or drop "
+                             "--address to start a local cluster") from exc
+
+    def _check_resources(self, resources: dict) -> None:
+        if not self.gpus_per_job:
+            return
+        if resources.get("GPU", 0) < self.gpus_per_job:
+            self.close()
+            raise UsageError("the Ray cluster has no GPUs: start its nodes with GPUs (ray start ... --num-gpus N), "
+                             "or add --device cpu to run the jobs on CPUs")
+        if self.gpu_type and f"accelerator_type:{self.gpu_type}" not in resources:
+            have = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
+            self.close()
+            raise UsageError(f"no GPU of type {self.gpu_type!r} in the Ray cluster (it has: "
+                             f"{', '.join(have) or 'none labelled'}); pick one of those with --gpu-type")
+
+    def run(self, specs: list[JobSpec], options: RunOptions, sink: JobSink) -> None:
+        ray = self.ray
+        pending = deque((spec, 0) for spec in specs)
+        inflight: dict = {}                  # generator -> (spec, attempt, started)
+        while pending or inflight:
+            while pending and len(inflight) < self.slots:
+                spec, attempt = pending.popleft()
+                spec.submitted_at = time.time()
+                inflight[self._remote.remote(spec, options)] = [spec, attempt, False]
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=TICK_S)
+            for gen in ready:
+                spec, attempt, _started = inflight[gen]
+                try:
+                    item = ray.get(next(gen))
+                except StopIteration:
+                    del inflight[gen]
+                    continue
+                except Exception as exc:  # noqa: BLE001 - the worker or node died, or a harness bug
+                    del inflight[gen]
+                    self._retry_or_fail(sink, pending, spec, attempt, f"Ray: {_error_reason(exc)}")
+                    continue
+                if not inflight[gen][2]:
+                    inflight[gen][2] = True
+                    sink.started(spec, item)
+                    continue
+                del inflight[gen]
+                if item.result is not None:
+                    sink.finished(spec, item.result)
+                else:
+                    self._retry_or_fail(sink, pending, spec, attempt, item.retry_reason)
+            sink.tick()
+
+    def _retry_or_fail(self, sink, pending, spec, attempt, reason) -> None:
+        if attempt < self.retries:
+            sink.retrying(spec, reason)
+            pending.appendleft((spec, attempt + 1))
+        else:
+            sink.failed(spec, reason)
+
+    def close(self) -> None:
+        if self.started_cluster and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started_cluster = False
