@@ -47,11 +47,12 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
         return 0
     if args.format in ("table", "markdown"):
-        print(", ".join(f"{counts[s]} {s}" for s in STATES) + f" ({len(jobs)} jobs)", file=sys.stderr)
+        print(", ".join(f"{counts[s]} {s}" for s in STATES) + f" ({len(jobs)} jobs)", file=sys.stderr, flush=True)
     headers = ["job", "state", "place", "task", "mode", "name", "attempts", "node", "gpu", "started",
                "verdict", "retries"]
     rows = [[j.id, j.state, place.get(j.id, ""), j.task, j.mode, j.display_name, j.attempts, j.node or "",
              j.gpu or "", (j.started_at or "")[:19].replace("T", " "), j.verdict or "",
              f"{len(j.retry_reasons)}: {_short(j.retry_reasons[-1])}" if j.retry_reasons else ""] for j in shown]
-    sys.stdout.write(format_rows(headers, rows, args.format, right=[0, 2, 6]))
+    table = format_rows(headers, rows, args.format, right=[0, 2, 6])
+    sys.stdout.write(table if table.endswith("\n") else table + "\n")
     return 0

@@ -194,9 +194,13 @@ def _run_jobs(st, files, skipped, task, mode, options, executor, say, live) -> F
     jobs = JobTable(st)
     report = FolderRun(task=task.name, mode=mode, store_path=str(st.location), skipped=skipped,
                        executor=executor.name)
-    specs = []
+    specs, seen = [], {}
     for path in files:
         info, name = submission_info(path), display_name(path)
+        if info.sha256 in seen:
+            say(f"skipping {path.name}: the same contents as {seen[info.sha256].name} (one job)")
+            continue
+        seen[info.sha256] = path
         claim = jobs.claim(task.name, mode, info, name, harness.__version__, lambda db: st.insert_run(
             db, task.name, mode, info, name, device, harness.__version__, git_commit_of(path)))
         if claim.outcome == "done":

@@ -74,4 +74,5 @@ class Progress:
 
     def close(self) -> None:
         self._clear()
-        self.say(self.status_line())
+        if self.live or self.status_line().split(" [")[0] != self._last:
+            self.say(self.status_line())
