@@ -89,6 +89,9 @@ class SQLiteBackend:
                 raise
         return self._retry(attempt)
 
+    def lock(self, key: str) -> None:
+        """Serialize transactions on ``key``: BEGIN IMMEDIATE already serializes every write."""
+
     def schema_version(self) -> int:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
@@ -167,6 +170,11 @@ class PostgresBackend:
                     raise
                 _backoff(attempt)
         raise AssertionError("unreachable")
+
+    def lock(self, key: str) -> None:
+        """Serialize transactions on ``key`` (until this transaction ends): two drivers claiming
+        the same job at once would otherwise both see none and both insert one."""
+        self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
     def schema_version(self) -> int:
         row = self._conn.execute("SELECT to_regclass('harness_schema') AS t").fetchone()

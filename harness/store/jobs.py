@@ -95,6 +95,7 @@ class JobTable:
         me = this_driver()
 
         def txn(db):
+            db.lock(f"job:{info.sha256}:{task}:{mode}:{harness_version}")
             row = db.execute("SELECT * FROM jobs WHERE submission_sha256 = ? AND task = ? AND mode = ? AND"
                              " harness_version = ? ORDER BY id DESC LIMIT 1",
                              (info.sha256, task, mode, harness_version)).fetchone()
