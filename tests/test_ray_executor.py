@@ -277,3 +277,19 @@ def test_secret_is_taken_before_the_executor_starts(tmp_path, monkeypatch):
 def test_a_gpu_type_the_cluster_lacks_is_a_usage_error(cluster):
     with pytest.raises(UsageError, match="no GPU of type 'B200'"):
         RayExecutor(gpus_per_job=1, gpu_type="B200")
+
+
+def test_an_assigned_gpu_torch_cannot_use_is_retried_never_run_on_the_cpu(cluster, dirs):
+    subs, reports, store = dirs
+    write_probe(subs, reports, "nogpu")
+    lines = []
+    executor = RayExecutor(gpus_per_job=1, retries=1)      # a logical GPU; this torch sees no GPU
+    report = run_folder(subs, TASK, "test", RunOptions(max_repeats=3), results_dir=store, executor=executor,
+                        progress=lines.append)
+    (entry,) = report.entries
+    assert entry.internal_error and entry.attempts == 2 and entry.result.verdict == "error"
+    assert any(line.startswith("retrying nogpu.py: the node") for line in lines), lines
+    assert not reports_of(reports, "nogpu")                # the submission never ran
+    with open_store(store) as st:
+        (job,) = JobTable(st).jobs()
+        assert job.state == "failed" and len(job.retry_reasons) == 2 and "cuda" in job.retry_reasons[-1]

@@ -20,6 +20,7 @@ environment variable), and the driver took it out of its own environment before 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 
@@ -31,8 +32,13 @@ TICK_S = 0.5
 
 
 def _job_task(spec: JobSpec, options: RunOptions):
+    import ray
     start = job_start(spec)
     yield start
+    if ray.get_gpu_ids() and options.device in (None, "auto", "cuda"):
+        # the one GPU Ray assigned is the only one visible: cuda:0. If torch cannot use it, the run
+        # is refused (DeviceError) and retried elsewhere, never silently moved to the CPU.
+        options = dataclasses.replace(options, device="cuda:0")
     yield run_job(spec, options, start, on_usage_error="retry")
 
 
