@@ -288,7 +288,7 @@ def test_an_assigned_gpu_torch_cannot_use_is_retried_never_run_on_the_cpu(cluste
                         progress=lines.append)
     (entry,) = report.entries
     assert entry.internal_error and entry.attempts == 2 and entry.result.verdict == "error"
-    assert any(line.startswith("retrying nogpu.py: the node") for line in lines), lines
+    assert any(line.startswith("retrying nogpu.py: the node") for line in lines), [l for l in lines if "nogpu" in l]
     assert not reports_of(reports, "nogpu")                # the submission never ran
     with open_store(store) as st:
         (job,) = JobTable(st).jobs()

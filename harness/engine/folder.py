@@ -24,7 +24,7 @@ from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.engine.progress import Progress
 from harness.engine.submission import discover, display_name, submission_info
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 from harness.results import ERROR, DeviceInfo, RunResult, SubmissionInfo
 from harness.store.database import git_commit_of, now_iso, open_store
 from harness.store.jobs import JobTable
@@ -86,7 +86,7 @@ def _task_ref(task) -> str:
 def _internal_error(task_name: str, mode: str, info: SubmissionInfo, device: DeviceInfo | None, reason: str,
                     started: str) -> RunResult:
     return RunResult(task=task_name, submission=info, mode=mode, device=device or DeviceInfo("unknown", "unknown"),
-                     verdict=ERROR, message=f"harness internal error: {reason} (please report it)",
+                     verdict=ERROR, message=f"the harness could not evaluate it: {reason} (please report it)",
                      started_at=started, finished_at=now_iso(), complete=True, harness_version=harness.__version__)
 
 
@@ -222,7 +222,7 @@ def _run_jobs(st, files, skipped, task, mode, options, executor, say, live) -> F
     t0 = time.monotonic()
     try:
         executor.run(specs, options, sink)
-    except UsageError:
+    except HarnessError:
         for spec in specs:          # a bad request (e.g. unusable device): what did not end is removed
             row = st.db.execute("SELECT run_id, state FROM jobs WHERE id = ?", (spec.job_id,)).fetchone()
             if row and row["state"] in ("queued", "running"):

@@ -82,7 +82,7 @@ def run_job(spec: JobSpec, options: RunOptions, start: JobStart | None = None,
     (a worker node: its GPU could not be attached or the node lacks something; another may work)."""
     from harness.engine.folder import load_task_or_usage_error
     from harness.engine.runner import run_submission
-    from harness.errors import UsageError
+    from harness.errors import HarnessError
     start = start or job_start(spec)
     with tempfile.TemporaryDirectory(prefix="harness-job-") as tmp:
         copy = Path(tmp) / Path(spec.path).name
@@ -91,7 +91,7 @@ def run_job(spec: JobSpec, options: RunOptions, start: JobStart | None = None,
             task = load_task_or_usage_error(spec.task_ref)
             result = run_submission(copy, task, spec.mode,
                                     dataclasses.replace(options, extra_warnings=list(options.extra_warnings)))
-        except UsageError as exc:
+        except HarnessError as exc:      # UsageError, DeviceError: the request, or this node's device
             if on_usage_error == "raise":
                 raise
             return JobReport(start, retry_reason=f"the node {start.node} could not run it: {exc}")
