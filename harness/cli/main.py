@@ -29,6 +29,9 @@ COMMANDS = {
     "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
     "jobs": ("harness.cli.jobs", "where run-all's jobs stand: counts per state, the queue, the running ones"),
     "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),
+    "measure-peaks": ("harness.cli.measure_peaks",
+                      "measure this GPU's bandwidth, matrix rates and launch floor for the speed of light "
+                      "(stored in the user data folder)"),
 }
 
 EXIT_CODES_HELP = """exit codes:
