@@ -114,7 +114,7 @@ def cluster(tmp_path_factory):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")   # workers import this checkout
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _temp_dir=str(temp), log_to_driver=False,
-             configure_logging=False)
+             configure_logging=False, _node_ip_address="127.0.0.1")      # loopback only
     CLUSTER_TEMP.append(temp)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
@@ -293,3 +293,18 @@ def test_an_assigned_gpu_torch_cannot_use_is_retried_never_run_on_the_cpu(cluste
     with open_store(store) as st:
         (job,) = JobTable(st).jobs()
         assert job.state == "failed" and len(job.retry_reasons) == 2 and "cuda" in job.retry_reasons[-1]
+
+
+def test_a_cluster_address_that_does_not_answer_is_a_usage_error(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    write_probe(subs, tmp_path, "p")
+    out = subprocess.run([sys.executable, "-m", "harness", "run-all", str(subs), "--task", TASK, "--mode", "test",
+                          "--store", str(tmp_path / "s"), "--executor", "ray", "--address", f"127.0.0.1:{port}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and f"no Ray cluster answers at 127.0.0.1:{port}" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr

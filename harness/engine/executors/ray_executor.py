@@ -21,6 +21,7 @@ environment variable), and the driver took it out of its own environment before 
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 from collections import deque
 
@@ -29,6 +30,24 @@ from harness.engine.options import RunOptions
 from harness.errors import UsageError
 
 TICK_S = 0.5
+LOCAL_IP = "127.0.0.1"
+PROBE_TIMEOUT_S = 5.0
+
+
+def _check_reachable(address: str) -> None:
+    """A ``host:port`` or ``ray://host:port`` that does not answer is a usage error now (ray.init
+    would wait for it for minutes). ``auto`` is left to Ray, which says at once when there is none."""
+    if address == "auto":
+        return
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise UsageError(f"no Ray cluster answers at {address} ({detail}); give the head node's address "
+                         "(HOST:6379, ray://HOST:10001, or 'auto' on a cluster node), or drop --address to "
+                         "start a local cluster") from exc
 
 
 def _job_task(spec: JobSpec, options: RunOptions):
@@ -76,11 +95,13 @@ class RayExecutor:
         kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
             if address:
+                _check_reachable(address)
                 ray.init(address=address, **kwargs)
             else:
                 import torch
                 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-                ray.init(num_gpus=gpus, num_cpus=max(1, gpus or jobs or 1), _temp_dir=temp_dir, **kwargs)
+                ray.init(num_gpus=gpus, num_cpus=max(1, gpus or jobs or 1), _temp_dir=temp_dir,
+                         _node_ip_address=LOCAL_IP, **kwargs)     # a local cluster listens on loopback only
                 self.started_cluster = True
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
