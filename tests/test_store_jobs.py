@@ -136,3 +136,42 @@ def test_jobs_command(location, capsys):
     import json
     data = json.loads(capsys.readouterr().out)
     assert data["counts"] == {"queued": 2, "running": 1, "done": 1, "failed": 0} and len(data["jobs"]) == 4
+
+
+def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(location, tmp_path, capsys,
+                                                                                monkeypatch):
+    """run-all (serial, with a stand-in runner) into either backend; the rerun skips; the readers read it."""
+    import json
+    from pathlib import Path
+
+    import harness.engine.runner as runner
+    root = Path(__file__).resolve().parents[1]
+    task = str(root / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("alpha", "beta"):
+        (subs / f"{name}.py").write_text(f"# name: {name}\ndef custom_kernel(data):\n    return data\n")
+    calls = []
+
+    def fake_run_submission(path, task_obj, mode, options=None, progress=None):
+        calls.append(Path(path).name)
+        r = make_result(Path(path).stem, (5.0, 6.0), task=task_obj.name, mode=mode, device="cpu", kind="cpu")
+        r.score_us = 5.5
+        return r
+
+    monkeypatch.setattr(runner, "run_submission", fake_run_submission)
+    args = ["run-all", str(subs), "--task", task, "--mode", "benchmark", "--store", location]
+    assert cli_main(args) == 0
+    err = capsys.readouterr().err
+    assert calls == ["alpha.py", "beta.py"] and "[2/2] beta.py: pass" in err and "rank" in err
+    assert cli_main(args) == 0
+    err = capsys.readouterr().err
+    assert calls == ["alpha.py", "beta.py"] and err.count("already done for these contents") == 2
+    with open_store(location) as st:
+        assert len(st.runs()) == 2 and all(r.complete for r in st.runs())
+    for command in (["leaderboard", "--task", task, "--format", "json"], ["history", "alpha", "--task", "mxfp4_small"],
+                    ["export", "--task", "mxfp4_small", "--format", "json"], ["jobs", "--all", "--format", "json"]):
+        assert cli_main([*command, "--store", location]) == 0, command
+        out = capsys.readouterr().out
+        assert "alpha" in out, command
+    assert json.loads(out)["counts"]["done"] == 2
