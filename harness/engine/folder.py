@@ -173,6 +173,8 @@ def run_folder(folder, task, mode: str = "leaderboard", options=None, *, results
     options = options or RunOptions()
     if parsed_mode.ranked and options.secret is None:
         secret, source = take_secret(secret_file)      # once, for every job, before any executor starts
+        from harness.engine.sandbox import make_undumpable
+        make_undumpable()       # the driver holds it now: its memory is root-only, whichever executor runs
         options = dataclasses.replace(options, secret=secret,
                                       extra_warnings=[*options.extra_warnings, f"secret seed: {source}"])
     with open_store(results_dir) as st:
