@@ -308,3 +308,19 @@ def test_a_cluster_address_that_does_not_answer_is_a_usage_error(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and f"no Ray cluster answers at 127.0.0.1:{port}" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_without_streaming_as_through_ray_client(cluster, dirs):
+    """The plain-task path that Ray Client (ray://) uses, on the same cluster."""
+    subs, reports, store = dirs
+    write_probe(subs, reports, "client")
+    executor = RayExecutor(gpus_per_job=1, streaming=False)
+    report = run_folder(subs, TASK, "test", RunOptions(device="cpu", max_repeats=3), results_dir=store,
+                        executor=executor)
+    (entry,) = report.entries
+    (seen,) = reports_of(reports, "client")[-1:]
+    assert entry.result.verdict == "pass" and entry.gpu == seen["gpu"] in ("0", "1")
+    assert entry.overhead_s is not None and 0 <= entry.overhead_s < 60
+    with open_store(store) as st:
+        (job,) = JobTable(st).jobs()
+        assert job.state == "done" and job.gpu == seen["gpu"] and job.node and job.attempts == 1

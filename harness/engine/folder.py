@@ -107,6 +107,10 @@ class _StoreSink(JobSink):
         self.jobs.start(spec.job_id, start.node, start.gpu)
         self.progress.move("queued", "running")
 
+    def placed(self, spec, start):
+        self.starts[spec.job_id] = start
+        self.jobs.place(spec.job_id, start.node, start.gpu)
+
     def _entry(self, spec, result, internal) -> FolderEntry:
         start = self.starts.get(spec.job_id)
         job = self.jobs.store.db.execute("SELECT run_id FROM jobs WHERE id = ?", (spec.job_id,)).fetchone()

@@ -126,6 +126,11 @@ class JobTable:
             "UPDATE jobs SET state = ?, attempts = attempts + 1, node = ?, gpu = ?, started_at = ? WHERE id = ?",
             (RUNNING, node, gpu, started_at or now_iso(), job_id)))
 
+    def place(self, job_id: int, node: str | None, gpu: str | None) -> None:
+        """Where a running job runs, when that is known only later (Ray Client)."""
+        self.store.transaction(lambda db: db.execute("UPDATE jobs SET node = ?, gpu = ? WHERE id = ?",
+                                                     (node, gpu, job_id)))
+
     def requeue(self, job_id: int, reason: str) -> None:
         """The machine or the harness failed on this attempt: back to the queue, with the reason."""
         def txn(db):

@@ -55,6 +55,9 @@ class JobSink:
 
     def started(self, spec: JobSpec, start: JobStart) -> None: ...
 
+    def placed(self, spec: JobSpec, start: JobStart) -> None:
+        """Where a job ran, known only when it ended (Ray Client)."""
+
     def finished(self, spec: JobSpec, result: RunResult) -> None: ...
 
     def retrying(self, spec: JobSpec, reason: str) -> None: ...

@@ -7,7 +7,8 @@ is used as it is.
 
 Each task (``num_gpus=1``, ``accelerator_type`` from ``gpu_type``) is a streaming generator: it first
 yields a :class:`~.job.JobStart` (node, the GPU ids Ray assigned, time), then the
-:class:`~.job.JobReport`. Ray sets ``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` for the task,
+:class:`~.job.JobReport`. Through Ray Client (``ray://``), which runs no streaming generators, it is
+one plain task: the job shows as running from its submission, and its node and GPU arrive with it. Ray sets ``CUDA_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES`` for the task,
 so the runner, started with device ``cuda`` (the first visible one), uses exactly the assigned GPU,
 and its worker inherits the same mask.
 
@@ -25,7 +26,7 @@ import socket
 import time
 from collections import deque
 
-from harness.engine.executors.job import JobSink, JobSpec, job_start, run_job
+from harness.engine.executors.job import JobSink, JobSpec, JobStart, job_start, run_job
 from harness.engine.options import RunOptions
 from harness.errors import UsageError
 
@@ -61,6 +62,13 @@ def _job_task(spec: JobSpec, options: RunOptions):
     yield run_job(spec, options, start, on_usage_error="retry")
 
 
+def _job_task_once(spec: JobSpec, options: RunOptions):
+    """The same job as one plain task (Ray Client runs no streaming generators)."""
+    steps = _job_task(spec, options)
+    next(steps)
+    return next(steps)
+
+
 def _error_reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
@@ -70,7 +78,8 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, *, address: str | None = None, jobs: int | None = None, gpu_type: str | None = None,
-                 retries: int = 2, gpus_per_job: int | None = None, temp_dir: str | None = None):
+                 retries: int = 2, gpus_per_job: int | None = None, temp_dir: str | None = None,
+                 streaming: bool | None = None):
         try:
             import ray
         except ImportError as exc:
@@ -86,9 +95,11 @@ class RayExecutor:
         self._check_resources(resources)
         capacity = int(resources.get("GPU", 0)) if self.gpus_per_job else int(resources.get("CPU", 1))
         self.slots = max(1, min(capacity, jobs) if jobs else capacity)
-        self._remote = ray.remote(_job_task).options(
-            num_gpus=self.gpus_per_job, num_cpus=0 if self.gpus_per_job else 1, max_retries=0,
-            accelerator_type=gpu_type if self.gpus_per_job else None, name="harness-job")
+        resources = dict(num_gpus=self.gpus_per_job, num_cpus=0 if self.gpus_per_job else 1, max_retries=0,
+                         accelerator_type=gpu_type if self.gpus_per_job else None, name="harness-job")
+        self.streaming = not (address or "").startswith("ray://") if streaming is None else streaming
+        self._remote = ray.remote(_job_task).options(**resources)
+        self._remote_once = ray.remote(_job_task_once).options(**resources)
 
     def _connect(self, address, jobs, temp_dir) -> None:
         ray = self.ray
@@ -125,29 +136,35 @@ class RayExecutor:
     def run(self, specs: list[JobSpec], options: RunOptions, sink: JobSink) -> None:
         ray = self.ray
         pending = deque((spec, 0) for spec in specs)
-        inflight: dict = {}                  # generator -> (spec, attempt, started)
+        inflight: dict = {}                  # generator (or ref) -> [spec, attempt, started]
         while pending or inflight:
             while pending and len(inflight) < self.slots:
                 spec, attempt = pending.popleft()
                 spec.submitted_at = time.time()
-                inflight[self._remote.remote(spec, options)] = [spec, attempt, False]
+                if self.streaming:
+                    inflight[self._remote.remote(spec, options)] = [spec, attempt, False]
+                else:                        # Ray Client: no streaming; where it runs comes with its report
+                    inflight[self._remote_once.remote(spec, options)] = [spec, attempt, True]
+                    sink.started(spec, JobStart(spec.job_id, "(reported at the end)", None, spec.submitted_at, 0))
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=TICK_S)
-            for gen in ready:
-                spec, attempt, _started = inflight[gen]
+            for key in ready:
+                spec, attempt, started = inflight[key]
                 try:
-                    item = ray.get(next(gen))
+                    item = ray.get(next(key) if self.streaming else key)
                 except StopIteration:
-                    del inflight[gen]
+                    del inflight[key]
                     continue
                 except Exception as exc:  # noqa: BLE001 - the worker or node died, or a harness bug
-                    del inflight[gen]
+                    del inflight[key]
                     self._retry_or_fail(sink, pending, spec, attempt, f"Ray: {_error_reason(exc)}")
                     continue
-                if not inflight[gen][2]:
-                    inflight[gen][2] = True
+                if not started:
+                    inflight[key][2] = True
                     sink.started(spec, item)
                     continue
-                del inflight[gen]
+                del inflight[key]
+                if not self.streaming:
+                    sink.placed(spec, item.start)
                 if item.result is not None:
                     sink.finished(spec, item.result)
                 else:
