@@ -99,12 +99,11 @@ class _StoreSink(JobSink):
         self.total = len(specs)
         self.starts: dict[int, JobStart] = {}
         self.attempts: dict[int, int] = {}
-        self.run_ids = {s.job_id: None for s in specs}
 
     def started(self, spec, start):
         self.starts[spec.job_id] = start
         self.attempts[spec.job_id] = self.attempts.get(spec.job_id, 0) + 1
-        self.jobs.start(spec.job_id, start.node, start.gpu)
+        self.jobs.start(spec.job_id, start.node, start.gpu, _iso(start.started_at))
         self.progress.move("queued", "running")
 
     def placed(self, spec, start):
@@ -132,7 +131,7 @@ class _StoreSink(JobSink):
 
     def retrying(self, spec, reason):
         self.jobs.requeue(spec.job_id, reason)
-        if spec.job_id in self.starts:
+        if self.starts.pop(spec.job_id, None) is not None:      # an attempt that never started stays queued
             self.progress.move("running", "queued")
         self.progress.line(f"retrying {Path(spec.path).name}: {reason}")
 
