@@ -169,9 +169,13 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
     assert calls == ["alpha.py", "beta.py"] and err.count("already done for these contents") == 2
     with open_store(location) as st:
         assert len(st.runs()) == 2 and all(r.complete for r in st.runs())
+    assert cli_main([*args, "--rerun"]) == 0                 # --rerun measures them again, as new runs
+    assert calls == ["alpha.py", "beta.py"] * 2 and "already done" not in capsys.readouterr().err
+    with open_store(location) as st:
+        assert len(st.runs()) == 4 and len(JobTable(st).jobs()) == 4
     for command in (["leaderboard", "--task", task, "--format", "json"], ["history", "alpha", "--task", "mxfp4_small"],
                     ["export", "--task", "mxfp4_small", "--format", "json"], ["jobs", "--all", "--format", "json"]):
         assert cli_main([*command, "--store", location]) == 0, command
         out = capsys.readouterr().out
         assert "alpha" in out, command
-    assert json.loads(out)["counts"]["done"] == 2
+    assert json.loads(out)["counts"]["done"] == 4

@@ -23,7 +23,7 @@ failed on a job more often than --retries allows (that run is stored with verdic
 as 'failed', and the rest still run).
 
 Jobs: one per submission file contents, task, mode and harness version, kept in the store's job
-table. A job already done is skipped (and said so); a rerun after a killed run-all resumes the jobs
+table. A job already done is skipped (and said so; --rerun measures it again); a rerun after a killed run-all resumes the jobs
 it left. Only failures of the machine or the harness are retried (a Ray worker or node that died, a
 GPU that could not be used, an internal error); a submission's own failure is its verdict.
 
@@ -62,6 +62,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jobs", type=_positive, metavar="N",
                         help="ray: at most N jobs at once (a local cluster without GPUs: N CPU jobs; default 1)")
     parser.add_argument("--gpu-type", metavar="T", help="ray: only GPUs of this accelerator type (H200, B200, MI355X)")
+    parser.add_argument("--rerun", action="store_true",
+                        help="run the jobs already done again (new runs beside the old ones) instead of skipping them")
     parser.add_argument("--retries", type=int, default=2, metavar="N",
                         help="retries of a job the machine or the harness failed on (default 2)")
     add_results_dir_argument(parser)
@@ -87,7 +89,7 @@ def run(args) -> int:
     executor = (lambda: _ray_executor(args)) if args.executor == "ray" else None
     report = run_folder(args.folder, args.task, args.mode, options, results_dir=args.results_dir,
                         secret_file=args.secret_file, everything=args.all, progress=say, executor=executor,
-                        retries=args.retries)
+                        retries=args.retries, rerun=args.rerun)
     if report.entries:
         from harness.api import load_board, render_board
         board, _warnings = load_board(args.task, results_dir=args.results_dir, mode=report.mode)

@@ -155,10 +155,11 @@ def _iso(t: float) -> str:
 def run_folder(folder, task, mode: str = "leaderboard", options=None, *, results_dir: str | None = None,
                secret_file: str | None = None, everything: bool = False,
                progress: Callable[[str], None] | None = None, executor=None, retries: int = 2,
-               live: bool | None = None) -> FolderRun:
+               live: bool | None = None, rerun: bool = False) -> FolderRun:
     """Runs and stores every submission in ``folder`` for ``task`` on ``executor`` (a
     :mod:`harness.engine.executors` object, or a callable making one once the secret is taken;
-    default: serial). ``results_dir`` is any store location (folder, .sqlite file, postgresql:// URL).
+    default: serial). ``rerun``: run jobs already done again (new runs) instead of skipping them.
+    ``results_dir`` is any store location (folder, .sqlite file, postgresql:// URL).
     ``progress`` receives one line of text per event (for stderr). Raises UsageError for a bad
     request; never for a bad submission."""
     from harness.engine.seeds import take_secret
@@ -186,12 +187,12 @@ def run_folder(folder, task, mode: str = "leaderboard", options=None, *, results
         elif callable(executor) and not hasattr(executor, "run"):
             executor = executor()
         try:
-            return _run_jobs(st, files, skipped, task, parsed_mode.value, options, executor, say, live)
+            return _run_jobs(st, files, skipped, task, parsed_mode.value, options, executor, say, live, rerun)
         finally:
             executor.close()
 
 
-def _run_jobs(st, files, skipped, task, mode, options, executor, say, live) -> FolderRun:
+def _run_jobs(st, files, skipped, task, mode, options, executor, say, live, rerun) -> FolderRun:
     device = None
     if executor.name == "serial":      # recorded at begin, so a killed run keeps its device
         from harness.engine.device import device_info, select_device
@@ -207,7 +208,7 @@ def _run_jobs(st, files, skipped, task, mode, options, executor, say, live) -> F
             continue
         seen[info.sha256] = path
         claim = jobs.claim(task.name, mode, info, name, harness.__version__, lambda db: st.insert_run(
-            db, task.name, mode, info, name, device, harness.__version__, git_commit_of(path)))
+            db, task.name, mode, info, name, device, harness.__version__, git_commit_of(path)), rerun=rerun)
         if claim.outcome == "done":
             report.already_done.append(path)
             say(f"skipping {path.name}: already done for these contents, task, mode and harness version "

@@ -89,9 +89,10 @@ class JobTable:
         return Job.from_row(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     def claim(self, task: str, mode: str, info, display_name: str, harness_version: str,
-              begin_run) -> Claim:
-        """Queue the evaluation of ``info`` (SubmissionInfo) unless it is done or owned by a live driver.
-        ``begin_run(db)`` inserts its 'incomplete' run row and returns the id (same transaction)."""
+              begin_run, rerun: bool = False) -> Claim:
+        """Queue the evaluation of ``info`` (SubmissionInfo) unless it is done (``rerun``: a done job
+        gets a new one, to measure again) or owned by a live driver. ``begin_run(db)`` inserts its
+        'incomplete' run row and returns the id (same transaction)."""
         me = this_driver()
 
         def txn(db):
@@ -101,10 +102,11 @@ class JobTable:
                              (info.sha256, task, mode, harness_version)).fetchone()
             if row is not None:
                 job = Job.from_row(row)
-                if job.state == DONE:
+                if job.state == DONE and not rerun:
                     return Claim(job, "done")
                 if job.state in (QUEUED, RUNNING) and not _driver_gone(job.driver):
                     return Claim(job, "busy")
+            if row is not None and job.state != DONE:
                 reasons = job.retry_reasons + ([f"taken over from driver {job.driver} ({job.state})"]
                                                if job.state != FAILED else ["rerun after failure"])
                 run_id = job.run_id if job.run_id is not None and job.state != FAILED else begin_run(db)
