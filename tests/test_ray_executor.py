@@ -67,13 +67,10 @@ def _stall():
     marker = os.path.join(REPORTS, TAG + ".stalled")
     if STALL != "once" or os.path.exists(marker):
         return
-    with open(marker, "w") as f:
-        f.write(str(os.getppid()))
-    parent = os.getppid()
-    for _ in range(600):         # until the process above is killed (then this one is re-parented)
-        if os.getppid() != parent:
-            os._exit(1)
-        time.sleep(0.1)
+    with open(marker + ".tmp", "w") as f:
+        f.write("%d %d" % (os.getppid(), os.getpid()))
+    os.replace(marker + ".tmp", marker)
+    time.sleep(60)               # the harness must end this process when the process above it dies
 
 
 CALLS = [0]
@@ -97,6 +94,14 @@ def write_probe(folder: Path, reports: Path, tag: str, stall: str = "no", sleep:
     path = folder / f"{tag}.py"
     path.write_text(PROBE.format(reports=str(reports), tag=tag, stall=stall, sleep=sleep))
     return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def reports_of(reports: Path, tag: str) -> list[dict]:
@@ -172,10 +177,10 @@ def test_killed_ray_worker_is_retried_and_stored_once(cluster, dirs):
 
     def kill_when_stalled():
         for _ in range(1200):
-            if marker.exists() and marker.read_text():
-                pid = int(marker.read_text())
-                os.kill(pid, signal.SIGKILL)         # the Ray worker process running the job
-                killed.append(pid)
+            if marker.exists():
+                ray_worker, submission = map(int, marker.read_text().split())
+                os.kill(ray_worker, signal.SIGKILL)         # the Ray worker process running the job
+                killed.append(submission)
                 return
             time.sleep(0.05)
 
@@ -185,6 +190,7 @@ def test_killed_ray_worker_is_retried_and_stored_once(cluster, dirs):
     report = _run(subs, store, mode="benchmark", lines=lines)
     killer.join()
     assert killed, "the job never stalled: nothing was killed"
+    assert not _alive(killed[0]), "the submission outlived the Ray worker that ran it"
     (entry,) = report.entries
     assert entry.result.verdict == "pass" and entry.attempts == 2 and not entry.internal_error
     assert any(line.startswith("retrying victim.py: Ray: ") for line in lines), lines

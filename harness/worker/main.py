@@ -46,7 +46,21 @@ class WorkerConfig:
     task_file: str | None = None            # the task's task.py, whose generate_input makes the inputs
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: the worker gets SIGKILL when the process that started it dies (a killed run-all or Ray
+    worker), so no submission keeps running, on a GPU the next job is given, after its harness is gone.
+    Set after the privilege drop, which clears it."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:      # it died before the setting took hold
+        os._exit(1)
+
+
 def _isolate(cfg: WorkerConfig) -> None:
+    parent = os.getppid()
     os.setsid()  # own process group: the parent can kill everything the submission starts
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     out = os.open(cfg.stdout_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -64,6 +78,7 @@ def _isolate(cfg: WorkerConfig) -> None:
         os.setgroups([])
         os.setgid(cfg.run_as_gid if cfg.run_as_gid is not None else cfg.run_as_uid)
         os.setuid(cfg.run_as_uid)
+    _die_with_parent(parent)
 
 
 def _describe_exception(exc: BaseException) -> str:
