@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.results import SpeedOfLight
 
-PEAKS_FILE = Path(__file__).resolve().parent.parent / "results" / "device_peaks.json"
+PEAKS_FILE = Path(__file__).resolve().parents[2] / "results" / "device_peaks.json"
 TB = 1e12
 
 
