@@ -432,8 +432,8 @@ def custom_kernel(data):
 
 
 def _same_user() -> bool:
-    from harness.engine.runner import _privilege_drop_possible
-    return not _privilege_drop_possible()
+    from harness.engine.sandbox import privilege_drop_possible
+    return not privilege_drop_possible()
 
 
 @pytest.mark.xfail(condition=_same_user(), strict=True,
