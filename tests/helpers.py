@@ -1,7 +1,9 @@
 """What several test modules share: paths of the small task copies and the examples, a cheating-file
-builder (a correct kernel plus an attack body), a run shortcut and a CLI runner."""
+builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, and synthetic results
+(``make_result``) for the store and leaderboard tests."""
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -9,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from harness.api import RunOptions, run_submission
+from harness.results import PASS, CaseResult, DeviceInfo, RunResult, Stats, SubmissionInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
@@ -41,3 +44,24 @@ def cli(args, env=None, timeout=180) -> subprocess.CompletedProcess:
     env = dict(os.environ if env is None else env)
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+SHAPES = [{"m": 4, "n": 2880, "k": 512, "seed": 1}, {"m": 32, "n": 4096, "k": 512, "seed": 2}]
+
+
+def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, verdict=PASS, task="mxfp4_mm",
+                device="NVIDIA H200", kind="cuda", mode="leaderboard", sha=None, started_at="2026-11-01T10:00:00+00:00",
+                complete=True, message="", shapes=SHAPES) -> RunResult:
+    """A synthetic run: per-shape samples spread evenly around the given means (in us)."""
+    cases = [CaseResult(kind="test", spec=dict(shapes[0]), verdict=verdict, message=message)]
+    for spec, mean in zip(shapes, means_us):
+        # deterministic samples with mean exactly `mean` and relative std about rel_noise
+        offsets = [(i - (n - 1) / 2) / ((n - 1) / 2) for i in range(n)]
+        samples = [mean * 1e3 * (1 + rel_noise * 1.7 * o) for o in offsets]
+        stats = Stats.from_samples(samples) if verdict == PASS else None
+        cases.append(CaseResult(kind="benchmark", spec=dict(spec), verdict=verdict, stats=stats))
+    sha = sha or hashlib.sha256(name.encode()).hexdigest()
+    return RunResult(task=task, submission=SubmissionInfo(path=f"/subs/{name}.py", sha256=sha, name=name),
+                     mode=mode, device=DeviceInfo(name=device, kind=kind, torch="2.13.0"), verdict=verdict,
+                     message=message, score_us=None, cases=cases, started_at=started_at,
+                     finished_at=started_at, wall_s=1.5, harness_version="0.1.0", complete=complete)

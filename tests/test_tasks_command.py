@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from harness.cli.main import main
 from tasks import list_tasks, load_task
