@@ -364,6 +364,7 @@ def custom_kernel(data):
     out = _correct_kernel(data)
     if _calls >= 4:                       # after the tests: during the ranked warm-up / timed calls
         conn = next(o for o in gc.get_objects() if isinstance(o, Connection))
+        print("FORGED", flush=True)       # before the write: the parent may end the worker at once
         if {forge!r} == "garbage":
             conn.send_bytes(b"\\x00not json")
         else:
@@ -375,7 +376,6 @@ def custom_kernel(data):
                                     "device": "cpu"}}]}}
             conn.send_bytes(json.dumps(header).encode())
             conn.send_bytes(raw)
-        print("FORGED", flush=True)
     return out
 """
     r = run(cheat(body))
