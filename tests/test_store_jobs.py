@@ -15,7 +15,7 @@ from harness.results import SubmissionInfo
 from harness.store.database import INCOMPLETE, open_store
 from harness.store.jobs import JobTable
 from tests.store_backends import BACKENDS, fresh_location
-from tests.test_store import make_result
+from tests.helpers import make_result
 
 
 @pytest.fixture(params=BACKENDS)
