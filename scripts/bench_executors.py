@@ -53,6 +53,12 @@ def _version(name: str) -> str | None:
         return None
 
 
+def _git_commit() -> str | None:
+    import subprocess
+    out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
 def run_config(label: str, subs: Path, store: str, options: RunOptions, make_executor) -> dict:
     t0 = time.monotonic()
     executor = make_executor()
@@ -98,6 +104,7 @@ def main(argv=None) -> int:
         "what": f"{args.jobs} jobs of run-all (mxfp4_small, benchmark mode, --max-repeats {args.max_repeats}, a "
                 "reference-copy submission) per executor; overhead = job handed to the executor -> runner started",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
         "device": f"CPU ({platform.processor() or platform.machine()}), {os.cpu_count()} cores, no GPU",
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "ray": _version("ray"),
                      "harness": _version("fp4-harness")},
