@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv and installs the harness with what it needs on this machine:
 # - a GPU machine whose python3 already has a CUDA/ROCm torch: reuse it (system site packages);
-# - otherwise the CPU build of torch, and Triton >= 3.8 so Triton submissions run under its interpreter.
+# - otherwise the CPU build of torch, and Triton >= 3.8 so Triton submissions run under its interpreter;
+# - the test extra: pytest, kernelguard, Ray (the cluster executor) and psycopg 3 (the PostgreSQL store).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -1,13 +1,14 @@
-"""The SQLite results store: round trip, migrations, concurrency, interrupted runs.
+"""The results store on both backends (SQLite, PostgreSQL): round trip, migrations, concurrency,
+interrupted runs, and the errors a wrong location gives.
 
-``make_result`` builds synthetic RunResults; the other leaderboard tests import it from here.
+``make_result`` (tests/helpers.py) builds synthetic RunResults.
 """
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,35 +17,23 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import database as store_mod
+from harness.cli.main import main as cli_main
 from harness.errors import UsageError
-from harness.results import (PASS, CaseResult, DeviceInfo, RunResult, Stats, SubmissionInfo)
+from harness.results import PASS
+from harness.store import database as store_mod
 from harness.store.database import INCOMPLETE, open_store
+from harness.store.schema import statements
+from tests.helpers import make_result
+from tests.store_backends import BACKENDS, fresh_location
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAPES = [{"m": 4, "n": 2880, "k": 512, "seed": 1}, {"m": 32, "n": 4096, "k": 512, "seed": 2}]
+@pytest.fixture(params=BACKENDS)
+def location(request, tmp_path):
+    return fresh_location(request.param, tmp_path)
 
 
-def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, verdict=PASS, task="mxfp4_mm",
-                device="NVIDIA H200", kind="cuda", mode="leaderboard", sha=None, started_at="2026-11-01T10:00:00+00:00",
-                complete=True, message="", shapes=SHAPES) -> RunResult:
-    """A synthetic run: per-shape samples spread evenly around the given means (in us)."""
-    cases = [CaseResult(kind="test", spec=dict(shapes[0]), verdict=verdict, message=message)]
-    for spec, mean in zip(shapes, means_us):
-        # deterministic samples with mean exactly `mean` and relative std about rel_noise
-        offsets = [(i - (n - 1) / 2) / ((n - 1) / 2) for i in range(n)]
-        samples = [mean * 1e3 * (1 + rel_noise * 1.7 * o) for o in offsets]
-        stats = Stats.from_samples(samples) if verdict == PASS else None
-        cases.append(CaseResult(kind="benchmark", spec=dict(spec), verdict=verdict, stats=stats))
-    sha = sha or hashlib.sha256(name.encode()).hexdigest()
-    return RunResult(task=task, submission=SubmissionInfo(path=f"/subs/{name}.py", sha256=sha, name=name),
-                     mode=mode, device=DeviceInfo(name=device, kind=kind, torch="2.13.0"), verdict=verdict,
-                     message=message, score_us=None, cases=cases, started_at=started_at,
-                     finished_at=started_at, wall_s=1.5, harness_version="0.1.0", complete=complete)
-
-
-def test_round_trip(tmp_path):
-    with open_store(str(tmp_path)) as st:
+def test_round_trip(location):
+    with open_store(location) as st:
         result = make_result()
         run_id = st.record(result, display_name="Fast Kernel", git_commit="abc1234")
         (row,) = st.runs(task="mxfp4_mm")
@@ -53,76 +42,93 @@ def test_round_trip(tmp_path):
         assert row.software["torch"] == "2.13.0" and "python" in row.software
         cases = st.cases([run_id])[run_id]
         assert [c.kind for c in cases] == ["test", "benchmark", "benchmark"]
-        assert cases[1].stats.samples_ns == result.cases[1].stats.samples_ns   # raw, unrounded
+        assert cases[1].stats.samples_ns == result.cases[1].stats.samples_ns   # raw, unrounded (float64)
         assert st.result(run_id) == result
         assert st.schema_version() == store_mod.SCHEMA_VERSION
-    assert (tmp_path / "results.sqlite").exists()
+        assert st.tasks() == ["mxfp4_mm"] and st.devices("mxfp4_mm") == ["NVIDIA H200"]
 
 
-def test_location_from_env_and_postgres_refused(tmp_path, monkeypatch):
+def test_sqlite_location_from_env(tmp_path, monkeypatch):
+    monkeypatch.delenv("HARNESS_STORE", raising=False)
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(tmp_path / "env-dir"))
     with open_store(None) as st:
         assert st.path == tmp_path / "env-dir" / "results.sqlite"
-    with pytest.raises(UsageError, match="not supported yet"):
-        open_store("postgresql://user@host/db")
+    monkeypatch.setenv("HARNESS_STORE", str(tmp_path / "store.sqlite"))    # $HARNESS_STORE first
+    with open_store(None) as st:
+        assert st.path == tmp_path / "store.sqlite"
+    assert (tmp_path / "res" / "results.sqlite").exists() is False
 
 
-def test_migration_from_v1(tmp_path):
-    path = tmp_path / "results.sqlite"
-    conn = sqlite3.connect(path)
-    for statement in store_mod.MIGRATIONS[0]:
-        conn.execute(statement)
+def _make_v1(location: str) -> None:
+    """A database at schema version 1 holding one old run."""
+    insert = ("INSERT INTO runs (task, mode, submission_path, submission_sha256, submission_name, started_at,"
+              " verdict, complete) VALUES ('t', 'test', '/a.py', 'aa', 'old name', '2026-01-01', 'pass', 1)")
+    if location.startswith("postgresql://"):
+        import psycopg
+        with psycopg.connect(location, autocommit=True) as conn:
+            for sql in statements(0, "postgresql"):
+                conn.execute(sql)
+            conn.execute("CREATE TABLE harness_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO harness_schema VALUES (1)")
+            conn.execute(insert)
+        return
+    Path(location).mkdir(parents=True)
+    conn = sqlite3.connect(Path(location) / "results.sqlite")
+    for sql in statements(0, "sqlite"):
+        conn.execute(sql)
     conn.execute("PRAGMA user_version = 1")
-    conn.execute("INSERT INTO runs (task, mode, submission_path, submission_sha256, submission_name, started_at,"
-                 " verdict, complete) VALUES ('t', 'test', '/a.py', 'aa', 'old name', '2026-01-01', 'pass', 1)")
+    conn.execute(insert)
     conn.commit()
     conn.close()
-    with open_store(str(path)) as st:
-        assert st.schema_version() == 2
+
+
+def test_migration_from_v1(location):
+    _make_v1(location)
+    with open_store(location) as st:
+        assert st.schema_version() == store_mod.SCHEMA_VERSION
         (row,) = st.runs()
         assert row.display_name == "old name"
-        indexes = {r[0] for r in st._conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert {"runs_task_device", "runs_sha256"} <= indexes
+        assert st.db.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0   # step 3 ran
 
 
-def test_newer_schema_is_refused(tmp_path):
-    path = tmp_path / "results.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {store_mod.SCHEMA_VERSION + 1}")
-    conn.close()
+def test_newer_schema_is_refused(location):
+    with open_store(location) as st:
+        newer = store_mod.SCHEMA_VERSION + 1
+        if location.startswith("postgresql://"):
+            st.db.execute("UPDATE harness_schema SET version = ?", (newer,))
+        else:
+            st.db.execute(f"PRAGMA user_version = {newer}")
     with pytest.raises(UsageError, match="upgrade the harness"):
-        open_store(str(path))
+        open_store(location)
 
 
-def _writer(db: str, worker: int, count: int) -> None:
-    with open_store(db) as st:
+def _writer(location: str, worker: int, count: int) -> None:
+    with open_store(location) as st:
         for i in range(count):
             st.record(make_result(name=f"w{worker}-{i}"))
 
 
-def test_concurrent_writers_keep_every_run(tmp_path):
-    db = str(tmp_path / "results.sqlite")
+def test_concurrent_writers_keep_every_run(location):
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(db, w, 50)) for w in range(2)]
+    procs = [ctx.Process(target=_writer, args=(location, w, 40)) for w in range(3)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(120)
+        p.join(180)
         assert p.exitcode == 0
-    with open_store(db) as st:
+    with open_store(location) as st:
         runs = st.runs()
-        assert len(runs) == 100 and len({r.display_name for r in runs}) == 100
+        assert len(runs) == 120 and len({r.display_name for r in runs}) == 120
         assert all(r.complete for r in runs)
-        assert sum(len(v) for v in st.cases([r.id for r in runs]).values()) == 300
+        assert sum(len(v) for v in st.cases([r.id for r in runs]).values()) == 360
 
 
-def test_killed_run_leaves_one_incomplete_row(tmp_path):
-    db = str(tmp_path / "results.sqlite")
+def test_killed_run_leaves_one_incomplete_row(location):
     code = textwrap.dedent(f"""
         import sys, time
         from harness.results import SubmissionInfo
         from harness.store.database import open_store
-        st = open_store({db!r})
+        st = open_store({location!r})
         st.begin_run("mxfp4_mm", "leaderboard", SubmissionInfo("/subs/k.py", "ab" * 32, "k"))
         print("begun", flush=True)
         time.sleep(60)
@@ -133,14 +139,14 @@ def test_killed_run_leaves_one_incomplete_row(tmp_path):
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
-    with open_store(db) as st:
+    with open_store(location) as st:
         (row,) = st.runs()
         assert not row.complete and row.verdict == INCOMPLETE and row.finished_at is None
         assert st.cases([row.id]) == {} and st.result(row.id) is None
 
 
-def test_finish_run_updates_the_begun_row(tmp_path):
-    with open_store(str(tmp_path)) as st:
+def test_finish_run_updates_the_begun_row(location):
+    with open_store(location) as st:
         result = make_result()
         run_id = st.begin_run(result.task, result.mode, result.submission)
         assert st.runs()[0].verdict == INCOMPLETE
@@ -149,3 +155,31 @@ def test_finish_run_updates_the_begun_row(tmp_path):
         assert row.id == run_id and row.complete and row.verdict == PASS
         with pytest.raises(KeyError):
             st.finish_run(run_id + 1, result)
+
+
+# --- a wrong location: a clear usage error (exit 2), never a traceback ----------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("url, expected", [
+    (lambda tmp: f"postgresql://harness:topsecret@127.0.0.1:{_free_port()}/nothing", "cannot connect to the PostgreSQL"),
+    (lambda tmp: "postgresql://harness@127.0.0.1:notaport/db", "cannot connect to the PostgreSQL"),
+    (lambda tmp: "mysql://user@127.0.0.1/db", "unknown store URL mysql://"),
+    (lambda tmp: str(tmp / "junk.sqlite"), "is it an SQLite database"),
+    (lambda tmp: str(tmp / "plain-file"), "is a file, not a folder"),
+])
+def test_wrong_store_is_a_usage_error(tmp_path, capsys, url, expected):
+    (tmp_path / "junk.sqlite").write_bytes(b"this is not a database, just text " * 200)
+    (tmp_path / "plain-file").write_text("x")
+    location = url(tmp_path)
+    with pytest.raises(UsageError, match=expected):
+        open_store(location)
+    code = cli_main(["leaderboard", "--task", "mxfp4_mm", "--store", location])
+    err = capsys.readouterr().err
+    assert code == 2 and expected in err and "Traceback" not in err
+    assert "topsecret" not in err                       # the password is never printed
+    assert (tmp_path / "junk.sqlite").read_bytes().startswith(b"this is not")   # left as it was

@@ -27,6 +27,7 @@ COMMANDS = {
     "compare": ("harness.cli.compare",
                 "compare two stored submissions: speed-up per shape and overall, with its uncertainty"),
     "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
+    "jobs": ("harness.cli.jobs", "where run-all's jobs stand: counts per state, the queue, the running ones"),
     "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),
     "measure-peaks": ("harness.cli.measure_peaks",
                       "measure this GPU's bandwidth, matrix rates and launch floor for the speed of light "

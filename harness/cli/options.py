@@ -3,5 +3,7 @@ from __future__ import annotations
 
 
 def add_results_dir_argument(parser) -> None:
-    parser.add_argument("--results-dir", metavar="DIR", default=None,
-                        help="results folder or .sqlite file (default: $HARNESS_RESULTS_DIR or ./harness-results)")
+    """``--store URL`` and its older name ``--results-dir DIR`` (one option, any store location)."""
+    parser.add_argument("--store", "--results-dir", dest="results_dir", metavar="URL", default=None,
+                        help="results store: an SQLite folder or .sqlite file, or a postgresql://user:pw@host/db "
+                             "URL (default: $HARNESS_STORE, else $HARNESS_RESULTS_DIR, else ./harness-results)")

@@ -14,9 +14,23 @@ from harness.worker import sandbox
 from harness.worker.config import WorkerConfig
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: the worker gets SIGKILL when the process that started it dies (a killed run-all or Ray
+    worker), so no submission keeps running, on a GPU the next job is given, after its harness is gone.
+    Set after the privilege drop, which clears it."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:      # it died before the setting took hold
+        os._exit(1)
+
+
 def _isolate(cfg: WorkerConfig) -> dict:
     """Everything before the submission can run: own process group, output files, limits, then the
     sandbox (harness.worker.sandbox). Returns the sandbox's report for the parent."""
+    parent = os.getppid()
     os.setsid()  # own process group: the parent can kill everything the submission starts
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     out = os.open(cfg.stdout_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -36,6 +50,7 @@ def _isolate(cfg: WorkerConfig) -> dict:
     confine = cfg.confine        # False only when measuring the sandbox's own cost
     report = _namespaces() if confine and os.geteuid() == 0 else {}
     user = _change_user(cfg, report, confine)
+    _die_with_parent(parent)
     run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
     os.chdir(run_dir)
     if not confine:

@@ -1,0 +1,104 @@
+"""One job of run-all, as every executor runs it, and what it reports back.
+
+:func:`run_job` runs on the machine that executes the job (this process for the serial executor, a
+Ray worker for the Ray one). It gets the submission's source (so a node needs no shared filesystem),
+writes it into a private temporary folder, runs the isolated runner on the device it was given and
+returns a :class:`JobReport`. A submission's own failure is inside the RunResult (its verdict); an
+exception of the harness or an unusable GPU comes back as ``retry_reason`` and is retried.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.engine.options import RunOptions
+from harness.results import RunResult, SubmissionInfo
+
+
+@dataclass
+class JobSpec:
+    """What a job needs; picklable (sent to Ray workers)."""
+    job_id: int
+    path: str                    # the submission on the driver's machine
+    source: bytes                # its contents (the sha256 in ``info`` is of these bytes)
+    info: SubmissionInfo
+    display_name: str
+    task_ref: str                # a task name, or the path of a task.yml
+    mode: str
+    submitted_at: float = 0.0    # time.time() when the driver handed it to the executor (last attempt)
+
+
+@dataclass
+class JobStart:
+    """Sent when the runner starts: where the job runs."""
+    job_id: int
+    node: str
+    gpu: str | None              # the GPU id(s) this job may use, as the scheduler set them
+    started_at: float            # time.time()
+    pid: int
+
+
+@dataclass
+class JobReport:
+    start: JobStart
+    result: RunResult | None = None
+    retry_reason: str | None = None     # the machine or the harness failed: retry (bounded)
+
+
+class JobSink:
+    """What an executor tells the driver (harness.engine.folder implements it)."""
+
+    def started(self, spec: JobSpec, start: JobStart) -> None: ...
+
+    def placed(self, spec: JobSpec, start: JobStart) -> None:
+        """Where a job ran, known only when it ended (Ray Client)."""
+
+    def finished(self, spec: JobSpec, result: RunResult) -> None: ...
+
+    def retrying(self, spec: JobSpec, reason: str) -> None: ...
+
+    def failed(self, spec: JobSpec, reason: str) -> None: ...
+
+    def tick(self) -> None: ...
+
+
+def visible_gpu() -> str | None:
+    """The GPU ids the scheduler gave this process (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES)."""
+    for var in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        if os.environ.get(var) not in (None, ""):
+            return os.environ[var]
+    return None
+
+
+def job_start(spec: JobSpec) -> JobStart:
+    return JobStart(spec.job_id, socket.gethostname(), visible_gpu(), time.time(), os.getpid())
+
+
+def run_job(spec: JobSpec, options: RunOptions, start: JobStart | None = None,
+            on_usage_error: str = "raise") -> JobReport:
+    """Runs one job here. ``on_usage_error``: 'raise' (serial: the request is wrong, stop) or 'retry'
+    (a worker node: its GPU could not be attached or the node lacks something; another may work)."""
+    from harness.engine.folder import load_task_or_usage_error
+    from harness.engine.runner import run_submission
+    from harness.errors import HarnessError
+    start = start or job_start(spec)
+    with tempfile.TemporaryDirectory(prefix="harness-job-") as tmp:
+        copy = Path(tmp) / Path(spec.path).name
+        copy.write_bytes(spec.source)
+        try:
+            task = load_task_or_usage_error(spec.task_ref)
+            result = run_submission(copy, task, spec.mode,
+                                    dataclasses.replace(options, extra_warnings=list(options.extra_warnings)))
+        except HarnessError as exc:      # UsageError, DeviceError: the request, or this node's device
+            if on_usage_error == "raise":
+                raise
+            return JobReport(start, retry_reason=f"the node {start.node} could not run it: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a harness bug on one job: retried, then reported
+            return JobReport(start, retry_reason=f"harness internal error: {exc!r}")
+    result.submission = spec.info        # the driver's path; the same contents and sha256
+    return JobReport(start, result=result)

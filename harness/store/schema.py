@@ -1,0 +1,101 @@
+"""The store's schema: one list of migrations for SQLite and PostgreSQL alike.
+
+``MIGRATIONS[i]`` takes a database from version i to i + 1 (SQLite keeps the version in
+``PRAGMA user_version``, PostgreSQL in the one-row table ``harness_schema``). Statements are plain
+SQL with two dialect words filled in by :func:`statements`: ``{pk}`` (an auto-numbered primary key)
+and ``{real}`` (a double-precision float: PostgreSQL's REAL is single precision). Append, never edit
+a released step.
+
+  1 - runs (one row per run, with the whole RunResult JSON) and cases (per-case stats, raw samples).
+  2 - runs.display_name, indexes for the leaderboard and for history look-ups by content hash.
+  3 - jobs: one row per (submission contents, task, mode, harness version) that run-all evaluates,
+      with its state (queued, running, done, failed), attempts, node, GPU, timestamps, retry reasons.
+"""
+from __future__ import annotations
+
+DIALECT_WORDS = {
+    "sqlite": {"pk": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"},
+    "postgresql": {"pk": "SERIAL PRIMARY KEY", "real": "DOUBLE PRECISION"},
+}
+
+MIGRATIONS: list[list[str]] = [
+    [  # 1
+        """CREATE TABLE runs (
+            id {pk},
+            task TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            submission_path TEXT NOT NULL,
+            submission_sha256 TEXT NOT NULL,
+            submission_name TEXT NOT NULL,
+            device_name TEXT,
+            device_kind TEXT,
+            software TEXT NOT NULL DEFAULT '{{}}',
+            harness_version TEXT,
+            git_commit TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            wall_s {real},
+            verdict TEXT NOT NULL,
+            message TEXT NOT NULL DEFAULT '',
+            score_us {real},
+            complete INTEGER NOT NULL DEFAULT 0,
+            result_json TEXT
+        )""",
+        """CREATE TABLE cases (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            message TEXT NOT NULL DEFAULT '',
+            runs INTEGER,
+            mean_ns {real},
+            std_ns {real},
+            stderr_ns {real},
+            median_ns {real},
+            min_ns {real},
+            max_ns {real},
+            samples_ns TEXT,
+            baseline_us {real},
+            PRIMARY KEY (run_id, idx)
+        )""",
+        "CREATE INDEX runs_task ON runs(task)",
+    ],
+    [  # 2
+        "ALTER TABLE runs ADD COLUMN display_name TEXT",
+        "UPDATE runs SET display_name = submission_name WHERE display_name IS NULL",
+        "CREATE INDEX runs_task_device ON runs(task, device_name, complete)",
+        "CREATE INDEX runs_sha256 ON runs(submission_sha256)",
+    ],
+    [  # 3
+        """CREATE TABLE jobs (
+            id {pk},
+            task TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            submission_path TEXT NOT NULL,
+            submission_sha256 TEXT NOT NULL,
+            display_name TEXT NOT NULL,
+            harness_version TEXT NOT NULL,
+            state TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            node TEXT,
+            gpu TEXT,
+            driver TEXT,
+            run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+            verdict TEXT,
+            retry_reasons TEXT NOT NULL DEFAULT '[]',
+            queued_at TEXT NOT NULL,
+            started_at TEXT,
+            finished_at TEXT
+        )""",
+        "CREATE INDEX jobs_key ON jobs(submission_sha256, task, mode, harness_version)",
+        "CREATE INDEX jobs_state ON jobs(state, id)",
+    ],
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def statements(step: int, dialect: str) -> list[str]:
+    """The SQL of migration ``step`` (0-based) for ``dialect`` ('sqlite' or 'postgresql')."""
+    words = DIALECT_WORDS[dialect]
+    return [s.format(**words) for s in MIGRATIONS[step]]
