@@ -23,7 +23,7 @@ import pytest
 from harness.results import PASS
 from harness.worker import landlock
 
-from .conftest import MXFP4_SMALL, NVFP4_SMALL, ROOT, run
+from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, run
 
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)")
 
