@@ -6,6 +6,7 @@ from __future__ import annotations
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.session import WorkerSession
 from harness.engine.supervisor import WorkerFailure
+from harness.messages import GraphFigures, KernelOnlyMeasured, ProfilerFigures
 from harness.results import REJECTED, CaseResult
 
 
@@ -32,44 +33,43 @@ class KernelOnly:
         msg = {"op": "kernel_only", "inputs": items, "n": max(2, 20 // len(items)), "replays": 7,
                "profiler": verify, "calls": max(2, 10 // len(items))}
         try:
-            header, _ = self.session.request("kernel_only", msg, deadline, f"measuring {label}")
+            reply = self.session.request("kernel_only", msg, deadline, f"measuring {label}", KernelOnlyMeasured)
         except WorkerFailure as failure:     # the worker died: note it, carry on with a fresh one
             x["kernel_only_note"] = f"the worker died while measuring kernel-only time: {failure.message}"
             self._replace_worker(deadline, "the worker died during a kernel-only measurement")
             return
-        reason = self.session.rejection(header)
+        reason = self.session.rejection(reply)
         if reason:
             result.verdict, result.message = REJECTED, reason
             return
-        if not header.get("ok"):
-            x["kernel_only_note"] = f"kernel-only measurement failed: {header.get('error', '?')}"
+        if not reply.ok:
+            x["kernel_only_note"] = f"kernel-only measurement failed: {reply.error}"
             return
-        self._record(result, header.get("graph") or {}, header.get("profiler") or {})
-        if header.get("poisoned"):
+        self._record(result, reply.graph, reply.profiler or ProfilerFigures(ns=None))
+        if reply.poisoned:
             x["kernel_only_note"] += ("; the failed capture broke the worker's CUDA context: a fresh worker "
                                       "runs the remaining cases, without kernel-only figures")
             self._replace_worker(deadline, "a CUDA graph capture broke the worker's CUDA context")
 
-    def _record(self, result: CaseResult, graph: dict, prof: dict) -> None:
+    def _record(self, result: CaseResult, graph: GraphFigures, prof: ProfilerFigures) -> None:
         x = result.extra
-        notes = [graph.get("note") or ""]
-        if graph.get("ns") is not None:
-            x.update(kernel_only_ns=graph["ns"], kernel_only_method="cuda_graph",
-                     kernel_only_spread_pct=graph.get("spread_pct"),
-                     kernel_only_nodes_per_call=graph.get("nodes_per_call"))
-        elif prof.get("ns") is not None:
-            x.update(kernel_only_ns=prof["ns"], kernel_only_method="profiler")
+        notes = [graph.note]
+        if graph.ns is not None:
+            x.update(kernel_only_ns=graph.ns, kernel_only_method="cuda_graph",
+                     kernel_only_spread_pct=graph.spread_pct, kernel_only_nodes_per_call=graph.nodes_per_call)
+        elif prof.ns is not None:
+            x.update(kernel_only_ns=prof.ns, kernel_only_method="profiler")
             notes.append("fell back to the profiler's kernel sum")
-        elif prof.get("note"):
-            notes.append(f"profiler: {prof['note']}")
+        elif prof.note:
+            notes.append(f"profiler: {prof.note}")
         if self.ctx.opt.verify_timing:
-            x["profiler_kernel_ns"] = prof.get("ns")
-            x["profiler_note"] = prof.get("note", "no profiler reading")
-            ko, pk = x["kernel_only_ns"], prof.get("ns")
+            x["profiler_kernel_ns"] = prof.ns
+            x["profiler_note"] = "no profiler reading" if prof.note is None else prof.note
+            ko, pk = x["kernel_only_ns"], prof.ns
             x["kernel_only_vs_profiler_pct"] = (100 * (ko - pk) / pk if ko is not None and pk
                                                 and x["kernel_only_method"] == "cuda_graph" else None)
-            x["profiler_kernels_per_call"] = prof.get("kernels_per_call")
-            x["profiler_window_ns"] = prof.get("window_ns")
+            x["profiler_kernels_per_call"] = prof.kernels_per_call
+            x["profiler_window_ns"] = prof.window_ns
         x["kernel_only_note"] = "; ".join(n for n in notes if n)
         if x["kernel_only_ns"] is not None and result.stats:
             x["launch_overhead_ns"] = result.stats.mean - x["kernel_only_ns"]
