@@ -16,6 +16,7 @@ from harness.engine.session import WorkerSession
 from harness.engine.stop_rule import StopRule
 from harness.engine.timing_checks import TimingJudge
 from harness.engine.verdicts import end_case
+from harness.extras import Clocks
 from harness.results import FAIL, PASS, CaseResult
 
 GATE_MISSED = ("the launch gate could not close for some samples (the GPU was busy); those samples "
@@ -67,7 +68,8 @@ class BenchmarkLoop:
         samples = series["samples_ns"]
         chunk_warmup_ms = 20 if ctx.gpu else 0
         passed_fixed = []
-        result.extra["clocks_before"] = self._read_clocks()
+        clocks = Clocks(before=self._read_clocks())
+        result.record(clocks)
         while True:
             if per_call:
                 k = min(10 if ctx.gpu else 1, self.stop_rule.max_samples - len(samples))
@@ -111,16 +113,19 @@ class BenchmarkLoop:
                 ctx.warnings.append(GATE_MISSED)
             if self.stop_rule.should_stop(samples, time.monotonic() - started):
                 break
+        clocks.after = self._read_clocks()
+        result.record(clocks)
         return self._after_timing(result, samples, series, batch, [0] if per_call else items, deadline)
 
     def _after_timing(self, result, samples, series, batch, kernel_items, deadline) -> CaseResult:
-        result.extra["clocks_after"] = self._read_clocks()
         result = self.judge.finish(result, samples, series, batch)
         if result.verdict == PASS:
-            result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
-            self.kernel_only.measure(result, kernel_items, deadline)
-            host = result.extra["unhidden_host_ns"] = plausibility.unhidden_host_ns(series["unhidden_host_ns"])
-            result.warnings += plausibility.host_bound_warnings(host, result.extra.get("kernel_only_ns"))
+            clocks = result.clocks
+            result.warnings += clock_warnings(clocks.before, clocks.after)
+            figures, check = self.kernel_only.measure(result, kernel_items, deadline)
+            figures.unhidden_host_ns = plausibility.unhidden_host_ns(series["unhidden_host_ns"])
+            result.record(figures, *([check] if check else []))
+            result.warnings += plausibility.host_bound_warnings(figures.unhidden_host_ns, figures.ns)
         return result
 
     def _read_clocks(self) -> dict:
