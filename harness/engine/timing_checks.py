@@ -2,7 +2,7 @@
 plausibility checks (too fast to be true, a tampered clock, noise), which reject in ranked runs."""
 from __future__ import annotations
 
-from harness.analysis import plausibility, sol
+from harness.analysis import peaks, plausibility, sol
 from harness.engine.context import RunContext
 from harness.engine.session import WorkerSession
 from harness.extras import DeviceClockCheck
@@ -13,6 +13,9 @@ class TimingJudge:
     def __init__(self, ctx: RunContext, session: WorkerSession):
         self.ctx, self.session = ctx, session
         self.measured_peaks = sol.load_measured()
+        fallback = peaks.missing_measured_warning(ctx.info.kind, ctx.info.name, self.measured_peaks)
+        if fallback:
+            ctx.warnings.append(fallback)
 
     def finish(self, result: CaseResult, samples, series: dict, batch: int) -> CaseResult:
         """``samples``: per input; ``series``: the timing replies' lists (``protocol.TIMING_SERIES``),
