@@ -87,7 +87,7 @@ class WorkerSession:
         """One last exchange: a reply the submission forged earlier leaves the real one queued, and it
         arrives here out of sequence (Supervisor.request rejects)."""
         if self.generate([], deadline) != []:
-            raise WorkerFailure(ERROR, _DIFFERENT_INPUTS)
+            raise WorkerFailure(ERROR, DIFFERENT_INPUTS)
 
     def stop(self) -> tuple[str, str] | None:
         """Stops the worker; its captured (stdout, stderr), or None when none was started."""
@@ -98,6 +98,6 @@ class WorkerSession:
         return self.sup.captured_output()
 
 
-_DIFFERENT_INPUTS = ("the inputs the worker generated differ from the harness's own for the same seeds: the "
+DIFFERENT_INPUTS = ("the inputs the worker generated differ from the harness's own for the same seeds: the "
                      "task's generate_input must depend only on its seed (draw from a torch.Generator seeded "
                      "with it), or the submission changed them")
