@@ -106,19 +106,26 @@ def receive(conn) -> tuple[dict, list[bytes]]:
     return header, payloads
 
 
-def rebuild_tensor(meta: dict, raw: bytes, device: torch.device) -> torch.Tensor:
+def dtype_itemsize(name: str) -> int:
+    """Bytes per element of an accepted output dtype (see :func:`accepts_dtype`)."""
+    return _DTYPES[name].itemsize
+
+
+def rebuild_tensor(dtype_name: str, shape, raw: bytes, source_device: str, device: torch.device) -> torch.Tensor:
     """Parent side: a tensor from ``describe_output`` metadata and its bytes, on ``device`` when the
-    worker's output was on the same kind of device, else on the CPU (so the check reports the device)."""
-    dtype = _DTYPES.get(meta.get("dtype"))
-    shape = meta.get("shape")
+    worker's output was on the same kind of device (``source_device``), else on the CPU (so the check
+    reports the device). The reply's decoder (``harness.messages``) validated all of it already; this
+    checks again, next to the bytes' use."""
+    dtype = _DTYPES.get(dtype_name)
     if dtype is None:
-        raise ProtocolError(f"output dtype {meta.get('dtype')!r} is not one the harness accepts")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise ProtocolError(f"output dtype {dtype_name!r} is not one the harness accepts")
+    shape = list(shape)
+    if not all(isinstance(s, int) and s >= 0 for s in shape):
         raise ProtocolError("output shape is malformed")
     numel = math.prod(shape)
     if numel * dtype.itemsize != len(raw):
         raise ProtocolError(f"output bytes ({len(raw)}) do not match shape {shape} of {dtype}")
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     t = flat.view(dtype).reshape(shape)
-    target = device if meta.get("device") == device.type else torch.device("cpu")
+    target = device if source_device == device.type else torch.device("cpu")
     return t.to(target)

@@ -6,7 +6,8 @@ nanoseconds, unrounded; rounding happens only when formatting a table.
 Schema history (``SCHEMA_VERSION``):
   1 - first version: run, device, cases with stats (samples_ns), score_us, SOL per case.
       Later additions, all optional (absent in older files, read as None): RunResult.score_ci_us,
-      RunResult.phases_s; CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7).
+      RunResult.phases_s; CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7),
+      written from the records of harness.extras.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from harness.extras import Clocks, DeviceClockCheck, KernelOnlyFigures, ProfilerCheck
 
 SCHEMA_VERSION = 1
 
@@ -63,6 +66,12 @@ class Stats:
         return cls(samples_ns=xs, runs=n, mean=mean, std=std, stderr=stderr, median=median,
                    min=s[0], max=s[-1])
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Stats":
+        """From the JSON form, where NaN (the std of a single sample) was stored as null."""
+        nan = float("nan")
+        return cls(**{k: (nan if v is None and k not in ("samples_ns", "runs") else v) for k, v in d.items()})
+
     @property
     def relative_error(self) -> float:
         return self.stderr / self.mean if self.mean > 0 and not math.isnan(self.stderr) else math.inf
@@ -89,42 +98,29 @@ class CaseResult:
     stats: Stats | None = None
     baseline_us: float | None = None   # the task's published baseline for this shape, when it has one
     sol: SpeedOfLight | None = None
-    extra: dict[str, Any] = field(default_factory=dict)   # see CASE_EXTRA_KEYS
+    extra: dict[str, Any] = field(default_factory=dict)   # the records of harness.extras, flat (see there)
     warnings: list[str] = field(default_factory=list)
 
+    def record(self, *records) -> None:
+        """Writes records of ``harness.extras`` into ``extra``, under their JSON keys."""
+        for rec in records:
+            self.extra.update(rec.to_extra())
 
-CASE_EXTRA_KEYS = """What ``CaseResult.extra`` may carry (all optional; informational, never ranked):
+    @property
+    def kernel_only(self) -> KernelOnlyFigures | None:
+        return KernelOnlyFigures.from_extra(self.extra)
 
-kernel_only_ns           device time per call of the submission's kernels on a cold L2, without the host's
-                         launch overhead; None when it could not be measured (then kernel_only_note says why)
-kernel_only_method       "cuda_graph": (t[n x (flush + call)] - t[n x flush]) / n from CUDA graph replays
-                         behind the launch gate: the call's device window, the device's dispatch gap around
-                         each kernel included; "profiler": the profiler's kernel sum of eager calls, used
-                         when graph capture failed
-kernel_only_nodes_per_call  kernel, copy and memset nodes per call in the captured graph
-kernel_only_note         why kernel_only_ns is missing or what it fell back from ("" when all went well)
-kernel_only_spread_pct   (max - min) / median of the graph replays, in percent
-launch_overhead_ns       competition mean (stats.mean) minus kernel_only_ns
-unhidden_host_ns         median per call of the host's launch time that the launch gate did not hide (all of
-                         it without a gate); above kernel_only_ns the GPU waited for the host, and a
-                         "host-bound" warning says so. None on the CPU
-profiler_kernel_ns       --verify-timing: sum of the submission's device operation durations per call (CUPTI
-                         via torch.profiler, one replay of the same two graphs, the flushes excluded)
-profiler_window_ns       --verify-timing: the same replay's window per call (block period less flush period):
-                         what kernel_only_ns measures, seen by the profiler
-profiler_note            why profiler_kernel_ns is missing, or (eager fallback) device events it could not attribute
-kernel_only_vs_profiler_pct  --verify-timing: 100 * (kernel_only_ns - profiler_kernel_ns) / profiler_kernel_ns
-profiler_kernels_per_call  --verify-timing: device kernels (and copies, memsets) per call
-device_clock_excess_ns   GPU behind the launch gate: median per call of (the device clock's window from just
-                         before the start event to just after the end event - the event time), less the same
-                         for an honest trivial call; about 0 when the events were left alone (above
-                         3 us, or 20 us where the gate opened by itself for most samples, the case is
-                         rejected in ranked runs: plausibility.implausible). None when not read
-clocks_before, clocks_after  NVML readings just before the first and after the last timed call:
-                         sm_mhz, mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a note
-profile_table            profile mode: the torch profiler's table
-traceback                the submission's traceback when it raised
-"""
+    @property
+    def profiler_check(self) -> ProfilerCheck | None:
+        return ProfilerCheck.from_extra(self.extra)
+
+    @property
+    def clocks(self) -> Clocks | None:
+        return Clocks.from_extra(self.extra)
+
+    @property
+    def device_clock(self) -> DeviceClockCheck | None:
+        return DeviceClockCheck.from_extra(self.extra)
 
 
 @dataclass
@@ -190,7 +186,7 @@ class RunResult:
         for c in d.get("cases", []):
             c = dict(c)
             if c.get("stats") is not None:
-                c["stats"] = Stats(**c["stats"])
+                c["stats"] = Stats.from_dict(c["stats"])
             if c.get("sol") is not None:
                 c["sol"] = SpeedOfLight(**c["sol"])
             cases.append(CaseResult(**c))

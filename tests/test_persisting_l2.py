@@ -13,6 +13,8 @@ from harness.engine.context import RunContext
 from harness.engine.device import device_info
 from harness.engine.modes import Mode
 from harness.engine.session import WorkerSession
+from harness.messages import Loaded
+from harness.protocol import ProtocolError
 from harness.results import PASS, REJECTED
 from harness.worker.persisting_l2 import PersistingL2, reserved
 from tasks import load_task
@@ -42,13 +44,23 @@ def test_the_parent_warns_in_benchmark_mode_and_rejects_in_ranked_runs(mode, ver
     ctx = RunContext(load_task(str(MXFP4_SMALL)), Mode(mode), RunOptions(device="cpu", secret="s"), device,
                      device_info(device), lambda _msg: None)
     session = WorkerSession(ctx, None, 0)
-    reason = session.rejection({"ok": True, "l2_persisting": RAISED})
+    reason = session.rejection(_loaded(RAISED))
     if verdict == REJECTED:
         assert reason and "ranked runs reject it" in reason and "persisting-L2 limit" in reason
     else:
         assert reason is None
         assert any("persisting-L2 limit" in w for w in ctx.warnings), ctx.warnings
-    assert session.rejection({"ok": True, "l2_persisting": {"limit": 0, "raised": 0, "window": 0}}) is None
+    assert session.rejection(_loaded({"limit": 0, "raised": 0, "window": 0})) is None
+
+
+def _loaded(l2: dict) -> Loaded:
+    return Loaded.decode({"timing_method": "t", "gated": False, "tampered": [], "threads": 1, "l2_persisting": l2}, [])
+
+
+def test_a_malformed_report_is_a_malformed_reply():
+    with pytest.raises(ProtocolError):
+        _loaded({"limit": "39MB"})
+    assert _loaded(RAISED).integrity.l2_persisting == RAISED
 
 
 RESERVES = '''

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
-from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
+from harness.results import ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, RunResult
 from harness.api import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,19 +191,19 @@ def test_a_task_whose_inputs_do_not_follow_the_seed_is_an_error_that_says_so(tmp
 
 def test_a_timing_reply_must_carry_what_was_asked():
     """Fewer outputs than asked would leave timed calls unchecked; odd samples cannot come from an
-    honest worker: both are rejected."""
-    from harness.engine.runner import _check_timing_reply
-    from harness.engine.supervisor import WorkerFailure
+    honest worker: both are rejected (see tests/test_engine_units.py for every reply type)."""
+    from harness.messages import Timed
+    from harness.protocol import ProtocolError
+    obj = {"kind": "object", "type": "int"}
     good = {"samples_ns": [1.0, 2.0], "wall_ns": [3.0, 4.0], "window_ns": [None, 2.5], "gate_held": [False, True],
-            "unhidden_host_ns": [None, 0.0], "outputs": [{}, {}]}
-    _check_timing_reply(good, 2, 2)
-    for bad in (dict(good, outputs=[{}]), dict(good, samples_ns=[1.0]), dict(good, wall_ns="x"),
+            "unhidden_host_ns": [None, 0.0], "outputs": [obj, obj], "gate_misses": 0, "tampered": [], "threads": 1}
+    assert Timed.decode(good, [], 2, 2).samples_ns == [1.0, 2.0]
+    for bad in (dict(good, outputs=[obj]), dict(good, samples_ns=[1.0]), dict(good, wall_ns="x"),
                 dict(good, samples_ns=[1.0, float("nan")]), dict(good, samples_ns=[-1.0, 2.0]),
                 dict(good, window_ns=[None]), dict(good, window_ns=["x", 1.0]), dict(good, gate_held=[1, 0]),
                 dict(good, unhidden_host_ns=None), dict(good, unhidden_host_ns=[float("inf"), 1.0])):
-        with pytest.raises(WorkerFailure) as err:
-            _check_timing_reply(bad, 2, 2)
-        assert err.value.verdict == REJECTED
+        with pytest.raises(ProtocolError):
+            Timed.decode(bad, [], 2, 2)
 
 
 def test_submission_caches_and_temp_files_stay_in_its_run_directory(tmp_path):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from harness import protocol
+from harness.messages import Timed, WarmedUp
 from harness.analysis import plausibility
-from harness.engine.checks import Checker, check_timing_reply
+from harness.engine.checks import Checker
 from harness.engine.clocks import ClockReader, clock_warnings
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.inputs import WARMUP_INDEX, Inputs
@@ -15,6 +16,7 @@ from harness.engine.session import WorkerSession
 from harness.engine.stop_rule import StopRule
 from harness.engine.timing_checks import TimingJudge
 from harness.engine.verdicts import end_case
+from harness.extras import Clocks
 from harness.results import FAIL, PASS, CaseResult
 
 GATE_MISSED = ("the launch gate could not close for some samples (the GPU was busy); those samples "
@@ -52,21 +54,22 @@ class BenchmarkLoop:
         # unranked runs reuse one fixed set of inputs for every sample of the case
         fixed_specs, fixed = ([], None) if ranked else self.inputs.generate(spec, 0, batch)
         fixed_items = None if ranked else self.inputs.place(fixed_specs, fixed, deadline)
-        header, _ = self.session.request(
+        reply = self.session.request(
             "timing", {"op": "warmup", "data": 0 if fixed_items else self.inputs.place(*warm, deadline)[0],
                        "min_calls": 3 if ctx.gpu else 1, "min_ms": 100 if ctx.gpu else 0},
-            deadline, f"warming up {label}")
+            deadline, f"warming up {label}", WarmedUp)
         if ranked and self.session.baseline_threads is None:
-            self.session.baseline_threads = header.get("threads")
-        reason = self.session.rejection(header)
-        if not header.get("ok") or reason:
-            return end_case(result, header, reason)
+            self.session.baseline_threads = reply.integrity.threads
+        reason = self.session.rejection(reply)
+        if not reply.ok or reason:
+            return end_case(result, reply, reason)
 
         series, started, index = {k: [] for k in protocol.TIMING_SERIES}, time.monotonic(), 0
         samples = series["samples_ns"]
         chunk_warmup_ms = 20 if ctx.gpu else 0
         passed_fixed = []
-        result.extra["clocks_before"] = self._read_clocks()
+        clocks = Clocks(before=self._read_clocks())
+        result.record(clocks)
         while True:
             if per_call:
                 k = min(10 if ctx.gpu else 1, self.stop_rule.max_samples - len(samples))
@@ -80,46 +83,49 @@ class BenchmarkLoop:
             # the worker, so untimed code never sees them), then, right before timing, the harness's
             # own GPU work to hold the clocks up and a read of each timed input (see worker.sampler).
             if chunk_warmup_ms:
-                header, _ = self.session.request("warmup", {"op": "warmup", "data": 0, "min_calls": 1,
-                                                            "min_ms": chunk_warmup_ms}, deadline,
-                                                 f"warming up {label}")
-                reason = self.session.rejection(header)
-                if not header.get("ok") or reason:
-                    return end_case(result, header, reason, samples)
+                reply = self.session.request("warmup", {"op": "warmup", "data": 0, "min_calls": 1,
+                                                        "min_ms": chunk_warmup_ms}, deadline,
+                                             f"warming up {label}", WarmedUp)
+                reason = self.session.rejection(reply)
+                if not reply.ok or reason:
+                    return end_case(result, reply, reason, samples)
             if ranked:
                 items = self.inputs.place(specs, privates, deadline, keep=1)   # slot 0: the warm-up input
             else:
                 items = fixed_items * k if per_call else fixed_items
             index += len(privates)
-            header, payloads = self.session.request(
+            reply = self.session.request(
                 "timing", {"op": "time", "protocol": task.timing_protocol, "inputs": items, "return": returned,
-                           "heat_ms": chunk_warmup_ms, "touch": ctx.gpu}, deadline, f"timing {label}")
-            reason = self.session.rejection(header)
-            if not header.get("ok") or reason:
-                return end_case(result, header, reason, samples)
-            check_timing_reply(header, len(items) if per_call else 1, len(returned))
-            for idx, out in zip(returned, self.checker.outputs(header, payloads)):
+                           "heat_ms": chunk_warmup_ms, "touch": ctx.gpu}, deadline, f"timing {label}",
+                Timed, n_samples=len(items) if per_call else 1, n_outputs=len(returned))
+            reason = self.session.rejection(reply)
+            if not reply.ok or reason:
+                return end_case(result, reply, reason, samples)
+            for idx, out in zip(returned, self.checker.outputs(reply.outputs)):
                 ok, message = (self.checker.check(privates[idx], out) if ranked
                                else self.checker.check_fixed(privates[idx], out, passed_fixed))
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self.judge.finish(result, samples + header["samples_ns"], series, batch)
+                    return self.judge.finish(result, samples + reply.samples_ns, series, batch)
             for key, values in series.items():
-                values += header[key]
-            if header.get("gate_misses") and GATE_MISSED not in ctx.warnings:
+                values += getattr(reply, key)
+            if reply.gate_misses and GATE_MISSED not in ctx.warnings:
                 ctx.warnings.append(GATE_MISSED)
             if self.stop_rule.should_stop(samples, time.monotonic() - started):
                 break
+        clocks.after = self._read_clocks()
+        result.record(clocks)
         return self._after_timing(result, samples, series, batch, [0] if per_call else items, deadline)
 
     def _after_timing(self, result, samples, series, batch, kernel_items, deadline) -> CaseResult:
-        result.extra["clocks_after"] = self._read_clocks()
         result = self.judge.finish(result, samples, series, batch)
         if result.verdict == PASS:
-            result.warnings += clock_warnings(result.extra["clocks_before"], result.extra["clocks_after"])
-            self.kernel_only.measure(result, kernel_items, deadline)
-            host = result.extra["unhidden_host_ns"] = plausibility.unhidden_host_ns(series["unhidden_host_ns"])
-            result.warnings += plausibility.host_bound_warnings(host, result.extra.get("kernel_only_ns"))
+            clocks = result.clocks
+            result.warnings += clock_warnings(clocks.before, clocks.after)
+            figures, check = self.kernel_only.measure(result, kernel_items, deadline)
+            figures.unhidden_host_ns = plausibility.unhidden_host_ns(series["unhidden_host_ns"])
+            result.record(figures, *([check] if check else []))
+            result.warnings += plausibility.host_bound_warnings(figures.unhidden_host_ns, figures.ns)
         return result
 
     def _read_clocks(self) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness import protocol
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.seeds import derive_seed
-from harness.engine.session import _DIFFERENT_INPUTS, WorkerSession
+from harness.engine.session import DIFFERENT_INPUTS, WorkerSession
 from harness.engine.supervisor import WorkerFailure
 from harness.results import ERROR
 
@@ -35,7 +35,7 @@ class Inputs:
         with self.ctx.phases.measure("generate"):
             mine = [protocol.input_fingerprint(d) for d in privates]
         if theirs != mine:
-            raise WorkerFailure(ERROR, _DIFFERENT_INPUTS)
+            raise WorkerFailure(ERROR, DIFFERENT_INPUTS)
         return list(range(keep, keep + len(privates)))
 
     def one(self, what: str, i: int, cases: list, deadline: float, fresh: bool = False):

@@ -6,7 +6,12 @@ from __future__ import annotations
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.session import WorkerSession
 from harness.engine.supervisor import WorkerFailure
+from harness.extras import KernelOnlyFigures, ProfilerCheck
+from harness.messages import GraphFigures, KernelOnlyMeasured, ProfilerFigures
 from harness.results import REJECTED, CaseResult
+
+_CPU_NOTE = "not available on CPU: kernel-only times need CUDA graphs on a GPU"
+_CPU_PROFILER_NOTE = "not available on CPU: device kernel times need CUPTI on a GPU"
 
 
 class KernelOnly:
@@ -14,65 +19,60 @@ class KernelOnly:
         self.ctx, self.session = ctx, session
         self.off = None if ctx.opt.kernel_only else "turned off (--no-kernel-only)"   # why not measured
 
-    def measure(self, result: CaseResult, items: list, deadline: float) -> None:
-        """Adds the kernel-only figure (and with --verify-timing the profiler's) to ``result.extra``."""
-        x, verify = result.extra, self.ctx.opt.verify_timing
-        x.update(kernel_only_ns=None, kernel_only_method=None, launch_overhead_ns=None)
+    def measure(self, result: CaseResult, items: list, deadline: float) -> tuple[KernelOnlyFigures,
+                                                                                ProfilerCheck | None]:
+        """The kernel-only figures of ``result``'s case (and with --verify-timing the profiler's check,
+        else None); a rejected reply rejects the case."""
+        verify = self.ctx.opt.verify_timing
         if not self.ctx.gpu:
-            x["kernel_only_note"] = "not available on CPU: kernel-only times need CUDA graphs on a GPU"
-            if verify:
-                x.update(profiler_kernel_ns=None, kernel_only_vs_profiler_pct=None, profiler_kernels_per_call=None,
-                         profiler_note="not available on CPU: device kernel times need CUPTI on a GPU")
-            return
+            return (KernelOnlyFigures(note=_CPU_NOTE),
+                    ProfilerCheck(note=_CPU_PROFILER_NOTE, on_device=False) if verify else None)
         if self.off:
-            x["kernel_only_note"] = self.off
-            return
+            return KernelOnlyFigures(note=self.off), None
         label = f"kernel-only {fmt_spec(result.spec)}"
         self.ctx.progress(label)
         msg = {"op": "kernel_only", "inputs": items, "n": max(2, 20 // len(items)), "replays": 7,
                "profiler": verify, "calls": max(2, 10 // len(items))}
         try:
-            header, _ = self.session.request("kernel_only", msg, deadline, f"measuring {label}")
+            reply = self.session.request("kernel_only", msg, deadline, f"measuring {label}", KernelOnlyMeasured)
         except WorkerFailure as failure:     # the worker died: note it, carry on with a fresh one
-            x["kernel_only_note"] = f"the worker died while measuring kernel-only time: {failure.message}"
+            figures = KernelOnlyFigures(note=f"the worker died while measuring kernel-only time: {failure.message}")
             self._replace_worker(deadline, "the worker died during a kernel-only measurement")
-            return
-        reason = self.session.rejection(header)
+            return figures, None
+        reason = self.session.rejection(reply)
         if reason:
             result.verdict, result.message = REJECTED, reason
-            return
-        if not header.get("ok"):
-            x["kernel_only_note"] = f"kernel-only measurement failed: {header.get('error', '?')}"
-            return
-        self._record(result, header.get("graph") or {}, header.get("profiler") or {})
-        if header.get("poisoned"):
-            x["kernel_only_note"] += ("; the failed capture broke the worker's CUDA context: a fresh worker "
-                                      "runs the remaining cases, without kernel-only figures")
+            return KernelOnlyFigures(), None
+        if not reply.ok:
+            return KernelOnlyFigures(note=f"kernel-only measurement failed: {reply.error}"), None
+        figures, check = self._figures(result, reply.graph, reply.profiler or ProfilerFigures(ns=None))
+        if reply.poisoned:
+            figures.note += ("; the failed capture broke the worker's CUDA context: a fresh worker "
+                             "runs the remaining cases, without kernel-only figures")
             self._replace_worker(deadline, "a CUDA graph capture broke the worker's CUDA context")
+        return figures, check
 
-    def _record(self, result: CaseResult, graph: dict, prof: dict) -> None:
-        x = result.extra
-        notes = [graph.get("note") or ""]
-        if graph.get("ns") is not None:
-            x.update(kernel_only_ns=graph["ns"], kernel_only_method="cuda_graph",
-                     kernel_only_spread_pct=graph.get("spread_pct"),
-                     kernel_only_nodes_per_call=graph.get("nodes_per_call"))
-        elif prof.get("ns") is not None:
-            x.update(kernel_only_ns=prof["ns"], kernel_only_method="profiler")
+    def _figures(self, result: CaseResult, graph: GraphFigures, prof: ProfilerFigures):
+        figures, notes = KernelOnlyFigures(), [graph.note]
+        if graph.ns is not None:
+            figures = KernelOnlyFigures(ns=graph.ns, method="cuda_graph", spread_pct=graph.spread_pct,
+                                        nodes_per_call=graph.nodes_per_call)
+        elif prof.ns is not None:
+            figures = KernelOnlyFigures(ns=prof.ns, method="profiler")
             notes.append("fell back to the profiler's kernel sum")
-        elif prof.get("note"):
-            notes.append(f"profiler: {prof['note']}")
+        elif prof.note:
+            notes.append(f"profiler: {prof.note}")
+        check = None
         if self.ctx.opt.verify_timing:
-            x["profiler_kernel_ns"] = prof.get("ns")
-            x["profiler_note"] = prof.get("note", "no profiler reading")
-            ko, pk = x["kernel_only_ns"], prof.get("ns")
-            x["kernel_only_vs_profiler_pct"] = (100 * (ko - pk) / pk if ko is not None and pk
-                                                and x["kernel_only_method"] == "cuda_graph" else None)
-            x["profiler_kernels_per_call"] = prof.get("kernels_per_call")
-            x["profiler_window_ns"] = prof.get("window_ns")
-        x["kernel_only_note"] = "; ".join(n for n in notes if n)
-        if x["kernel_only_ns"] is not None and result.stats:
-            x["launch_overhead_ns"] = result.stats.mean - x["kernel_only_ns"]
+            ko, pk = figures.ns, prof.ns
+            check = ProfilerCheck(kernel_ns=pk, note="no profiler reading" if prof.note is None else prof.note,
+                                  vs_kernel_only_pct=(100 * (ko - pk) / pk if ko is not None and pk
+                                                      and figures.method == "cuda_graph" else None),
+                                  kernels_per_call=prof.kernels_per_call, window_ns=prof.window_ns)
+        figures.note = "; ".join(n for n in notes if n)
+        if figures.ns is not None and result.stats:
+            figures.launch_overhead_ns = result.stats.mean - figures.ns
+        return figures, check
 
     def _replace_worker(self, deadline: float, why: str) -> None:
         self.off = f"not measured: {why} in an earlier case"

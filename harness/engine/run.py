@@ -25,6 +25,7 @@ from harness.engine.scan import prescan
 from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
+from harness.messages import Called, Profiled
 from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult
 
 
@@ -91,18 +92,17 @@ class Run:
 
     def _import(self, result: RunResult, deadline: float) -> bool:
         """Imports the submission in the worker; False (with the import case) when that failed."""
-        header = self.session.load(deadline)
-        result.timing_method = str(header.get("timing_method", ""))[:300]
-        self.ctx.gated = header.get("gated") is True
-        reason = self.session.rejection(header)
+        reply = self.session.load(deadline)
+        if reply.ok:
+            result.timing_method, self.ctx.gated = reply.timing_method, reply.gated
+        reason = self.session.rejection(reply)
         if reason:
             result.message = reason
             self.cases.append(CaseResult("import", {}, REJECTED, result.message))
-        elif not header.get("ok"):
-            result.message = header.get("error", "the submission could not be imported")
-            self.cases.append(CaseResult("import", {}, ERROR, result.message,
-                                         extra={"traceback": header.get("traceback", "")}))
-        return not reason and bool(header.get("ok"))
+        elif not reply.ok:
+            result.message = reply.error
+            self.cases.append(CaseResult("import", {}, ERROR, result.message, extra={"traceback": reply.traceback}))
+        return not reason and reply.ok
 
     def _run_cases(self, inputs: Inputs, checker: Checker, deadline: float) -> None:
         mode, task = self.ctx.mode, self.ctx.task
@@ -125,31 +125,29 @@ class Run:
         for i in range(len(self.ctx.task.tests)):
             # ranked runs test on secret-derived inputs too: precomputed public outputs cannot pass by replay
             spec, label, data, item = inputs.one("test", i, self.ctx.task.tests, deadline, fresh=self.ctx.ranked)
-            header, payloads = self.session.request("call", {"op": "call", "data": item}, deadline,
-                                                    f"running {label}")
-            reason = self.session.rejection(header)
+            reply = self.session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
+            reason = self.session.rejection(reply)
             if reason:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
                 return False
-            if not header.get("ok"):
-                self.cases.append(CaseResult("test", spec, ERROR, header.get("error", "?"),
-                                             extra={"traceback": header.get("traceback", "")}))
+            if not reply.ok:
+                self.cases.append(CaseResult("test", spec, ERROR, reply.error, extra={"traceback": reply.traceback}))
                 continue
-            ok, message = checker.check(data, checker.outputs(header, payloads)[0])
+            [out] = checker.outputs([reply.output])
+            ok, message = checker.check(data, out)
             self.cases.append(CaseResult("test", spec, PASS if ok else FAIL, message))
         return all(c.verdict == PASS for c in self.cases if c.kind == "test")
 
     def _profile(self, inputs: Inputs, deadline: float) -> None:
         for i in range(len(self.ctx.task.benchmarks)):
             spec, label, _data, item = inputs.one("profile", i, self.ctx.task.benchmarks, deadline)
-            header, _ = self.session.request("profile", {"op": "profile", "data": item}, deadline,
-                                             f"profiling {label}")
-            reason = self.session.rejection(header)
-            if not header.get("ok") or reason:
-                self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), header, reason))
+            reply = self.session.request("profile", {"op": "profile", "data": item}, deadline,
+                                         f"profiling {label}", Profiled)
+            reason = self.session.rejection(reply)
+            if not reply.ok or reason:
+                self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), reply, reason))
                 continue
-            self.cases.append(CaseResult("benchmark", spec, PASS, "profiled",
-                                         extra={"profile_table": header.get("table", "")}))
+            self.cases.append(CaseResult("benchmark", spec, PASS, "profiled", extra={"profile_table": reply.table}))
 
     def _clean_up(self, result: RunResult) -> None:
         if self.benchmarks is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engine.checks import check_timing_reply as _check_timing_reply  # noqa: F401  (tests use it)
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.engine.run import Run
@@ -43,4 +42,4 @@ def run_submission(path, task, mode: str = "test+benchmark", options: RunOptions
     return Run(path, task, mode, options, progress).execute()
 
 
-__all__ = ["run_submission", "_check_timing_reply", "_privilege_drop_possible"]
+__all__ = ["run_submission", "_privilege_drop_possible"]

@@ -2,10 +2,10 @@
 reply, replaced after it broke its CUDA context, and stopped."""
 from __future__ import annotations
 
-import math
-
 from harness.engine.context import RunContext
 from harness.engine.supervisor import Supervisor, WorkerFailure
+from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
+from harness.protocol import ProtocolError
 from harness.results import ERROR, REJECTED
 from harness.engine.sandbox import report_warning
 from harness.worker import persisting_l2
@@ -24,43 +24,53 @@ class WorkerSession:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
         self.sup = Supervisor(self.config, self.memory_limit)
         with self.ctx.phases.measure("worker_start"):
-            ready = self.sup.start(deadline) or {}
-        self.gap_ns = _finite(ready.get("gap_ns")) or 0.0
-        window_gap = ready.get("window_gap_ns") if isinstance(ready.get("window_gap_ns"), dict) else {}
-        self.window_gap_ns = {regime: _finite(window_gap.get(regime)) for regime in ("held", "opened")}
+            header, payloads = self.sup.start(deadline)
+        ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
+        self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
         # sent before the import, like the calibration: the submission cannot shape it
-        report = ready.get("sandbox")
-        self.sandbox = report if isinstance(report, dict) else {"landlock_error": "the worker sent no report"}
+        self.sandbox = ready.sandbox if ready.sandbox is not None else \
+            {"landlock_error": "the worker sent no sandbox report"}
         warning = report_warning(self.sandbox)
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
 
-    def request(self, phase: str, msg: dict, deadline: float, what: str):
-        """(header, payloads) of the worker's reply to ``msg``; raises WorkerFailure."""
+    def request(self, phase: str, msg: dict, deadline: float, what: str, reply, **expect):
+        """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
+        :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
+        rejection; a dead or late worker a WorkerFailure too."""
         with self.ctx.phases.measure(phase):
-            return self.sup.request(msg, deadline, what)
+            header, payloads = self.sup.request(msg, deadline, what)
+            return self._decode(header, payloads, reply, what, expect)
 
-    def load(self, deadline: float, what: str = "importing the submission") -> dict:
-        header, _ = self.request("import", {"op": "load"}, deadline, what)
-        return header
+    @staticmethod
+    def _decode(header, payloads, reply, what: str, expect: dict, plain: bool = False):
+        try:
+            return reply.decode(header, payloads, **expect) if plain else \
+                decode_reply(header, payloads, reply, **expect)
+        except ProtocolError as exc:
+            raise WorkerFailure(REJECTED, f"a malformed reply from the worker while {what} ({exc}): the "
+                                          "submission wrote into the harness's channel") from exc
+
+    def load(self, deadline: float, what: str = "importing the submission") -> Loaded | Failed:
+        return self.request("import", {"op": "load"}, deadline, what, Loaded)
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
         self.sup.stop()
         self.start(deadline)
-        header = self.load(deadline, "re-importing the submission")
-        if not header.get("ok"):
-            raise WorkerFailure(ERROR, f"the submission could not be re-imported: {header.get('error', '?')}")
+        reply = self.load(deadline, "re-importing the submission")
+        if not reply.ok:
+            raise WorkerFailure(ERROR, f"the submission could not be re-imported: {reply.error}")
         self.baseline_threads = None
 
-    def rejection(self, header: dict) -> str | None:
+    def rejection(self, reply) -> str | None:
         """A reason to reject, from the worker's own integrity report and the parent's process count."""
         if not self.ctx.opt.defenses:
             return None
-        if header.get("tampered"):
-            return ("the submission replaced harness or torch objects it must leave alone: "
-                    + ", ".join(header["tampered"]))
-        l2 = persisting_l2.reserved(header.get("l2_persisting"))
+        tampered, threads = reply.integrity.tampered, reply.integrity.threads
+        if tampered:
+            return "the submission replaced harness or torch objects it must leave alone: " + ", ".join(tampered)
+        l2 = persisting_l2.reserved(reply.integrity.l2_persisting)
         if l2:
             l2 = (f"the submission {l2}: persisting L2 lines survive the L2 flush, so later samples read "
                   "warm data (the harness resets them before every sample)")
@@ -69,8 +79,8 @@ class WorkerSession:
             if l2 not in self.ctx.warnings:
                 self.ctx.warnings.append(l2)
         if self.ctx.ranked and self.baseline_threads is not None:
-            if header.get("threads", 0) > self.baseline_threads:
-                return (f"the submission leaves {header['threads'] - self.baseline_threads} Python thread(s) "
+            if (threads or 0) > self.baseline_threads:
+                return (f"the submission leaves {threads - self.baseline_threads} Python thread(s) "
                         "running during timed calls; ranked runs allow no background work")
             children = len(self.sup.strays()) if self.sup else 0   # counted here: the worker could lie
             if children > 0:
@@ -81,20 +91,20 @@ class WorkerSession:
     def generate(self, specs: list, deadline: float, keep: int = 0) -> list:
         """Has the worker generate the inputs of ``specs`` (keeping its first ``keep`` slots) and returns
         their fingerprints; a rejection or an error ends the case."""
-        header, _ = self.request("worker_generate", {"op": "generate", "specs": specs, "keep": keep}, deadline,
-                                 "generating inputs in the worker")
-        reason = self.rejection(header)
+        reply = self.request("worker_generate", {"op": "generate", "specs": specs, "keep": keep}, deadline,
+                             "generating inputs in the worker", Generated, n_inputs=len(specs))
+        reason = self.rejection(reply)
         if reason:
             raise WorkerFailure(REJECTED, reason)
-        if not header.get("ok"):
-            raise WorkerFailure(ERROR, f"could not generate the inputs in the worker: {header.get('error')}")
-        return header.get("fingerprints")
+        if not reply.ok:
+            raise WorkerFailure(ERROR, f"could not generate the inputs in the worker: {reply.error}")
+        return reply.fingerprints
 
     def sync(self, deadline: float) -> None:
         """One last exchange: a reply the submission forged earlier leaves the real one queued, and it
         arrives here out of sequence (Supervisor.request rejects)."""
         if self.generate([], deadline) != []:
-            raise WorkerFailure(ERROR, _DIFFERENT_INPUTS)
+            raise WorkerFailure(ERROR, DIFFERENT_INPUTS)
 
     def stop(self) -> tuple[str, str] | None:
         """Stops the worker; its captured (stdout, stderr), or None when none was started."""
@@ -105,10 +115,6 @@ class WorkerSession:
         return self.sup.captured_output()
 
 
-_DIFFERENT_INPUTS = ("the inputs the worker generated differ from the harness's own for the same seeds: the "
+DIFFERENT_INPUTS = ("the inputs the worker generated differ from the harness's own for the same seeds: the "
                      "task's generate_input must depend only on its seed (draw from a torch.Generator seeded "
                      "with it), or the submission changed them")
-
-
-def _finite(x) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None

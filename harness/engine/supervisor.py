@@ -60,7 +60,8 @@ class Supervisor:
         self._seen: dict[int, float] = {}   # pid -> create time of every process seen in the worker's tree
 
     # -- life cycle ----------------------------------------------------------------------------------
-    def start(self, deadline: float) -> dict:
+    def start(self, deadline: float) -> tuple[dict, list[bytes]]:
+        """Starts the worker; its first message (header, payloads), the calibration."""
         ctx = mp.get_context("spawn")
         _become_subreaper()
         multiprocessing.resource_tracker.ensure_running()   # a child of ours, but not the submission's
@@ -71,8 +72,7 @@ class Supervisor:
         child.close()
         self.pid = self.proc.pid
         threading.Thread(target=self._watch_memory, daemon=True).start()
-        header, _ = self._receive(deadline, what="starting the worker")
-        return header
+        return self._receive(deadline, what="starting the worker")
 
     def stop(self) -> None:
         """Ends the worker and everything it started; safe to call more than once."""
@@ -164,7 +164,8 @@ class Supervisor:
 
     # -- messages ------------------------------------------------------------------------------------
     def request(self, msg: dict, deadline: float, what: str):
-        """Sends ``msg`` and returns the reply (header, payloads); raises WorkerFailure."""
+        """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
+        (``harness.messages`` decodes them); raises WorkerFailure."""
         self._seq += 1
         try:
             protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.analysis import peaks, plausibility, sol
 from harness.engine.context import RunContext
 from harness.engine.session import WorkerSession
+from harness.extras import DeviceClockCheck
 from harness.results import PASS, REJECTED, CaseResult, Stats
 
 
@@ -29,8 +30,8 @@ class TimingJudge:
             return result
         window_gap_ns = self.session.window_gap_ns
         if ctx.gpu:
-            result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(
-                stats, series["window_ns"], series["gate_held"], window_gap_ns, batch)
+            result.record(DeviceClockCheck(plausibility.device_clock_excess_ns(
+                stats, series["window_ns"], series["gate_held"], window_gap_ns, batch)))
         reason = plausibility.implausible(stats, series["wall_ns"], self.session.gap_ns,
                                           sol.physical_floor_ns(info.name, nbytes, flops), ctx.gpu,
                                           series["window_ns"], series["gate_held"], window_gap_ns, batch)

@@ -38,13 +38,14 @@ def running_case(planned, done: list[CaseResult], case_spec) -> tuple[str, dict]
     return "run", {}
 
 
-def end_case(result: CaseResult, header: dict, reason: str | None, samples=()) -> CaseResult:
-    """A case the worker's reply ended: rejected for ``reason``, else the submission's error."""
+def end_case(result: CaseResult, reply, reason: str | None, samples=()) -> CaseResult:
+    """A case the worker's reply ended: rejected for ``reason``, else (``reply`` is then a
+    ``messages.Failed``) the submission's error."""
     if reason:
         result.verdict, result.message = REJECTED, reason
     else:
-        result.verdict, result.message = ERROR, header.get("error", "?")
-        result.extra["traceback"] = header.get("traceback", "")
+        result.verdict, result.message = ERROR, reply.error
+        result.extra["traceback"] = reply.traceback
     if samples:
         result.stats = Stats.from_samples(samples)
     return result
