@@ -4,9 +4,11 @@ from __future__ import annotations
 import sys
 
 from harness.analysis.ranking import RankRule
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
+from harness.engine.preflight import check_store_exists
 from harness.report.board import BOARD_FORMATS, load_board, render_board
 
+EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
   python -m harness leaderboard --task mxfp4_mm --device "NVIDIA H200" --format markdown
   python -m harness leaderboard --task nvfp4_gemm --format json > board.json
@@ -30,6 +32,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    check_store_exists(args.results_dir)
     board, warnings = load_board(args.task, device=args.device, results_dir=args.results_dir,
                                  rule=args.rule, mode=args.mode)
     for w in warnings:

@@ -5,3 +5,10 @@ from __future__ import annotations
 def add_results_dir_argument(parser) -> None:
     parser.add_argument("--results-dir", metavar="DIR", default=None,
                         help="results folder or .sqlite file (default: $HARNESS_RESULTS_DIR or ./harness-results)")
+
+
+# the exit codes of the commands that only read (see harness.cli.main.exit_codes_help)
+READ_ONLY_EXIT_CODES = {0: "done: the output was written",
+                        2: "usage error: bad arguments, unknown task, no results store, no matching runs",
+                        70: "internal error in the harness (please report it)",
+                        141: "the output pipe closed early (e.g. '| head'): the rest was dropped, quietly"}

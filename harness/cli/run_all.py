@@ -8,14 +8,14 @@ from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import STORED_MODES
 from harness.errors import EXIT_INTERNAL, EXIT_OK
 
+EXIT_CODES = {0: "every submission was run and stored, whatever their verdicts (see 'leaderboard', 'history')",
+              2: "usage error: bad arguments, unknown task, missing folder, unwritable results store",
+              70: "the harness itself failed on a submission (stored with verdict 'error'; the rest still ran)",
+              141: "the output pipe closed early: the rest of the output was dropped, quietly"}
 EXAMPLES = """  python -m harness run-all submissions/ --task mxfp4_mm
   python -m harness run-all submissions/ --task mxfp4_mm --secret-file secret.txt
   python -m harness run-all submissions/ --task mxfp4_mm --mode test --results-dir /tmp/res
   python -m harness leaderboard --task mxfp4_mm        # then look at the ranking
-
-Exit status: 0 when every submission was run and stored, whatever their verdicts (those are in the
-store: see 'leaderboard' and 'history'); 2 for a usage error; 70 when the harness itself failed on
-a submission (that run is stored with verdict 'error' and the rest still run).
 
 Which files: every *.py directly in the folder, sorted, except __init__.py, files starting with '_',
 and files meant for another task. A file says which task it is for with a header line

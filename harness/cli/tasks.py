@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 
+from harness.cli.options import READ_ONLY_EXIT_CODES
 from harness.report.tables import format_rows
 
+EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness tasks
   python -m harness tasks --json
 """

@@ -80,7 +80,10 @@ def run_folder(folder, task, mode: str = "leaderboard", options=None, *, results
     from harness.engine.runner import run_submission
     from harness.engine.seeds import take_secret
 
+    from harness.engine.preflight import check_store_writable
     say = progress or (lambda line: None)
+    (options or RunOptions()).validate()
+    check_store_writable(results_dir)
     task = load_task_or_usage_error(task)
     parsed_mode = Mode.parse(mode)
     files, skipped = discover(folder, (task.name, task.compat_dir.parent.name), everything=everything)

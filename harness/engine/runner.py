@@ -153,7 +153,8 @@ class _Run:
                             stdout_path=os.path.join(self.tmp, "stdout.txt"),
                             stderr_path=os.path.join(self.tmp, "stderr.txt"),
                             output_limit_bytes=self.opt.output_limit_mb << 20,
-                            run_as_uid=uid, run_as_gid=uid, env=env, task_file=str(self.task.module.__file__))
+                            run_as_uid=uid, run_as_gid=uid, env=env, task_file=str(self.task.module.__file__),
+                            submission_name=str(self.path))
 
     def _deadline(self, seconds: float) -> float:
         return time.monotonic() + seconds * self.opt.timeout_scale
@@ -262,7 +263,7 @@ class _Run:
                 return False
             if not header.get("ok"):
                 self.cases.append(CaseResult("test", spec, ERROR, header.get("error", "?"),
-                                             extra={"traceback": header.get("traceback", "")}))
+                                             extra=_tracebacks(header)))
                 continue
             ok, message = self._check(data, self._outputs(header, payloads)[0])
             self.cases.append(CaseResult("test", spec, PASS if ok else FAIL, message))
@@ -460,7 +461,7 @@ class _Run:
             result.verdict, result.message = REJECTED, reason
         else:
             result.verdict, result.message = ERROR, header.get("error", "?")
-            result.extra["traceback"] = header.get("traceback", "")
+            result.extra.update(_tracebacks(header))
         if samples:
             result.stats = Stats.from_samples(samples)
         return result
@@ -549,7 +550,7 @@ class _Run:
             elif not header.get("ok"):
                 result.message = header.get("error", "the submission could not be imported")
                 self.cases.append(CaseResult("import", {}, ERROR, result.message,
-                                             extra={"traceback": header.get("traceback", "")}))
+                                             extra=_tracebacks(header)))
             else:
                 if self.mode in ("test", "test+benchmark", "leaderboard"):
                     tests_ok = self.run_tests(deadline)
@@ -636,6 +637,11 @@ class _Run:
         for kind, case in planned[len(self.cases):]:
             self.cases.append(CaseResult(kind, self._case_spec(case), NOT_RUN,
                                          "not run: an earlier case ended the run"))
+
+
+def _tracebacks(header: dict) -> dict:
+    """A failed reply's tracebacks: the submission's own frames, and every frame (shown with --verbose)."""
+    return {"traceback": header.get("traceback", ""), "traceback_full": header.get("traceback_full", "")}
 
 
 def _finite(x) -> float | None:
