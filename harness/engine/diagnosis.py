@@ -91,10 +91,9 @@ SIGNATURES: tuple[Signature, ...] = (
                            f"compile for {_here(c)}; this code is written for AMD GPUs: run it on an AMD GPU "
                            f"such as {_target(c)}, or replace the asm with portable code"),
     Signature("hip_flag_on_nvidia",
-              re.compile(r"nvcc fatal\s*:\s*Unknown option '?-*(offload-arch[^' ]*|amdgpu[^' ]*|hip[^' ]*)"
-                         r"|nvcc fatal\s*:.*(--offload-arch=\S+)"),
+              re.compile(r"nvcc fatal\s*:\s*Unknown option '?(-*(?:offload-arch|amdgpu|hip)[^' ]*)"),
               lambda c: not c.on_amd,
-              lambda m, c: f"a HIP/ROCm compiler flag ({(m.group(1) or m.group(2)).strip(chr(39))}) reached "
+              lambda m, c: f"a HIP/ROCm compiler flag ({m.group(1)}) reached "
                            f"NVIDIA's nvcc: this extension is written for AMD GPUs (ROCm); run it on an AMD "
                            f"GPU such as {_target(c)}, or remove the HIP flags and port the code to CUDA"),
     Signature("cuda_code_on_amd",
@@ -164,14 +163,16 @@ _BUILD_FAILED = re.compile(r"Error building extension|error: command .* failed|n
 def diagnose_text(text: str, ctx: Context) -> str | None:
     """The first signature that matches ``text`` on this device, as one line; None when none does."""
     for sig in SIGNATURES:
-        if not sig.applies(ctx):
-            continue
-        if sig.name == "extension_build_failed" and not _BUILD_FAILED.search(text):
-            continue
-        m = sig.pattern.search(text)
+        m = _fires(sig, text) if sig.applies(ctx) else None
         if m:
             return f"likely cause: {sig.explain(m, ctx)}"
     return None
+
+
+def _fires(sig: Signature, text: str) -> re.Match | None:
+    if sig.name == "extension_build_failed" and not _BUILD_FAILED.search(text):
+        return None       # a compiler error line counts only inside a failed extension build
+    return sig.pattern.search(text)
 
 
 def failure_text(result) -> str:
