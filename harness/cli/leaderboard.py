@@ -27,7 +27,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rule", choices=[r.value for r in RankRule], default=None,
                         help="override the task's ranking rule")
     parser.add_argument("--mode", choices=("leaderboard", "benchmark", "test+benchmark"), default=None,
-                        help="rank only runs made in this mode (default: every mode that has timings)")
+                        help="rank the runs made in this mode (default: leaderboard when there are such runs, else "
+                             "test+benchmark, else benchmark; the choice is said on stderr)")
     add_results_dir_argument(parser)
 
 

@@ -79,6 +79,9 @@ def run(args) -> int:
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
+    note = cpu_note(args.task, args.mode, args.device, options)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     with deferred_termination() as received:
         result = run_submission(args.file, args.task, args.mode, options, progress)
     if received:
@@ -107,6 +110,19 @@ def run(args) -> int:
             raise UsageError(f"--json {args.json}: cannot write ({exc}); the result was not written there"
                              + (" (it is in the results store)" if args.save else "")) from exc
     return exit_code_for(result.verdict)
+
+
+def cpu_note(task_name: str, mode: str, device: str | None, options, files: int = 1) -> str | None:
+    """The one line that warns of a long CPU run (harness.engine.cpu_estimate), or None."""
+    from harness.engine.cpu_estimate import long_cpu_run_note
+    from harness.engine.device import select_device
+    from tasks import load_task
+    try:
+        task = load_task(task_name)
+        on_cpu = select_device(device).type == "cpu"
+    except Exception:  # noqa: BLE001 - a bad task or device is reported by the run itself
+        return None
+    return long_cpu_run_note(task, mode, options.max_repeats, options.max_time_s, files) if on_cpu else None
 
 
 def _diagnosis(result, task: str) -> str | None:

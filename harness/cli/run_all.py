@@ -41,8 +41,19 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time,
-                         timeout_scale=args.timeout_scale)
+                         timeout_scale=args.timeout_scale).validate()
+    _say_cpu_note(args, options)
     report = run_folder(args.folder, args.task, args.mode, options, results_dir=args.results_dir,
                         secret_file=args.secret_file, everything=args.all,
                         progress=lambda line: print(line, file=sys.stderr, flush=True))
     return EXIT_INTERNAL if report.internal_errors else EXIT_OK
+
+
+def _say_cpu_note(args, options) -> None:
+    from pathlib import Path
+
+    from harness.cli.run import cpu_note
+    files = len([p for p in Path(args.folder).glob("*.py") if not p.name.startswith("_")]) if Path(args.folder).is_dir() else 0
+    note = cpu_note(args.task, args.mode, args.device, options, files=max(files, 1))
+    if note:
+        print(note, file=sys.stderr, flush=True)

@@ -145,9 +145,8 @@ class _Run:
                 for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                     os.chown(name, NOBODY, NOBODY)
         elif hasattr(os, "geteuid") and os.geteuid() == 0:
-            self.warnings.append("the submission runs as root, the harness's own user: a hostile submission "
-                                 "could read or kill the harness (see SECURITY.md); make the Python "
-                                 "environment world-readable so it can run as 'nobody'")
+            from harness.engine.privileges import needed_paths, root_warning_once
+            self.warnings += root_warning_once(needed_paths())
         return WorkerConfig(submission_path=sub_copy, compat_dir=compat, device=str(self.device),
                             l2_bytes=self.info.l2_bytes, hide_bytes=self.task.original_clear_bytes,
                             stdout_path=os.path.join(self.tmp, "stdout.txt"),

@@ -1,0 +1,63 @@
+"""How long a run of a task's full shapes takes on the CPU, roughly, so that a user about to wait
+minutes is told so (and shown the small copy) before the run starts.
+
+The model: each case costs the task's input generation (done twice: in the harness and in the worker)
+and calls as expensive as the task's reference (a plain-torch submission; Triton kernels under the
+interpreter are slower still). The constants are fitted to the generator and reference timings of
+both tasks on a 2-core x86 machine (torch 2.13 CPU); they are good to a factor of about two, which is
+enough to tell seconds from minutes. Torch-free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LONG_RUN_S = 60.0          # above this, say so before the run
+
+
+@dataclass(frozen=True)
+class CpuCost:
+    gen_s_per_byte: float      # generate_input, per byte of the case's data (task.case_bytes)
+    ref_s_per_byte: float      # the reference (and a torch submission's call), per byte ...
+    ref_flops_per_s: float     # ... plus its matmul
+
+
+# by the task that implements the spec (a small copy shares its task's costs)
+COSTS = {"mxfp4_mm": CpuCost(0.45e-6, 0.10e-6, 5e9),      # B is quantized in bf16 element by element
+         "nvfp4_gemm": CpuCost(0.015e-6, 0.04e-6, 30e9)}
+GENERIC = CpuCost(0.2e-6, 0.1e-6, 10e9)
+
+
+def estimate_cpu_seconds(task, mode: str, max_repeats: int | None = None, max_time_s: float | None = None) -> float:
+    """Rough wall seconds of ``mode`` on ``task``'s shapes on the CPU, for a plain-torch submission."""
+    cost = COSTS.get(task.compat_dir.parent.name, GENERIC)
+    samples_cap, time_cap = max_repeats or 10, max_time_s or 2.0      # the CPU defaults of the runner
+
+    def gen(case):
+        return cost.gen_s_per_byte * task.case_bytes(case)
+
+    def call(case):
+        return cost.ref_s_per_byte * task.case_bytes(case) + task.case_flops(case) / cost.ref_flops_per_s
+
+    total = 0.0
+    if mode in ("test", "test+benchmark", "leaderboard"):
+        total += sum(2 * gen(c) + 2 * call(c) for c in task.tests)
+    if mode in ("benchmark", "test+benchmark", "leaderboard", "profile"):
+        for c in task.benchmarks:
+            timed = max(3 * call(c), min(samples_cap * call(c), time_cap))
+            fresh = timed / max(call(c), 1e-9) if mode == "leaderboard" else 1   # ranked: new inputs per call
+            total += 2 * gen(c) * fresh + 2 * call(c) + timed
+    return total
+
+
+def long_cpu_run_note(task, mode: str, max_repeats=None, max_time_s=None, files: int = 1) -> str | None:
+    """One line for stderr when the run will take long on the CPU, naming the small copy; else None."""
+    from tasks.registry import small_copy_name
+    seconds = files * estimate_cpu_seconds(task, mode, max_repeats, max_time_s)
+    if seconds < LONG_RUN_S:
+        return None
+    small = small_copy_name(task.name)
+    quick = f"; for a quick check use --task {small} (small shapes, seconds)" if small else ""
+    return (f"note: on the CPU the {task.name} shapes take roughly {seconds / 60:.0f} min in mode {mode}"
+            + (f" for {files} files" if files > 1 else "")
+            + " (a plain-torch submission; Triton kernels under the interpreter take several times longer)"
+            + quick)
