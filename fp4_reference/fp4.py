@@ -1,6 +1,6 @@
 """FP4 (e2m1) element codec, nibble packing, and byte views of torch's low-precision dtypes.
 
-Formats (TASKS.md section 1):
+Formats (both tasks use them; docs/tasks/mxfp4_mm.md, docs/tasks/nvfp4_gemm.md):
 - e2m1: sign in bit 3, magnitudes by code 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6; code 8 is -0.
 - packing: element 2i in the LOW nibble, element 2i+1 in the HIGH nibble of byte i.
 - e8m0: one unsigned byte e, value 2**(e - 127); e = 255 is NaN.

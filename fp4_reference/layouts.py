@@ -1,4 +1,5 @@
-"""Memory layouts the kernels consume (TASKS.md sections 3 and 5).
+"""Memory layouts the kernels consume (the task inputs: docs/tasks/mxfp4_mm.md and
+docs/tasks/nvfp4_gemm.md).
 
 - ``shuffle_weight``: AMD "(16,16) tile coalesced" pre-shuffle of packed FP4 weights.
 - ``shuffle_scales_e8m0``: AMD e8m0_shuffle of MXFP4 scales (padded to 256 x 8 multiples).

@@ -1,6 +1,6 @@
 """MXFP4 quantization ("even" rounding, as AMD's aiter/quark do it) and dequantization.
 
-TASKS.md section 2: per row, per block of 32 consecutive K values, in float32:
+The quantization (mxfp4_mm's A; docs/tasks/mxfp4_mm.md): per row, per block of 32 consecutive K values, in float32:
 amax -> bits = (bits(amax) + 0x200000) & 0xFF800000 -> s = floor(log2(.)) - 2 clamped to
 [-127, 127] -> codes = e2m1(x * 2**-s) -> scale byte s + 127.
 """

@@ -1,16 +1,32 @@
-"""Prints a markdown summary of the GPU results files in results/ (for the README).
+"""Prints a markdown summary of the GPU results files in results/: the short form (two tables, for the
+README) or, with --long, every figure (for results/README.md).
 
-    python scripts/results_summary.py [--results results]
+    python scripts/results_summary.py                    # short form
+    python scripts/results_summary.py --long             # long form
+    python scripts/results_summary.py --update           # rewrite both generated blocks in place
 
-Reads only what the measuring scripts wrote; every number printed comes from those files.
+Reads only what the measuring scripts wrote (results/ and the measured peaks shipped in
+harness/data/device_peaks.json); every number printed comes from those files. --update replaces the
+text between the '<!-- results_summary ... -->' markers in README.md (short) and results/README.md (long).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import re
+import statistics
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from harness.report.tables import format_rows  # noqa: E402
+from harness.results import shape_label  # noqa: E402
+
+PEAKS = ROOT / "harness" / "data" / "device_peaks.json"
+BLOCKS = {"short": ROOT / "README.md", "long": ROOT / "results" / "README.md"}
 
 
 def _load(path: Path):
@@ -24,51 +40,77 @@ def _f(x, digits=2) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
 
 
+def _geomean(xs) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _range(xs, digits=2, unit="") -> str:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    lo, hi = min(xs), max(xs)
+    return f"{_f(lo, digits)}{unit}" if lo == hi else f"{_f(lo, digits)} to {_f(hi, digits)}{unit}"
+
+
+# ---------------------------------------------------------------- readers (one results file each)
+
+def peaks_lines(doc) -> list[str]:
+    return [f"Measured peaks, {key} ({row['date'][:10]}): copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
+            + ", ".join(f"{k} {_f(v / 1e12, 0)} TFLOP/s" for k, v in row["matrix_flops_per_s"].items())
+            + f", launch floor {_f(row['launch_floor_ns'] / 1e3)} us, per-call overhead of a tiny "
+            f"torch op {_f(row.get('per_call_overhead_ns', float('nan')) / 1e3)} us"
+            for key, row in doc["devices"].items()]
+
+
 def examples(doc) -> list[str]:
     out = [f"Example submissions ({doc['device']['name']}, {doc.get('date', '?')[:10]}, "
            f"mode {doc['mode']}): mean per call in us, (% of SOL), SOL bound"]
     for task, entries in doc["tasks"].items():
         if not entries:
             continue
-        shapes = [" ".join(f"{k}={v}" for k, v in c["spec"].items() if k in ("m", "n", "k")) for c in
-                  entries[0]["benchmarks"]]
-        out += ["", f"**{task}**", "", "| submission | verdict | geomean (us) | " + " | ".join(shapes) + " |",
-                "|---|---|---:|" + "---:|" * len(shapes)]
-        for e in entries:
-            cells = [f"{_f(c['mean_us'])} ({_f(c['percent_of_sol'], 1)}%, {c['sol_bound']})" if c["mean_us"]
-                     else "-" for c in e["benchmarks"]]
-            out.append(f"| {e['submission']} | {e['verdict']} | {_f(e['score_us'])} | " + " | ".join(cells) + " |")
+        shapes = [shape_label(c["spec"]) for c in entries[0]["benchmarks"]]
+        rows = [[e["submission"], e["verdict"], _f(e["score_us"])]
+                + [f"{_f(c['mean_us'])} ({_f(c['percent_of_sol'], 1)}%, {c['sol_bound']})" if c["mean_us"] else "-"
+                   for c in e["benchmarks"]] for e in entries]
         baseline = [c.get("baseline_us") for c in entries[0]["benchmarks"]]
-        if any(b is not None for b in baseline):
-            out.append("| published baseline | | " + _f(math.exp(sum(math.log(b) for b in baseline) / len(baseline)))
-                       + " | " + " | ".join(_f(b) for b in baseline) + " |")
+        if all(b is not None for b in baseline):
+            rows.append(["published baseline", "", _f(_geomean(baseline))] + [_f(b) for b in baseline])
+        out += ["", f"**{task}**", "", format_rows(["submission", "verdict", "geomean (us)"] + shapes, rows,
+                                                   "markdown", right=range(2, 3 + len(shapes))).rstrip("\n")]
     return out
 
 
-def crosscheck(results: Path) -> list[str]:
-    out = []
-    for path in sorted(results.glob("h200_crosscheck_*.json")):
-        d = _load(path)
-        ratios = ", ".join(_f(c["ratio"], 3) for c in d["cases"])
-        out.append(f"- {Path(d['submission']).name}: harness / GPU MODE loop per shape: {ratios} "
-                   f"(all within 10%: {d['all_within_10pct']})")
-    return out
+def crosscheck(results: Path) -> list[dict]:
+    return [d for d in (_load(p) for p in sorted(results.glob("h200_crosscheck_*.json"))) if d]
 
 
-def timing(doc) -> list[str]:
-    out = []
+def crosscheck_lines(docs) -> list[str]:
+    return [f"- {Path(d['submission']).name}: harness / GPU MODE loop per shape: "
+            + ", ".join(_f(c["ratio"], 3) for c in d["cases"]) + f" (all within 10%: {d['all_within_10pct']})"
+            for d in docs]
+
+
+def timing_rows(doc) -> list[dict]:
+    """Per measured thing: the largest |kernel-only - profiler kernel sum| and |... - profiler window|."""
     rows = doc.get("submissions", []) + doc.get("matmul_reference", [])
     within = [r for r in rows if r.get("kernel_only_vs_profiler_pct") is not None]
+    out = []
     for what in sorted({r["what"] for r in within}):
         mine = [r for r in within if r["what"] == what]
-        devs = [abs(r["kernel_only_vs_profiler_pct"]) for r in mine]
         kernels = [r["profiler_kernels_per_call"] for r in mine if r.get("profiler_kernels_per_call")]
         windows = [abs(100 * (r["kernel_only_ns"] - r["profiler_window_ns"]) / r["profiler_window_ns"])
                    for r in mine if r.get("profiler_window_ns")]
-        out.append(f"- kernel-only vs profiler kernel sum, {what}: max |deviation| {_f(max(devs), 1)}%"
-                   + (f" ({_f(min(kernels), 0)}-{_f(max(kernels), 0)} kernels per call)" if kernels else "")
-                   + f", over {len(devs)} shapes"
-                   + (f"; vs the profiler's window of the same graphs: {_f(max(windows), 1)}%" if windows else ""))
+        out.append({"what": what, "shapes": len(mine), "kernels": kernels, "windows": windows,
+                    "max_dev": max(abs(r["kernel_only_vs_profiler_pct"]) for r in mine)})
+    return out
+
+
+def timing_lines(doc) -> list[str]:
+    out = [f"- kernel-only vs profiler kernel sum, {t['what']}: max |deviation| {_f(t['max_dev'], 1)}%"
+           + (f" ({_f(min(t['kernels']), 0)}-{_f(max(t['kernels']), 0)} kernels per call)" if t["kernels"] else "")
+           + f", over {t['shapes']} shapes"
+           + (f"; vs the profiler's window of the same graphs: {_f(max(t['windows']), 1)}%" if t["windows"] else "")
+           for t in timing_rows(doc)]
     rep = doc.get("repeatability") or {}
     if rep.get("scores_us"):
         out.append(f"- {len(rep['scores_us'])} leaderboard runs of {rep.get('submission')}: scores "
@@ -86,20 +128,27 @@ def dispatch_gaps(doc) -> list[str]:
     if not rows:
         return []
     excess = [(r["gated_kernel_only_ns"] - r["cupti_sum_ns"]) / r["kernels_per_call"] for r in rows]
-    gaps = sorted(g for r in rows for g in r.get("cupti_gaps_first_block_ns", []))
+    gaps = [g for r in rows for g in r.get("cupti_gaps_first_block_ns", [])]
     names = ", ".join(r["name"].split(" {")[0] for r in rows)
     return [(f"- {len(rows)} calls ({names}): the graph window exceeds CUPTI's kernel sum by "
-             f"{_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI sees {_f(gaps[0], 0)}-"
-             f"{_f(gaps[-1], 0)} ns (median {_f(gaps[len(gaps) // 2], 0)}) before each kernel")]
+             f"{_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI sees {_f(min(gaps), 0)}-"
+             f"{_f(max(gaps), 0)} ns (median {_f(statistics.median(gaps), 0)}) before each kernel")]
 
 
-def ranked_runs(results: Path) -> list[str]:
+def ranked(results: Path) -> list[dict]:
     """The ranked runs with the device-clock check (h200_runs/*.leaderboard_clock.json, RunResult JSON)."""
+    return [d for d in (_load(p) for p in sorted(results.glob("h200_runs/*.leaderboard_clock.json"))) if d]
+
+
+def _clock_excess_ns(run) -> list[float]:
+    return [c["extra"]["device_clock_excess_ns"] for c in run["cases"]
+            if c["kind"] == "leaderboard" and c.get("extra", {}).get("device_clock_excess_ns") is not None]
+
+
+def ranked_lines(runs) -> list[str]:
     out = []
-    for path in sorted(results.glob("h200_runs/*.leaderboard_clock.json")):
-        d = _load(path)
-        excess = [c["extra"]["device_clock_excess_ns"] for c in d["cases"]
-                  if c["kind"] == "leaderboard" and c.get("extra", {}).get("device_clock_excess_ns") is not None]
+    for d in runs:
+        excess = _clock_excess_ns(d)
         out.append(f"- {d['submission']['name']} on {d['task']} ({d['started_at'][:10]}): {d['verdict'].upper()}, "
                    f"score {_f(d['score_us'], 3)} us, wall {_f(d['wall_s'], 1)} s, "
                    f"of which input generation {_f(d['phases_s'].get('generate'), 1)} s in the parent and "
@@ -110,54 +159,154 @@ def ranked_runs(results: Path) -> list[str]:
     return out
 
 
-def gpu_tests(path: Path) -> list[str]:
-    import xml.etree.ElementTree as ET
+def gpu_tests(path: Path) -> dict | None:
     try:
         suite = ET.parse(path).getroot().find("testsuite")
     except (OSError, ET.ParseError):
-        return []
-    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
-    return [f"GPU tests ({path.name}, {suite.get('timestamp', '?')[:10]}): {int(suite.get('tests', 0)) - len(failed)} "
-            f"passed, {len(failed)} failed" + (": " + ", ".join(failed) if failed else "")]
+        return None
+    failed = [c.get("name") for c in suite.iter("testcase")
+              if c.find("failure") is not None or c.find("error") is not None]
+    return {"file": path.name, "date": suite.get("timestamp", "?")[:10], "failed": failed,
+            "passed": int(suite.get("tests", 0)) - len(failed)}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", default=str(Path(__file__).resolve().parents[1] / "results"))
-    args = ap.parse_args(argv)
-    r = Path(args.results)
+def gpu_test_line(t: dict) -> str:
+    return (f"GPU tests ({t['file']}, {t['date']}): {t['passed']} passed, {len(t['failed'])} failed"
+            + (": " + ", ".join(t["failed"]) if t["failed"] else ""))
+
+
+def defense_line(d) -> str:
+    return (f"Defense overhead (scripts/validation/defense_overhead.py): score with defenses on / off = "
+            f"{_f(d['ratio_on_over_off'], 3)} over {d['runs_each']} runs each (within 5%: {d['within_5_percent']})")
+
+
+# ---------------------------------------------------------------- the two forms
+
+def long_form(r: Path) -> str:
     lines = []
-    peaks = _load(r / "device_peaks.json")
+    peaks = _load(PEAKS)
     if peaks:
-        for key, row in peaks["devices"].items():
-            lines.append(f"Measured peaks, {key} ({row['date'][:10]}): copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
-                         + ", ".join(f"{k} {_f(v / 1e12, 0)} TFLOP/s" for k, v in row["matrix_flops_per_s"].items())
-                         + f", launch floor {_f(row['launch_floor_ns'] / 1e3)} us, per-call overhead of a tiny "
-                         f"torch op {_f(row.get('per_call_overhead_ns', float('nan')) / 1e3)} us")
-        lines.append("")
+        lines += peaks_lines(peaks) + [""]
     ex = _load(r / "h200_examples.json")
     if ex:
         lines += examples(ex) + [""]
     cc = crosscheck(r)
     if cc:
-        lines += ["Protocol cross-check (scripts/crosscheck_protocol.py):"] + cc + [""]
+        lines += ["Protocol cross-check (scripts/validation/crosscheck_protocol.py):"] + crosscheck_lines(cc) + [""]
     tm = _load(r / "h200_timing.json")
     if tm:
-        lines += ["Timing validation (scripts/validate_timing.py):"] + timing(tm) + [""]
+        lines += ["Timing validation (scripts/validation/validate_timing.py):"] + timing_lines(tm) + [""]
     gg = _load(r / "h200_graph_gaps.json")
     if gg:
-        lines += [f"Dispatch gaps (scripts/dev_graph_gaps.py, {gg.get('date', '?')[:10]}):"] + dispatch_gaps(gg) + [""]
-    rr = ranked_runs(r)
+        lines += [f"Dispatch gaps (scripts/dev_graph_gaps.py, a development probe since removed; "
+                  f"{gg.get('date', '?')[:10]}):"] + dispatch_gaps(gg) + [""]
+    rr = ranked(r)
     if rr:
-        lines += ["Ranked runs (`python -m harness run --mode leaderboard`, device-clock check on):"] + rr + [""]
-    for xml in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"):
-        lines += gpu_tests(r / xml)
+        lines += ["Ranked runs (`python -m harness run --mode leaderboard`, device-clock check on):"]
+        lines += ranked_lines(rr) + [""]
+    lines += [gpu_test_line(t) for t in (gpu_tests(r / x) for x in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"))
+              if t]
     dov = _load(r / "h200_defense_overhead.json")
     if dov:
-        lines.append(f"Defense overhead (scripts/defense_overhead.py): score with defenses on / off = "
-                     f"{_f(dov['ratio_on_over_off'], 3)} over {dov['runs_each']} runs each (within 5%: "
-                     f"{dov['within_5_percent']})")
-    print("\n".join(lines))
+        lines.append(defense_line(dov))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _example_rows(doc) -> list[list[str]]:
+    rows = []
+    for task, entries in doc["tasks"].items():
+        baseline = [c.get("baseline_us") for c in entries[0]["benchmarks"]] if entries else []
+        base = _f(_geomean(baseline)) if baseline and all(b is not None for b in baseline) else "-"
+        for e in entries:
+            rows.append([task, e["submission"], e["verdict"], _f(e["score_us"]),
+                         _range([c.get("percent_of_sol") for c in e["benchmarks"]], 1, "%"), base])
+    return rows
+
+
+def _what_was_timed(devs) -> str:
+    cublas = sum("cuBLAS" in t["what"] for t in devs)
+    return f"{len(devs) - cublas} examples" + (" and cuBLAS" if cublas else "")
+
+
+def _check_rows(r: Path) -> list[list[str]]:
+    rows = []
+    cc = crosscheck(r)
+    if cc:
+        ratios = [c["ratio"] for d in cc for c in d["cases"]]
+        rows.append(["harness / GPU MODE's own loop (" + ", ".join(Path(d["submission"]).stem for d in cc) + ")", f"{_range(ratios, 3)}; all within 10%: {all(d['all_within_10pct'] for d in cc)}",
+                     "h200_crosscheck_*.json"])
+    tm = _load(r / "h200_timing.json")
+    if tm:
+        devs = timing_rows(tm)
+        if devs:
+            rows.append(["kernel-only vs the profiler's kernel sum (max over shapes)",
+                         _range([t["max_dev"] for t in devs], 1, "%") + f" over {_what_was_timed(devs)}",
+                         "h200_timing.json"])
+        rep = tm.get("repeatability") or {}
+        if rep.get("scores_us"):
+            rows.append([f"score of {len(rep['scores_us'])} ranked runs of {rep.get('submission')}",
+                         f"{_range(rep['scores_us'])} us, CV {_f(rep.get('cv_pct'))}%", "h200_timing.json"])
+    rr = ranked(r)
+    if rr:
+        excess = [x for d in rr for x in _clock_excess_ns(d)]
+        passed = sum(d["verdict"] == "pass" for d in rr)
+        rows.append([f"ranked runs of {len(rr)} examples, device-clock check on", f"{passed} of {len(rr)} pass; "
+                     f"clock excess {_range([x / 1e3 for x in excess])} us per sample",
+                     "h200_runs/*.leaderboard_clock.json"])
+    for xml in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"):
+        t = gpu_tests(r / xml)
+        if t:
+            rows.append([f"GPU tests{' (security)' if 'security' in xml else ''}",
+                         f"{t['passed']} passed, {len(t['failed'])} failed", xml])
+    dov = _load(r / "h200_defense_overhead.json")
+    if dov:
+        rows.append(["score with the defenses on / off", f"{_f(dov['ratio_on_over_off'], 3)} (median of "
+                     f"{dov['runs_each']} each; within 5%: {dov['within_5_percent']})", "h200_defense_overhead.json"])
+    peaks = _load(PEAKS)
+    for key, row in (peaks or {}).get("devices", {}).items():
+        rows.append([f"measured peaks, {key}", f"copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
+                     + ", ".join(f"{k} {_f(v / 1e12, 0)}" for k, v in row["matrix_flops_per_s"].items())
+                     + f" TFLOP/s, launch {_f(row['launch_floor_ns'] / 1e3)} us", "harness/data/device_peaks.json"])
+    return rows
+
+
+def short_form(r: Path) -> str:
+    ex = _load(r / "h200_examples.json")
+    parts = []
+    if ex:
+        parts.append(f"Example submissions, {ex['device']['name']}, {ex.get('date', '?')[:10]}, mode {ex['mode']} "
+                     "(score: geometric mean over the benchmark shapes of the mean per call):\n\n"
+                     + format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
+                                   _example_rows(ex), "markdown", right=(3, 5)))
+    checks = _check_rows(r)
+    if checks:
+        parts.append(format_rows(["check", "result", "file"], checks, "markdown"))
+    return "\n".join(parts)
+
+
+def update(path: Path, text: str, form: str) -> None:
+    begin, end = f"<!-- results_summary {form}: begin -->", f"<!-- results_summary {form}: end -->"
+    doc = path.read_text()
+    pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.S)
+    if not pattern.search(doc):
+        raise SystemExit(f"{path} has no '{begin}' ... '{end}' block to replace")
+    path.write_text(pattern.sub(lambda _: f"{begin}\n{text}{end}", doc))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=str(ROOT / "results"), help="the results folder (default: results/)")
+    ap.add_argument("--long", action="store_true", help="every figure (results/README.md's summary)")
+    ap.add_argument("--update", action="store_true",
+                    help="rewrite the generated blocks of README.md (short) and results/README.md (long)")
+    args = ap.parse_args(argv)
+    r = Path(args.results)
+    if args.update:
+        for form, path in BLOCKS.items():
+            update(path, short_form(r) if form == "short" else long_form(r), form)
+            print(f"updated the {form} summary in {path}", file=sys.stderr)
+        return 0
+    print(long_form(r) if args.long else short_form(r), end="")
     return 0
 
 

@@ -153,7 +153,7 @@ def _mxfp4_mm_kernel(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, DS, num_warps, num_stages[, PRE_A]) per (M, N, K); a fallback picks by rule.
-# Tuned on the H200 (per-call protocol): the benchmark shapes by scripts/tune_examples.py
+# Tuned on the H200 (per-call protocol): the benchmark shapes by scripts/validation/tune_examples.py
 # (results/h200_tuning_mxfp4.json), the test shapes by an earlier sweep.
 CONFIGS = {
     (4, 2880, 512): (128, 16, 128, 2, 1, 4, 3, 1),

@@ -136,7 +136,7 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
-# The benchmark shapes, by scripts/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
+# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
     (128, 4096, 7168): (128, 128, 128, 4, 8, 3, 1),

@@ -93,7 +93,8 @@ def test_host_bound_is_said_when_the_gpu_waited_for_the_host():
     """triton_nvfp4 at k=2048 on the H200: 32 us of kernel-only time per call, batched samples of
     35-59 us: the host's launch of 50 calls outlasts the GPU's work once the gate's cap is spent."""
     from harness.analysis.plausibility import host_bound_warnings, unhidden_host_ns
-    assert unhidden_host_ns([45e3, 47e3, None]) == 47e3
+    assert unhidden_host_ns([45e3, 47e3, None]) == 46e3          # the median of the two measured
+    assert unhidden_host_ns([45e3, 47e3, 52e3, None]) == 47e3
     assert unhidden_host_ns([45e3, None, None]) is None          # measured on too few samples
     assert "host-bound" in host_bound_warnings(47e3, 32e3)[0]
     assert host_bound_warnings(20e3, 32e3) == []                 # the GPU was the slower one

@@ -1,4 +1,5 @@
-"""reference numerics vs an independent, slow, per-value implementation of TASKS.md sections 1-2."""
+"""fp4_reference numerics vs an independent, slow, per-value implementation of the FP4 formats and the MXFP4
+quantization as fp4_reference/fp4.py and mxfp4.py state them (docs/tasks/mxfp4_mm.md)."""
 import math
 import struct
 

@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import statistics
+
 from harness.results import Stats
 
 ESCAPE_MIN_NS = 20e3          # wall-minus-event beyond the calibrated gap that always counts as escaped work
@@ -32,7 +34,7 @@ def device_clock_excess_ns(stats: Stats, windows_ns, held, window_gap_ns: dict,
               if w is not None and window_gap_ns.get("held" if h else "opened") is not None]
     if len(excess) * 2 <= len(stats.samples_ns):
         return None
-    return sorted(excess)[len(excess) // 2]
+    return statistics.median(excess)
 
 
 def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool,
@@ -53,8 +55,8 @@ def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, g
             return (f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
                     "the events were re-recorded or moved, not the work timed")
     if gpu and walls_ns:
-        gaps = sorted(w - s for w, s in zip(walls_ns, stats.samples_ns))
-        escaped = gaps[len(gaps) // 2] - gap_ns / inputs_per_sample
+        escaped = (statistics.median(w - s for w, s in zip(walls_ns, stats.samples_ns))
+                   - gap_ns / inputs_per_sample)
         if escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
             return (f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
                     "normal gap: work escaped the timed region (another stream or thread)")
@@ -93,8 +95,8 @@ def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
 def unhidden_host_ns(per_sample) -> float | None:
     """Median over the samples of the host's launch time that the launch gate did not hide (all of it
     without a gate), per input; None when measured on half the samples or fewer (on the CPU: never)."""
-    measured = sorted(u for u in per_sample if u is not None)
-    return measured[len(measured) // 2] if measured and len(measured) * 2 > len(per_sample) else None
+    measured = [u for u in per_sample if u is not None]
+    return statistics.median(measured) if measured and len(measured) * 2 > len(per_sample) else None
 
 
 def host_bound_warnings(unhidden_ns: float | None, kernel_only_ns: float | None) -> list[str]:

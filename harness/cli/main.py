@@ -28,6 +28,9 @@ COMMANDS = {
                 "compare two stored submissions: speed-up per shape and overall, with its uncertainty"),
     "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
     "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),
+    "measure-peaks": ("harness.cli.measure_peaks",
+                      "measure this GPU's bandwidth, matrix rates and launch floor for the speed of light "
+                      "(stored in the user data folder)"),
 }
 
 # every exit code, by number; a command module's EXIT_CODES lists the ones it can return

@@ -47,3 +47,21 @@ def _auto_filters(kernelguard, rule: str) -> bool:
 
 def scan_file(path) -> tuple[list[dict], bool]:
     return scan_source(Path(path).read_text(errors="replace"))
+
+
+def prescan(path, policy: str, warnings: list) -> tuple[list[dict], str | None]:
+    """The static scan before a ranked run: (findings, the rejection message when ``policy`` is
+    "reject" and kernelguard would filter the submission, else None). Findings become warnings; a
+    missing kernelguard is a warning too."""
+    try:
+        findings, hacked = scan_file(path)
+    except ScanUnavailable as exc:
+        warnings.append(str(exc))
+        return [], None
+    for f in findings:
+        warnings.append(f"static scan: {f['rule']} ({f['severity']}): {f['message']}")
+    if hacked and policy == "reject":
+        rules = ", ".join(sorted({f["rule"] for f in findings if f.get("blocking")}))
+        return findings, (f"rejected by the static scan before running (--scan-policy reject): {rules}; "
+                          "see the findings")
+    return findings, None

@@ -195,4 +195,4 @@ class Sampler:
             if self._stamp is None:
                 break                   # no device clock (no gate): a second round would add nothing
         self._closing_cap = None
-        return float(sorted(gaps)[len(gaps) // 2])
+        return float(statistics.median(gaps))

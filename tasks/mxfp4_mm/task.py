@@ -1,6 +1,6 @@
 """mxfp4_mm (AMD Developer Challenge, Feb 2026): C = dequant(mxfp4(A)) @ dequant(B_q)^T in bf16.
 
-Contract: TASKS.md section 4. Input tuple ``(A, B, B_q, B_shuffle, B_scale_sh)``.
+Contract: the description in task.yml beside this file (docs/tasks/mxfp4_mm.md). Input tuple ``(A, B, B_q, B_shuffle, B_scale_sh)``.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """nvfp4_gemm (NVIDIA Blackwell NVFP4 hackathon, 2025): C[:,:,l] = dequant(a) @ dequant(b)^T in fp16.
 
-Contract: TASKS.md section 5. Input tuple ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``.
+Contract: the description in task.yml beside this file (docs/tasks/nvfp4_gemm.md). Input tuple ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def _scales(rows: int, k: int, l: int, dev, gen) -> torch.Tensor:
 
 
 def generate_input(m: int, n: int, k: int, l: int, seed: int, device=None):
-    """``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)`` with the strided [.., L] views of TASKS.md.
+    """``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)`` as strided [.., L] views (memory order
+    (L, rows, K/2), as task.yml describes).
 
     Draws a, b, c, sfa, sfb in that order from a private ``torch.Generator`` seeded with ``seed``.
     """

@@ -2,14 +2,15 @@
 # The H200 validation, in stages that each fit one device call (run from the repository root).
 # Every number lands in results/ (written by the scripts, never typed in) and, on the device tool,
 # in $OUT/results-<stage>.tar. Each step has its own time limit, so one stuck step cannot eat the call.
-#   bash scripts/h200_validation.sh a   # examples + leaderboard table, protocol cross-check, all modes
-#   bash scripts/h200_validation.sh b   # timing trust (kernel-only, repeatability, wall time), defense overhead
-#   bash scripts/h200_validation.sh checks  # GPU tests (JUnit XML)
-#   bash scripts/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
+#   bash scripts/validation/h200_validation.sh a   # examples + leaderboard table, protocol cross-check, all modes
+#   bash scripts/validation/h200_validation.sh b   # timing trust (kernel-only, repeatability, wall time), defense overhead
+#   bash scripts/validation/h200_validation.sh checks  # GPU tests (JUnit XML)
+#   bash scripts/validation/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
 #                       # check (mxfp4: the gate holds; nvfp4: its short cap opens it by itself); the
 #                       # examples named after the stage only (default: all three)
-# (results/device_peaks.json and results/h200_reference.json come from scripts/measure_peaks.py and
-#  scripts/validate_reference_gpu.py, run on their own.)
+# (harness/data/device_peaks.json and results/h200_reference.json come from
+#  'python -m harness measure-peaks --out harness/data/device_peaks.json' and
+#  scripts/validation/validate_reference_gpu.py, run on their own.)
 set -u
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -29,8 +30,8 @@ step() {
 
 if [ "$stage" = smoke ]; then   # a few minutes: the launch gate and one example per task
   step "launch gate"
-  timeout 60 $PY -c "import torch; from harness import timing; from harness.device import device_info as d; \
-s = timing.Sampler(torch.device('cuda'), d(torch.device('cuda')).l2_bytes, 64 << 30); print(s.method)"
+  timeout 60 $PY -c "import torch; from harness.worker.sampler import Sampler; from harness.engine.device import device_info as d; \
+s = Sampler(torch.device('cuda'), d(torch.device('cuda')).l2_bytes, 64 << 30); print(s.method)"
   step "GPU gate tests"
   timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_timing_trust.py tests/adversarial \
     -k "gate or side_stream or rerecording" 2>&1 | tail -15
@@ -46,7 +47,7 @@ if [ "$stage" = a ]; then
     --runs-dir $RUNS >/dev/null
   for s in torch_mxfp4 triton_mxfp4; do
     step "$s cross-check"
-    timeout 60 $PY scripts/crosscheck_protocol.py submissions/$s.py --harness-json $RUNS/$s.json \
+    timeout 60 $PY scripts/validation/crosscheck_protocol.py submissions/$s.py --harness-json $RUNS/$s.json \
       --out $R/h200_crosscheck_$s.json
     for mode in leaderboard profile; do
       step "$s $mode"
@@ -73,8 +74,8 @@ if [ "$stage" = ranked ]; then
   done
 fi
 if [ "$stage" = b ]; then
-  step timing;   timeout 400 $PY scripts/validate_timing.py --out $R/h200_timing.json
-  step defenses; timeout 150 $PY scripts/defense_overhead.py --out $R/h200_defense_overhead.json -n 3 --max-repeats 30
+  step timing;   timeout 400 $PY scripts/validation/validate_timing.py --out $R/h200_timing.json
+  step defenses; timeout 150 $PY scripts/validation/defense_overhead.py --out $R/h200_defense_overhead.json -n 3 --max-repeats 30
 fi
 step done   # saves everything
 exit 0

@@ -9,7 +9,7 @@ behind it. The harness's figures come from the JSON of
 ``python -m harness run FILE --task mxfp4_mm --mode benchmark --json J``. The two must agree within
 10% per shape.
 
-    python scripts/crosscheck_protocol.py submissions/triton_mxfp4.py --harness-json J --out results/x.json
+    python scripts/validation/crosscheck_protocol.py submissions/triton_mxfp4.py --harness-json J --out results/x.json
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.engine.device import device_info  # noqa: E402
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
                      "ratio": ours / theirs, "within_10pct": abs(ours / theirs - 1) <= 0.10})
         print(f"{case.spec}: harness {ours / 1e3:.2f} us, GPU MODE loop {theirs / 1e3:.2f} us, "
               f"ratio {ours / theirs:.3f}", file=sys.stderr)
-    doc = {"script": "scripts/crosscheck_protocol.py", "submission": args.submission, "task": result.task,
+    doc = {"script": "scripts/validation/crosscheck_protocol.py", "submission": args.submission, "task": result.task,
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": info.__dict__,
            "repeats": args.repeats, "clear_bytes": clear_bytes,
            "harness_timing_method": result.timing_method, "cases": rows, "all_within_10pct": all(r["within_10pct"] for r in rows)}

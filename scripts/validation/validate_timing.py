@@ -9,8 +9,8 @@
     bootstrap intervals and the coefficient of variation of the score;
 (c) the wall time of a full leaderboard run of mxfp4_mm with a cold Triton cache and a warm one.
 
-    python scripts/validate_timing.py --out results/h200_timing.json          # on the GPU, < ~4 min
-    python scripts/validate_timing.py --quick --out /tmp/timing_cpu.json       # CPU: small fixtures
+    python scripts/validation/validate_timing.py --out results/h200_timing.json          # on the GPU, < ~4 min
+    python scripts/validation/validate_timing.py --quick --out /tmp/timing_cpu.json       # CPU: small fixtures
 
 Every GPU-only figure that cannot be had is null with a note; a failing step becomes a note in the
 file, never a crash. The file is rewritten after each section.
@@ -29,7 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -247,7 +247,7 @@ def main(argv=None) -> int:
     else:
         mx, nv = "mxfp4_mm", "nvfp4_gemm"
     repeats_a, repeats_b = (30, 50) if gpu else (3, 3)
-    results = {"script": "scripts/validate_timing.py", "argv": sys.argv[1:] if argv is None else list(argv),
+    results = {"script": "scripts/validation/validate_timing.py", "argv": sys.argv[1:] if argv is None else list(argv),
                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                "device": dataclasses.asdict(device_info(device)), "versions": _versions(), "quick": args.quick,
                "notes": [] if gpu else ["CPU run: every GPU-only figure (kernel-only, profiler kernel sum, "

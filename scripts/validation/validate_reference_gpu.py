@@ -5,7 +5,7 @@
 2. One reference check (generate excluded: reference + check_implementation) of the largest shape of
    each task costs under 5 ms on this GPU.
 
-    python scripts/validate_reference_gpu.py --out results/h200_reference.json
+    python scripts/validation/validate_reference_gpu.py --out results/h200_reference.json
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from harness.engine.device import device_info  # noqa: E402
 from fp4_reference import quantize_mxfp4, unshuffle_scales_e8m0  # noqa: E402
 from tasks import load_task  # noqa: E402
@@ -96,7 +96,7 @@ def main() -> int:
         timings[name] = {"case": largest, "reference_and_check_ms": ms, "under_5_ms": ms < 5.0}
         print(f"{name} largest {largest}: reference+check {ms:.3f} ms", file=sys.stderr)
     info = device_info(device)
-    doc = {"script": "scripts/validate_reference_gpu.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(
+    doc = {"script": "scripts/validation/validate_reference_gpu.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), "device": info.__dict__, "dot_scaled_agreement": rows, "check_cost": timings,
         "all_ok": all_ok and all(t["under_5_ms"] for t in timings.values())}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

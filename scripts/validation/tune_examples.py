@@ -7,7 +7,7 @@ it with the harness's sampler in the task's protocol (per call, or 10 distinct i
 nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The best config per
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
-    python scripts/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20]
+    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20]
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.worker.sampler import Sampler  # noqa: E402
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     for task in sorted({t for t, _ in winners}):
         meds = [r["median_ns"] / 1e3 for (t, _), r in winners.items() if t == task]
         print(f"{task}: geomean of the best per shape {math.exp(sum(map(math.log, meds)) / len(meds)):.2f} us")
-    doc = {"script": "scripts/tune_examples.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    doc = {"script": "scripts/validation/tune_examples.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "device": device_info(device).__dict__, "samples": args.samples,
            "rows": rows, "best": [r for _, r in sorted(winners.items())]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

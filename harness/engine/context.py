@@ -1,0 +1,69 @@
+"""What every part of one run shares: the task, the mode, the options, the device, where progress and
+warnings go, and the wall time of each phase. Made once by :class:`harness.engine.run.Run`."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from harness.engine.modes import Mode
+from harness.engine.options import RunOptions
+from harness.results import DeviceInfo
+
+
+class Phases:
+    """Where the run's wall time went: seconds per named phase (``RunResult.phases_s``)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def measure(self, name: str):
+        """Adds the wall time of the block to ``seconds[name]``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+
+@dataclass
+class RunContext:
+    task: object
+    mode: Mode
+    opt: RunOptions
+    device: torch.device
+    info: DeviceInfo
+    progress: Callable[[str], None]
+    warnings: list[str] = field(default_factory=list)
+    phases: Phases = field(default_factory=Phases)
+    gated: bool = False          # per-call samples hide launch time behind the launch gate (import reply)
+
+    @property
+    def gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def ranked(self) -> bool:
+        """Ranked timing: secret inputs, fresh for every timed call, every timed output checked, integrity
+        rejections. --no-defenses (measurement only) times a leaderboard run like a benchmark run."""
+        return self.mode.ranked and self.opt.defenses
+
+    @property
+    def timed_kind(self) -> str:
+        """The kind of a timed case in this run's result."""
+        return "leaderboard" if self.ranked else "benchmark"
+
+    def deadline(self, seconds: float) -> float:
+        return time.monotonic() + seconds * self.opt.timeout_scale
+
+    def case_spec(self, case: dict) -> dict:
+        """A case as run: its own public seed, or the one --seed gives every case."""
+        return dict(case, seed=self.opt.seed) if self.opt.seed is not None else dict(case)
+
+
+def fmt_spec(spec: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in spec.items())

@@ -1,0 +1,47 @@
+"""The run's inputs: seeds (the public seed, or in ranked runs derived from the secret), the parent's
+own copy of each input, and the worker's copy, generated in the worker from the same seed and proved
+equal by fingerprints."""
+from __future__ import annotations
+
+from harness import protocol
+from harness.engine.context import RunContext, fmt_spec
+from harness.engine.seeds import derive_seed
+from harness.engine.session import _DIFFERENT_INPUTS, WorkerSession
+from harness.engine.supervisor import WorkerFailure
+from harness.results import ERROR
+
+WARMUP_INDEX = 1 << 40          # leaderboard warm-up inputs use seeds no timed input uses
+
+
+class Inputs:
+    def __init__(self, ctx: RunContext, session: WorkerSession):
+        self.ctx, self.session = ctx, session
+
+    def generate(self, spec: dict, index: int, count: int, fresh: bool | None = None):
+        """``count`` inputs from index ``index`` on, as (their specs with seeds, the inputs): seeds derived
+        from the secret in ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
+        fresh = self.ctx.ranked if fresh is None else fresh
+        specs = [dict(spec, seed=derive_seed(self.ctx.opt.secret, spec["seed"], index + j) if fresh
+                      else spec["seed"] + 42 * (index + j)) for j in range(count)]
+        with self.ctx.phases.measure("generate"):
+            return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
+
+    def place(self, specs: list, privates: list, deadline: float, keep: int = 0) -> list:
+        """Has the worker generate its own copies of ``privates`` from their ``specs`` (the parent keeps
+        the originals for checking) and returns the slot numbers that later messages name them by; the
+        worker's first ``keep`` slots stay. The copies must match the originals' fingerprints."""
+        theirs = self.session.generate(specs, deadline, keep)
+        with self.ctx.phases.measure("generate"):
+            mine = [protocol.input_fingerprint(d) for d in privates]
+        if theirs != mine:
+            raise WorkerFailure(ERROR, _DIFFERENT_INPUTS)
+        return list(range(keep, keep + len(privates)))
+
+    def one(self, what: str, i: int, cases: list, deadline: float):
+        """Case ``i`` of ``cases``: its spec, a progress label, the parent's input and the worker's slot."""
+        spec = self.ctx.case_spec(cases[i])
+        label = f"{what} {i + 1}/{len(cases)} {fmt_spec(spec)}"
+        self.ctx.progress(label)
+        [spec], [data] = self.generate(spec, 0, 1, fresh=False)
+        [item] = self.place([spec], [data], deadline)
+        return spec, label, data, item

@@ -1,0 +1,44 @@
+"""What a benchmark case's samples say once timing is done: statistics, speed of light, and the
+plausibility checks (too fast to be true, a tampered clock, noise), which reject in ranked runs."""
+from __future__ import annotations
+
+from harness.analysis import peaks, plausibility, sol
+from harness.engine.context import RunContext
+from harness.engine.session import WorkerSession
+from harness.results import PASS, REJECTED, CaseResult, Stats
+
+
+class TimingJudge:
+    def __init__(self, ctx: RunContext, session: WorkerSession):
+        self.ctx, self.session = ctx, session
+        self.measured_peaks = sol.load_measured()
+        fallback = peaks.missing_measured_warning(ctx.info.kind, ctx.info.name, self.measured_peaks)
+        if fallback:
+            ctx.warnings.append(fallback)
+
+    def finish(self, result: CaseResult, samples, series: dict, batch: int) -> CaseResult:
+        """``samples``: per input; ``series``: the timing replies' lists (``protocol.TIMING_SERIES``),
+        whose walls and windows the plausibility checks read; ``batch``: inputs per sample."""
+        if not samples:
+            return result
+        ctx, task, info = self.ctx, self.ctx.task, self.ctx.info
+        stats = result.stats = Stats.from_samples(samples)
+        nbytes, flops = task.case_bytes(result.spec), task.case_flops(result.spec)
+        result.sol = sol.speed_of_light(info.kind, info.name, nbytes, flops, stats.mean, self.measured_peaks)
+        if result.verdict != PASS:
+            return result
+        window_gap_ns = self.session.window_gap_ns
+        if ctx.gpu:
+            result.extra["device_clock_excess_ns"] = plausibility.device_clock_excess_ns(
+                stats, series["window_ns"], series["gate_held"], window_gap_ns, batch)
+        reason = plausibility.implausible(stats, series["wall_ns"], self.session.gap_ns,
+                                          sol.physical_floor_ns(info.name, nbytes, flops), ctx.gpu,
+                                          series["window_ns"], series["gate_held"], window_gap_ns, batch)
+        if reason and ctx.ranked:
+            result.verdict, result.message = REJECTED, reason
+            return result
+        if reason:
+            result.warnings.append(reason)
+        strict = task.timing_protocol == "per_call" and not ctx.gated
+        result.warnings += plausibility.noise_warnings(stats, ctx.gpu, strict)
+        return result

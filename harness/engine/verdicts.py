@@ -1,0 +1,82 @@
+"""Which cases a mode runs, how a case and a run end, and the run's score."""
+from __future__ import annotations
+
+from harness.analysis.ranking import RankRule, ShapeTime
+from harness.analysis.ranking import score as rank_score
+from harness.engine.modes import Mode
+from harness.results import ERROR, NOT_RUN, PASS, REJECTED, CaseResult, Stats, shape_label, worst_verdict
+
+
+def planned_cases(task, mode: Mode, ranked: bool) -> list[tuple[str, dict]]:
+    """(kind, case) of every case the mode runs, in order: tests, then the benchmark shapes (timed, or
+    profiled in the profile mode); timed cases are of kind "leaderboard" in ranked runs."""
+    tests = [("test", c) for c in task.tests] if mode.runs_tests else []
+    timed = mode.runs_benchmarks or mode is Mode.PROFILE
+    kind = "leaderboard" if ranked else "benchmark"
+    return tests + ([(kind, c) for c in task.benchmarks] if timed else [])
+
+
+def first_timeout(task, mode: Mode, ranked: bool) -> float:
+    """Seconds for the part of the run that starts with the import. A leaderboard run without defenses
+    (measurement only) has the test timeout, like test+benchmark."""
+    return (mode if ranked or not mode.ranked else Mode.TEST_BENCHMARK).first_timeout(task)
+
+
+def not_run_cases(planned, done: list[CaseResult], case_spec) -> list[CaseResult]:
+    """The planned cases after ``done``, as NOT_RUN (none when the import failed: nothing could run)."""
+    if done and done[0].kind == "import":
+        return []
+    return [CaseResult(kind, case_spec(case), NOT_RUN, "not run: an earlier case ended the run")
+            for kind, case in planned[len(done):]]
+
+
+def running_case(planned, done: list[CaseResult], case_spec) -> tuple[str, dict]:
+    """(kind, spec) of the case that was running when the worker failed."""
+    if len(done) < len(planned):
+        kind, case = planned[len(done)]
+        return kind, case_spec(case)
+    return "run", {}
+
+
+def tracebacks(header: dict) -> dict:
+    """A failed reply's tracebacks: the submission's own frames, and every frame (shown with --verbose)."""
+    return {"traceback": header.get("traceback", ""), "traceback_full": header.get("traceback_full", "")}
+
+
+def end_case(result: CaseResult, header: dict, reason: str | None, samples=()) -> CaseResult:
+    """A case the worker's reply ended: rejected for ``reason``, else the submission's error."""
+    if reason:
+        result.verdict, result.message = REJECTED, reason
+    else:
+        result.verdict, result.message = ERROR, header.get("error", "?")
+        result.extra.update(tracebacks(header))
+    if samples:
+        result.stats = Stats.from_samples(samples)
+    return result
+
+
+def run_verdict(cases: list[CaseResult]) -> str:
+    """The worst verdict of the cases that ran; ERROR when none ran, or a PASS with cases not run."""
+    ran = [c.verdict for c in cases if c.verdict != NOT_RUN]
+    verdict = worst_verdict(ran) if ran else ERROR
+    if any(c.verdict == NOT_RUN for c in cases) and verdict == PASS:
+        verdict = ERROR
+    return verdict
+
+
+def summary(cases) -> str:
+    counts = {}
+    for c in cases:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    first_bad = next((c for c in cases if c.verdict not in (PASS, NOT_RUN)), None)
+    text = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return f"{text}; first problem: {first_bad.message}" if first_bad else text
+
+
+def score(task, cases) -> float | None:
+    """The task's ranking rule over benchmark means, in microseconds; None unless every case passed."""
+    bench = [c for c in cases if c.kind in ("benchmark", "leaderboard")]
+    if not bench or any(c.verdict != PASS for c in cases) or any(c.stats is None for c in bench):
+        return None
+    shapes = [ShapeTime(shape_label(c.spec), c.stats.mean / 1e3, c.stats.stderr / 1e3) for c in bench]
+    return rank_score(shapes, RankRule(task.ranking_by)).value_us

@@ -1,0 +1,2 @@
+"""The nvfp4_gemm task: its spec (task.yml), generator, reference and check (task.py). A package so that
+the import-linter contracts in pyproject.toml see task.py; the harness loads task.py by path."""
