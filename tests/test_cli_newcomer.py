@@ -60,6 +60,22 @@ def test_cpu_estimate_names_the_small_copy():
     note = long_cpu_run_note(load_task("mxfp4_mm"), "test+benchmark")
     assert note and "roughly" in note and "--task mxfp4_mm:small" in note
     assert long_cpu_run_note(load_task("mxfp4_mm:small"), "test+benchmark") is None
+    torch_only = long_cpu_run_note(load_task("mxfp4_mm"), "test+benchmark", files=[ROOT / "submissions/torch_mxfp4.py"])
+    triton = long_cpu_run_note(load_task("mxfp4_mm"), "test+benchmark", files=[ROOT / "submissions/triton_mxfp4.py"])
+    minutes = [int(n.split("roughly ")[1].split(" min")[0]) for n in (torch_only, triton)]
+    assert "interpreter" in triton and minutes[1] > 3 * minutes[0]
+
+
+def test_run_prints_the_cpu_note_before_the_run(capsys, monkeypatch):
+    import harness.engine.runner as runner
+
+    def refuse(*_a, **_k):
+        raise AssertionError("stop: the note must come before the run")
+    monkeypatch.setattr(runner, "run_submission", refuse)
+    main(["run", str(ROOT / "submissions" / "triton_mxfp4.py"), "--task", "mxfp4_mm", "--device", "cpu"])
+    err = capsys.readouterr().err     # the stand-in run's AssertionError ends as an internal error, after the note
+    note = err.index("note: on the CPU the mxfp4_mm shapes take roughly")
+    assert "--task mxfp4_mm:small" in err and note < err.index("stop: the note must come before the run")
 
 
 def test_cpu_noise_limits():

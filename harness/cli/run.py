@@ -79,7 +79,7 @@ def run(args) -> int:
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
-    note = cpu_note(args.task, args.mode, args.device, options)
+    note = cpu_note(args.task, args.mode, args.device, options, [args.file])
     if note:
         print(note, file=sys.stderr, flush=True)
     with deferred_termination() as received:
@@ -112,7 +112,7 @@ def run(args) -> int:
     return exit_code_for(result.verdict)
 
 
-def cpu_note(task_name: str, mode: str, device: str | None, options, files: int = 1) -> str | None:
+def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> str | None:
     """The one line that warns of a long CPU run (harness.engine.cpu_estimate), or None."""
     from harness.engine.cpu_estimate import long_cpu_run_note
     from harness.engine.device import select_device
@@ -122,6 +122,8 @@ def cpu_note(task_name: str, mode: str, device: str | None, options, files: int 
         on_cpu = select_device(device).type == "cpu"
     except Exception:  # noqa: BLE001 - a bad task or device is reported by the run itself
         return None
+    if callable(files):
+        files = files(task)
     return long_cpu_run_note(task, mode, options.max_repeats, options.max_time_s, files) if on_cpu else None
 
 

@@ -6,7 +6,7 @@ import sys
 from harness.api import RunOptions, run_folder
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import STORED_MODES
-from harness.errors import EXIT_INTERNAL, EXIT_OK
+from harness.errors import EXIT_INTERNAL, EXIT_OK, UsageError
 
 EXIT_CODES = {0: "every submission was run and stored, whatever their verdicts (see 'leaderboard', 'history')",
               2: "usage error: bad arguments, unknown task, missing folder, unwritable results store",
@@ -50,10 +50,14 @@ def run(args) -> int:
 
 
 def _say_cpu_note(args, options) -> None:
-    from pathlib import Path
-
     from harness.cli.run import cpu_note
-    files = len([p for p in Path(args.folder).glob("*.py") if not p.name.startswith("_")]) if Path(args.folder).is_dir() else 0
-    note = cpu_note(args.task, args.mode, args.device, options, files=max(files, 1))
+    from harness.engine.submission import discover
+
+    def files(task):
+        try:
+            return discover(args.folder, (task.name, task.compat_dir.parent.name), everything=args.all)[0]
+        except UsageError:
+            return []
+    note = cpu_note(args.task, args.mode, args.device, options, files)
     if note:
         print(note, file=sys.stderr, flush=True)

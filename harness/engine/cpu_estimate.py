@@ -9,7 +9,9 @@ enough to tell seconds from minutes. Torch-free.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 LONG_RUN_S = 60.0          # above this, say so before the run
 
@@ -49,15 +51,30 @@ def estimate_cpu_seconds(task, mode: str, max_repeats: int | None = None, max_ti
     return total
 
 
-def long_cpu_run_note(task, mode: str, max_repeats=None, max_time_s=None, files: int = 1) -> str | None:
-    """One line for stderr when the run will take long on the CPU, naming the small copy; else None."""
+# Triton kernels run under Triton's interpreter on the CPU: triton_mxfp4.py took 8 min on mxfp4_mm's
+# shapes where the plain-torch example took 1 min (same machine, test+benchmark).
+TRITON_FACTOR = 7.5
+_TRITON = re.compile(r"^\s*(?:import triton|from triton\b)", re.M)
+
+
+def uses_triton(path) -> bool:
+    try:
+        return bool(_TRITON.search(Path(path).read_text(encoding="utf-8", errors="replace")))
+    except OSError:
+        return False
+
+
+def long_cpu_run_note(task, mode: str, max_repeats=None, max_time_s=None, files=()) -> str | None:
+    """One line for stderr when running ``files`` (submission paths; none: one plain-torch file) on the
+    CPU will take long, naming the small copy; else None."""
     from tasks.registry import small_copy_name
-    seconds = files * estimate_cpu_seconds(task, mode, max_repeats, max_time_s)
+    one = estimate_cpu_seconds(task, mode, max_repeats, max_time_s)
+    triton = sum(uses_triton(f) for f in files)
+    seconds = one * (max(len(files), 1) - triton + TRITON_FACTOR * triton)
     if seconds < LONG_RUN_S:
         return None
     small = small_copy_name(task.name)
     quick = f"; for a quick check use --task {small} (small shapes, seconds)" if small else ""
-    return (f"note: on the CPU the {task.name} shapes take roughly {seconds / 60:.0f} min in mode {mode}"
-            + (f" for {files} files" if files > 1 else "")
-            + " (a plain-torch submission; Triton kernels under the interpreter take several times longer)"
-            + quick)
+    how = (f"{len(files)} files" if len(files) > 1 else "this file") if files else "a plain-torch submission"
+    return (f"note: on the CPU the {task.name} shapes take roughly {max(seconds / 60, 1):.0f} min in mode {mode} "
+            f"for {how}" + (" (Triton kernels run under the interpreter)" if triton else "") + quick)
