@@ -12,11 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-# where the target GPU of a task is an AMD or an NVIDIA part
-_AMD = re.compile(r"AMD|Instinct|MI\d{3}|gfx\d", re.I)
-_BLACKWELL = re.compile(r"B200|B300|GB200|Blackwell|sm_?10\d", re.I)
-
-
 @dataclass(frozen=True)
 class Context:
     device_kind: str          # "cuda" | "rocm" | "cpu"
