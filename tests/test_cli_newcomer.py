@@ -156,3 +156,13 @@ def test_help_lists_only_the_commands_exit_codes(command):
     block = epilog.split("exit codes:\n", 1)[1]
     codes = [line.split()[0] for line in block.splitlines() if line.strip()]
     assert codes == EXPECTED_CODES[command]
+
+
+def test_run_all_progress_carries_the_diagnosis(capsys, tmp_path):
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    (folder / "uses_aiter.py").write_text("import aiter\n\n\ndef custom_kernel(data):\n    return aiter.gemm(data)\n")
+    code, _, err = _run(capsys, "run-all", str(folder), "--task", SMALL, "--mode", "test",
+                        "--results-dir", str(tmp_path / "res"))
+    assert code == 0
+    assert "uses_aiter.py: likely cause: the submission imports 'aiter'" in err

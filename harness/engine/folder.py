@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 import harness
+from harness.engine.diagnosis import diagnose_result
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.engine.submission import discover, display_name, submission_info
@@ -124,6 +125,9 @@ def run_folder(folder, task, mode: str = "leaderboard", options=None, *, results
             entry = FolderEntry(path, name, run_id, result, time.monotonic() - t0, internal)
             report.entries.append(entry)
             say(f"[{i}/{len(files)}] {path.name}: {_summary(result)} [{entry.elapsed_s:.1f} s]")
+            hint = diagnose_result(result, task.target_gpu)
+            if hint:
+                say(f"[{i}/{len(files)}] {path.name}: {hint}")
     return report
 
 
