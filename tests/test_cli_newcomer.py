@@ -64,6 +64,7 @@ def test_cpu_estimate_names_the_small_copy():
     triton = long_cpu_run_note(load_task("mxfp4_mm"), "test+benchmark", files=[ROOT / "submissions/triton_mxfp4.py"])
     minutes = [int(n.split("roughly ")[1].split(" min")[0]) for n in (torch_only, triton)]
     assert "interpreter" in triton and minutes[1] > 3 * minutes[0]
+    assert "past the task's 420 s time limit" in triton and "time limit" not in torch_only
 
 
 def test_run_prints_the_cpu_note_before_the_run(capsys, monkeypatch):
