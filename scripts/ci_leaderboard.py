@@ -3,7 +3,8 @@
 
 For each task (default: every task under tasks/), runs ``python -m harness run-all submissions/
 --task TASK`` into a results dir (default: a fresh temporary one), then renders that task's
-leaderboard as markdown on stdout (``--out FILE`` also writes it). Progress goes to stderr.
+leaderboard as markdown on stdout (``--out FILE`` also writes it; ``--site DIR`` also writes the
+leaderboard site there, for CI to publish as an artifact). Progress goes to stderr.
 
 Which submission belongs to which task is run-all's rule: a ``# task: NAME`` (or ``#!POPCORN
 leaderboard ...``) header line, else a keyword in the file name (``mxfp4``/``gluon`` -> mxfp4_mm,
@@ -18,6 +19,7 @@ usage error, 70 when the harness failed internally on some submission.
     python scripts/ci_leaderboard.py --tests-only
     python scripts/ci_leaderboard.py --quick --device cpu --out leaderboard.md
     python scripts/ci_leaderboard.py --task mxfp4_mm --results-dir ci-results
+    python scripts/ci_leaderboard.py --quick --device cpu --site site/
 """
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ def parse_args(argv):
     p.add_argument("--max-time", type=float, default=None, metavar="S", help="measured seconds per shape")
     p.add_argument("--results-dir", default=None, help="keep the results here (default: a temporary folder)")
     p.add_argument("--out", default=None, metavar="FILE", help="also write the markdown here")
+    p.add_argument("--site", default=None, metavar="DIR",
+                   help="also write the leaderboard site (index.html, run pages, plots) into this folder")
     return p.parse_args(argv)
 
 
@@ -70,6 +74,12 @@ def board_markdown(task: str, results_dir: str) -> str:
     for w in warnings:
         print(w, file=sys.stderr)
     return render_board(board, "markdown")
+
+
+def write_site(site_dir: str, tasks: list[str], results_dir: str) -> None:
+    from harness.report.site import build_site     # Plotly and Jinja2
+    build = build_site(site_dir, tasks, results_dir=results_dir)
+    print(f"wrote {build.index} ({len(build.run_pages)} run pages, {build.plots} plots)", file=sys.stderr)
 
 
 def main(argv=None) -> int:
@@ -101,6 +111,12 @@ def main(argv=None) -> int:
                 return EXIT_USAGE
             parts.append(board_markdown(task, results_dir))
         text = "\n".join(parts)
+        if args.site:
+            try:
+                write_site(args.site, args.tasks, results_dir)
+            except UsageError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
     sys.stdout.write(text)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

@@ -1,29 +1,43 @@
-"""``leaderboard``: rank the stored runs of a task, one section per device."""
+"""``leaderboard``: rank the stored runs of a task, one section per device; or write them as a web site."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from harness.analysis.ranking import RankRule
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
-from harness.engine.preflight import check_store_exists
+from harness.engine.preflight import check_output_file, check_store_exists
+from harness.errors import UsageError
 from harness.report.board import BOARD_FORMATS, load_board, render_board
 
+FORMATS = (*BOARD_FORMATS, "html")
 EXIT_CODES = READ_ONLY_EXIT_CODES
+
 EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
   python -m harness leaderboard --task mxfp4_mm --device "NVIDIA H200" --format markdown
   python -m harness leaderboard --task nvfp4_gemm --format json > board.json
+  python -m harness leaderboard --task mxfp4_mm --format html -o site/
+  python -m harness leaderboard --all-tasks --format html -o site/     # then open site/index.html
 
 Ranking: the best complete, passing run of each submission (same content hash and name) on each
 device, scored by the task's rule (geom: geometric mean of the per-shape means). Failed, crashed,
 timed-out, rejected and interrupted submissions are listed under "not ranked" with the reason.
 Ties: an entry whose 95% interval (score +- 1.96 standard errors, propagated from the per-shape
-standard errors) overlaps its group leader's shares the leader's rank, shown as "=2"."""
+standard errors) overlaps its group leader's shares the leader's rank, shown as "=2".
+--format html writes a static site into the folder -o names (index.html, one page per stored run,
+and Plotly's JavaScript): it opens from disk or any static host and loads nothing from the network.
+With another format, -o writes the text to that file instead of stdout."""
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--task", required=True, help="task name, e.g. mxfp4_mm")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--task", help="task name, e.g. mxfp4_mm")
+    which.add_argument("--all-tasks", action="store_true", help="every task that has results in the store")
     parser.add_argument("--device", default=None, help="only this device (as shown in the section titles)")
-    parser.add_argument("--format", choices=BOARD_FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table); html writes a site into -o DIR")
+    parser.add_argument("-o", "--output", metavar="DIR", default=None,
+                        help="--format html: the site's folder (required); other formats: a file for the text")
     parser.add_argument("--rule", choices=[r.value for r in RankRule], default=None,
                         help="override the task's ranking rule")
     parser.add_argument("--mode", choices=("leaderboard", "benchmark", "test+benchmark"), default=None,
@@ -32,11 +46,56 @@ def add_arguments(parser) -> None:
     add_results_dir_argument(parser)
 
 
-def run(args) -> int:
-    check_store_exists(args.results_dir)
-    board, warnings = load_board(args.task, device=args.device, results_dir=args.results_dir,
-                                 rule=args.rule, mode=args.mode)
-    for w in warnings:
+def _tasks(args) -> list[str] | None:
+    return None if args.all_tasks else [args.task]
+
+
+def _write_site(args) -> int:
+    if not args.output:
+        raise UsageError("--format html writes a folder: pass -o DIR (for example -o site/)")
+    from harness.report.site import build_site     # Plotly and Jinja2: loaded only for the site
+    build = build_site(args.output, _tasks(args), results_dir=args.results_dir, device=args.device,
+                       rule=args.rule, mode=args.mode)
+    for w in build.warnings:
         print(w, file=sys.stderr)
-    sys.stdout.write(render_board(board, args.format))
+    print(f"wrote {build.index} ({len(build.run_pages)} run pages, {build.plots} plots)", file=sys.stderr)
+    return 0
+
+
+def _all_task_names(results_dir: str | None) -> list[str]:
+    from harness.store.database import open_store
+    with open_store(results_dir) as st:
+        return st.tasks()
+
+
+def run(args) -> int:
+    check_store_exists(args.results_dir)      # a read-only command never creates a store
+    if args.format == "html":
+        return _write_site(args)
+    if args.all_tasks and args.format == "json":
+        raise UsageError("--format json describes one task; pass --task T (or use --format html/table/markdown/csv)")
+    if args.output:
+        check_output_file(args.output, "-o/--output")
+    tasks = _all_task_names(args.results_dir) if args.all_tasks else [args.task]
+    parts = []
+    for i, task in enumerate(tasks):
+        board, warnings = load_board(task, device=args.device, results_dir=args.results_dir,
+                                     rule=args.rule, mode=args.mode)
+        for w in warnings:
+            print(w, file=sys.stderr)
+        text = render_board(board, args.format)
+        if args.format == "csv" and i > 0:
+            text = text.split("\n", 1)[1]     # one header for every task's rows
+        parts.append(text)
+    if args.all_tasks and not tasks:
+        print("no results in the store yet; run 'python -m harness run-all' first", file=sys.stderr)
+    text = "\n".join(parts) if args.format != "csv" else "".join(parts)
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc}; choose another -o/--output") from exc
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return 0

@@ -1,0 +1,339 @@
+"""The page model of the leaderboard site: plain dataclasses built from the results store.
+
+The ranking is :func:`harness.report.board.load_board`'s (the one the text leaderboard, the CSV/JSON
+boards and ``export`` use); this module only adds what the pages show beside it: per-shape speed of
+light from each run's stored result, every stored run's score over time (history) and the board's
+best-so-far line, and one :class:`RunPage` per stored run. Templates and charts read these objects and
+nothing else. A figure that is missing (no speed of light on a CPU, a single sample, NaN, an
+interrupted run) is None here, and a note says why.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from harness.analysis.ranking import UNKNOWN_DEVICE, Z_95, DeviceBoard, Leaderboard, RankRule, best_run
+from harness.report.board import load_board
+from harness.results import RunResult
+from harness.store.database import CaseRow, RunRow, Store
+
+RUNS_DIR = "runs"
+
+
+def finite(x) -> float | None:
+    """``x`` as a float, or None when it is missing, NaN or infinite."""
+    if x is None:
+        return None
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+def run_href(run_id: int) -> str:
+    """Where a run's page is, relative to the site's root."""
+    return f"{RUNS_DIR}/run-{run_id}.html"
+
+
+@dataclass
+class RankedRow:
+    rank_label: str
+    tied: bool
+    name: str
+    score_us: float
+    ci_low_us: float | None      # None when the score has no standard error (a single sample)
+    ci_high_us: float | None
+    gap: str                     # "leader" or "1.52x slower (+3.10 us)", as the text table says it
+    verdict: str
+    mode: str
+    date: str
+    run_id: int
+    sha256: str
+
+
+@dataclass
+class UnrankedRow:
+    name: str
+    verdict: str
+    reason: str
+    date: str
+    run_id: int
+
+
+@dataclass
+class ShapePoint:
+    label: str
+    mean_us: float
+    stderr_us: float | None
+    sol_percent: float | None    # 100 * speed of light / mean, from the run's stored result
+
+
+@dataclass
+class Series:
+    """One ranked submission's per-shape times: one trace of the per-shape plots."""
+    name: str
+    label: str                   # the name, with the content hash's start when two entries share a name
+    run_id: int
+    points: list[ShapePoint]
+
+
+@dataclass
+class HistoryPoint:
+    name: str
+    run_id: int
+    when: str                    # ISO 8601
+    score_us: float
+    stderr_us: float | None
+    mode: str
+
+
+@dataclass
+class BoardSection:
+    """One task on one device: the table, the plots' data and what is missing from them."""
+    task: str
+    device: str
+    device_kind: str | None
+    anchor: str
+    rule: str
+    shapes: list[str]
+    ranked: list[RankedRow]
+    unranked: list[UnrankedRow]
+    series: list[Series]
+    sol_floor_us: dict[str, float]          # shape -> speed-of-light time, for the shapes that have one
+    history: list[HistoryPoint]             # every scored run, oldest first
+    best_so_far: list[HistoryPoint]         # the board's best score after each run that improved it
+    notes: list[str] = field(default_factory=list)   # what is missing and why
+
+
+@dataclass
+class TaskSection:
+    name: str
+    anchor: str
+    sections: list[BoardSection]
+    warnings: list[str]
+
+
+@dataclass
+class CaseLine:
+    kind: str
+    label: str
+    verdict: str
+    message: str
+    runs: int | None
+    mean_us: float | None
+    stderr_us: float | None
+    kernel_only_us: float | None
+    kernel_only_note: str
+    sol_us: float | None
+    sol_percent: float | None
+    sol_note: str
+    timing: str                  # the run's sampling method, and the kernel-only method when there is one
+    warnings: list[str]
+
+
+@dataclass
+class RunPage:
+    run_id: int
+    task: str
+    name: str
+    path: str
+    sha256: str
+    mode: str
+    verdict: str
+    complete: bool
+    message: str
+    started_at: str
+    finished_at: str | None
+    wall_s: float | None
+    score_us: float | None
+    score_ci_us: list[float] | None
+    device: dict
+    software: dict
+    harness_version: str | None
+    git_commit: str | None
+    timing_method: str
+    warnings: list[str]
+    cases: list[CaseLine]
+    board_anchor: str            # the index section that lists it
+    board_place: str             # e.g. "ranked =2", "not ranked: ...", "not the submission's best run"
+    other_runs: list[RunRow]     # the other stored runs of the same name on the same task and device
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SiteModel:
+    tasks: list[TaskSection]
+    runs: list[RunPage]
+    warnings: list[str]
+
+
+def _section_anchor(task: str, device: str) -> str:
+    return f"{slug(task)}--{slug(device)}"
+
+
+def _gap(e) -> str:
+    return "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{e.gap_us:.2f} us)"
+
+
+def _ranked_row(e) -> RankedRow:
+    se = finite(e.stderr_us)
+    low = e.score_us - Z_95 * se if se is not None else None
+    high = e.score_us + Z_95 * se if se is not None else None
+    return RankedRow(e.rank_label, e.tied, e.name, e.score_us, low, high, _gap(e), e.verdict, e.mode, e.date,
+                     e.run_id, e.sha256)
+
+
+def _sol_by_shape(result: RunResult | None) -> dict[str, tuple[float | None, float | None, str]]:
+    """shape label -> (SOL time in us, % of SOL, note) for a run's benchmark cases."""
+    from harness.results import shape_label
+    out = {}
+    for c in (result.benchmark_cases() if result else []):
+        sol = c.sol
+        time_us = finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) else None
+        out[shape_label(c.spec)] = (time_us, finite(sol.percent) if sol else None,
+                                    (sol.note if sol else "") or "")
+    return out
+
+
+def _history(runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule) -> list[HistoryPoint]:
+    points = []
+    for r in runs:
+        top = best_run([r], cases, rule)
+        if top is not None:
+            s = top[0]
+            points.append(HistoryPoint(r.display_name, r.id, r.finished_at or r.started_at, s.value_us,
+                                       finite(s.stderr_us), r.mode))
+    return sorted(points, key=lambda p: (p.when, p.run_id))
+
+
+def _best_so_far(history: list[HistoryPoint]) -> list[HistoryPoint]:
+    best: list[HistoryPoint] = []
+    for p in history:
+        if not best or p.score_us < best[-1].score_us:
+            best.append(p)
+    return best
+
+
+def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow], cases, results) -> BoardSection:
+    device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
+    series, floor, notes = [], {}, []
+    sol_notes = set()
+    names = [e.name for e in b.ranked]
+    for e in b.ranked:
+        sol = _sol_by_shape(results.get(e.run_id))
+        points = []
+        for s in e.shapes:
+            time_us, percent, note = sol.get(s.label, (None, None, "no stored result for this run"))
+            if time_us is not None:
+                floor.setdefault(s.label, time_us)
+            elif note:
+                sol_notes.add(note)
+            if finite(s.mean_us) is not None:
+                points.append(ShapePoint(s.label, s.mean_us, finite(s.stderr_us), percent))
+        label = e.name if names.count(e.name) == 1 else f"{e.name} ({e.sha256[:8]})"
+        series.append(Series(e.name, label, e.run_id, points))
+    if not b.ranked:
+        notes.append("no ranked submission on this device yet, so there is nothing to plot")
+    elif len(floor) < len(b.shapes):
+        missing = [s for s in b.shapes if s not in floor]
+        why = "; ".join(sorted(sol_notes)) or "the stored results carry no speed-of-light figure"
+        notes.append(f"no speed of light for {len(missing)} of {len(b.shapes)} shapes ({why}), "
+                     "so the floor and the % of SOL view are missing there")
+    if any(finite(e.stderr_us) is None for e in b.ranked):
+        notes.append("some scores have no 95% interval (a shape with a single sample); they tie only with "
+                     "an equal score")
+    history = _history(device_runs, cases, rule)
+    return BoardSection(task=task, device=b.device, device_kind=b.device_kind, anchor=_section_anchor(task, b.device),
+                        rule=rule.description, shapes=list(b.shapes), ranked=[_ranked_row(e) for e in b.ranked],
+                        unranked=[UnrankedRow(u.name, u.verdict, u.reason, u.date, u.run_id) for u in b.unranked],
+                        series=series, sol_floor_us=floor, history=history, best_so_far=_best_so_far(history),
+                        notes=notes)
+
+
+def _case_line(c, run_timing: str) -> CaseLine:
+    from harness.results import shape_label
+    s, sol, extra = c.stats, c.sol, c.extra or {}
+    mean = finite(s.mean) / 1e3 if s and finite(s.mean) is not None else None
+    stderr = finite(s.stderr) / 1e3 if s and finite(s.stderr) is not None else None
+    ko = finite(extra.get("kernel_only_ns"))
+    method = extra.get("kernel_only_method")
+    timing = run_timing.split(":")[0] if c.kind != "test" and run_timing else ""
+    if method:
+        timing += f"; kernel-only: {method}"
+    return CaseLine(kind=c.kind, label=shape_label(c.spec), verdict=c.verdict, message=c.message or "",
+                    runs=s.runs if s else None, mean_us=mean, stderr_us=stderr,
+                    kernel_only_us=ko / 1e3 if ko is not None else None,
+                    kernel_only_note=str(extra.get("kernel_only_note") or ""),
+                    sol_us=finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) is not None else None,
+                    sol_percent=finite(sol.percent) if sol else None, sol_note=(sol.note if sol else "") or "",
+                    timing=timing, warnings=list(c.warnings or []))
+
+
+def _place(row: RunRow, board: Leaderboard | None) -> str:
+    for b in (board.boards if board else []):
+        for e in b.ranked:
+            if e.run_id == row.id:
+                return f"ranked {e.rank_label} on {b.device}"
+        for u in b.unranked:
+            if u.run_id == row.id:
+                return f"not ranked on {b.device}: {u.reason}"
+    return "not the run that counts for this submission on the board (another run of it is better or newer)"
+
+
+def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+    notes = []
+    if result is None:
+        notes.append("this run never stored a result (it was interrupted, or is still running): no cases, "
+                     "no timings")
+    timing = result.timing_method if result else ""
+    cases = [_case_line(c, timing) for c in result.cases] if result else []
+    if result and not cases:
+        notes.append("the stored result has no cases")
+    if any(c.kind != "test" and c.verdict == "pass" and c.mean_us is None for c in cases):
+        notes.append("some passed benchmark cases have no mean time (missing or NaN in the stored result)")
+    device = ({k: v for k, v in vars(result.device).items() if v is not None} if result
+              else {"name": row.device_name, "kind": row.device_kind})
+    return RunPage(run_id=row.id, task=row.task, name=row.display_name, path=row.submission_path,
+                   sha256=row.submission_sha256, mode=row.mode, verdict=row.verdict, complete=row.complete,
+                   message=row.message, started_at=row.started_at, finished_at=row.finished_at,
+                   wall_s=finite(row.wall_s), score_us=finite(result.score_us) if result else None,
+                   score_ci_us=result.score_ci_us if result else None, device=device, software=dict(row.software),
+                   harness_version=row.harness_version, git_commit=row.git_commit, timing_method=timing,
+                   warnings=list(result.warnings) if result else [], cases=cases,
+                   board_anchor=_section_anchor(row.task, row.device_name or UNKNOWN_DEVICE),
+                   board_place=_place(row, board),
+                   other_runs=[r for r in siblings if r.id != row.id], notes=notes)
+
+
+def _stored_result(st: Store, run_id: int, warnings: list[str]) -> RunResult | None:
+    try:
+        return st.result(run_id)
+    except (ValueError, TypeError, KeyError) as exc:   # another schema version, or a damaged row
+        warnings.append(f"warning: run {run_id}: cannot read its stored result ({exc}); its page shows the "
+                        "run's summary only")
+        return None
+
+
+def build_model(st: Store, tasks: list[str], *, results_dir: str | None = None, device: str | None = None,
+                rule: str | None = None, mode: str | None = None) -> SiteModel:
+    """The site's pages for ``tasks`` from the store ``st`` (opened on ``results_dir``)."""
+    task_sections, pages, warnings = [], [], []
+    for task in tasks:
+        board, board_warnings = load_board(task, device=device, results_dir=results_dir, rule=rule, mode=mode)
+        warnings += board_warnings
+        runs = [r for r in st.runs(task=board.task) if (device is None or r.device_name == device)
+                and (mode is None or r.mode == mode)]
+        cases = st.cases(r.id for r in runs)
+        results = {r.id: _stored_result(st, r.id, warnings) for r in runs}
+        sections = [_board_section(board.task, board.rule, b, runs, cases, results) for b in board.boards]
+        task_sections.append(TaskSection(board.task, slug(board.task), sections, board_warnings))
+        for r in runs:
+            siblings = [o for o in runs if o.display_name == r.display_name and o.device_name == r.device_name]
+            pages.append(_run_page(r, results.get(r.id), board, siblings))
+    return SiteModel(tasks=task_sections, runs=pages, warnings=warnings)
