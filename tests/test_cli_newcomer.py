@@ -167,3 +167,19 @@ def test_run_all_progress_carries_the_diagnosis(capsys, tmp_path):
                         "--results-dir", str(tmp_path / "res"))
     assert code == 0
     assert "uses_aiter.py: likely cause: the submission imports 'aiter'" in err
+
+
+def test_runs_from_any_task_yml_found_by_its_path(capsys, tmp_path):
+    """A task.yml outside the registry: its runs are stored under its folder's name, and --task with the
+    same path finds them again with the task's own rule (a bare name that is no task says to pass the path)."""
+    import shutil
+    copy = tmp_path / "my_task" / "task.yml"
+    copy.parent.mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml", copy)
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        st.record(make_result("mine", (10.0, 20.0), task="my_task"))
+    code, out, err = _run(capsys, "leaderboard", "--task", str(copy), "--results-dir", d)
+    assert code == 0 and "mine" in out and "cannot load task" not in err
+    code, out, err = _run(capsys, "leaderboard", "--task", "my_task", "--results-dir", d)
+    assert code == 0 and "mine" in out and "pass the task.yml path" in err

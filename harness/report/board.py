@@ -33,7 +33,8 @@ def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple
         raise UsageError(f"unknown task {task!r} ({problem}); pass a task that has results in the store "
                          "or one under tasks/")
     return name, RankRule.GEOM, (f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
-                                 "pass --rule to choose")
+                                 "pass --rule to choose, or pass the task.yml path its runs were made with "
+                                 "as --task")
 
 
 def load_board(task: str, *, device: str | None = None, results_dir: str | None = None,
