@@ -13,7 +13,7 @@ import pytest
 from harness.cli.main import main
 from harness.results import RunResult
 from harness.store.database import open_store
-from test_store import make_result
+from tests.helpers import make_result
 
 TASK = "mxfp4_mm"
 ROOT = Path(__file__).resolve().parents[1]

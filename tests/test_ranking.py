@@ -7,7 +7,7 @@ import pytest
 
 from harness.analysis.ranking import RankRule, Score, ShapeTime, assign_ranks, build_leaderboard, score
 from harness.store.database import open_store
-from test_store import make_result
+from tests.helpers import make_result
 
 
 def board_of(tmp_path, results, rule=RankRule.GEOM, device=None, incomplete=()):

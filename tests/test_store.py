@@ -1,10 +1,9 @@
 """The SQLite results store: round trip, migrations, concurrency, interrupted runs.
 
-``make_result`` builds synthetic RunResults; the other leaderboard tests import it from here.
+``make_result`` (tests/helpers.py) builds synthetic RunResults.
 """
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import signal
@@ -18,31 +17,11 @@ import pytest
 
 from harness.store import database as store_mod
 from harness.errors import UsageError
-from harness.results import (PASS, CaseResult, DeviceInfo, RunResult, Stats, SubmissionInfo)
+from tests.helpers import make_result
+from harness.results import PASS
 from harness.store.database import INCOMPLETE, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
-SHAPES = [{"m": 4, "n": 2880, "k": 512, "seed": 1}, {"m": 32, "n": 4096, "k": 512, "seed": 2}]
-
-
-def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, verdict=PASS, task="mxfp4_mm",
-                device="NVIDIA H200", kind="cuda", mode="leaderboard", sha=None, started_at="2026-11-01T10:00:00+00:00",
-                complete=True, message="", shapes=SHAPES) -> RunResult:
-    """A synthetic run: per-shape samples spread evenly around the given means (in us)."""
-    cases = [CaseResult(kind="test", spec=dict(shapes[0]), verdict=verdict, message=message)]
-    for spec, mean in zip(shapes, means_us):
-        # deterministic samples with mean exactly `mean` and relative std about rel_noise
-        offsets = [(i - (n - 1) / 2) / ((n - 1) / 2) for i in range(n)]
-        samples = [mean * 1e3 * (1 + rel_noise * 1.7 * o) for o in offsets]
-        stats = Stats.from_samples(samples) if verdict == PASS else None
-        cases.append(CaseResult(kind="benchmark", spec=dict(spec), verdict=verdict, stats=stats))
-    sha = sha or hashlib.sha256(name.encode()).hexdigest()
-    return RunResult(task=task, submission=SubmissionInfo(path=f"/subs/{name}.py", sha256=sha, name=name),
-                     mode=mode, device=DeviceInfo(name=device, kind=kind, torch="2.13.0"), verdict=verdict,
-                     message=message, score_us=None, cases=cases, started_at=started_at,
-                     finished_at=started_at, wall_s=1.5, harness_version="0.1.0", complete=complete)
-
-
 def test_round_trip(tmp_path):
     with open_store(str(tmp_path)) as st:
         result = make_result()

@@ -1,9 +1,10 @@
 """Measurement you can trust (issue #7): score CI, optional result fields, phase timers, kernel-only."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from pathlib import Path
+import types
 
 import numpy as np
 import pytest
@@ -14,12 +15,12 @@ from harness.worker.sampler import L2Flusher, Sampler
 from harness.engine.clocks import ClockReader, clock_warnings
 from harness.analysis.confidence import score_ci_us
 from harness.report.run_text import render_phases, render_run
-from harness.results import PASS, RunResult
+from harness.results import PASS, REJECTED, RunResult
 from harness.api import RunOptions, run_submission
 
-ROOT = Path(__file__).resolve().parent.parent
-MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
-TORCH_MXFP4 = ROOT / "submissions" / "torch_mxfp4.py"
+from tests.helpers import CORRECT, MXFP4_SMALL, cheat_with_correct_kernel, run
+
+TORCH_MXFP4 = CORRECT[MXFP4_SMALL]
 
 
 def _synthetic(n, means_us=(5.0, 20.0, 80.0), cv=0.05, seed=1):
@@ -70,13 +71,27 @@ def test_new_fields_round_trip_and_old_json_still_reads(cpu_run):
     assert "timing: launch gate: x" in render_run(gpu_like)
 
 
-def test_phase_timers_after_a_cpu_run(cpu_run):
-    phases = cpu_run.phases_s
-    for name in ("worker_start", "import", "generate", "worker_generate", "timing", "check"):
-        assert name in phases and phases[name] >= 0, name
-    assert sum(phases.values()) == pytest.approx(cpu_run.wall_s, rel=0.05)
-    assert "worker_start" in render_phases(cpu_run)
-    assert "95% CI" in render_run(cpu_run)
+def test_phase_timers_put_the_time_where_it_was_spent(tmp_path):
+    """A file that sleeps 0.4 s at import and 20 ms in each call: the import phase holds the import's
+    sleep, the timing phase at least every timed call (the samples' sum) and the check phase the
+    parent's checks; a timer around the wrong block, or none, breaks one of these."""
+    sub = cheat_with_correct_kernel(tmp_path, """
+import time
+time.sleep(0.4)
+
+def custom_kernel(data):
+    time.sleep(0.02)
+    return _correct_kernel(data)
+""")
+    r = run(sub, mode="test+benchmark")
+    assert r.verdict == PASS, r.message
+    phases = r.phases_s
+    assert phases["import"] >= 0.4, phases
+    timed_s = sum(sum(c.stats.samples_ns) for c in r.benchmark_cases()) / 1e9
+    assert timed_s >= 0.02 * sum(c.stats.runs for c in r.benchmark_cases())      # the samples hold the sleeps
+    assert phases["timing"] >= timed_s, (phases, timed_s)
+    assert phases["check"] > 0, phases
+    assert "worker_start" in render_phases(r) and "95% CI" in render_run(r)
 
 
 def test_kernel_only_fields_are_explained_on_cpu(cpu_run):
@@ -243,3 +258,57 @@ def test_timing_check_line_shows_the_gap_per_kernel(cpu_run):
     run = dataclasses.replace(cpu_run, cases=[dataclasses.replace(case, extra=extra)])
     text = render_run(run)
     assert "(+13.2%, +280 ns per kernel)" in text and "dispatch gap" in text, text
+
+
+# ---------------------------------------------------------------------------------------------------
+# The physical floor: a time below the speed of light is rejected in ranked runs, flagged otherwise
+# ---------------------------------------------------------------------------------------------------
+HUGE_BYTES = 10**18        # at the H200's 4.8 TB/s datasheet bandwidth: 208 000 s, far above any real call
+
+
+def _declaring(task, nbytes: int):
+    """A copy of ``task`` whose task module declares ``nbytes`` for every case (inputs, checks and the
+    worker's generator unchanged)."""
+    module = types.ModuleType(task.module.__name__)
+    module.__dict__.update(vars(task.module))
+    module.case_bytes = lambda case: nbytes
+    return dataclasses.replace(task, module=module)
+
+
+@pytest.fixture
+def h200_floor_on_the_cpu(monkeypatch):
+    """The CPU has no datasheet peaks, so no floor: give it the H200's (a device-peak override), and
+    count the floors computed, so the test knows the check ran."""
+    from harness.analysis import sol
+    real, floors = sol.physical_floor_ns, []
+
+    def h200(device_name, nbytes, flops):
+        floors.append(real("NVIDIA H200", nbytes, flops))
+        return floors[-1]
+    monkeypatch.setattr(sol, "physical_floor_ns", h200)
+    return floors
+
+
+@pytest.mark.parametrize("mode", ["leaderboard", "benchmark"])
+def test_a_time_below_the_physical_floor_is_rejected_when_ranked(h200_floor_on_the_cpu, mode):
+    from tasks import load_task
+    task = _declaring(load_task(MXFP4_SMALL), HUGE_BYTES)
+    r = run(TORCH_MXFP4, task=task, mode=mode, max_repeats=3)
+    floors = h200_floor_on_the_cpu
+    assert floors and floors[0] == pytest.approx(HUGE_BYTES / 4.8e12 * 1e9), floors
+    first = r.benchmark_cases()[0]
+    assert first.stats.mean < floors[0]
+    if mode == "leaderboard":
+        assert r.verdict == REJECTED and first.verdict == REJECTED, r.message
+        assert "below the physical floor" in first.message and r.score_us is None, first.message
+    else:   # unranked: the same finding is a warning on a passing case
+        assert r.verdict == PASS and all(c.verdict == PASS for c in r.benchmark_cases()), r.message
+        assert all(any("below the physical floor" in w for w in c.warnings) for c in r.benchmark_cases())
+
+
+def test_an_honest_time_above_the_floor_is_ranked(h200_floor_on_the_cpu):
+    """The same ranked run with the task's real byte counts: the floor (nanoseconds) is far below the
+    CPU's times, nothing is rejected."""
+    r = run(TORCH_MXFP4, mode="leaderboard", max_repeats=3)
+    assert h200_floor_on_the_cpu and r.verdict == PASS, r.message
+    assert not any("physical floor" in w for c in r.benchmark_cases() for w in c.warnings)

@@ -1,5 +1,6 @@
 """Shared GPU MODE compatibility modules, exposed to submissions as ``task`` and ``utils``.
 
-Each task's ``compat/`` folder holds thin ``task.py``/``utils.py`` files that load the modules here
-by file path, so they work even when the ``tasks`` package itself is not importable.
+Each task's ``compat/`` folder holds a thin ``task.py`` that loads ``types.py`` here by file path (so
+it works even when the ``tasks`` package itself is not importable, and the name ``types`` never shadows
+the standard library's), and ``utils.py``, a symbolic link to ``utils.py`` here (it depends only on torch).
 """

@@ -1,16 +1,17 @@
 """Cheating submissions, one per attack class, each with the verdict the harness must reach.
 
-Every attack ends in one of: ``rejected`` (caught tampering or background work), ``fail`` (the
-output checks catch it), ``error``/``timeout`` (resource abuse stopped), or an honest pass whose
-time includes the work (said in the test). Ranked attacks run in leaderboard mode with a secret.
-CPU tests run here; tests marked ``gpu`` run on the device (SECURITY.md lists the commands).
+Every test shows two things: that its attack fired (the cheat prints a marker the test counts in the
+run's captured stdout, or the test makes the condition certain), and that the harness caught it
+(``rejected``: tampering or background work; ``fail``: the output checks; ``error``/``timeout``:
+resource abuse stopped) or that it gained nothing (the time includes the work: the cheat's work is a
+sleep of known length, and the measured time is at least that; noise only adds time). Ranked attacks
+run in leaderboard mode with a secret. CPU tests run here; tests marked ``gpu`` run on the device
+(SECURITY.md lists the commands).
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import psutil
@@ -19,44 +20,64 @@ import pytest
 from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT
 from harness.engine.scan import scan_file, scan_source
 
-from .conftest import MXFP4_SMALL, NVFP4_SMALL, ROOT, SECRET, run
+from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, SECRET, cli, run
 
 # ---------------------------------------------------------------------------------------------------
 # Output reuse
 # ---------------------------------------------------------------------------------------------------
 CACHE = """
-import sys
+import sys, time
 _cache = {{}}
+
+
+def _in_warmup():                      # the harness's warm-up calls are not checked: not counted
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_name != "warmup":
+        f = f.f_back
+    return f is not None
 
 
 def custom_kernel(data):
     key = {key}
     if key in _cache:
-        print("HIT", flush=True)
+        print("WARM-UP HIT" if _in_warmup() else "HIT", flush=True)
         return _cache[key]
+    time.sleep({work_s})               # stands for an expensive kernel: what a hit saves
     out = _correct_kernel(data)
     _cache[key] = out
     return out
 """
+WORK_S = 0.03
 
 
 @pytest.mark.parametrize("key", ["tuple(data[0].shape)", "data[0].data_ptr()", "id(data)",
                                  "(tuple(data[0].shape), data[0]._version)"])
 def test_output_cache_is_caught_whenever_it_hits(cheat, key):
-    """A cache keyed by shape always hits (warm-up input, then fresh timed inputs) -> fail; keyed by
-    pointer / identity / version counter it fails whenever the allocator reuses a key."""
-    r = run(cheat(CACHE.format(key=key)))
-    if "shape" in key:
-        assert r.verdict == FAIL, r.message
-    assert r.verdict == FAIL or "HIT" not in r.stdout, (r.verdict, r.message)
+    """A cache keyed by shape (or shape and version counter: 0 on every fresh tensor) always hits: a
+    benchmark shape repeats a test shape, and the warm-up input precedes the fresh timed inputs; keyed
+    by pointer or identity it hits when the allocator reuses an address (it does, within a few calls).
+    The cheat counts its hits on checked calls (a warm-up call's output is not checked, nor timed); each
+    one hands back another input's output, which the check catches. 10 timed calls per case: the pointer
+    key hit 2 checked calls in each of 4 trial runs (1 or none with 3)."""
+    r = run(cheat(CACHE.format(key=key, work_s=0)), max_repeats=10)
+    assert r.stdout.splitlines().count("HIT") >= 1, ("the cache never hit: the attack did not fire", r.verdict, r.stdout)
+    assert r.verdict == FAIL, r.message
 
 
-def test_content_hash_cache_is_honest_in_ranked_runs(cheat):
-    """Keyed by a hash of the inputs' bytes: every timed input is fresh, so the cache never serves a
-    timed call, and the time includes the hashing: an honest (slower) pass."""
-    body = CACHE.format(key="hash(data[0].float().sum().item()) ^ hash(data[2].view(torch.uint8).sum().item())")
-    r = run(cheat(body))
-    assert r.verdict == PASS, r.message
+def test_content_hash_cache_gains_nothing_in_ranked_runs(cheat):
+    """Keyed by a hash of the inputs' bytes, with a 30 ms sleep standing for the expensive kernel it
+    saves: in benchmark mode (one fixed input per case) it hits, and a timed call takes less than the
+    sleep; in ranked runs every timed input is fresh, the cache never serves a timed call, and every
+    timed call takes at least the sleep (noise only adds time): an honest pass that gained nothing."""
+    body = CACHE.format(key="hash(data[0].float().sum().item()) ^ hash(data[2].view(torch.uint8).sum().item())",
+                        work_s=WORK_S)
+    sub = cheat(body)
+    fixed = run(sub, mode="benchmark")
+    assert fixed.verdict == PASS and fixed.stdout.splitlines().count("HIT") >= 1, (fixed.message, fixed.stdout)
+    assert min(c.stats.min for c in fixed.benchmark_cases()) < WORK_S * 1e9, "hits should have been fast"
+    ranked = run(sub)
+    assert ranked.verdict == PASS, ranked.message
+    assert min(c.stats.min for c in ranked.benchmark_cases()) >= WORK_S * 1e9, ranked.to_dict()["cases"]
 
 
 @pytest.mark.parametrize("task, body", [
@@ -67,6 +88,7 @@ def custom_kernel(data):
     if c.shape not in _first:          # compute once per shape, then hand back the provided buffer
         _first[c.shape] = True
         return _correct_kernel(data)
+    print("STALE", flush=True)
     return c
 """),
     (MXFP4_SMALL, """
@@ -75,12 +97,18 @@ def custom_kernel(data):
     a = data[0]
     if a.shape not in _buf:            # a stale buffer, filled on the first call of each shape
         _buf[a.shape] = _correct_kernel(data)
+    else:
+        print("STALE", flush=True)
     return _buf[a.shape]
 """),
 ])
 def test_stale_or_input_buffer_fails(cheat, task, body):
+    """The test shapes are distinct, so every test call computes (and passes); a benchmark shape's
+    later calls hand back a stale or unfilled buffer (counted), which a timed call's check catches."""
     r = run(cheat(body, task=task), task=task)
-    assert r.verdict == FAIL, r.message
+    assert r.stdout.count("STALE") >= 1, r.stdout
+    assert all(c.verdict == PASS for c in r.cases if c.kind == "test"), r.message
+    assert r.verdict == FAIL and "timed call" in r.message, r.message
 
 
 def test_precomputed_public_seed_outputs_fail_in_ranked_runs(cheat):
@@ -100,12 +128,16 @@ for _case in _task.tests + _task.benchmarks:
 def custom_kernel(data):
     for a, out in _pre.get(tuple(data[0].shape), []):
         if torch.equal(a, data[0]):
+            print("REPLAY", flush=True)
             return out
+    print("GUESS", flush=True)
     return _pre[tuple(data[0].shape)][0][1]     # unknown input: replay anyway (ranked inputs)
 """
     r = run(cheat(body))
-    assert r.verdict == FAIL, r.message
-    assert all(c.verdict == PASS for c in r.cases if c.kind == "test")   # public test seeds replay fine
+    assert r.stdout.count("REPLAY") >= 3, r.stdout        # the public test seeds replay (one per test)
+    assert all(c.verdict == PASS for c in r.cases if c.kind == "test"), r.message
+    assert "GUESS" in r.stdout and r.verdict == FAIL, r.message   # the ranked inputs are not the public ones
+    assert {c.kind for c in r.cases if c.verdict == FAIL} == {"leaderboard"}, r.message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -121,9 +153,11 @@ def custom_kernel(data):
         time.sleep(0.2)
         out.copy_(_correct_kernel(data))
     threading.Thread(target=fill, daemon=True).start()
+    print("THREAD", flush=True)
     return out
 """
     r = run(cheat(body))
+    assert "THREAD" in r.stdout, r.stdout
     assert r.verdict in (FAIL, REJECTED), r.message
 
 
@@ -147,6 +181,7 @@ def test_deferred_work_per_call_fails(cheat):
 _pending = []
 def custom_kernel(data):
     for buf, d in _pending:
+        print("DEFERRED", flush=True)
         buf.copy_(_correct_kernel(d))
     _pending.clear()
     a, b = data[0], data[1]
@@ -155,29 +190,50 @@ def custom_kernel(data):
     return out
 """
     r = run(cheat(body))
+    assert "DEFERRED" in r.stdout, r.stdout       # a later call did fill an earlier call's buffer
     assert r.verdict == FAIL, r.message
 
 
-def test_deferred_work_within_a_batch_is_honest(cheat):
-    """batched protocol (nvfp4): deferring work to the batch's last call is allowed, because the sample
-    spans the whole batch: the time includes every deferred computation."""
-    body = """
+def test_deferred_work_within_a_batch_is_included_in_the_time(cheat):
+    """batched protocol (nvfp4): a call hands back its output buffer unfilled and leaves its work to the
+    batch's last call, found through the caller's frame (test and warm-up calls compute at once).
+    Deferring within the batch is allowed, because the sample spans the whole batch; the test shows the
+    time includes every deferred computation: each input's work carries a 30 ms sleep, and the time
+    per input is at least that (a harness that timed less than the batch would see almost nothing)."""
+    body = f"""
+import sys, time
 _pending = []
+def _batch():
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_name == "batched" and "inputs" in f.f_locals:
+            return f.f_locals["inputs"]
+        f = f.f_back
+    return None
+
+def _work(d):
+    time.sleep({WORK_S})
+    return _correct_kernel(d)
+
 def custom_kernel(data):
+    batch = _batch()
+    if batch is None:
+        return _work(data)
     _pending.append(data)
-    if len(_pending) >= 2:                # the CPU batch is 2 inputs; tests are single calls
-        for d in _pending:
-            _correct_kernel(d)
-        _pending.clear()
-    elif len(_pending) == 1 and data[-1].shape[-1] == 2:   # an L=2 test case: not batched
-        _pending.clear()
-        return _correct_kernel(data)
+    if data is not batch[-1]:
+        print("DEFERRED", flush=True)
+        return data[-1]                # the output buffer, filled by the batch's last call
+    for d in _pending:
+        _work(d)
+    _pending.clear()
     return data[-1]
 """
-    r = run(cheat(body, task=NVFP4_SMALL), task=NVFP4_SMALL, cpu_inputs_per_measurement=2)
-    assert r.verdict in (PASS, FAIL), r.message   # FAIL when the first call of a batch is a test call
-    if r.verdict == PASS:
-        assert r.score_us and r.score_us > 0
+    per_measurement = 4
+    r = run(cheat(body, task=NVFP4_SMALL), task=NVFP4_SMALL, cpu_inputs_per_measurement=per_measurement)
+    assert r.verdict == PASS, r.message
+    [case] = r.benchmark_cases()
+    assert r.stdout.count("DEFERRED") == (per_measurement - 1) * case.stats.runs, r.stdout
+    assert case.stats.min >= WORK_S * 1e9, case.stats.samples_ns
 
 
 def test_work_only_outside_timed_calls_via_caller_frame(cheat):
@@ -191,10 +247,13 @@ def custom_kernel(data):
     key = tuple(data[0].shape)
     if "warmup" in names or "call" in names or key not in _last:
         _last[key] = _correct_kernel(data)
+    else:
+        print("REPLAY", flush=True)
     return _last[key]
 """
     r = run(cheat(body))
-    assert r.verdict == FAIL, r.message
+    assert "REPLAY" in r.stdout, r.stdout          # a timed call was told apart and got the replay
+    assert r.verdict == FAIL and "timed call" in r.message, r.message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,12 +299,14 @@ for _name, _mod in list(sys.modules.items()):
             _pre[data[0].data_ptr()] = _correct_kernel(data)
             return data
         _mod.generate_input = _gen
+        print("WRAPPED", _name, flush=True)
 
 def custom_kernel(data):
     out = _pre.pop(data[0].data_ptr(), None)
     return out if out is not None else _correct_kernel(data)
 """
     r = run(cheat(body))
+    assert "WRAPPED" in r.stdout, r.stdout
     assert r.verdict == REJECTED, r.message
     assert "task.generate_input" in r.message, r.message
 
@@ -259,11 +320,13 @@ for mod in (tasks, fp4_reference):
     for name in dir(mod):
         if "check" in name:
             setattr(mod, name, lambda *a, **k: (True, ""))
+            print("PATCHED", mod.__name__, name, flush=True)
 
 def custom_kernel(data):
     return torch.zeros((data[0].shape[0], data[1].shape[0]), dtype=torch.bfloat16)
 """
     r = run(cheat(body), mode="test")
+    assert "PATCHED" in r.stdout, r.stdout
     assert r.verdict == FAIL, r.message
 
 
@@ -301,6 +364,7 @@ def custom_kernel(data):
     out = _correct_kernel(data)
     if _calls >= 4:                       # after the tests: during the ranked warm-up / timed calls
         conn = next(o for o in gc.get_objects() if isinstance(o, Connection))
+        print("FORGED", flush=True)       # before the write: the parent may end the worker at once
         if {forge!r} == "garbage":
             conn.send_bytes(b"\\x00not json")
         else:
@@ -315,14 +379,9 @@ def custom_kernel(data):
     return out
 """
     r = run(cheat(body))
+    assert "FORGED" in r.stdout, r.stdout
     assert r.verdict == REJECTED, r.message
     assert "channel" in r.message
-
-
-def _cli(args, env=None, timeout=180):
-    env = dict(os.environ if env is None else env)
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def test_secret_seed_is_not_readable_from_environ_or_cmdline(cheat, tmp_path):
@@ -347,7 +406,7 @@ def custom_kernel(data):
 """
     out = tmp_path / "r.json"
     env = dict(os.environ, HARNESS_SECRET_SEED=SECRET)
-    p = _cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "leaderboard",
+    p = cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "leaderboard",
               "--max-repeats", "3", "--json", str(out), "--quiet"], env=env)
     doc = json.loads(out.read_text())
     assert "PENV" in doc["stdout"], (p.stderr[-2000:], doc["stdout"][:500])
@@ -365,7 +424,7 @@ def custom_kernel(data):
     return _correct_kernel(data)
 """
     out = tmp_path / "r.json"
-    p = _cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
+    p = cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
               "--json", str(out), "--quiet"])
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(out.read_text())["verdict"] == PASS
@@ -373,8 +432,8 @@ def custom_kernel(data):
 
 
 def _same_user() -> bool:
-    from harness.engine.runner import _privilege_drop_possible
-    return not _privilege_drop_possible()
+    from harness.engine.sandbox import privilege_drop_possible
+    return not privilege_drop_possible()
 
 
 @pytest.mark.xfail(condition=_same_user(), strict=True,
@@ -388,7 +447,7 @@ os.kill(os.getppid(), signal.SIGKILL)
 def custom_kernel(data):
     return _correct_kernel(data)
 """
-    p = _cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test", "--quiet"])
+    p = cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test", "--quiet"])
     assert p.returncode == 0
 
 
@@ -418,10 +477,12 @@ def _spawn():
     if os.fork() == 0:                 # double fork + setsid: an orphan in its own session
         os.setsid()
         subprocess.Popen(["sleep", "300", {tag!r}], start_new_session=True)
+        print("ORPHAN", flush=True)
         os._exit(0)
     for _ in range(200):               # bounded: 200 forked sleepers
         if os.fork() == 0:
             os.execvp("sleep", ["sleep", "300", {tag!r}])
+    print("FORKED", flush=True)
 _done = False
 
 def custom_kernel(data):
@@ -434,6 +495,7 @@ def custom_kernel(data):
     t0 = time.monotonic()
     r = run(cheat(body))
     assert time.monotonic() - t0 < 90
+    assert "ORPHAN" in r.stdout and "FORKED" in r.stdout, r.stdout
     assert r.verdict == REJECTED and "child process" in r.message, r.message
     deadline = time.monotonic() + 5
     while _sleepers(tag) and time.monotonic() < deadline:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from .conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_defense_overhead_quick_writes_both_score_lists(tmp_path):

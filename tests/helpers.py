@@ -1,0 +1,67 @@
+"""What several test modules share: paths of the small task copies and the examples, a cheating-file
+builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, and synthetic results
+(``make_result``) for the store and leaderboard tests."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from harness.api import RunOptions, run_submission
+from harness.results import PASS, CaseResult, DeviceInfo, RunResult, Stats, SubmissionInfo
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures"
+MXFP4_SMALL = str(FIX / "tasks" / "mxfp4_small" / "task.yml")
+NVFP4_SMALL = str(FIX / "tasks" / "nvfp4_small" / "task.yml")
+CORRECT = {MXFP4_SMALL: ROOT / "submissions" / "torch_mxfp4.py",
+           NVFP4_SMALL: ROOT / "submissions" / "torch_nvfp4.py"}
+SECRET = "adversarial-secret-7f3a9c"
+
+
+def cheat_with_correct_kernel(tmp_path: Path, body: str, task: str = MXFP4_SMALL, name: str = "cheat") -> Path:
+    """A submission file: the task's torch example with its entry point renamed ``_correct_kernel``,
+    followed by ``body`` (which defines the cheating ``custom_kernel``)."""
+    src = CORRECT[task].read_text().replace("def custom_kernel(", "def _correct_kernel(")
+    path = tmp_path / f"{name}.py"
+    path.write_text(src + "\n\n" + textwrap.dedent(body))
+    return path
+
+
+def run(sub, task=MXFP4_SMALL, mode="leaderboard", device="cpu", **opts):
+    """``run_submission`` with small budgets; leaderboard runs get the tests' fixed secret."""
+    opts.setdefault("max_repeats", 3)
+    if mode == "leaderboard":
+        opts.setdefault("secret", SECRET)
+    return run_submission(sub, task, mode, RunOptions(device=device, **opts))
+
+
+def cli(args, env=None, timeout=180) -> subprocess.CompletedProcess:
+    """``python -m harness ARGS`` in a fresh process (what an operator types), from the repository root."""
+    env = dict(os.environ if env is None else env)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+SHAPES = [{"m": 4, "n": 2880, "k": 512, "seed": 1}, {"m": 32, "n": 4096, "k": 512, "seed": 2}]
+
+
+def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, verdict=PASS, task="mxfp4_mm",
+                device="NVIDIA H200", kind="cuda", mode="leaderboard", sha=None, started_at="2026-11-01T10:00:00+00:00",
+                complete=True, message="", shapes=SHAPES) -> RunResult:
+    """A synthetic run: per-shape samples spread evenly around the given means (in us)."""
+    cases = [CaseResult(kind="test", spec=dict(shapes[0]), verdict=verdict, message=message)]
+    for spec, mean in zip(shapes, means_us):
+        # deterministic samples with mean exactly `mean` and relative std about rel_noise
+        offsets = [(i - (n - 1) / 2) / ((n - 1) / 2) for i in range(n)]
+        samples = [mean * 1e3 * (1 + rel_noise * 1.7 * o) for o in offsets]
+        stats = Stats.from_samples(samples) if verdict == PASS else None
+        cases.append(CaseResult(kind="benchmark", spec=dict(spec), verdict=verdict, stats=stats))
+    sha = sha or hashlib.sha256(name.encode()).hexdigest()
+    return RunResult(task=task, submission=SubmissionInfo(path=f"/subs/{name}.py", sha256=sha, name=name),
+                     mode=mode, device=DeviceInfo(name=device, kind=kind, torch="2.13.0"), verdict=verdict,
+                     message=message, score_us=None, cases=cases, started_at=started_at,
+                     finished_at=started_at, wall_s=1.5, harness_version="0.1.0", complete=complete)
