@@ -13,7 +13,7 @@ from harness.cli.main import main
 from harness.engine.options import RunOptions
 from harness.errors import UsageError
 from harness.store.database import open_store
-from test_store import make_result
+from tests.helpers import make_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")

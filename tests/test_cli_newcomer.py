@@ -12,7 +12,7 @@ from harness.analysis.plausibility import noise_warnings
 from harness.cli.main import build_parser, main
 from harness.results import Stats
 from harness.store.database import open_store
-from test_store import make_result
+from tests.helpers import make_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = "mxfp4_mm:small"
