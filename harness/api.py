@@ -17,6 +17,9 @@ from harness.results import RunResult
 
 def run_submission(path, task, mode: str = "test+benchmark", options=None, progress=None) -> RunResult:
     """Runs ``path`` on ``task`` (a Task, a task name or a task.yml path) in ``mode``."""
+    from harness.engine.preflight import check_submission_file
+    check_submission_file(path)
+    (options or RunOptions()).validate()
     from harness.engine.runner import run_submission as _run   # loads torch: imported when called
     return _run(path, task, mode, options, progress)
 

@@ -118,7 +118,8 @@ class Failed:
     error: str
     integrity: Integrity
     error_type: str = ""
-    traceback: str = ""
+    traceback: str = ""          # the submission's own frames, with the user's file name
+    traceback_full: str = ""     # every frame (shown with --verbose)
 
     @classmethod
     def decode(cls, header: dict, payloads: list) -> "Failed":
@@ -126,7 +127,8 @@ class Failed:
         _no_payloads(payloads, what)
         return cls(error=_field(header, "error", _text, what), integrity=Integrity.decode(header, what, False),
                    error_type=_field(header, "error_type", _text, what, ""),
-                   traceback=_field(header, "traceback", _text, what, ""))
+                   traceback=_field(header, "traceback", _text, what, ""),
+                   traceback_full=_field(header, "traceback_full", _text, what, ""))
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,39 @@ class _Spec:
 
 # ---------------------------------------------------------------- public API
 
+# Small-shape copies for quick CPU checks, by name: 'mxfp4_mm:small', or the copy's own name
+# ('mxfp4_small', under which its runs are stored).
+SMALL_COPIES_DIR = TASKS_DIR.parent / "tests" / "fixtures" / "tasks"
+SMALL_COPIES = {"mxfp4_mm": "mxfp4_small", "nvfp4_gemm": "nvfp4_small"}
+SMALL_SUFFIX = ":small"
+
+
+def small_copy_name(task: str) -> str | None:
+    """'mxfp4_mm:small' for a task that has a small copy, else None."""
+    return task + SMALL_SUFFIX if task in SMALL_COPIES else None
+
+
+def _small_copy(name: str) -> Path | None:
+    if name.endswith(SMALL_SUFFIX):
+        base = name[:-len(SMALL_SUFFIX)]
+        if base not in SMALL_COPIES:
+            raise TaskSpecError(f"no small copy of task {base!r}; small copies: "
+                                + ", ".join(t + SMALL_SUFFIX for t in SMALL_COPIES))
+        folder = SMALL_COPIES[base]
+    elif name in SMALL_COPIES.values():
+        folder = name
+    else:
+        return None
+    path = SMALL_COPIES_DIR / folder / "task.yml"
+    return path.resolve() if path.is_file() else None
+
+
 def _resolve(name_or_path) -> Path:
     p = Path(name_or_path)
+    if isinstance(name_or_path, str) and "/" not in name_or_path:
+        small = _small_copy(name_or_path)
+        if small is not None:
+            return small
     if isinstance(name_or_path, str) and "/" not in name_or_path and not name_or_path.endswith(".yml") \
             and (TASKS_DIR / name_or_path / "task.yml").is_file():
         return TASKS_DIR / name_or_path / "task.yml"
@@ -192,7 +223,8 @@ def _resolve(name_or_path) -> Path:
     if p.is_file():
         return p.resolve()
     raise TaskSpecError(f"no task {str(name_or_path)!r}: neither a folder under {TASKS_DIR} nor a task.yml "
-                        f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'}")
+                        f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'} (or a small copy for quick CPU "
+                        f"checks: {', '.join(t + SMALL_SUFFIX for t in SMALL_COPIES)})")
 
 
 def list_tasks() -> list[str]:

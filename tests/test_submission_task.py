@@ -11,7 +11,8 @@ from tests.helpers import MXFP4_SMALL
 
 def _file(tmp_path, name, header=""):
     path = tmp_path / name
-    path.write_text(header + "import torch\n\n\ndef custom_kernel(data):\n    return data[0]\n")
+    # the file's own name in a comment: run-all makes one job per distinct file contents
+    path.write_text(header + f"# {name}\nimport torch\n\n\ndef custom_kernel(data):\n    return data[0]\n")
     return path
 
 

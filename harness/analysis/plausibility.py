@@ -63,15 +63,31 @@ def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, g
     return None
 
 
+# CPU timings (host clock, shared cores, no clock control) spread far more than GPU ones: their limits
+# are wider, and the advice differs (more samples do not make a loaded CPU quiet).
+UNSTABLE_REL_ERR = {True: 0.01, False: 0.10}       # by gpu
+OUTLIER_RATIO = {True: 2.0, False: 10.0}
+
+
 def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
+    """Why a figure may not be reliable, and what to do; on the CPU at most one line per case."""
+    unstable = stats.relative_error > UNSTABLE_REL_ERR[gpu]
+    outliers = stats.min > 0 and stats.max / stats.min > OUTLIER_RATIO[gpu]
+    if not gpu:
+        if not (unstable or outliers):
+            return []
+        return [f"noisy CPU timing: the standard error is {100 * stats.relative_error:.1f}% of the mean and the "
+                f"slowest of {stats.runs} samples {stats.max / stats.min if stats.min > 0 else float('inf'):.1f}x "
+                "the fastest (shared cores, no clock control); compare medians, and time on a GPU for figures "
+                "that mean something"]
     out = []
-    if stats.relative_error > 0.01:
+    if unstable:
         out.append(f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
-                   "work on this device or raise --max-repeats")
-    if stats.min > 0 and stats.max / stats.min > 2.0:
+                   "work on this device or raise --max-repeats and --max-time")
+    if outliers:
         out.append(f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
                    "(clock changes or interference); the median is the more robust figure")
-    if gpu and strict_per_call and stats.mean < 5e3:
+    if strict_per_call and stats.mean < 5e3:
         out.append("shorter than 5 us: per-call launch overhead dominates this figure")
     return out
 

@@ -110,6 +110,7 @@ class Leaderboard:
     task: str
     rule: RankRule
     boards: list[DeviceBoard]
+    mode: str | None = None          # the one mode whose runs are ranked (None: every mode, as asked)
 
     def to_dict(self) -> dict[str, Any]:
         def clean(x):
@@ -126,7 +127,7 @@ class Leaderboard:
             for e, ed in zip(b.ranked, d["ranked"]):
                 ed["rank_label"] = e.rank_label
             devices.append(d)
-        return clean({"version": LEADERBOARD_JSON_VERSION, "task": self.task, "rule": self.rule.value,
+        return clean({"version": LEADERBOARD_JSON_VERSION, "task": self.task, "rule": self.rule.value, "mode": self.mode,
                       "tie_rule": "95% intervals overlap the group leader's", "devices": devices})
 
 

@@ -7,15 +7,17 @@ import shlex
 import sys
 
 from harness.analysis import compare as stats
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.report.board import ranking_rule, resolve_task
 from harness.report.runs import find_runs, no_runs_error
 from harness.report.tables import format_rows, us
+from harness.engine.preflight import check_store_exists
 from harness.errors import UsageError
 from harness.analysis.ranking import BENCHMARK_KINDS, best_run
 from harness.results import shape_label
 from harness.store.database import open_store
 
+EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness compare submissions/a.py submissions/b.py --task mxfp4_mm
   python -m harness compare "Fast Kernel" baseline --task mxfp4_mm --device "NVIDIA H200" --format json
 
@@ -65,6 +67,7 @@ def _device(st, task, a, b, wanted):
 
 def run(args) -> int:
     args.task = resolve_task(args.task)[0]
+    check_store_exists(args.results_dir)
     with open_store(args.results_dir) as st:
         for ref in (args.a, args.b):
             if not find_runs(st, args.task, ref):
@@ -72,6 +75,10 @@ def run(args) -> int:
         device = _device(st, args.task, args.a, args.b, args.device)
         _, rule, _ = ranking_rule(args.task, None, True)
         run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
+        if run_a.id == run_b.id:
+            raise UsageError(f"{args.a!r} and {args.b!r} are the same submission (both resolve to run {run_a.id}, "
+                             f"{run_a.display_name!r}): that would compare a run with itself; give two different "
+                             "submissions (see 'python -m harness leaderboard --task " + args.task + "')")
         cases = st.cases([run_a.id, run_b.id])
     name_a, name_b = run_a.display_name, run_b.display_name
     if name_a == name_b:

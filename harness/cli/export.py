@@ -4,13 +4,15 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.report.board import resolve_task
 from harness.report.tables import format_rows
+from harness.engine.preflight import check_output_file, check_store_exists
 from harness.errors import UsageError
 from harness.results import shape_label
 from harness.store.database import open_store
 
+EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness export --task mxfp4_mm --format json --output runs.json
   python -m harness export --task mxfp4_mm --format csv > runs.csv
 
@@ -61,6 +63,9 @@ def export_text(fmt: str, task: str | None = None, results_dir: str | None = Non
 
 def run(args) -> int:
     task = resolve_task(args.task)[0] if args.task else None
+    check_store_exists(args.results_dir)
+    if args.output != "-":
+        check_output_file(args.output, "--output")
     text = export_text(args.format, task, args.results_dir)
     if args.output == "-":
         sys.stdout.write(text)

@@ -5,12 +5,14 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.report.board import resolve_task
 from harness.report.runs import file_sha, find_runs, no_runs_error
 from harness.report.tables import format_rows, us
+from harness.engine.preflight import check_store_exists
 from harness.store.database import open_store
 
+EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness history submissions/triton_mxfp4.py --task mxfp4_mm
   python -m harness history "Fast Kernel" --task mxfp4_mm --format json
 
@@ -29,6 +31,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     args.task = resolve_task(args.task)[0]
+    check_store_exists(args.results_dir)
     with open_store(args.results_dir) as st:
         runs = find_runs(st, args.task, args.submission)
         if not runs:

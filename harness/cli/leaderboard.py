@@ -5,11 +5,13 @@ import sys
 from pathlib import Path
 
 from harness.analysis.ranking import RankRule
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
+from harness.engine.preflight import check_output_file, check_store_exists
 from harness.errors import UsageError
 from harness.report.board import BOARD_FORMATS, load_board, render_board
 
 FORMATS = (*BOARD_FORMATS, "html")
+EXIT_CODES = READ_ONLY_EXIT_CODES
 
 EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
   python -m harness leaderboard --task mxfp4_mm --device "NVIDIA H200" --format markdown
@@ -39,7 +41,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rule", choices=[r.value for r in RankRule], default=None,
                         help="override the task's ranking rule")
     parser.add_argument("--mode", choices=("leaderboard", "benchmark", "test+benchmark"), default=None,
-                        help="rank only runs made in this mode (default: every mode that has timings)")
+                        help="rank the runs made in this mode (default: leaderboard when there are such runs, else "
+                             "test+benchmark, else benchmark; the choice is said on stderr)")
     add_results_dir_argument(parser)
 
 
@@ -66,10 +69,13 @@ def _all_task_names(results_dir: str | None) -> list[str]:
 
 
 def run(args) -> int:
+    check_store_exists(args.results_dir)      # a read-only command never creates a store
     if args.format == "html":
         return _write_site(args)
     if args.all_tasks and args.format == "json":
         raise UsageError("--format json describes one task; pass --task T (or use --format html/table/markdown/csv)")
+    if args.output:
+        check_output_file(args.output, "-o/--output")
     tasks = _all_task_names(args.results_dir) if args.all_tasks else [args.task]
     parts = []
     for i, task in enumerate(tasks):

@@ -34,20 +34,42 @@ COMMANDS = {
                       "(stored in the user data folder)"),
 }
 
-EXIT_CODES_HELP = """exit codes:
-  0   everything ran and passed
-  1   a check failed (wrong output)
-  2   usage error: bad arguments, unknown task, missing file, invalid task spec
-  3   the submission could not import, compile or run, or it crashed
-  4   the submission ran past the task's timeout
-  5   rejected: refused by the static-scan policy or caught tampering
-  70  internal error in the harness (please report it)
-"""
+# every exit code, by number; a command module's EXIT_CODES lists the ones it can return
+EXIT_CODE_TEXT = {
+    0: "everything ran and passed",
+    1: "a check failed (wrong output)",
+    2: "usage error: bad arguments, unknown task, missing file, invalid task spec",
+    3: "the submission could not import, compile or run, or it crashed",
+    4: "the submission ran past the task's timeout",
+    5: "rejected: refused by the static-scan policy or caught tampering",
+    70: "internal error in the harness (please report it)",
+    141: "the output pipe closed early (e.g. '| head'): the rest of the output was dropped, quietly",
+}
+
+
+def exit_codes_help(codes=None, overrides: dict | None = None) -> str:
+    """An 'exit codes:' block for ``codes`` (default: all), with a command's own wording in ``overrides``."""
+    overrides = overrides or {}
+    lines = [f"  {code:<3} {overrides.get(code, EXIT_CODE_TEXT[code])}" for code in (codes or EXIT_CODE_TEXT)]
+    return "exit codes:\n" + "\n".join(lines) + "\n"
+
+
+EXIT_CODES_HELP = exit_codes_help()
+EXIT_BROKEN_PIPE = 141   # the shell's 128 + SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse would sys.exit(2) from deep inside; raise instead
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def _command_exit_codes(mod) -> str:
+    """A command's exit-code block from its EXIT_CODES (codes, or a {code: text} for its own wording)."""
+    codes = getattr(mod, "EXIT_CODES", None)
+    if codes is None:
+        return EXIT_CODES_HELP
+    overrides = codes if isinstance(codes, dict) else {}
+    return exit_codes_help(list(codes), overrides)
 
 
 def _chosen_command(argv: list[str]) -> str | None:
@@ -67,7 +89,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             continue
         mod = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text,
-                           epilog="examples:\n" + mod.EXAMPLES + "\n" + getattr(mod, "EXIT_CODES", EXIT_CODES_HELP),
+                           epilog="examples:\n" + mod.EXAMPLES + "\n" + _command_exit_codes(mod),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
@@ -82,7 +104,12 @@ def main(argv=None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        return args._run(args)
+        code = args._run(args)
+        sys.stdout.flush()     # inside the try: a closed pipe is met here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -94,3 +121,14 @@ def main(argv=None) -> int:
         traceback.print_exc()
         print(f"internal error: {exc!r}; this is a bug in the harness, please report it", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's last flush cannot fail again
+    (the Python documentation's recipe for SIGPIPE)."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

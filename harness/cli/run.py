@@ -7,12 +7,14 @@ import sys
 from pathlib import Path
 
 from harness.cli.options import add_results_dir_argument
-from harness.errors import exit_code_for
+from harness.errors import UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
 from harness.api import RunOptions, run_submission
 from harness.engine.modes import MODES, Mode
+from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
 from harness.engine.seeds import take_secret
 
+EXIT_CODES = (0, 1, 2, 3, 4, 5, 70, 141)
 EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm
   python -m harness run submissions/torch_nvfp4.py --task nvfp4_gemm --mode test
   HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
@@ -68,11 +70,18 @@ def run(args) -> int:
                          drop_privileges=False if args.no_drop_privileges else None,
                          verify_timing=args.verify_timing, kernel_only=not args.no_kernel_only,
                          triton_cache_dir=args.triton_cache_dir,
-                         scan_policy=args.scan_policy, defenses=not args.no_defenses)
+                         scan_policy=args.scan_policy, defenses=not args.no_defenses).validate()
+    check_submission_file(args.file)
+    check_output_file(args.json, "--json")
+    if args.save:
+        check_store_writable(args.results_dir)
     if Mode(args.mode).ranked:
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
+    note = cpu_note(args.task, args.mode, args.device, options, [args.file])
+    if note:
+        print(note, file=sys.stderr, flush=True)
     with deferred_termination() as received:
         result = run_submission(args.file, args.task, args.mode, options, progress)
     if received:
@@ -85,18 +94,47 @@ def run(args) -> int:
     if args.json == "-":
         print(result.to_json())
     else:
-        print(render_run(result))
-        excerpt = render_output_excerpt(result)
+        print(render_run(result, _diagnosis(result, args.task)))
+        excerpt = render_output_excerpt(result, verbose=args.verbose)
         if excerpt and result.verdict != "pass":
             print(excerpt, file=sys.stderr)
-        if args.json:
-            Path(args.json).write_text(result.to_json() + "\n")
     if args.save:
         from harness.store.database import git_commit_of, open_store
         with open_store(args.results_dir) as st:
             run_id = st.record(result, git_commit=git_commit_of(args.file))
             print(f"stored as run {run_id} in {st.path}", file=sys.stderr)
+    if args.json and args.json != "-":
+        try:
+            Path(args.json).write_text(result.to_json() + "\n")
+        except OSError as exc:   # checked before the run; only a change since then gets here
+            raise UsageError(f"--json {args.json}: cannot write ({exc}); the result was not written there"
+                             + (" (it is in the results store)" if args.save else "")) from exc
     return exit_code_for(result.verdict)
+
+
+def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> str | None:
+    """The one line that warns of a long CPU run (harness.engine.cpu_estimate), or None."""
+    from harness.engine.cpu_estimate import long_cpu_run_note
+    from harness.engine.device import select_device
+    from tasks import load_task
+    try:
+        task = load_task(task_name)
+        on_cpu = select_device(device).type == "cpu"
+    except Exception:  # noqa: BLE001 - a bad task or device is reported by the run itself
+        return None
+    if callable(files):
+        files = files(task)
+    return long_cpu_run_note(task, mode, options.max_repeats, options.max_time_s, files) if on_cpu else None
+
+
+def _diagnosis(result, task: str) -> str | None:
+    from harness.engine.diagnosis import diagnose_result
+    from tasks import load_task
+    try:
+        target = load_task(task).target_gpu
+    except Exception:  # noqa: BLE001 - the task loaded for the run; a diagnosis never fails the command
+        target = "(unknown)"
+    return diagnose_result(result, target)
 
 
 @contextlib.contextmanager

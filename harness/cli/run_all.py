@@ -8,6 +8,11 @@ from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import STORED_MODES
 from harness.errors import EXIT_INTERNAL, EXIT_OK, UsageError
 
+EXIT_CODES = {0: "every submission was run and stored, whatever their verdicts (see 'leaderboard', 'history')",
+              2: "usage error: bad arguments, unknown task, missing folder, unwritable results store",
+              70: "the harness or the machine failed on a job more often than --retries allows (stored with "
+                  "verdict 'error', its job 'failed'; the rest still ran)",
+              141: "the output pipe closed early: the rest of the output was dropped, quietly"}
 EXAMPLES = """  python -m harness run-all submissions/ --task mxfp4_mm
   python -m harness run-all submissions/ --task mxfp4_mm --secret-file secret.txt
   python -m harness run-all submissions/ --task mxfp4_mm --mode test --results-dir /tmp/res
@@ -16,11 +21,6 @@ EXAMPLES = """  python -m harness run-all submissions/ --task mxfp4_mm
       --store postgresql://harness:pw@db-host/harness                             # a Ray cluster
   python -m harness jobs --task mxfp4_mm                # where each job stands
   python -m harness leaderboard --task mxfp4_mm        # then look at the ranking
-
-Exit status: 0 when every submission was run and stored, whatever their verdicts (those are in the
-store: see 'leaderboard' and 'history'); 2 for a usage error; 70 when the harness or the machine
-failed on a job more often than --retries allows (that run is stored with verdict 'error', its job
-as 'failed', and the rest still run).
 
 Jobs: one per submission file contents, task, mode and harness version, kept in the store's job
 table. A job already done is skipped (and said so; --rerun measures it again); a rerun after a killed run-all resumes the jobs
@@ -84,7 +84,8 @@ def run(args) -> int:
     if args.executor == "serial" and (args.address or args.gpu_type or args.jobs):
         raise UsageError("--address, --gpu-type and --jobs belong to --executor ray; add --executor ray")
     options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time,
-                         timeout_scale=args.timeout_scale)
+                         timeout_scale=args.timeout_scale).validate()
+    _say_cpu_note(args, options)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     executor = (lambda: _ray_executor(args)) if args.executor == "ray" else None
     report = run_folder(args.folder, args.task, args.mode, options, results_dir=args.results_dir,
@@ -95,3 +96,17 @@ def run(args) -> int:
         board, _warnings = load_board(args.task, results_dir=args.results_dir, mode=report.mode)
         say("\n" + render_board(board, "table"))
     return EXIT_INTERNAL if report.internal_errors else EXIT_OK
+
+
+def _say_cpu_note(args, options) -> None:
+    from harness.cli.run import cpu_note
+    from harness.engine.submission import discover
+
+    def files(task):
+        try:
+            return discover(args.folder, (task.name, task.compat_dir.parent.name), everything=args.all)[0]
+        except UsageError:
+            return []
+    note = cpu_note(args.task, args.mode, args.device, options, files)
+    if note:
+        print(note, file=sys.stderr, flush=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 import harness
+from harness.engine.diagnosis import diagnose_result
 from harness.engine.executors.job import JobSink, JobSpec, JobStart
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
@@ -94,8 +95,9 @@ class _StoreSink(JobSink):
     """Writes every job event to the job table and the progress display."""
 
     def __init__(self, jobs: JobTable, report: FolderRun, specs: list[JobSpec], progress: Progress,
-                 device: DeviceInfo | None):
+                 device: DeviceInfo | None, target_gpu: str | None = None):
         self.jobs, self.report, self.progress, self.device = jobs, report, progress, device
+        self.target_gpu = target_gpu
         self.total = len(specs)
         self.starts: dict[int, JobStart] = {}
         self.attempts: dict[int, int] = {}
@@ -122,6 +124,9 @@ class _StoreSink(JobSink):
         where = f", {entry.node} GPU {entry.gpu}" if entry.gpu is not None and self.report.executor != "serial" else ""
         self.progress.line(f"[{len(self.report.entries)}/{self.total}] {Path(spec.path).name}: {_summary(result)}"
                            f" [{elapsed:.1f} s{where}]")
+        hint = diagnose_result(result, self.target_gpu)
+        if hint:
+            self.progress.line(f"[{len(self.report.entries)}/{self.total}] {Path(spec.path).name}: {hint}")
         return entry
 
     def finished(self, spec, result):
@@ -165,7 +170,10 @@ def run_folder(folder, task, mode: str = "leaderboard", options=None, *, results
     from harness.engine.seeds import take_secret
     from harness.engine.executors.serial import SerialExecutor
 
+    from harness.engine.preflight import check_store_writable
     say = progress or (lambda line: None)
+    (options or RunOptions()).validate()
+    check_store_writable(results_dir)
     task = load_task_or_usage_error(task)
     parsed_mode = Mode.parse(mode)
     files, skipped = discover(folder, (task.name, task.compat_dir.parent.name), everything=everything)
@@ -224,7 +232,7 @@ def _run_jobs(st, files, skipped, task, mode, options, executor, say, live, reru
     say(f"run-all: {len(specs)} job(s) for {task.name}, mode {mode}, on the {executor.name} executor "
         f"({executor.slots} at a time), results in {st.location}")
     prog = Progress(len(specs), say, live=live)
-    sink = _StoreSink(jobs, report, specs, prog, device)
+    sink = _StoreSink(jobs, report, specs, prog, device, task.target_gpu)
     t0 = time.monotonic()
     try:
         executor.run(specs, options, sink)

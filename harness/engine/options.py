@@ -2,7 +2,10 @@
 before the engine is loaded."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+SCAN_POLICIES = ("warn", "reject", "off")
 
 
 @dataclass
@@ -26,3 +29,41 @@ class RunOptions:
     scan_policy: str = "warn"               # leaderboard: static scan (harness.engine.scan) warn | reject | off
     defenses: bool = True                   # False: MEASUREMENT ONLY (scripts/validation/defense_overhead.py), see SECURITY.md
     extra_warnings: list[str] = field(default_factory=list)
+
+    def validate(self) -> "RunOptions":
+        """Raises UsageError naming the option, its allowed range and the value given; returns self.
+        Called by the CLI and the library before anything runs (a bad value must never reach the worker,
+        where e.g. --max-repeats 1 once looked like a forged timing reply)."""
+        from harness.errors import UsageError
+
+        def bad(name: str, flag: str | None, allowed: str, value) -> UsageError:
+            return UsageError(f"{flag or name} must be {allowed}; got {value!r}")
+
+        def positive(name: str, flag: str, value, *, integer: bool = False, minimum=None):
+            if value is None:
+                return
+            kind = int if integer else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+                raise bad(name, flag, f"a finite {'integer' if integer else 'number'}", value)
+            if minimum is not None and value < minimum:
+                raise bad(name, flag, f"at least {minimum}", value)
+            if minimum is None and value <= 0:
+                raise bad(name, flag, "greater than 0", value)
+
+        positive("min_runs", None, self.min_runs, integer=True, minimum=1)
+        if self.max_repeats is not None and not isinstance(self.max_repeats, bool) \
+                and isinstance(self.max_repeats, int) and self.max_repeats < self.min_runs:
+            raise UsageError(f"--max-repeats must be at least {self.min_runs} (the stopping rule takes at least "
+                             f"min_runs={self.min_runs} samples per case); got {self.max_repeats}")
+        positive("max_repeats", "--max-repeats", self.max_repeats, integer=True, minimum=self.min_runs)
+        positive("max_time_s", "--max-time", self.max_time_s)
+        positive("wall_cap_s", None, self.wall_cap_s)
+        positive("target_rel_err", None, self.target_rel_err)
+        positive("timeout_scale", "--timeout-scale", self.timeout_scale)
+        positive("memory_limit_gb", "--memory-limit-gb", self.memory_limit_gb)
+        positive("output_limit_mb", None, self.output_limit_mb, integer=True, minimum=1)
+        positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement,
+                 integer=True, minimum=1)
+        if self.scan_policy not in SCAN_POLICIES:
+            raise bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
+        return self

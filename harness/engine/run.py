@@ -101,7 +101,7 @@ class Run:
             self.cases.append(CaseResult("import", {}, REJECTED, result.message))
         elif not reply.ok:
             result.message = reply.error
-            self.cases.append(CaseResult("import", {}, ERROR, result.message, extra={"traceback": reply.traceback}))
+            self.cases.append(CaseResult("import", {}, ERROR, result.message, extra=verdicts.tracebacks(reply)))
         return not reason and reply.ok
 
     def _run_cases(self, inputs: Inputs, checker: Checker, deadline: float) -> None:
@@ -131,7 +131,7 @@ class Run:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
                 return False
             if not reply.ok:
-                self.cases.append(CaseResult("test", spec, ERROR, reply.error, extra={"traceback": reply.traceback}))
+                self.cases.append(CaseResult("test", spec, ERROR, reply.error, extra=verdicts.tracebacks(reply)))
                 continue
             [out] = checker.outputs([reply.output])
             ok, message = checker.check(data, out)

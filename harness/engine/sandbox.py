@@ -77,7 +77,8 @@ class Sandbox:
                                    env=self._environment(triton_cache, device.type == "cuda"),
                                    task_file=str(task.module.__file__), run_dir=self.folder,
                                    sandbox_readable=_task_dirs(task),
-                                   sandbox_writable=[triton_cache] if opt.triton_cache_dir else [])
+                                   sandbox_writable=[triton_cache] if opt.triton_cache_dir else [],
+                                   submission_name=str(submission))
 
     def _environment(self, triton_cache: str, gpu: bool) -> dict:
         # Caches and temporary files stay inside the run's own directory: writable after the drop to
@@ -105,9 +106,8 @@ class Sandbox:
                     os.chown(name, NOBODY, NOBODY)
             return NOBODY
         if hasattr(os, "geteuid") and os.geteuid() == 0:
-            warnings.append("the submission runs as root, the harness's own user: a hostile submission "
-                            "could read or kill the harness (see SECURITY.md); make the Python "
-                            "environment world-readable so it can run as 'nobody'")
+            from harness.engine.privileges import needed_paths, root_warning_once
+            warnings += root_warning_once(needed_paths())
         return None
 
     def remove(self) -> None:

@@ -38,6 +38,11 @@ def running_case(planned, done: list[CaseResult], case_spec) -> tuple[str, dict]
     return "run", {}
 
 
+def tracebacks(reply) -> dict:
+    """A failed reply's tracebacks: the submission's own frames, and every frame (shown with --verbose)."""
+    return {"traceback": reply.traceback, "traceback_full": reply.traceback_full}
+
+
 def end_case(result: CaseResult, reply, reason: str | None, samples=()) -> CaseResult:
     """A case the worker's reply ended: rejected for ``reason``, else (``reply`` is then a
     ``messages.Failed``) the submission's error."""
@@ -45,7 +50,7 @@ def end_case(result: CaseResult, reply, reason: str | None, samples=()) -> CaseR
         result.verdict, result.message = REJECTED, reason
     else:
         result.verdict, result.message = ERROR, reply.error
-        result.extra["traceback"] = reply.traceback
+        result.extra.update(tracebacks(reply))
     if samples:
         result.stats = Stats.from_samples(samples)
     return result

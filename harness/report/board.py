@@ -33,7 +33,8 @@ def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple
         raise UsageError(f"unknown task {task!r} ({problem}); pass a task that has results in the store "
                          "or one under tasks/")
     return name, RankRule.GEOM, (f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
-                                 "pass --rule to choose")
+                                 "pass --rule to choose, or pass the task.yml path its runs were made with "
+                                 "as --task")
 
 
 def load_board(task: str, *, device: str | None = None, results_dir: str | None = None,
@@ -41,18 +42,42 @@ def load_board(task: str, *, device: str | None = None, results_dir: str | None 
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
     with open_store(results_dir) as st:
-        runs = [r for r in st.runs(task=name) if mode is None or r.mode == mode]
+        stored = st.runs(task=name)
+        mode, note = choose_mode(stored, mode)
+        runs = [r for r in stored if mode is None or r.mode == mode]
         _, rank_rule, warning = ranking_rule(task, rule, bool(runs))
         known_tasks, devices = st.tasks(), st.devices(name)
         if device is not None and device not in devices:
             raise UsageError(f"no results for task {name!r} on device {device!r}; choose one of: "
                              + (", ".join(repr(d) for d in devices) or "(none yet)"))
         cases = st.cases(r.id for r in runs)
-    warnings = [warning] if warning else []
+    warnings = [w for w in (warning, note) if w]
     if not runs:
         warnings.append(f"no results for task {name!r} in the store yet (tasks with results: "
                         f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first")
-    return build_leaderboard(name, rank_rule, runs, cases, device=device), warnings
+    board = build_leaderboard(name, rank_rule, runs, cases, device=device)
+    board.mode = mode
+    return board, warnings
+
+
+# the default mode of a leaderboard: ranked runs first, then the unranked modes that time
+MODE_PREFERENCE = ("leaderboard", "test+benchmark", "benchmark")
+
+
+def choose_mode(runs, wanted: str | None) -> tuple[str | None, str | None]:
+    """(the one mode to rank, a note for stderr when it is not the leaderboard mode by default).
+    Runs of different modes are not ranked together: their inputs and timing budgets differ."""
+    if wanted is not None:
+        return wanted, None
+    present = {r.mode for r in runs}
+    for m in MODE_PREFERENCE:
+        if m in present:
+            if m == "leaderboard":
+                return m, None
+            others = sorted(present & set(MODE_PREFERENCE) - {m})
+            return m, (f"note: no leaderboard-mode runs yet; ranking the {m!r}-mode runs"
+                       + (f" (also stored: {', '.join(others)})" if others else "") + "; choose one with --mode")
+    return None, None
 
 
 def render_board(board: Leaderboard, fmt: str) -> str:
@@ -64,7 +89,8 @@ def render_board(board: Leaderboard, fmt: str) -> str:
     if not board.boards:
         parts.append(f"No results for {board.task} yet.\n")
     for b in board.boards:
-        title = f"{board.task} on {b.device}" + (f" ({b.device_kind})" if b.device_kind else "")
+        title = (f"{board.task} on {b.device}" + (f" ({b.device_kind})" if b.device_kind else "")
+                 + (f", mode {board.mode}" if board.mode else ""))
         rule = (f"Ranked by the {board.rule.description} (lower is better); '=' marks a tie within "
                 "measurement error (95% intervals overlap).")
         parts.append(f"### {title}\n\n{rule}\n" if fmt == "markdown" else f"{title}\n{rule}\n")

@@ -5,7 +5,8 @@ from harness.results import PASS, RunResult, shape_label
 from harness.report.tables import format_rows, us_from_ns as fmt_us
 
 
-def render_run(result: RunResult) -> str:
+def render_run(result: RunResult, diagnosis: str | None = None) -> str:
+    """The run's report; ``diagnosis`` (harness.engine.diagnosis) is one more line under 'why:'."""
     d = result.device
     out = [f"task {result.task} | submission {result.submission.name} ({result.submission.path}) | mode {result.mode}",
            f"device {d.name} [{d.kind}{', ' + d.capability if d.capability else ''}] | torch {d.torch}"
@@ -45,6 +46,8 @@ def render_run(result: RunResult) -> str:
     out.append(f"verdict: {result.verdict.upper()}   score: {score}   wall: {result.wall_s or 0:.1f} s")
     if result.verdict != PASS:
         out.append(f"why: {result.message}")
+    if diagnosis:
+        out.append(diagnosis)
     return "\n".join(out)
 
 
@@ -93,13 +96,16 @@ def render_warnings(result: RunResult) -> list[str]:
     return lines
 
 
-def render_output_excerpt(result: RunResult, limit: int = 2000) -> str:
+def render_output_excerpt(result: RunResult, limit: int = 2000, verbose: bool = False) -> str:
+    """The submission's output and its first traceback: its own frames, or every frame when ``verbose``."""
     parts = []
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
         if text.strip():
             t = text if len(text) <= limit else text[:limit // 2] + "\n[...]\n" + text[-limit // 2:]
             parts.append(f"--- submission {name} ---\n{t.rstrip()}")
-    tbs = [c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
+    key = "traceback_full" if verbose else "traceback"
+    tbs = [c.extra.get(key) or c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
     if tbs:
-        parts.append("--- traceback (first) ---\n" + tbs[0].rstrip())
+        parts.append(("--- traceback (first, every frame) ---\n" if verbose else
+                      "--- traceback (first; the harness's frames with --verbose) ---\n") + tbs[0].rstrip())
     return "\n".join(parts)

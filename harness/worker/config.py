@@ -19,6 +19,7 @@ class WorkerConfig:
     run_as_gid: int | None = None
     env: dict = field(default_factory=dict)  # set before the submission is imported
     task_file: str | None = None            # the task's task.py, whose generate_input makes the inputs
+    submission_name: str | None = None      # the user's file name, shown in tracebacks for the copy's path
     run_dir: str | None = None              # the run's own folder: the worker's cwd and its only writable place
     sandbox_readable: list = field(default_factory=list)   # besides the Python install, the system, the harness
     sandbox_writable: list = field(default_factory=list)   # besides the run folder (a shared Triton cache)

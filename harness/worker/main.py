@@ -28,14 +28,25 @@ from tasks.registry import load_task_module
 MAX_TRACEBACK_CHARS = 6000
 
 
-def _describe_exception(exc: BaseException) -> str:
-    """One sentence a competitor can act on."""
+def _describe_exception(exc: BaseException, shown: dict | None = None) -> str:
+    """One sentence a competitor can act on; ``shown`` maps the submission copy's path to the user's name."""
+    text = _rename(_describe(exc, shown or {}), shown or {})
+    return text
+
+
+def _rename(text: str, shown: dict) -> str:
+    for path, name in shown.items():
+        text = text.replace(path, name)
+    return text
+
+
+def _describe(exc: BaseException, shown: dict) -> str:
     name = type(exc).__name__
     if isinstance(exc, ModuleNotFoundError):
-        return (f"the submission needs the Python module {exc.name!r}, which is not installed here "
-                f"(vendor libraries such as aiter or cutlass exist only on their competition's machines)")
+        return f"the submission needs the Python module {exc.name!r}, which is not installed here"
     if isinstance(exc, SyntaxError):
-        return f"syntax error in {os.path.basename(exc.filename or 'the submission')} line {exc.lineno}: {exc.msg}"
+        where = shown.get(exc.filename, exc.filename or "the submission")
+        return f"syntax error in {where} line {exc.lineno}: {exc.msg}"
     if isinstance(exc, torch.OutOfMemoryError):
         return f"ran out of device memory: {exc}".split("\n")[0]
     if "CompilationError" in name or "CompileError" in name:
@@ -48,10 +59,37 @@ def _describe_exception(exc: BaseException) -> str:
     return f"{name}: {str(exc).strip()[:1500]}"
 
 
-def _error_reply(exc: BaseException) -> dict:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"ok": False, "error": _describe_exception(exc), "error_type": type(exc).__name__,
-            "traceback": tb[-MAX_TRACEBACK_CHARS:]}
+def _chain(te, seen=None):
+    """A TracebackException and the ones it was raised from or during, each once."""
+    seen = set() if seen is None else seen
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    yield te
+    yield from _chain(te.__cause__, seen)
+    yield from _chain(te.__context__, seen)
+
+
+def format_submission_traceback(exc: BaseException, shown: dict, own_only: bool) -> str:
+    """The traceback with the submission copy's path replaced by the user's file name; ``own_only``
+    keeps only the submission's own frames (the harness's and the libraries' are left out)."""
+    te = traceback.TracebackException.from_exception(exc)   # source lines are read here, from the copy
+    for part in _chain(te):
+        if own_only:
+            part.stack = traceback.StackSummary.from_list([f for f in part.stack if f.filename in shown])
+        for frame in part.stack:
+            frame.filename = shown.get(frame.filename, frame.filename)
+        if getattr(part, "filename", None) in shown:       # a SyntaxError's own file
+            part.filename = shown[part.filename]
+    return _rename("".join(te.format()), shown)
+
+
+def _error_reply(exc: BaseException, shown: dict | None = None) -> dict:
+    shown = shown or {}
+    full = format_submission_traceback(exc, shown, own_only=False)
+    own = format_submission_traceback(exc, shown, own_only=True) if shown else full
+    return {"ok": False, "error": _describe_exception(exc, shown), "error_type": type(exc).__name__,
+            "traceback": own[-MAX_TRACEBACK_CHARS:], "traceback_full": full[-MAX_TRACEBACK_CHARS:]}
 
 
 class Worker:
@@ -73,6 +111,13 @@ class Worker:
                                    f"({_describe_exception(exc)}); it must be readable by the worker's user")
         self.slots = []     # input tuples generated on request (op "generate"), named by index
         self._baseline = originals.snapshot(self)   # before the submission is imported
+
+    def _shown_names(self) -> dict:
+        """The submission copy's path -> the name the user knows it by."""
+        if not self.cfg.submission_name:
+            return {}
+        return {self.cfg.submission_path: self.cfg.submission_name,
+                os.path.abspath(self.cfg.submission_path): self.cfg.submission_name}
 
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
@@ -209,7 +254,7 @@ class Worker:
                        "time": self.time, "profile": self.profile, "kernel_only": self.kernel_only}[op]
             reply = handler(msg)
         except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too
-            reply = _error_reply(exc)
+            reply = _error_reply(exc, self._shown_names())
             reply.update(self._integrity())
         if reply is not None:
             protocol.send(self.conn, reply)
