@@ -126,9 +126,9 @@ def apply_landlock(paths: SandboxPaths) -> dict:
     for p in paths.writable:
         rules.allow(p, landlock.READ | landlock.WRITE)
     # the worker's own threads' files (/proc/self resolves to this process now): CUDA names its threads
-    # by writing /proc/self/task/<tid>/comm and does not start without it (cudaGetDeviceCount error 304
+    # by opening /proc/self/task/<tid>/comm for writing (with O_TRUNC) and does not start without it (error 304
     # on the H200: scripts/validation/sandbox_gpu_probe.py)
-    rules.allow(OWN_THREADS, landlock.READ | landlock.WRITE_FILE)
+    rules.allow(OWN_THREADS, landlock.READ | landlock.WRITE_FILE | landlock.TRUNCATE)
     threads = len(os.listdir("/proc/self/task"))
     rules.restrict_self()
     return {"landlock_abi": rules.abi, "fs": rules.fs, "net": rules.net, "scoped_signals": rules.scopes,
