@@ -26,6 +26,7 @@ class PersistingL2:
     def __init__(self, device: torch.device):
         self.device = device
         self.raised_bytes = 0       # the largest limit found raised before a sample
+        self.floor = None           # what the limit reads after the harness set it to 0 (see _lowest)
         self.note = "not a CUDA device"
         self._cu = None     # the driver's functions, each its own attribute (in the integrity snapshot)
         if device.type != "cuda" or torch.version.hip:
@@ -65,12 +66,23 @@ class PersistingL2:
                 most = max(most, ctypes.c_size_t.from_buffer(value, WINDOW_NUM_BYTES_OFFSET).value)
         return most
 
+    def _lowest(self) -> int:
+        """The limit the device keeps when asked for 0: the driver rounds 0 up to its carve-out granule
+        (11796480 bytes on the H200), so only a limit above it was raised by someone."""
+        if self.floor is None:
+            self._set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
+            read_back = self.limit()
+            if read_back is not None:
+                self.floor = read_back
+        return self.floor or 0
+
     def reset(self) -> None:
-        """Before a sample: limit back to 0 (noting what it was), every persisting line made normal."""
+        """Before a sample: limit back to its lowest (noting a raised one), every persisting line made normal."""
         if self._cu is None:
             return
+        lowest = self._lowest()
         current = self.limit()
-        if current:
+        if current and current > lowest:
             self.raised_bytes = max(self.raised_bytes, current)
             self._set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
         self._reset()
@@ -79,7 +91,9 @@ class PersistingL2:
         """For every reply: the limit now, the largest found raised before a sample, the window now."""
         if self._cu is None:
             return {}
-        return {"limit": self.limit() or 0, "raised": self.raised_bytes, "window": self.window_bytes()}
+        current = self.limit() or 0
+        return {"limit": current if current > self._lowest() else 0, "raised": self.raised_bytes,
+                "window": self.window_bytes()}
 
 
 def reserved(report) -> str | None:

@@ -15,6 +15,7 @@ import ctypes
 import fcntl
 import glob
 import os
+import shutil
 import site
 import socket
 import stat
@@ -38,6 +39,7 @@ READ_ONLY_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/full")
 # POSIX semaphores and shared memory: multiprocessing's locks, which torch.compile's parallel compile uses
 SHARED_MEMORY = "/dev/shm"
 OWN_THREADS = "/proc/self/task"
+COMPILERS = ("cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "as", "nvcc", "ptxas", "hipcc")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 HARNESS_PACKAGES = ("harness", "tasks", "fp4_reference")
@@ -96,6 +98,15 @@ def _toolkit_dirs() -> list[str]:
     names = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "ROCM_PATH", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH")
     dirs = [os.environ[n] for n in names if os.environ.get(n)]
     dirs += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    # the compilers Triton, Inductor and extension builds run (their whole install: bin, lib, libexec),
+    # wherever they live (/opt/gcc on the H200 machine)
+    for tool in COMPILERS:
+        found = shutil.which(tool)
+        if found:
+            for path in {found, os.path.realpath(found)}:
+                prefix = os.path.dirname(os.path.dirname(path))
+                if prefix not in ("/", ""):
+                    dirs.append(prefix)
     return dirs + glob.glob("/opt/rocm*") + glob.glob("/usr/local/cuda*")
 
 
