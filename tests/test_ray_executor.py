@@ -210,9 +210,35 @@ def _run(subs, store, mode="test", gpus_per_job=1, options=None, lines=None):
                       executor=executor, progress=(lines.append if lines is not None else None))
 
 
+LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
+
+
 def test_the_cluster_listens_on_loopback_only(cluster):
+    import psutil
     assert cluster.startswith("127.0.0.1:"), cluster
     assert ray.util.get_node_ip_address() == "127.0.0.1"
+    port = int(cluster.rsplit(":", 1)[1])
+    gcs = [c for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    assert gcs and all(c.laddr.ip in LOOPBACK for c in gcs), gcs
+
+
+LOCAL_START = """
+from harness.engine.executors.ray_executor import RayExecutor
+executor = RayExecutor(jobs=1, gpus_per_job=0)
+import ray
+print("GCS", ray.get_runtime_context().gcs_address, ray.util.get_node_ip_address())
+executor.close()
+"""
+
+
+def test_the_harness_starts_its_local_cluster_on_loopback():
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    out = subprocess.run([sys.executable, "-c", LOCAL_START], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr
+    (line,) = [l for l in out.stdout.splitlines() if l.startswith("GCS ")]
+    _, address, node_ip = line.split()
+    assert address.startswith("127.0.0.1:") and node_ip == "127.0.0.1", line
 
 
 def test_each_job_gets_one_gpu_never_shared_and_a_crash_is_not_retried(cluster, dirs):
