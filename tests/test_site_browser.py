@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("plotly", reason="the site needs plotly (the test extra installs it)")
+
 from harness.api import load_board
 from harness.report.site import build_site
 from harness.report.site.browser import (browser_problem, chromium_path, headless_chromium, requests_made,

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("plotly", reason="the site needs plotly (the test extra installs it)")
+
 from harness.api import RunOptions, load_board, render_board, run_folder
 from harness.cli.main import main
 from harness.report.site import build_site

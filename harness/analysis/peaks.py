@@ -19,12 +19,12 @@ so once per process on stderr.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import platformdirs
 
 from harness.errors import UsageError
 
@@ -73,6 +73,11 @@ def package_peaks_file() -> Path:
 
 def user_peaks_file() -> Path:
     """The user's own measured peaks: where ``measure-peaks`` writes by default."""
+    try:
+        import platformdirs
+    except ImportError:     # a GPU image without it (the H200 machine): the XDG rule platformdirs follows on Linux
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        return base / APP_NAME / PEAKS_FILE_NAME
     return platformdirs.user_data_path(APP_NAME) / PEAKS_FILE_NAME
 
 

@@ -32,8 +32,8 @@ def root_warning_once(needed_paths) -> list[str]:
     blocker = first_blocking_folder(needed_paths)
     where = (f"'nobody' cannot enter {blocker}, which holds the Python environment or the checkout; "
              if blocker else "")
-    return [f"the submission runs as root, the harness's own user: a hostile submission could read or kill the "
-            f"harness (see SECURITY.md); {where}to fix it run the harness as an ordinary user, or keep the "
+    return [f"the submission runs as root, the harness's own user, with its capabilities dropped and confined by "
+            f"the worker's sandbox (SECURITY.md says what that holds and what it does not); {where}to run it as 'nobody' instead, run the harness as an ordinary user, or keep the "
             f"checkout and its venv in a folder every user can enter (e.g. /opt: python3 -m venv /opt/harness-venv)"
             + (f" or let others enter it (chmod o+x {blocker})" if blocker else "")
             + " (said once per process)"]
