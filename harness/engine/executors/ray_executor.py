@@ -41,9 +41,15 @@ PROBE_TIMEOUT_S = 5.0
 RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
+def _on_loopback(address: str) -> bool:
+    """A cluster on this machine's loopback (its driver must see this node as 127.0.0.1 too)."""
+    host = address.split("://", 1)[-1].rpartition(":")[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
 def _import_ray(local: bool):
-    """``ray``; for a local cluster imported so that it stays on loopback (a process that imported ray
-    before keeps what it had)."""
+    """``ray``; for a cluster started here or joined on loopback, imported so that this node is 127.0.0.1
+    (a process that imported ray before keeps what it had)."""
     if local and "ray" not in sys.modules:
         old = os.environ.get(RAY_LOOPBACK_ENV)
         os.environ[RAY_LOOPBACK_ENV] = "0"
@@ -105,7 +111,7 @@ class RayExecutor:
                  retries: int = 2, gpus_per_job: int | None = None, temp_dir: str | None = None,
                  streaming: bool | None = None):
         try:
-            ray = _import_ray(local=address is None)
+            ray = _import_ray(local=address is None or _on_loopback(address))
         except ImportError as exc:
             raise UsageError("--executor ray needs Ray: pip install 'ray' (or the harness's 'cluster' extra)") from exc
         self.ray = ray
