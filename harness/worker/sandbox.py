@@ -37,6 +37,7 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "ns
 READ_ONLY_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/full")
 # POSIX semaphores and shared memory: multiprocessing's locks, which torch.compile's parallel compile uses
 SHARED_MEMORY = "/dev/shm"
+OWN_THREADS = "/proc/self/task"
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 HARNESS_PACKAGES = ("harness", "tasks", "fp4_reference")
@@ -124,6 +125,10 @@ def apply_landlock(paths: SandboxPaths) -> dict:
         rules.allow(p, landlock.DEVICE)
     for p in paths.writable:
         rules.allow(p, landlock.READ | landlock.WRITE)
+    # the worker's own threads' files (/proc/self resolves to this process now): CUDA names its threads
+    # by opening /proc/self/task/<tid>/comm for writing (with O_TRUNC) and does not start without it (error 304
+    # on the H200: scripts/validation/sandbox_gpu_probe.py)
+    rules.allow(OWN_THREADS, landlock.READ | landlock.WRITE_FILE | landlock.TRUNCATE)
     threads = len(os.listdir("/proc/self/task"))
     rules.restrict_self()
     return {"landlock_abi": rules.abi, "fs": rules.fs, "net": rules.net, "scoped_signals": rules.scopes,
