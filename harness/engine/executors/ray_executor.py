@@ -22,7 +22,9 @@ environment variable), and the driver took it out of its own environment before 
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import sys
 import time
 from collections import deque
 
@@ -33,6 +35,34 @@ from harness.errors import UsageError
 TICK_S = 0.5
 LOCAL_IP = "127.0.0.1"
 PROBE_TIMEOUT_S = 5.0
+# ray.init replaces a loopback node address (_node_ip_address='127.0.0.1') by this machine's outward
+# address unless this, read once when ray is imported, is off: then a local cluster's GCS, raylet and
+# workers all listen on 127.0.0.1
+RAY_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def _on_loopback(address: str) -> bool:
+    """A cluster on this machine's loopback (its driver must see this node as 127.0.0.1 too)."""
+    host = address.split("://", 1)[-1].rpartition(":")[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def _import_ray(local: bool):
+    """``ray``; for a cluster started here or joined on loopback, imported so that this node is 127.0.0.1
+    (a process that imported ray before keeps what it had)."""
+    if local and "ray" not in sys.modules:
+        old = os.environ.get(RAY_LOOPBACK_ENV)
+        os.environ[RAY_LOOPBACK_ENV] = "0"
+        try:
+            import ray
+        finally:
+            if old is None:
+                os.environ.pop(RAY_LOOPBACK_ENV, None)
+            else:
+                os.environ[RAY_LOOPBACK_ENV] = old
+        return ray
+    import ray
+    return ray
 
 
 def _check_reachable(address: str) -> None:
@@ -81,7 +111,7 @@ class RayExecutor:
                  retries: int = 2, gpus_per_job: int | None = None, temp_dir: str | None = None,
                  streaming: bool | None = None):
         try:
-            import ray
+            ray = _import_ray(local=address is None or _on_loopback(address))
         except ImportError as exc:
             raise UsageError("--executor ray needs Ray: pip install 'ray' (or the harness's 'cluster' extra)") from exc
         self.ray = ray
