@@ -120,9 +120,12 @@ def test_gpu_a_submission_that_reserves_persisting_l2_is_caught(tmp_path):
     sub = _reserving_submission(tmp_path)
     bench = run_submission(sub, str(MXFP4_SMALL), "benchmark", RunOptions(device="cuda", max_repeats=3))
     set_to = [int(ln.split()[1]) for ln in bench.stdout.splitlines() if ln.startswith("L2LIMIT-SET")]
-    assert set_to and min(set_to) > 0, bench.stdout[-2000:]              # the attack ran (the driver may clamp it)
     entries = [int(ln.split()[1]) for ln in bench.stdout.splitlines() if ln.startswith("L2LIMIT-ON-ENTRY")]
-    assert entries[0] == 0 and 0 in entries[1:], entries                   # reset between samples
+    # the device keeps a minimum carve-out when asked for 0 (11796480 bytes on the H200): the attack ran
+    # when it raised the limit above what the first call found, and the harness's reset brought it back
+    lowest = entries[0]
+    assert set_to and min(set_to) > lowest, (set_to, entries, bench.stdout[-2000:])
+    assert min(entries) == lowest and lowest in entries[1:], entries          # reset between samples
     assert any("persisting-L2 limit" in w for w in bench.warnings), bench.warnings
     ranked = run_submission(sub, str(MXFP4_SMALL), "leaderboard",
                             RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
