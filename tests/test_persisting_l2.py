@@ -121,11 +121,10 @@ def test_gpu_a_submission_that_reserves_persisting_l2_is_caught(tmp_path):
     bench = run_submission(sub, str(MXFP4_SMALL), "benchmark", RunOptions(device="cuda", max_repeats=3))
     set_to = [int(ln.split()[1]) for ln in bench.stdout.splitlines() if ln.startswith("L2LIMIT-SET")]
     entries = [int(ln.split()[1]) for ln in bench.stdout.splitlines() if ln.startswith("L2LIMIT-ON-ENTRY")]
-    # the device keeps a minimum carve-out when asked for 0 (11796480 bytes on the H200): the attack ran
-    # when it raised the limit above what the first call found, and the harness's reset brought it back
-    lowest = entries[0]
-    assert set_to and min(set_to) > lowest, (set_to, entries, bench.stdout[-2000:])
-    assert min(entries) == lowest and lowest in entries[1:], entries          # reset between samples
+    # the attack ran when it raised the limit above what the first call found; the harness's reset brought
+    # it down before every later call (the driver keeps a granule when set to 0: 11796480 bytes on the H200)
+    assert set_to and min(set_to) > entries[0], (set_to, entries, bench.stdout[-2000:])
+    assert len(entries) > 1 and max(entries[1:]) < min(set_to), (set_to, entries)   # reset between samples
     assert any("persisting-L2 limit" in w for w in bench.warnings), bench.warnings
     ranked = run_submission(sub, str(MXFP4_SMALL), "leaderboard",
                             RunOptions(device="cuda", secret="l2-secret", max_repeats=3))

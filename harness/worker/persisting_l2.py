@@ -26,7 +26,7 @@ class PersistingL2:
     def __init__(self, device: torch.device):
         self.device = device
         self.raised_bytes = 0       # the largest limit found raised before a sample
-        self.floor = None           # what the limit reads after the harness set it to 0 (see _lowest)
+        self.baseline = self.after_reset = None     # see _allowed
         self.note = "not a CUDA device"
         self._cu = None     # the driver's functions, each its own attribute (in the integrity snapshot)
         if device.type != "cuda" or torch.version.hip:
@@ -44,6 +44,7 @@ class PersistingL2:
         self._reset = functions["cuCtxResetPersistingL2Cache"]
         self._stream_attribute = functions["cuStreamGetAttribute"]
         self._cu, self.note = cu, ""
+        self.baseline = self.limit()    # before the submission is imported (the worker made its context)
 
     def limit(self) -> int | None:
         """The context's persisting-L2 limit in bytes (None: unknown)."""
@@ -66,25 +67,20 @@ class PersistingL2:
                 most = max(most, ctypes.c_size_t.from_buffer(value, WINDOW_NUM_BYTES_OFFSET).value)
         return most
 
-    def _lowest(self) -> int:
-        """The limit the device keeps when asked for 0: the driver rounds 0 up to its carve-out granule
-        (11796480 bytes on the H200), so only a limit above it was raised by someone."""
-        if self.floor is None:
-            self._set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
-            read_back = self.limit()
-            if read_back is not None:
-                self.floor = read_back
-        return self.floor or 0
+    def _allowed(self) -> int:
+        """The highest limit that is not the submission's doing: the one the worker started with, or what
+        the driver keeps after the harness set 0 (it rounds up: 11796480 bytes on the H200)."""
+        return max(x for x in (self.baseline, self.after_reset, 0) if x is not None)
 
     def reset(self) -> None:
-        """Before a sample: limit back to its lowest (noting a raised one), every persisting line made normal."""
+        """Before a sample: a raised limit noted and set back to 0, every persisting line made normal."""
         if self._cu is None:
             return
-        lowest = self._lowest()
         current = self.limit()
-        if current and current > lowest:
+        if current is not None and current > self._allowed():
             self.raised_bytes = max(self.raised_bytes, current)
             self._set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
+            self.after_reset = self.limit()
         self._reset()
 
     def report(self) -> dict:
@@ -92,7 +88,7 @@ class PersistingL2:
         if self._cu is None:
             return {}
         current = self.limit() or 0
-        return {"limit": current if current > self._lowest() else 0, "raised": self.raised_bytes,
+        return {"limit": current if current > self._allowed() else 0, "raised": self.raised_bytes,
                 "window": self.window_bytes()}
 
 

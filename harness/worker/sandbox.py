@@ -100,7 +100,8 @@ def _toolkit_dirs() -> list[str]:
     dirs += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
     # the compilers Triton, Inductor and extension builds run (their whole install: bin, lib, libexec),
     # wherever they live (/opt/gcc on the H200 machine)
-    for tool in COMPILERS:
+    named = [os.environ[v] for v in ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN") if os.environ.get(v)]
+    for tool in (*named, *COMPILERS):
         found = shutil.which(tool)
         if found:
             for path in {found, os.path.realpath(found)}:
