@@ -166,12 +166,14 @@ def gpu_tests(path: Path) -> dict | None:
         return None
     failed = [c.get("name") for c in suite.iter("testcase")
               if c.find("failure") is not None or c.find("error") is not None]
-    return {"file": path.name, "date": suite.get("timestamp", "?")[:10], "failed": failed,
-            "passed": int(suite.get("tests", 0)) - len(failed)}
+    skipped = sum(c.find("skipped") is not None for c in suite.iter("testcase"))
+    return {"file": path.name, "date": suite.get("timestamp", "?")[:10], "failed": failed, "skipped": skipped,
+            "passed": int(suite.get("tests", 0)) - len(failed) - skipped}
 
 
 def gpu_test_line(t: dict) -> str:
-    return (f"GPU tests ({t['file']}, {t['date']}): {t['passed']} passed, {len(t['failed'])} failed"
+    return (f"GPU tests ({t['file']}, {t['date']}): {t['passed']} passed, {len(t['failed'])} failed, "
+            f"{t.get('skipped', 0)} skipped"
             + (": " + ", ".join(t["failed"]) if t["failed"] else ""))
 
 
@@ -257,7 +259,7 @@ def _check_rows(r: Path) -> list[list[str]]:
         t = gpu_tests(r / xml)
         if t:
             rows.append([f"GPU tests{' (security)' if 'security' in xml else ''}",
-                         f"{t['passed']} passed, {len(t['failed'])} failed", xml])
+                         f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped", xml])
     dov = _load(r / "h200_defense_overhead.json")
     if dov:
         rows.append(["score with the defenses on / off", f"{_f(dov['ratio_on_over_off'], 3)} (median of "
