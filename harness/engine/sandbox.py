@@ -8,40 +8,24 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import stat
-import sys
 import tempfile
 from pathlib import Path
 
 import psutil
 import torch
 
+from harness.engine.privileges import first_blocking_folder, needed_paths
 from harness.worker.config import WorkerConfig
 from harness.worker.sandbox import missing
 
 NOBODY = 65534
 
 
-def _world_traversable(path: str) -> bool:
-    p = Path(path).resolve()
-    for d in [p, *p.parents]:
-        try:
-            mode = d.stat().st_mode
-        except OSError:
-            return False
-        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
-            return False
-    return True
-
-
 def privilege_drop_possible() -> bool:
     """Root, and 'nobody' can reach Python, torch and the harness: the worker can run as 'nobody'."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return False
-    import harness as h
-    needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), os.path.dirname(torch.__file__),
-              os.path.dirname(os.path.dirname(h.__file__))]
-    return all(_world_traversable(p) for p in needed)
+    return first_blocking_folder(needed_paths()) is None
 
 
 def make_undumpable() -> None:
