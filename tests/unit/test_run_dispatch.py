@@ -41,7 +41,7 @@ class FakeSession:
 
 
 class FakeInputs:
-    def one(self, what, i, cases, deadline):
+    def one(self, what, i, cases, deadline, fresh=False):
         return dict(cases[i]), f"{what} {i}", None, i
 
 
