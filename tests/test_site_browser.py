@@ -23,7 +23,7 @@ from harness.report.site.browser import (browser_problem, chromium_path, headles
                                          screenshot, wait_for_plots)
 from harness.results import RunResult
 from harness.store.database import open_store
-from test_site_model import HTML_NAME, MX, TRITON, best_run_of, fill_real_store, record_copy
+from tests.site_store import HTML_NAME, MX, TRITON, best_run_of, fill_real_store, record_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_CHROMIUM = chromium_path() is None or not Path("/usr/bin/chromedriver").is_file()
