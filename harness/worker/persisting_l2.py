@@ -44,7 +44,12 @@ class PersistingL2:
         self._reset = functions["cuCtxResetPersistingL2Cache"]
         self._stream_attribute = functions["cuStreamGetAttribute"]
         self._cu, self.note = cu, ""
-        self.baseline = self.limit()    # before the submission is imported (the worker made its context)
+        # before the submission is imported (the worker made its context): the limit it starts with, and
+        # what the driver keeps when asked for 0 (it rounds up: 11796480 bytes on the H200). Both are
+        # fixed here, so the integrity snapshot watches them: nothing of this object but raised_bytes moves.
+        self.baseline = self.limit()
+        self._set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
+        self.after_reset = self.limit()
 
     def limit(self) -> int | None:
         """The context's persisting-L2 limit in bytes (None: unknown)."""
@@ -69,7 +74,7 @@ class PersistingL2:
 
     def _allowed(self) -> int:
         """The highest limit that is not the submission's doing: the one the worker started with, or what
-        the driver keeps after the harness set 0 (it rounds up: 11796480 bytes on the H200)."""
+        the driver kept when the harness set 0 before the import."""
         return max(x for x in (self.baseline, self.after_reset, 0) if x is not None)
 
     def reset(self) -> None:
@@ -80,7 +85,6 @@ class PersistingL2:
         if current is not None and current > self._allowed():
             self.raised_bytes = max(self.raised_bytes, current)
             self._set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
-            self.after_reset = self.limit()
         self._reset()
 
     def report(self) -> dict:
