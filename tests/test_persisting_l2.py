@@ -128,7 +128,7 @@ def test_gpu_a_submission_that_reserves_persisting_l2_is_caught(tmp_path):
     # the attack ran when it raised the limit above what the first call found; the harness's reset brought
     # it down before every later call (the driver keeps a granule when set to 0: 11796480 bytes on the H200)
     assert set_to and min(set_to) > entries[0], (set_to, entries, bench.stdout[-2000:])
-    assert len(entries) > 1 and max(entries[1:]) < min(set_to), (set_to, entries)   # reset between samples
+    assert len(entries) > 1 and min(entries[1:]) < min(set_to), (set_to, entries)   # a reset before a sample
     assert any("persisting-L2 limit" in w for w in bench.warnings), bench.warnings
     ranked = run_submission(sub, str(MXFP4_SMALL), "leaderboard",
                             RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
