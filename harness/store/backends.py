@@ -37,6 +37,18 @@ def _newer_schema(where: str, version: int) -> UsageError:
                       f"({SCHEMA_VERSION}); upgrade the harness or {FIX_HINT}")
 
 
+def _migrate_to_latest(backend, record_version: Callable[[int], Any]) -> None:
+    """Runs the migrations after the backend's schema version, recording each step's version; refuses
+    a store written by a newer harness. Inside the caller's transaction."""
+    version = backend.schema_version()
+    if version > SCHEMA_VERSION:
+        raise _newer_schema(backend.location, version)
+    for step in range(version, SCHEMA_VERSION):
+        for sql in statements(step, backend.dialect):
+            backend._conn.execute(sql)
+        record_version(step + 1)
+
+
 class SQLiteBackend:
     dialect = "sqlite"
 
@@ -96,13 +108,7 @@ class SQLiteBackend:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
     def _migrate(self, _self) -> None:
-        version = self.schema_version()
-        if version > SCHEMA_VERSION:
-            raise _newer_schema(self.location, version)
-        for step in range(version, SCHEMA_VERSION):
-            for sql in statements(step, self.dialect):
-                self._conn.execute(sql)
-            self._conn.execute(f"PRAGMA user_version = {step + 1}")
+        _migrate_to_latest(self, lambda version: self._conn.execute(f"PRAGMA user_version = {version}"))
 
 
 def redact(url: str) -> str:
@@ -187,10 +193,5 @@ class PostgresBackend:
         self._conn.execute("CREATE TABLE IF NOT EXISTS harness_schema (version INTEGER NOT NULL)")
         if self._conn.execute("SELECT count(*) AS n FROM harness_schema").fetchone()["n"] == 0:
             self._conn.execute("INSERT INTO harness_schema VALUES (0)")
-        version = self.schema_version()
-        if version > SCHEMA_VERSION:
-            raise _newer_schema(self.location, version)
-        for step in range(version, SCHEMA_VERSION):
-            for sql in statements(step, self.dialect):
-                self._conn.execute(sql)
-            self._conn.execute("UPDATE harness_schema SET version = %s", (step + 1,))
+        _migrate_to_latest(self, lambda version: self._conn.execute("UPDATE harness_schema SET version = %s",
+                                                                    (version,)))
