@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         "speedup_vs_serial": {r["executor"]: round(r["jobs_per_minute"] / serial, 3) for r in rows},
         "goals": {"ray_overhead_below_2s": all(r["overhead_s"]["mean"] < 2.0 for r in rows[1:]),
                   "two_parallel_at_least_1.5x_serial": rows[2]["jobs_per_minute"] >= 1.5 * serial},
-        "note": "other engineers' processes share these cores: see loadavg_before/after of each row",
+        "note": "the load average before and after each row is recorded: other processes on these 2 cores slow the jobs",
     }
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: out[k] for k in ("speedup_vs_serial", "goals")}, indent=2))
