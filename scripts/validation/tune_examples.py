@@ -46,15 +46,16 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     """The file's config first, then variants (config tuples as the submission reads them)."""
     M, N, K = shape
     out = [base]
-    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, DS, warps, stages, PRE_A)
-        out.append(base[:7] + (1,))
-        if M >= 64:
-            bm = min(128, M)
-            for bn, bk, split, ds in itertools.product((64, 128), (64, 128), (1, 2, 4), (0, 1)):
-                if (K // split) % bk == 0 and K // split >= bk:
-                    out.append((bn, bm, bk, split, ds, 8, 3, 1))
-        else:
-            out.append(base[:4] + (1 - base[4],) + base[5:7] + (1,))
+    if task_name == "mxfp4_mm":           # (BN, BM, SPLIT, PRE_A, warps)
+        bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
+        for bn, bm, split, pre_a, nw in itertools.product((32, 64, 128, 256), {bm0, max(16, bm0 // 2)},
+                                                         (1, 2, 4, 8, 16), (0, 1), (4, 8)):
+            programs = -(-N // bn) * -(-M // bm) * split
+            if (K // 32) % split or K // split < 128 or not 20 <= programs <= 1100:
+                continue
+            if (pre_a and M <= 16) or (nw == 8) != (bn * bm >= 128 * 64):
+                continue
+            out.append((bn, bm, split, pre_a, nw))
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         out.append(base[:6] + (1,))
         for bn, bk, split in itertools.product((128, 256), (64, 128), (1, 2, 4)):
