@@ -32,9 +32,9 @@ except Exception:  # noqa: BLE001
 
 
 @triton.jit
-def _quant_e4m3(x):
-    """fp32 x [R, BK] (BK % 32 == 0) -> MXFP4 per 1x32 block, 'even' rounding: (e2m1 values as
-    float8e4nv [R, BK], 2**(scale + 6) as fp32 [R, BK // 32])."""
+def _qdq_mxfp4(x):
+    """Quantize-dequantize fp32 x [R, BK] (BK % 32 == 0) per 1x32 block, aiter 'even' rounding; the
+    result is exact in bf16 (an e2m1 value times a power of two)."""
     R: tl.constexpr = x.shape[0]
     BK: tl.constexpr = x.shape[1]
     xb = tl.reshape(x, (R, BK // 32, 32))
@@ -42,6 +42,7 @@ def _quant_e4m3(x):
     bits = (bits + 0x200000) & -8388608  # 0xFF800000: amax's mantissa rounded away
     s = tl.minimum(tl.maximum(((bits >> 23) & 0xFF) - 129, -127), 127)
     inv = tl.reshape(((127 - s) << 23).to(tl.float32, bitcast=True), (R, BK // 32, 1))  # 2**-s
+    sc = tl.reshape(((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5, (R, BK // 32, 1))  # 2**s
     q = xb * inv
     aq = tl.abs(q)
     # the e2m1 grid steps 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 6]: round half to even on aq / step
@@ -49,60 +50,91 @@ def _quant_e4m3(x):
     step = tl.where(aq < 2.0, 0.5, tl.where(aq < 4.0, 1.0, 2.0))
     r = tl.minimum(((aq * inv_step + 12582912.0) - 12582912.0) * step, 6.0)
     r = tl.where(q < 0, -r, r)
-    factor = ((s + 133) << 23).to(tl.float32, bitcast=True)  # 2**(s + 6); s <= 121 for |A| < 2**124
-    return tl.reshape(r, (R, BK)).to(tl.float8e4nv), factor
+    return tl.reshape(r * sc, (R, BK))
 
 
 @triton.jit
-def _e2m1_to_e4m3(b, INTERP: tl.constexpr):
-    """uint8 [R, C] packed codes -> float8e4nv [R, 2C] = e2m1 * 2**-6 (element 2i = the low nibble)."""
+def _even_odd(x):
+    """[R, 2C] -> ([R, C] of the even columns, [R, C] of the odd ones)."""
+    R: tl.constexpr = x.shape[0]
+    C: tl.constexpr = x.shape[1] // 2
+    return tl.split(tl.reshape(x, (R, C, 2)))
+
+
+@triton.jit
+def _decode_b(b, e, INTERP: tl.constexpr):
+    """b: uint8 [R, BK/2] packed codes, e: uint8 e8m0 [R, BK/32] -> bf16 ([R, BK/2], [R, BK/2]) = the
+    dequantized low-nibble (even) and high-nibble (odd) elements."""
     R: tl.constexpr = b.shape[0]
     C: tl.constexpr = b.shape[1]
-    if INTERP:
-        lo = ((b & 7) << 2) | ((b & 8) << 4)
-        hi = ((b >> 2) & 0x1C) | (b & 0x80)
-    else:  # 4 bytes per instruction
+    ei = e.to(tl.int16)
+    s = tl.where(ei > 0, ei << 7, 0x40).to(tl.bfloat16, bitcast=True)  # 2**(e - 127), e = 0: 2**-127
+    s = tl.reshape(tl.broadcast_to(tl.reshape(s, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
+    if INTERP:  # the same values in fp32 (e2m1 * 2**-126 by bit operations, exact)
+        bi = b.to(tl.int32)
+        two126 = 8.507059173023462e37
+        lo = (((bi & 7) << 22) | ((bi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * s.to(tl.float32)
+        hi = (((bi & 0x70) << 18) | ((bi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * s.to(tl.float32)
+        lo, hi = lo.to(tl.bfloat16), hi.to(tl.bfloat16)
+    else:  # 4 bytes (8 elements) per instance: bit operations, then two exact bf16x2 products
         lo, hi = tl.inline_asm_elementwise(
-            "{ .reg .b32 t; and.b32 t, $2, 0x07070707; shl.b32 t, t, 2; and.b32 $0, $2, 0x08080808;"
-            " shl.b32 $0, $0, 4; or.b32 $0, $0, t; shr.b32 t, $2, 2; and.b32 t, t, 0x1C1C1C1C;"
-            " and.b32 $1, $2, 0x80808080; or.b32 $1, $1, t; }",
-            "=r,=r,r", [b], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
-    return tl.reshape(tl.join(lo, hi), (R, 2 * C)).to(tl.float8e4nv, bitcast=True)
+            "{ .reg .b32 t0, t1, u, m, c;\n"
+            "mov.b32 c, 0x7E807E80;\n"
+            "prmt.b32 t0, $4, 0, 0x4140; prmt.b32 t1, $4, 0, 0x4342;\n"
+            "and.b32 u, t0, 0x00070007; shl.b32 u, u, 6; and.b32 m, t0, 0x00080008; shl.b32 m, m, 12; or.b32 $0, u, m;\n"
+            "and.b32 u, t1, 0x00070007; shl.b32 u, u, 6; and.b32 m, t1, 0x00080008; shl.b32 m, m, 12; or.b32 $1, u, m;\n"
+            "and.b32 u, t0, 0x00700070; shl.b32 u, u, 2; and.b32 m, t0, 0x00800080; shl.b32 m, m, 8; or.b32 $2, u, m;\n"
+            "and.b32 u, t1, 0x00700070; shl.b32 u, u, 2; and.b32 m, t1, 0x00800080; shl.b32 m, m, 8; or.b32 $3, u, m;\n"
+            "mul.rn.bf16x2 $0, $0, c; mul.rn.bf16x2 $1, $1, c; mul.rn.bf16x2 $2, $2, c; mul.rn.bf16x2 $3, $3, c;\n"
+            "mul.rn.bf16x2 $0, $0, $5; mul.rn.bf16x2 $1, $1, $6; mul.rn.bf16x2 $2, $2, $5; mul.rn.bf16x2 $3, $3, $6; }",
+            "=r,=r,=r,=r,r,r,r", [b, s], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+    return lo, hi
 
 
 @triton.jit
-def _quant_a_kernel(a_ptr, q_ptr, f_ptr, M, K, stride_am, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """PRE_A: q[M, K] (e4m3 e2m1 values) and f[M, K/32] (fp32 2**(scale + 6)) = A quantized once."""
+def _qdq_a_kernel(a_ptr, even_ptr, odd_ptr, M, K, stride_am, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """PRE_A: A quantized to MXFP4 and dequantized (bf16, exact) once, as two planes [M, K/2]: its even
+    and its odd columns (the order in which the GEMM reads B's low and high nibbles)."""
     offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     mask = offs_r[:, None] < M
     a = tl.load(a_ptr + offs_r[:, None] * stride_am + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
-    q, f = _quant_e4m3(a)
-    tl.store(q_ptr + offs_r[:, None] * K + offs_k[None, :], q, mask=mask)
-    offs_f = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
-    tl.store(f_ptr + offs_r[:, None] * (K // 32) + offs_f[None, :], f, mask=mask)
+    even, odd = _even_odd(_qdq_mxfp4(a).to(tl.bfloat16))
+    offs_h = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
+    out = offs_r[:, None] * (K // 2) + offs_h[None, :]
+    tl.store(even_ptr + out, even, mask=mask)
+    tl.store(odd_ptr + out, odd, mask=mask)
 
 
 @triton.jit
-def _load_block(kb, b_ptrs, bs_ptr, row_off, a_ptrs, af_ptr, offs_m, n_mask, m_mask, K, PRE_A: tl.constexpr):
-    """One 32-element K block's operands: B's packed codes [BN, 16], B's e8m0 bytes [BN] (from the
-    shuffled layout), A's rows [BM, 32] (bf16, or e4m3 values with PRE_A) and A's factors [BM] (PRE_A)."""
-    b = tl.load(b_ptrs + kb * 16, mask=n_mask[:, None], other=0)
-    be = tl.load(bs_ptr + row_off + (kb // 8) * 256 + (kb % 4) * 64 + ((kb // 4) % 2) * 2, mask=n_mask, other=0)
-    a = tl.load(a_ptrs + kb * 32, mask=m_mask[:, None], other=0.0)
+def _scale_column(c):
+    """Offset of scale column c = c0*8 + c1*4 + c2 in the shuffled layout: c0*256 + c2*64 + c1*2."""
+    return (c // 8) * 256 + (c % 4) * 64 + ((c // 4) % 2) * 2
+
+
+@triton.jit
+def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A: tl.constexpr,
+                BLOCK_K: tl.constexpr):
+    """One BLOCK_K chunk of K: B's packed codes [BN, BK/2], B's e8m0 bytes [BN, BK/32] (from the
+    shuffled layout), and A: its bf16 rows [BM, BK], or with PRE_A its even and odd planes [BM, BK/2]."""
+    b = tl.load(b_ptrs + k // 2, mask=n_mask[:, None], other=0)
+    # offset(k/32 + j) = offset(k/32) + offset(j) for j < BLOCK_K/32: k/32 is a multiple of BLOCK_K/32
+    e = tl.load(s_ptrs + _scale_column(k // 32), mask=n_mask[:, None], other=127)
     if PRE_A:
-        fa = tl.load(af_ptr + offs_m * (K // 32) + kb, mask=m_mask, other=0.0)
+        a = tl.load(a_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
+        a2 = tl.load(a2_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
     else:
-        fa = 0.0
-    return b, be, a, fa
+        a = tl.load(a_ptrs + k, mask=m_mask[:, None], other=0.0)
+        a2 = a
+    return b, e, a, a2
 
 
 @triton.jit
-def _mxfp4_mm_kernel(a_ptr, af_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
-                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr):
-    # PRE_A: a_ptr holds A's e4m3 values ([M, K], row stride stride_am) and af_ptr its factors [M, K/32]
+    # PRE_A: a_ptr / a2_ptr are the even / odd planes of _qdq_a_kernel ([M, K/2], row stride stride_am)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -112,35 +144,35 @@ def _mxfp4_mm_kernel(a_ptr, af_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     m_mask = offs_m < M
     # shuffled scale of (row r = r0*32 + r1*16 + r2, column c = c0*8 + c1*4 + c2):
     # r0*(C'/8)*256 + c0*256 + c2*64 + r2*4 + c1*2 + r1, with C' = bs_stride
-    row_off = (offs_n // 32) * (bs_stride * 32) + (offs_n % 16) * 4 + (offs_n // 16) % 2
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, 32)[None, :]
-    b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, 16)[None, :]
+    s_ptrs = bs_ptr + (offs_n // 32) * (bs_stride * 32) + (offs_n % 16) * 4 + (offs_n // 16) % 2
+    s_ptrs = s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
+    b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
+    if PRE_A:
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
+        a2_ptrs = a2_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
+    else:
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K)[None, :]
+        a2_ptrs = a_ptrs
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    kb_lo = pid_k * (K_SPLIT // 32)
-    kb_hi = kb_lo + K_SPLIT // 32
-    # the loads run two blocks ahead of the math (Triton does not pipeline loads that feed bit operations)
-    b1, be1, a1, fa1 = _load_block(kb_lo, b_ptrs, bs_ptr, row_off, a_ptrs, af_ptr, offs_m, n_mask, m_mask, K, PRE_A)
-    b2, be2, a2, fa2 = _load_block(tl.minimum(kb_lo + 1, kb_hi - 1), b_ptrs, bs_ptr, row_off, a_ptrs, af_ptr,
-                                   offs_m, n_mask, m_mask, K, PRE_A)
-    for kb in range(kb_lo, kb_hi):
-        b, be, a, fa = b1, be1, a1, fa1
-        b1, be1, a1, fa1 = b2, be2, a2, fa2
-        b2, be2, a2, fa2 = _load_block(tl.minimum(kb + 2, kb_hi - 1), b_ptrs, bs_ptr, row_off, a_ptrs, af_ptr,
-                                       offs_m, n_mask, m_mask, K, PRE_A)
+    k_lo = pid_k * K_SPLIT
+    k_last = k_lo + K_SPLIT - BLOCK_K
+    # the loads run one chunk ahead of the math (Triton does not pipeline loads that feed bit operations)
+    b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A, BLOCK_K)
+    for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
+        b, e, a, a2 = b1, e1, a1, a21
+        b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr,
+                                      n_mask, m_mask, PRE_A, BLOCK_K)
         if PRE_A:
-            a8 = a
+            a_even, a_odd = a, a2
         else:
-            a8, fa_blk = _quant_e4m3(a.to(tl.float32))
-            fa = tl.reshape(fa_blk, (BLOCK_M,))
-        b8 = _e2m1_to_e4m3(b, INTERP)
-        # 2**(e - 127) for the e8m0 byte e (e = 0 is the denormal 2**-127)
-        bei = be.to(tl.int32)
-        fb = tl.where(bei > 0, (bei << 23).to(tl.float32, bitcast=True), 5.877471754111438e-39)
-        if INTERP:  # the interpreter has no fp8 dot; fp32 is exact for these values
-            p = tl.dot(b8.to(tl.float32), tl.trans(a8.to(tl.float32)), input_precision="ieee")
+            a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
+        b_even, b_odd = _decode_b(b, e, INTERP)
+        if INTERP:  # the CPU interpreter's bf16 dot is wrong; fp32 ieee is exact here too
+            acc = tl.dot(b_even.to(tl.float32), tl.trans(a_even).to(tl.float32), acc, input_precision="ieee")
+            acc = tl.dot(b_odd.to(tl.float32), tl.trans(a_odd).to(tl.float32), acc, input_precision="ieee")
         else:
-            p = tl.dot(b8, tl.trans(a8))
-        acc += p * (fb[:, None] * fa[None, :])
+            acc = tl.dot(b_even, tl.trans(a_even), acc)
+            acc = tl.dot(b_odd, tl.trans(a_odd), acc)
     c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
     out_mask = n_mask[:, None] & m_mask[None, :]
     if SPLIT_K == 1:
@@ -159,7 +191,7 @@ def _mxfp4_mm_kernel(a_ptr, af_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# (BLOCK_N, BLOCK_M, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
+# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
 CONFIGS = {
 }
 
@@ -170,11 +202,12 @@ def _pick_config(M, N, K):
         return cfg
     BM = 16 if M <= 16 else (32 if M <= 32 else 64)
     BN = 128 if M <= 32 else 64
+    BK = 128 if K % 128 == 0 else 64   # K is a multiple of 64 (the task's rule)
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
-    split = 1   # K is a multiple of 64 (the task's rule): every split is a whole number of 32-blocks
-    while tiles * split * 2 <= 264 and (K // 32) % (split * 2) == 0 and K // (split * 2) >= 128:
+    split = 1
+    while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
         split *= 2
-    return (BN, BM, split, int(M > 32), 4)
+    return (BN, BM, BK, split, int(M > 32), 4)
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -230,23 +263,22 @@ def custom_kernel(data):
     M, K = A.shape
     N = B_q.shape[0]
     cfg = _pick_config(M, N, K)
-    BN, BM, SPLIT, pre_a, nw = cfg
+    BN, BM, BK, SPLIT, pre_a, nw = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
-    a, af, stride_am = A, A, A.stride(0)
+    a, a2, stride_am = A, A, A.stride(0)
     if pre_a:
-        a = _buffer(A.device, "a_e4m3", M * K, torch.uint8).view(torch.float8_e4m3fn)
-        af = _buffer(A.device, "a_factor", M * K // 32, torch.float32)
-        _launch(_quant_a_kernel, ((M + 15) // 16, K // 128 if K % 128 == 0 else K // 64),
-                (A, a, af, M, K, A.stride(0)), ("quant",) + key,
-                {"BLOCK_R": 16, "BLOCK_K": 128 if K % 128 == 0 else 64, "num_warps": 4, "num_stages": 1})
-        stride_am = K
+        a = _buffer(A.device, "a_even", M * K // 2, torch.bfloat16)
+        a2 = _buffer(A.device, "a_odd", M * K // 2, torch.bfloat16)
+        _launch(_qdq_a_kernel, ((M + 15) // 16, K // 64), (A, a, a2, M, K, A.stride(0)), ("qdq",) + key,
+                {"BLOCK_R": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1})
+        stride_am = K // 2
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
-            (a, af, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
-            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
+            (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
+            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
                             "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
     return C
