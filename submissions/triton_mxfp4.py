@@ -113,10 +113,10 @@ def _scale_column(c):
 
 
 @triton.jit
-def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.constexpr):
-    """What one BLOCK_K chunk of K needs from memory: B's packed codes [BN, BK/2], B's e8m0 bytes
-    [BN, BK/32] (from the shuffled layout), and A's bf16 rows [BM, BK] or, with PRE_A, its even and odd
-    planes [BM, BK/2]."""
+def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A: tl.constexpr,
+                BLOCK_K: tl.constexpr):
+    """One BLOCK_K chunk of K: B's packed codes [BN, BK/2], B's e8m0 bytes [BN, BK/32] (from the
+    shuffled layout), and A: its bf16 rows [BM, BK], or with PRE_A its even and odd planes [BM, BK/2]."""
     b = tl.load(b_ptrs + k // 2, mask=n_mask[:, None], other=0)
     # offset(k/32 + j) = offset(k/32) + offset(j) for j < BLOCK_K/32: k/32 is a multiple of BLOCK_K/32
     e = tl.load(s_ptrs + _scale_column(k // 32), mask=n_mask[:, None], other=127)
@@ -125,7 +125,7 @@ def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.co
         a2 = tl.load(a2_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
     else:
         a = tl.load(a_ptrs + k, mask=m_mask[:, None], other=0.0)
-        a2 = 0.0
+        a2 = a
     return b, e, a, a2
 
 
@@ -142,8 +142,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n_mask = offs_n < N
     m_mask = offs_m < M
-    # shuffled scale of (row r = r0*32 + r1*16 + r2, column c): r0*(C'/8)*256 + r2*4 + r1 + offset(c),
-    # with C' = bs_stride
+    # shuffled scale of (row r = r0*32 + r1*16 + r2, column c = c0*8 + c1*4 + c2):
+    # r0*(C'/8)*256 + c0*256 + c2*64 + r2*4 + c1*2 + r1, with C' = bs_stride
     s_ptrs = bs_ptr + (offs_n // 32) * (bs_stride * 32) + (offs_n % 16) * 4 + (offs_n // 16) % 2
     s_ptrs = s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
@@ -156,20 +156,12 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     k_last = k_lo + K_SPLIT - BLOCK_K
-    # Triton does not pipeline loads that feed bit operations (nor, here, the others), so the loop keeps
-    # three chunks in flight itself: enough bytes in the air to keep HBM busy. Past the end of the
-    # split it re-reads the last chunk (cached) instead of branching.
-    b1, e1, x1, y1 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
-    b2, e2, x2, y2 = _load_chunk(tl.minimum(k_lo + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
-                                 m_mask, PRE_A)
-    b3, e3, x3, y3 = _load_chunk(tl.minimum(k_lo + 2 * BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
-                                 m_mask, PRE_A)
+    # the loads run one chunk ahead of the math (Triton does not pipeline loads that feed bit operations)
+    b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A, BLOCK_K)
     for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-        b, e, a, a2 = b1, e1, x1, y1
-        b1, e1, x1, y1 = b2, e2, x2, y2
-        b2, e2, x2, y2 = b3, e3, x3, y3
-        b3, e3, x3, y3 = _load_chunk(tl.minimum(k + 3 * BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
-                                     m_mask, PRE_A)
+        b, e, a, a2 = b1, e1, a1, a21
+        b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr,
+                                      n_mask, m_mask, PRE_A, BLOCK_K)
         if PRE_A:
             a_even, a_odd = a, a2
         else:
@@ -199,7 +191,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, num_stages) per (M, N, K); a rule for the rest.
+# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
 CONFIGS = {
 }
 
@@ -215,7 +207,7 @@ def _pick_config(M, N, K):
     split = 1
     while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
         split *= 2
-    return (BN, BM, BK, split, int(M > 32), 4, 1)
+    return (BN, BM, BK, split, int(M > 32), 4)
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -271,7 +263,7 @@ def custom_kernel(data):
     M, K = A.shape
     N = B_q.shape[0]
     cfg = _pick_config(M, N, K)
-    BN, BM, BK, SPLIT, pre_a, nw, ns = cfg
+    BN, BM, BK, SPLIT, pre_a, nw = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
@@ -288,5 +280,5 @@ def custom_kernel(data):
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
-                            "INTERP": _INTERP, "num_warps": nw, "num_stages": ns})
+                            "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
     return C

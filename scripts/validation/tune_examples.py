@@ -46,7 +46,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     """The file's config first, then variants (config tuples as the submission reads them)."""
     M, N, K = shape
     out = [base]
-    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps, stages)
+    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps)
         bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
         for bn, bm, bk, split, pre_a, nw in itertools.product((64, 128, 256), {bm0, max(16, bm0 // 2)}, (64, 128, 256),
                                                              (1, 2, 4, 8, 16), (0, 1), (4, 8)):
@@ -55,7 +55,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 continue
             if (nw == 8) != (bn * max(bm, bk) >= 128 * 128):
                 continue
-            out.append((bn, bm, bk, split, pre_a, nw, 1))
+            out.append((bn, bm, bk, split, pre_a, nw))
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         out.append(base[:6] + (1,))
         for bn, bk, split in itertools.product((128, 256), (64, 128), (1, 2, 4)):
