@@ -192,7 +192,14 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
+# The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json).
 CONFIGS = {
+    (4, 2880, 512): (64, 16, 64, 8, 0, 4),
+    (16, 2112, 7168): (64, 16, 64, 16, 0, 4),
+    (32, 4096, 512): (64, 16, 256, 1, 0, 8),
+    (32, 2880, 512): (64, 16, 64, 4, 0, 4),
+    (64, 7168, 2048): (64, 64, 128, 2, 1, 4),
+    (256, 3072, 1536): (64, 64, 64, 2, 1, 4),
 }
 
 
