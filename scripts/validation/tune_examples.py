@@ -57,10 +57,10 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 continue
             out.append((bn, bm, bk, split, pre_a, nw))
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
-        out.append(base[:6] + (1,))
-        for bn, bk, split in itertools.product((128, 256), (64, 128), (1, 2, 4)):
-            if (K // split) % bk == 0 and N % bn == 0:
-                out.append((128, bn, bk, split, 8, 3, 1))
+        for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (1, 2, 4, 8), (0, 1)):
+            programs = N // bn * split
+            if (K // split) % bk == 0 and N % bn == 0 and 60 <= programs <= 1100:
+                out.append((128, bn, bk, split, 4 if bn == 64 else 8, 1, a_dec))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
