@@ -32,53 +32,39 @@ _SM100 = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_cap
 
 
 @triton.jit
-def _decode(p, sf, INTERP: tl.constexpr):
-    """p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> fp16 ([R, BK/2], [R, BK/2]) = the
-    low-nibble (even) and high-nibble (odd) elements, each value * 2**-14."""
+def _decode(p, sf):
+    """p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> fp16 [R, BK] = value * 2**-14."""
     R: tl.constexpr = p.shape[0]
-    C: tl.constexpr = p.shape[1]
+    BKH: tl.constexpr = p.shape[1]
+    pi = p.to(tl.int16)
+    c = tl.reshape(tl.join(pi & 0xF, (pi >> 4) & 0xF), (R, BKH * 2))
+    v = (((c & 7) << 9) | ((c & 8) << 12)).to(tl.float16, bitcast=True)
     si = sf.to(tl.int16)
-    s = (((si & 0x7F) << 7) | ((si & 0x80) << 8)).to(tl.float16, bitcast=True) * 256.0   # e4m3(sf), exact
-    s = tl.reshape(tl.broadcast_to(tl.reshape(s, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
-    if INTERP:
-        pi = p.to(tl.int16)
-        lo = (((pi & 7) << 9) | ((pi & 8) << 12)).to(tl.float16, bitcast=True) * s
-        hi = (((pi & 0x70) << 5) | ((pi & 0x80) << 8)).to(tl.float16, bitcast=True) * s
-    else:  # 4 bytes (8 elements) per instance: bit operations, then one fp16x2 product per pair
-        lo, hi = tl.inline_asm_elementwise(
-            "{ .reg .b32 t0, t1, u, m;\n"
-            "prmt.b32 t0, $4, 0, 0x4140; prmt.b32 t1, $4, 0, 0x4342;\n"
-            "and.b32 u, t0, 0x00070007; shl.b32 u, u, 9; and.b32 m, t0, 0x00080008; shl.b32 m, m, 12; or.b32 $0, u, m;\n"
-            "and.b32 u, t1, 0x00070007; shl.b32 u, u, 9; and.b32 m, t1, 0x00080008; shl.b32 m, m, 12; or.b32 $1, u, m;\n"
-            "and.b32 u, t0, 0x00700070; shl.b32 u, u, 5; and.b32 m, t0, 0x00800080; shl.b32 m, m, 8; or.b32 $2, u, m;\n"
-            "and.b32 u, t1, 0x00700070; shl.b32 u, u, 5; and.b32 m, t1, 0x00800080; shl.b32 m, m, 8; or.b32 $3, u, m;\n"
-            "mul.rn.f16x2 $0, $0, $5; mul.rn.f16x2 $1, $1, $6; mul.rn.f16x2 $2, $2, $5; mul.rn.f16x2 $3, $3, $6; }",
-            "=r,=r,=r,=r,r,r,r", [p, s], dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
-    return lo, hi
+    s = (((si & 0x7F) << 7) | ((si & 0x80) << 8)).to(tl.float16, bitcast=True) * 256.0
+    v3 = tl.reshape(v, (R, BKH // 8, 16)) * tl.reshape(s, (R, BKH // 8, 1))
+    return tl.reshape(v3, (R, BKH * 2))
 
 
 @triton.jit
-def _decode_a_kernel(a_ptr, sa_ptr, lo_ptr, hi_ptr, M, K, sam, sal, ssam, ssal,
-                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
-    """A_DEC: decodes a [M, K/2, L] once into two fp16 planes [L, M, K/2] (its even and odd elements,
-    value * 2**-14), so the GEMM's N/BLOCK_N programs do not each decode the same A tiles again."""
+def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
+                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
+    N/BLOCK_N programs do not each decode the same A tiles again."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-    lo, hi = _decode(a, sa, INTERP)
-    out = l * M * (K // 2) + offs_r[:, None] * (K // 2) + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :]
-    tl.store(lo_ptr + out, lo)
-    tl.store(hi_ptr + out, hi)
+    out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+    tl.store(out, _decode(a, sa))
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, a2_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl, K_SPLIT,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = False):
-    # A_DEC: a_ptr / a2_ptr are the decoded planes of _decode_a_kernel ([L, M, K/2]; sam = K/2, sal = M*K/2)
+    # A_DEC: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_z = tl.program_id(2)
@@ -88,31 +74,27 @@ def _nvfp4_kernel(a_ptr, a2_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_kh = tl.arange(0, BLOCK_K // 2)
     offs_ks = tl.arange(0, BLOCK_K // 16)
-    a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
-    a2_ptrs = a2_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
+    if A_DEC:
+        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + tl.arange(0, BLOCK_K)[None, :]
+    else:
+        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
     b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
     sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
     sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    k_last = k_lo + K_SPLIT - BLOCK_K
-    # the loads run one chunk ahead of the math (Triton does not pipeline loads that feed bit operations)
-    b1, sb1, a1, x1 = _load_chunk(k_lo, a_ptrs, a2_ptrs, b_ptrs, sa_ptrs, sb_ptrs, A_DEC)
     for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-        b, sb, a, x = b1, sb1, a1, x1
-        b1, sb1, a1, x1 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), a_ptrs, a2_ptrs, b_ptrs, sa_ptrs, sb_ptrs,
-                                      A_DEC)
         if A_DEC:
-            a_lo, a_hi = a, x
+            av = tl.load(a_ptrs + k)
         else:
-            a_lo, a_hi = _decode(a, x, INTERP)
-        b_lo, b_hi = _decode(b, sb, INTERP)
+            av = _decode(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16))
+        b = tl.load(b_ptrs + k // 2)
+        sb = tl.load(sb_ptrs + k // 16)
+        bv = _decode(b, sb)
         if INTERP:
-            acc = tl.dot(a_lo.to(tl.float32), tl.trans(b_lo).to(tl.float32), acc, input_precision="ieee")
-            acc = tl.dot(a_hi.to(tl.float32), tl.trans(b_hi).to(tl.float32), acc, input_precision="ieee")
+            acc = tl.dot(av.to(tl.float32), tl.trans(bv).to(tl.float32), acc, input_precision="ieee")
         else:
-            acc = tl.dot(a_lo, tl.trans(b_lo), acc)
-            acc = tl.dot(a_hi, tl.trans(b_hi), acc)
+            acc = tl.dot(av, tl.trans(bv), acc)
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, (acc * 268435456.0).to(tl.float16))
@@ -129,21 +111,6 @@ def _nvfp4_kernel(a_ptr, a2_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                 tot += tl.load(ws_ptrs + s * MN, cache_modifier=".cg")
             tl.store(c_ptrs, (tot * 268435456.0).to(tl.float16))
             tl.atomic_xchg(cnt_ptr + tile, 0)
-
-
-@triton.jit
-def _load_chunk(k, a_ptrs, a2_ptrs, b_ptrs, sa_ptrs, sb_ptrs, A_DEC: tl.constexpr):
-    """One BLOCK_K chunk: B's packed codes and scales, and A's decoded planes (A_DEC) or its packed codes
-    and scales."""
-    b = tl.load(b_ptrs + k // 2)
-    sb = tl.load(sb_ptrs + k // 16)
-    if A_DEC:
-        a = tl.load(a_ptrs + k // 2)
-        x = tl.load(a2_ptrs + k // 2)
-    else:
-        a = tl.load(a_ptrs + k // 2)
-        x = tl.load(sa_ptrs + k // 16)
-    return b, sb, a, x
 
 
 @triton.jit
@@ -171,9 +138,9 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
-    (128, 7168, 16384): (128, 128, 64, 4, 8, 1, 1),
-    (128, 4096, 7168): (128, 128, 128, 4, 8, 1, 1),
-    (128, 7168, 2048): (128, 128, 64, 2, 8, 1, 1),
+    (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
+    (128, 4096, 7168): (128, 128, 128, 4, 8, 3, 1),
+    (128, 7168, 2048): (128, 128, 64, 2, 8, 3, 1),
 }
 
 
@@ -239,17 +206,16 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    out, a_arg, a2_arg = [], _A, _SA
+    out, a_arg = [], _A
     if a_dec:
-        a_arg = _buffer(dev, "a_lo", L * M * K // 2, torch.float16)
-        a2_arg = _buffer(dev, "a_hi", L * M * K // 2, torch.float16)
-        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, a_arg, a2_arg, M, K, sam, sal, ssam, ssal],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "num_warps": 4, "num_stages": 1}))
-        sam, sal = K // 2, M * K // 2
+        a_arg = _buffer(dev, "a_dec", L * M * K, torch.float16)
+        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, a_arg, M, K, sam, sal, ssam, ssal],
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1}))
+        sam, sal = K, M * K
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a2_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                [a_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
                  scm, scl, K // SPLIT],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": bool(a_dec), "num_warps": nw, "num_stages": ns}))

@@ -57,10 +57,10 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 continue
             out.append((bn, bm, bk, split, pre_a, nw))
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
-        for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (1, 2, 4, 8), (0, 1)):
+        for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
-            if (K // split) % bk == 0 and N % bn == 0 and 60 <= programs <= 1100:
-                out.append((128, bn, bk, split, 4 if bn == 64 else 8, 1, a_dec))
+            if (K // split) % bk == 0 and N % bn == 0 and 100 <= programs <= 1100 and (a_dec or bn == 128):
+                out.append((128, bn, bk, split, 4 if bn == 64 else 8, 3, a_dec))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
@@ -79,6 +79,8 @@ def sweep(task, device, samples: int, log) -> list[dict]:
                                            else sub._pick(*shape, case.get("l", 1)))
         for cfg in candidates(task.name, shape, tuple(base)):
             sub.CONFIGS[shape] = cfg
+            for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
+                getattr(sub, cache, {}).clear()
             row = {"task": task.name, "shape": dict(case), "config": list(cfg)}
             try:
                 if task.name == "nvfp4_gemm":    # the provided output buffer: no stale result may pass
