@@ -7,6 +7,8 @@ store, then, from the stored results, a JSON file (device, versions, date, per-s
     python scripts/bench_examples.py --out results/h200_examples.json --markdown results/h200_leaderboard.md
     python scripts/bench_examples.py --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu --quick \\
         --out /tmp/examples.json
+    python scripts/bench_examples.py --mode leaderboard --submissions DIR --out results/h200_ranked.json
+        # DIR: a folder holding only the files to rank (e.g. copies of submissions/triton_*.py)
     python scripts/bench_examples.py --from-runs results/h200_runs --out results/h200_examples.json \\
         --markdown results/h200_leaderboard.md     # summarize a run that stopped before its summary
 """
@@ -53,6 +55,8 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", help="also write the markdown leaderboards here")
     ap.add_argument("--results-dir", help="keep the results store here (default: a temporary folder)")
     ap.add_argument("--runs-dir", help="also write each run's full result JSON here, as <file stem>.json")
+    ap.add_argument("--submissions", default=str(ROOT / "submissions"),
+                    help="the folder of submissions to run (default: the examples in submissions/)")
     ap.add_argument("--from-runs", metavar="DIR", help="run nothing: summarize the result JSONs a run of this "
                                                        "script left in DIR (--runs-dir), e.g. after it stopped")
     args = ap.parse_args(argv)
@@ -76,7 +80,7 @@ def main(argv=None) -> int:
                 doc["from_runs"] = args.from_runs
                 doc["date"] = min((r.started_at for r in results), default=doc["date"])
             else:
-                run_folder(ROOT / "submissions", task, args.mode,
+                run_folder(Path(args.submissions), task, args.mode,
                            RunOptions(device=args.device, max_repeats=3 if args.quick else None),
                            results_dir=results_dir, progress=lambda line: print(line, file=sys.stderr),
                            rerun=True)      # a benchmark measures, even where the store holds a result

@@ -139,8 +139,8 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
-    (128, 4096, 7168): (128, 128, 128, 4, 8, 3, 1),
-    (128, 7168, 2048): (128, 128, 64, 2, 8, 3, 1),
+    (128, 4096, 7168): (128, 64, 64, 4, 4, 3, 1),
+    (128, 7168, 2048): (128, 64, 64, 2, 4, 3, 1),
 }
 
 

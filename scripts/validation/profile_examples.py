@@ -1,0 +1,76 @@
+"""The profiler's kernel table for the Triton examples on each benchmark shape: which kernels one call
+launches and how long each runs on a cold L2 (the L2 is flushed before every call), written to a
+results file. It splits a call's kernel-only time between its kernels (e.g. triton_mxfp4's A
+quantization and its GEMM) where the harness's figure gives only their sum.
+
+    python scripts/validation/profile_examples.py --out results/h200_profile_examples.json [--calls 20]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts" / "validation"))
+
+from harness.engine.device import device_info  # noqa: E402
+from tasks import load_task  # noqa: E402
+from tune_examples import FILES, load_submission  # noqa: E402
+
+FLUSH_KERNEL = "flush"
+
+
+def kernel_table(sub, data, calls: int, flush: torch.Tensor) -> dict:
+    """Per kernel name: launches per call and mean device microseconds per launch."""
+    sub.custom_kernel(data)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.add_(1)                  # evicts the inputs from L2 (the buffer is twice its size)
+            sub.custom_kernel(data)
+        torch.cuda.synchronize()
+    times = collections.defaultdict(list)
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA and "elementwise" not in event.name \
+                and "add" not in event.name.lower():
+            times[event.name].append(event.time_range.elapsed_us())
+    return {name: {"launches_per_call": len(t) / calls, "mean_us": sum(t) / len(t)} for name, t in times.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--calls", type=int, default=20)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("profile_examples: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    info = device_info(device)
+    flush = torch.zeros(2 * info.l2_bytes // 4, device=device)
+    doc = {"script": "scripts/validation/profile_examples.py", "calls": args.calls, "device": info.__dict__,
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tasks": {}}
+    for name in sorted(FILES):
+        task = load_task(name)
+        sub = load_submission(task)
+        rows = []
+        for case in task.benchmarks:
+            table = kernel_table(sub, task.generate_input(case, device), args.calls, flush)
+            total = sum(k["launches_per_call"] * k["mean_us"] for k in table.values())
+            rows.append({"spec": dict(case), "kernels": table, "kernel_sum_us": total})
+            print(f"{name} {case}: " + ", ".join(f"{k[:40]} {v['mean_us']:.2f} us x{v['launches_per_call']:g}"
+                                                for k, v in table.items()), file=sys.stderr)
+        doc["tasks"][name] = rows
+    Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
