@@ -135,6 +135,19 @@ def dispatch_gaps(doc) -> list[str]:
              f"{_f(max(gaps), 0)} ns (median {_f(statistics.median(gaps), 0)}) before each kernel")]
 
 
+def kernel_split_lines(doc) -> list[str]:
+    """Per shape: the ranked mean per call, its kernel-only part and the rest (the launch overhead)."""
+    out = []
+    for task, entries in doc["tasks"].items():
+        for e in entries:
+            parts = [f"{shape_label(c['spec'])}: {_f(c['mean_us'])} = {_f(c['kernel_only_us'])} kernel-only + "
+                     f"{_f(c['mean_us'] - c['kernel_only_us'])} launch"
+                     + (f" (published {_f(c['baseline_us'])})" if c.get("baseline_us") else "")
+                     for c in e["benchmarks"] if c["mean_us"] and c["kernel_only_us"]]
+            out.append(f"- {e['submission']} on {task}, us: " + "; ".join(parts))
+    return out
+
+
 def ranked(results: Path) -> list[dict]:
     """The ranked runs with the device-clock check (h200_runs/*.leaderboard_clock.json, RunResult JSON)."""
     return [d for d in (_load(p) for p in sorted(results.glob("h200_runs/*.leaderboard_clock.json"))) if d]
@@ -192,6 +205,10 @@ def long_form(r: Path) -> str:
     ex = _load(r / "h200_examples.json")
     if ex:
         lines += examples(ex) + [""]
+    kr = _load(r / "h200_examples_ranked.json")
+    if kr:
+        lines += examples(kr) + ["", "Where the ranked time goes (kernel-only from CUDA graphs behind the launch gate):"]
+        lines += kernel_split_lines(kr) + [""]
     cc = crosscheck(r)
     if cc:
         lines += ["Protocol cross-check (scripts/validation/crosscheck_protocol.py):"] + crosscheck_lines(cc) + [""]
@@ -280,6 +297,12 @@ def short_form(r: Path) -> str:
                      "(score: geometric mean over the benchmark shapes of the mean per call):\n\n"
                      + format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
                                    _example_rows(ex), "markdown", right=(3, 5)))
+    kr = _load(r / "h200_examples_ranked.json")
+    if kr:
+        parts.append(f"The Triton examples ranked (mode {kr['mode']}, {kr.get('date', '?')[:10]}, after the kernel "
+                     "work of issue #21):\n\n"
+                     + format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
+                                   _example_rows(kr), "markdown", right=(3, 5)))
     checks = _check_rows(r)
     if checks:
         parts.append(format_rows(["check", "result", "file"], checks, "markdown"))

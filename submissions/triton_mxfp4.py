@@ -1,23 +1,28 @@
-"""mxfp4_mm in Triton for NVIDIA Hopper (H200): MXFP4 products on the FP8 tensor cores.
+"""mxfp4_mm in Triton for NVIDIA Hopper (H200), one or two kernel launches per call.
 
-C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path per 32-element K block
-(one e8m0 scale per row of A and of B):
+C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 
-* Every e2m1 value (0, 0.5, ... 6, signed) is exact in FP8 e4m3, so the products run on Hopper's FP8
-  wgmma with no per-element scale multiply.  B's packed codes become e4m3 bytes with three bit
-  operations per 4 bytes (``((c & 7) << 2) | ((c & 8) << 4)`` is the e4m3 byte of e2m1(c) * 2**-6).
-* A is quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
-  saturation at 6) straight to e4m3 values and a per-row power of two; fused into the GEMM (each
-  program quantizes its A rows) or, with PRE_A, once in a first kernel when many N tiles would repeat it.
-* Each K block is one fp8 dot of K = 32, whose fp32 result is scaled by 2**(scale_B + scale_A + 6)
-  (an exact power of two) and added to the fp32 accumulator.  B's scales are read straight from the
-  SHUFFLED B_scale_sh with index math.
+* Both operands reach the bf16 tensor cores (wgmma) with their e8m0 scales folded in: an e2m1 value
+  times a power of two is exact in bf16 for every scale, so the kernel is exact up to fp32 accumulation.
+* B: the packed codes of B_q are decoded by inline PTX, four bytes (eight elements) per instance:
+  ``((c & 7) << 6) | ((c & 8) << 12)`` is the bf16 of e2m1(c) * 2**-126, and two exact bf16x2
+  products apply 2**126 and the block's scale, which is read straight from the SHUFFLED B_scale_sh
+  with index math.  The low nibbles (even K) and high nibbles (odd K) stay in two tensors, and the
+  kernel makes two dots per chunk (even with even, odd with odd): no interleave, which Triton would
+  route through shared memory byte by byte.
+* A: quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
+  saturation at 6) and dequantized in registers; fused into the GEMM for small M, or (PRE_A) once in a
+  first kernel that writes A's even and odd columns as two planes, when many N tiles would repeat it.
 * Swap-AB: a program computes a C^T tile, N rows on the MMA's M side (M is 4..256 here).
+* The loop loads the next chunk before the math of this one (Triton does not pipeline loads that feed
+  bit operations).  A three-chunk-deep version was slower on every shape (register pressure;
+  results/probes/h200_tuning_mxfp4_prefetch3.json), and an FP8 version that rescaled each 32-element
+  block's partial product (one K=32 fp8 dot per block) lost on the large shapes
+  (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d).
 * Split-K without a second launch: every split writes an fp32 partial to a persistent workspace, bumps
   a per-tile counter, and the last split to arrive sums the partials, writes bf16 C and resets the
   counter to 0 for the next call.  The workspace and counters are scratch memory reused for any input;
   nothing is cached by tensor identity or content.
-Exact up to fp32 accumulation for |A| < 2**124 (the A factor 2**(scale_A + 6) must be a finite fp32).
 """
 import os
 

@@ -1,8 +1,9 @@
 """The Triton example submissions and the launch gate on a CPU-only machine.
 
 Their GPU paths are measured on the device (results/); here: the pre-quantized / pre-decoded A paths
-give correct outputs under Triton's interpreter, and the kernels that only a GPU can run compile for
-their targets (the gate for sm_90, the nvfp4 tensor-core path for sm_100).
+give correct outputs under Triton's interpreter, and the code that only a GPU can run compiles for its
+target (the gate and triton_mxfp4's inline-assembly decode for sm_90, the nvfp4 tensor-core path for
+sm_100).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             return m
         mx = load_task("mxfp4_mm")
         sub = load("triton_mxfp4", mx)
-        for cfg in [(64, 16, 2, 0, 4), (64, 16, 2, 1, 4), (64, 32, 1, 1, 4)]:
+        for cfg in [(64, 16, 64, 2, 0, 4), (64, 16, 128, 2, 1, 4), (64, 32, 64, 1, 1, 4)]:
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
@@ -85,6 +86,24 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
            "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
     kernel = _compile(sub._nvfp4_sm100_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128}, 100, 4)
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
+
+
+@pytest.mark.parametrize("pre_a", [False, True])
+def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a):
+    """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products)
+    and the bf16 wgmma only show when the kernel is compiled for sm_90."""
+    spec = importlib.util.spec_from_file_location("triton_mxfp4_compile", ROOT / "submissions" / "triton_mxfp4.py")
+    sub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sub)
+    ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
+    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32",
+           "cnt_ptr": "*i32", **ints, **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A",
+                                                                   "INTERP")}}
+    kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16, "BLOCK_K": 128,
+                                                  "SPLIT_K": 2, "PRE_A": pre_a, "INTERP": False}, 90, 4)
+    ptx = kernel.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx
+    assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
 
 
 @pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])
