@@ -118,6 +118,36 @@ def _scale_column(c):
 
 
 @triton.jit
+def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, stride_bn, bs_stride,
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
+    """PREPARE: both operands of one plain bf16 GEMM, exact: bp [N, K] = B dequantized and ap [M, K] =
+    A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
+    unchanged. Programs 0 .. cdiv(N, BLOCK_R) - 1 take row blocks of B, the rest those of A."""
+    pid = tl.program_id(0)
+    nb = tl.cdiv(N, BLOCK_R)
+    k0 = tl.program_id(1) * BLOCK_K
+    offs_h = k0 // 2 + tl.arange(0, BLOCK_K // 2)
+    if pid < nb:
+        rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+        mask = rows < N
+        b = tl.load(bq_ptr + rows[:, None] * stride_bn + offs_h[None, :], mask=mask[:, None], other=0)
+        s_ptrs = bs_ptr + (rows // 32) * (bs_stride * 32) + (rows % 16) * 4 + (rows // 16) % 2 + _scale_column(k0 // 32)
+        e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
+                    other=127)
+        even, odd = _decode_b(b, e, INTERP)
+        out = bp_ptr + rows[:, None] * K + offs_h[None, :]
+    else:
+        rows = (pid - nb) * BLOCK_R + tl.arange(0, BLOCK_R)
+        mask = rows < M
+        a = tl.load(a_ptr + rows[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask[:, None],
+                    other=0.0)
+        even, odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
+        out = ap_ptr + rows[:, None] * K + offs_h[None, :]
+    tl.store(out, even, mask=mask[:, None])
+    tl.store(out + K // 2, odd, mask=mask[:, None])
+
+
+@triton.jit
 def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A: tl.constexpr,
                 BLOCK_K: tl.constexpr):
     """One BLOCK_K chunk of K: B's packed codes [BN, BK/2], B's e8m0 bytes [BN, BK/32] (from the
@@ -197,6 +227,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
+# PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS.
 # The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4),
@@ -222,6 +253,7 @@ def _pick_config(M, N, K):
     return (BN, BM, BK, split, int(M > 32), 4)
 
 
+PREPARE = 2
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _BUFFERS = {}
 
@@ -278,10 +310,17 @@ def custom_kernel(data):
     BN, BM, BK, SPLIT, pre_a, nw = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
+    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
+    if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN: rows per program)
+        ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
+        bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K)
+        _launch(_prepare_kernel, (triton.cdiv(N, BN) + triton.cdiv(M, BN), K // BK),
+                (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare",) + key,
+                {"BLOCK_R": BN, "BLOCK_K": BK, "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
+        return ap @ bp.T
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
-    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
     a, a2, stride_am = A, A, A.stride(0)
     if pre_a:
         a = _buffer(A.device, "a_even", M * K // 2, torch.bfloat16)

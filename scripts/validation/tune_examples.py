@@ -7,7 +7,7 @@ it with the harness's sampler in the task's protocol (per call, or 10 distinct i
 nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The best config per
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
-    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20]
+    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2]
 """
 from __future__ import annotations
 
@@ -56,6 +56,9 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if (nw == 8) != (bn * max(bm, bk) >= 128 * 128):
                 continue
             out.append((bn, bm, bk, split, pre_a, nw))
+        if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows each), then cuBLAS
+            out += [(rows, 0, bk, 0, 2, nw) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
+                    if rows * bk <= 64 * 256]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
@@ -65,19 +68,24 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     return [c for c in out if not (c in seen or seen.append(c))]
 
 
-def sweep(task, device, samples: int, log) -> list[dict]:
+def sweep(task, device, samples: int, log, only_m=None, pre_a=None) -> list[dict]:
     sub = load_submission(task)
     sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
     log(f"{task.name}: {sampler.method}")
     rows = []
     for case in task.benchmarks:
+        if only_m and case["m"] not in only_m:
+            continue
         shape = (case["m"], case["n"], case["k"])
         data = task.generate_input(case, device)
         batch = [data] + [task.generate_input(dict(case, seed=case["seed"] + i), device) for i in range(1, 10)] \
             if task.timing_protocol == "batched" else None
         base = sub.CONFIGS.get(shape) or (sub._pick_config(*shape) if task.name == "mxfp4_mm"
                                            else sub._pick(*shape, case.get("l", 1)))
-        for cfg in candidates(task.name, shape, tuple(base)):
+        configs = candidates(task.name, shape, tuple(base))
+        if pre_a is not None:             # mxfp4_mm: the file's config and those of one A/B path
+            configs = configs[:1] + [c for c in configs[1:] if c[4] == pre_a]
+        for cfg in configs:
             sub.CONFIGS[shape] = cfg
             for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
                 getattr(sub, cache, {}).clear()
@@ -115,6 +123,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--task", choices=sorted(FILES), action="append")
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--m", type=int, action="append", dest="only_m", help="only the benchmark shapes of this m")
+    ap.add_argument("--pre-a", type=int, help="mxfp4_mm: only configs with this PRE_A (0 fused, 1 first kernel, "
+                                              "2 both operands prepared, then cuBLAS)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_examples: needs a CUDA GPU", file=sys.stderr)
@@ -124,7 +135,7 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     rows = []
     for name in args.task or sorted(FILES):
-        rows += sweep(load_task(name), device, args.samples, log)
+        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a)
     winners = best(rows)
     for (task, _), r in sorted(winners.items()):
         s = r["shape"]
