@@ -1,4 +1,4 @@
-"""mxfp4_mm in Triton for NVIDIA Hopper (H200), one or two kernel launches per call.
+"""mxfp4_mm in Triton for NVIDIA Hopper (H200), one or two launches per call.
 
 C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 
@@ -13,6 +13,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 * A: quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
   saturation at 6) and dequantized in registers; fused into the GEMM for small M, or (PRE_A) once in a
   first kernel that writes A's even and odd columns as two planes, when many N tiles would repeat it.
+* PREPARE (the two large-M benchmark shapes): one kernel writes both operands as exact bf16 (B decoded,
+  A quantize-dequantized, K reordered to even | odd columns, which leaves A @ B^T unchanged), then one
+  cuBLAS bf16 GEMM.  There the decode-in-the-loop GEMM below is bound by instruction issue (B is decoded
+  once per M tile) and the prepared operands stay in L2 for cuBLAS (results/h200_tuning_mxfp4_prepare.json).
 * Swap-AB: a program computes a C^T tile, N rows on the MMA's M side (M is 4..256 here).
 * The loop loads the next chunk before the math of this one (Triton does not pipeline loads that feed
   bit operations).  A three-chunk-deep version was slower on every shape (register pressure;
@@ -226,16 +230,18 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
+PREPARE = 2
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS.
-# The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json).
+# The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json;
+# the PREPARE rows: results/h200_tuning_mxfp4_prepare.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4),
     (16, 2112, 7168): (64, 16, 64, 16, 0, 4),
     (32, 4096, 512): (64, 16, 256, 1, 0, 8),
     (32, 2880, 512): (64, 16, 64, 4, 0, 4),
-    (64, 7168, 2048): (64, 64, 128, 2, 1, 4),
-    (256, 3072, 1536): (64, 64, 64, 2, 1, 4),
+    (64, 7168, 2048): (16, 0, 128, 0, PREPARE, 4),
+    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8),
 }
 
 
@@ -253,7 +259,6 @@ def _pick_config(M, N, K):
     return (BN, BM, BK, split, int(M > 32), 4)
 
 
-PREPARE = 2
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _BUFFERS = {}
 
