@@ -43,7 +43,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             return m
         mx = load_task("mxfp4_mm")
         sub = load("triton_mxfp4", mx)
-        for cfg in [(64, 16, 64, 2, 0, 4), (64, 16, 128, 2, 1, 4), (64, 32, 64, 1, 1, 4)]:
+        for cfg in [(64, 16, 64, 2, 0, 4), (64, 16, 128, 2, 1, 4), (64, 32, 64, 1, 1, 4), (32, 0, 64, 0, 2, 4)]:
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
@@ -56,7 +56,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 5 and all(line.endswith("True") for line in lines), out
+    assert len(lines) == 6 and all(line.endswith("True") for line in lines), out
 
 
 def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int):
@@ -104,6 +104,17 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a):
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
+
+
+def test_mxfp4_prepare_kernel_compiles_with_the_asm_decode():
+    spec = importlib.util.spec_from_file_location("triton_mxfp4_prepare", ROOT / "submissions" / "triton_mxfp4.py")
+    sub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sub)
+    sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
+           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP")}}
+    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False}, 90, 4)
+    assert "mul.rn.bf16x2" in kernel.asm["ptx"]
 
 
 @pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])
