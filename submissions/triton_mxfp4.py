@@ -101,18 +101,10 @@ def _decode_b(b, e, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _qdq_a_kernel(a_ptr, even_ptr, odd_ptr, M, K, stride_am, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """PRE_A: A quantized to MXFP4 and dequantized (bf16, exact) once, as two planes [M, K/2]: its even
-    and its odd columns (the order in which the GEMM reads B's low and high nibbles)."""
-    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-    mask = offs_r[:, None] < M
-    a = tl.load(a_ptr + offs_r[:, None] * stride_am + offs_k[None, :], mask=mask, other=0.0).to(tl.float32)
-    even, odd = _even_odd(_qdq_mxfp4(a).to(tl.bfloat16))
-    offs_h = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
-    out = offs_r[:, None] * (K // 2) + offs_h[None, :]
-    tl.store(even_ptr + out, even, mask=mask)
-    tl.store(odd_ptr + out, odd, mask=mask)
+def _scale_row(r, bs_stride):
+    """Offset of scale row r = r0*32 + r1*16 + r2 in the shuffled layout of row stride C' = bs_stride:
+    r0*(C'/8)*256 + r2*4 + r1."""
+    return (r // 32) * (bs_stride * 32) + (r % 16) * 4 + (r // 16) % 2
 
 
 @triton.jit
@@ -126,7 +118,8 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
     """PREPARE: both operands of one plain bf16 GEMM, exact: bp [N, K] = B dequantized and ap [M, K] =
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
-    unchanged. Programs 0 .. cdiv(N, BLOCK_R) - 1 take row blocks of B, the rest those of A."""
+    unchanged. Programs 0 .. cdiv(N, BLOCK_R) - 1 take row blocks of B, the rest those of A (PRE_A runs
+    it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes)."""
     pid = tl.program_id(0)
     nb = tl.cdiv(N, BLOCK_R)
     k0 = tl.program_id(1) * BLOCK_K
@@ -135,7 +128,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
         rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
         mask = rows < N
         b = tl.load(bq_ptr + rows[:, None] * stride_bn + offs_h[None, :], mask=mask[:, None], other=0)
-        s_ptrs = bs_ptr + (rows // 32) * (bs_stride * 32) + (rows % 16) * 4 + (rows // 16) % 2 + _scale_column(k0 // 32)
+        s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
         e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
                     other=127)
         even, odd = _decode_b(b, e, INTERP)
@@ -173,7 +166,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr):
-    # PRE_A: a_ptr / a2_ptr are the even / odd planes of _qdq_a_kernel ([M, K/2], row stride stride_am)
+    # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -181,10 +174,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n_mask = offs_n < N
     m_mask = offs_m < M
-    # shuffled scale of (row r = r0*32 + r1*16 + r2, column c = c0*8 + c1*4 + c2):
-    # r0*(C'/8)*256 + c0*256 + c2*64 + r2*4 + c1*2 + r1, with C' = bs_stride
-    s_ptrs = bs_ptr + (offs_n // 32) * (bs_stride * 32) + (offs_n % 16) * 4 + (offs_n // 16) % 2
-    s_ptrs = s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
+    s_ptrs = (bs_ptr + _scale_row(offs_n, bs_stride))[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
     if PRE_A:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
@@ -328,11 +318,12 @@ def custom_kernel(data):
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am = A, A, A.stride(0)
     if pre_a:
-        a = _buffer(A.device, "a_even", M * K // 2, torch.bfloat16)
-        a2 = _buffer(A.device, "a_odd", M * K // 2, torch.bfloat16)
-        _launch(_qdq_a_kernel, ((M + 15) // 16, K // 64), (A, a, a2, M, K, A.stride(0)), ("qdq",) + key,
-                {"BLOCK_R": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1})
-        stride_am = K // 2
+        a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
+        a2 = a[K // 2:]
+        _launch(_prepare_kernel, ((M + 15) // 16, K // 64), (A, bq, bs, a, a, M, 0, K, A.stride(0), bq.stride(0),
+                                                             bs.stride(0)), ("qdq",) + key,
+                {"BLOCK_R": 16, "BLOCK_K": 64, "INTERP": _INTERP, "num_warps": 4, "num_stages": 1})
+        stride_am = K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
