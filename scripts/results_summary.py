@@ -242,6 +242,11 @@ def _example_rows(doc) -> list[list[str]]:
     return rows
 
 
+def _example_table(doc) -> str:
+    return format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
+                       _example_rows(doc), "markdown", right=(3, 5))
+
+
 def _what_was_timed(devs) -> str:
     cublas = sum("cuBLAS" in t["what"] for t in devs)
     return f"{len(devs) - cublas} examples" + (" and cuBLAS" if cublas else "")
@@ -294,15 +299,11 @@ def short_form(r: Path) -> str:
     parts = []
     if ex:
         parts.append(f"Example submissions, {ex['device']['name']}, {ex.get('date', '?')[:10]}, mode {ex['mode']} "
-                     "(score: geometric mean over the benchmark shapes of the mean per call):\n\n"
-                     + format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
-                                   _example_rows(ex), "markdown", right=(3, 5)))
+                     "(score: geometric mean over the benchmark shapes of the mean per call):\n\n" + _example_table(ex))
     kr = _load(r / "h200_examples_ranked.json")
     if kr:
         parts.append(f"The Triton examples ranked (mode {kr['mode']}, {kr.get('date', '?')[:10]}, after the kernel "
-                     "work of issue #21):\n\n"
-                     + format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
-                                   _example_rows(kr), "markdown", right=(3, 5)))
+                     "work of issue #21):\n\n" + _example_table(kr))
     checks = _check_rows(r)
     if checks:
         parts.append(format_rows(["check", "result", "file"], checks, "markdown"))

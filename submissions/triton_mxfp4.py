@@ -145,8 +145,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A: tl.constexpr,
-                BLOCK_K: tl.constexpr):
+def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.constexpr):
     """One BLOCK_K chunk of K: B's packed codes [BN, BK/2], B's e8m0 bytes [BN, BK/32] (from the
     shuffled layout), and A: its bf16 rows [BM, BK], or with PRE_A its even and odd planes [BM, BK/2]."""
     b = tl.load(b_ptrs + k // 2, mask=n_mask[:, None], other=0)
@@ -186,11 +185,11 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     k_lo = pid_k * K_SPLIT
     k_last = k_lo + K_SPLIT - BLOCK_K
     # the loads run one chunk ahead of the math (Triton does not pipeline loads that feed bit operations)
-    b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr, n_mask, m_mask, PRE_A, BLOCK_K)
+    b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
     for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
         b, e, a, a2 = b1, e1, a1, a21
-        b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, bs_ptr,
-                                      n_mask, m_mask, PRE_A, BLOCK_K)
+        b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
+                                      m_mask, PRE_A)
         if PRE_A:
             a_even, a_odd = a, a2
         else:
@@ -297,6 +296,18 @@ def _launch(kernel, grid, args, key, meta):
         _HANDLES[key] = h
 
 
+def _prepare(A, bq, bs, N, rows, bk, nw, key):
+    """Launches _prepare_kernel on A and the first N rows of B (N = 0: A alone), BLOCK_R = rows;
+    returns the bf16 operands (ap [M, K], bp [N, K], or ap twice)."""
+    M, K = A.shape
+    ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
+    bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K) if N else ap
+    _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows), K // bk),
+            (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare", N, rows, bk) + key,
+            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
+    return ap, bp
+
+
 def custom_kernel(data):
     A, _, B_q, _, B_scale_sh = data
     M, K = A.shape
@@ -307,23 +318,15 @@ def custom_kernel(data):
     bs = B_scale_sh.view(torch.uint8)
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
     if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN: rows per program)
-        ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
-        bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K)
-        _launch(_prepare_kernel, (triton.cdiv(N, BN) + triton.cdiv(M, BN), K // BK),
-                (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare",) + key,
-                {"BLOCK_R": BN, "BLOCK_K": BK, "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
+        ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key)
         return ap @ bp.T
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am = A, A, A.stride(0)
-    if pre_a:
-        a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
-        a2 = a[K // 2:]
-        _launch(_prepare_kernel, ((M + 15) // 16, K // 64), (A, bq, bs, a, a, M, 0, K, A.stride(0), bq.stride(0),
-                                                             bs.stride(0)), ("qdq",) + key,
-                {"BLOCK_R": 16, "BLOCK_K": 64, "INTERP": _INTERP, "num_warps": 4, "num_stages": 1})
-        stride_am = K
+    if pre_a:             # A's even and odd halves: one [M, K] buffer, row stride K
+        a = _prepare(A, bq, bs, 0, 16, 64, 4, key)[0]
+        a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),

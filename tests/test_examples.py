@@ -59,6 +59,14 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
     assert len(lines) == 6 and all(line.endswith("True") for line in lines), out
 
 
+def _example(name: str):
+    """submissions/<name>.py imported in this process (its kernels compiled, never launched)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_compile", ROOT / "submissions" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int):
     from triton.backends.compiler import GPUTarget
     src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
@@ -77,9 +85,7 @@ def test_launch_gate_kernel_compiles_for_hopper():
 
 
 def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
-    spec = importlib.util.spec_from_file_location("triton_nvfp4_compile", ROOT / "submissions" / "triton_nvfp4.py")
-    sub = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sub)
+    sub = _example("triton_nvfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl",
                                       "scm", "scl")}
     sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*fp8e4nv", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp16", **ints,
@@ -92,9 +98,7 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
 def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products)
     and the bf16 wgmma only show when the kernel is compiled for sm_90."""
-    spec = importlib.util.spec_from_file_location("triton_mxfp4_compile", ROOT / "submissions" / "triton_mxfp4.py")
-    sub = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sub)
+    sub = _example("triton_mxfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32",
            "cnt_ptr": "*i32", **ints, **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A",
@@ -107,9 +111,7 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a):
 
 
 def test_mxfp4_prepare_kernel_compiles_with_the_asm_decode():
-    spec = importlib.util.spec_from_file_location("triton_mxfp4_prepare", ROOT / "submissions" / "triton_mxfp4.py")
-    sub = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sub)
+    sub = _example("triton_mxfp4")
     sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP")}}
