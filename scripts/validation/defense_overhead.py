@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from onoff import add_arguments, interleaved, median_ratio  # noqa: E402
 
 VERSION = 1   # 1 - first version
 
@@ -35,12 +37,9 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 epilog=__doc__.split("Examples:")[1], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("-n", type=int, default=5, help="runs each way (default 5; --quick: 1)")
-    p.add_argument("--quick", action="store_true", help="CPU smoke test: small task, torch example, 1 run each")
+    add_arguments(p, 5)
     p.add_argument("--submission", help="default: triton_mxfp4.py on the GPU, torch_mxfp4.py on the CPU")
     p.add_argument("--task", help="default: mxfp4_mm on the GPU, the small CPU fixture otherwise")
-    p.add_argument("--max-repeats", type=int, help="per case (default: the harness's)")
     args = p.parse_args(argv)
 
     gpu = torch.cuda.is_available() and not args.quick
@@ -48,20 +47,20 @@ def main(argv=None) -> int:
     sub = args.submission or str(ROOT / "submissions" / ("triton_mxfp4.py" if gpu else "torch_mxfp4.py"))
     task = args.task or ("mxfp4_mm" if gpu else str(ROOT / "tests/fixtures/tasks/mxfp4_small/task.yml"))
     n = 1 if args.quick else args.n
-    scores = {"on": [], "off": []}
-    verdicts = {"on": [], "off": []}
-    for i in range(n):
-        for label in ("on", "off"):
-            opts = RunOptions(device=device, secret=f"overhead-{i}", defenses=label == "on",
-                              max_repeats=args.max_repeats or (3 if args.quick else None), scan_policy="off")
-            r = run_submission(sub, task, "leaderboard", opts)
-            verdicts[label].append(r.verdict)
-            scores[label].append(r.score_us)
-            print(f"[overhead] run {i + 1}/{n} defenses {label}: {r.verdict} score {r.score_us}", file=sys.stderr)
-    ok = all(s is not None for s in scores["on"] + scores["off"])
-    ratio = statistics.median(scores["on"]) / statistics.median(scores["off"]) if ok else None
+
+    def run(label, i):
+        opts = RunOptions(device=device, secret=f"overhead-{i}", defenses=label == "on",
+                          max_repeats=args.max_repeats or (3 if args.quick else None), scan_policy="off")
+        r = run_submission(sub, task, "leaderboard", opts)
+        print(f"[overhead] run {i + 1}/{n} defenses {label}: {r.verdict} score {r.score_us}", file=sys.stderr)
+        return r
+    runs = interleaved(n, run)
+    scores = {label: [r.score_us for r in rs] for label, rs in runs.items()}
+    verdicts = {label: [r.verdict for r in rs] for label, rs in runs.items()}
+    ratio = median_ratio(scores)
+    ok = ratio is not None
     doc = {"version": VERSION, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "device": r.device.__dict__, "submission": sub, "task": task, "mode": "leaderboard", "runs_each": n,
+           "device": runs["off"][-1].device.__dict__, "submission": sub, "task": task, "mode": "leaderboard", "runs_each": n,
            "scores_us": scores, "verdicts": verdicts, "ratio_on_over_off": ratio,
            "within_5_percent": None if ratio is None else ratio <= 1.05,
            "note": "CPU smoke test, not a measurement" if not gpu else "interleaved on/off runs; medians"}

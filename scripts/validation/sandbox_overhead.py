@@ -25,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from onoff import add_arguments, interleaved, median_ratio  # noqa: E402
 
 VERSION = 1   # 1 - first version
 GPU_EXAMPLES = [("torch_mxfp4.py", "mxfp4_mm"), ("triton_mxfp4.py", "mxfp4_mm"),
@@ -51,10 +54,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 epilog=__doc__.split("Examples:")[1], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("-n", type=int, default=3, help="runs each way per example (default 3; --quick: 1)")
-    p.add_argument("--quick", action="store_true", help="CPU smoke test: small task, torch example, 1 run each")
-    p.add_argument("--max-repeats", type=int, help="per case (default: the harness's)")
+    add_arguments(p, 3, "each way per example")
     args = p.parse_args(argv)
 
     gpu = torch.cuda.is_available() and not args.quick
@@ -64,30 +64,29 @@ def main(argv=None) -> int:
            "note": "interleaved sandbox on/off runs; medians" if gpu else "CPU smoke test, not a measurement"}
     ok = True
     for sub, task in examples:
-        scores, sandboxes = {"on": [], "off": []}, []
-        for i in range(n):
-            for label in ("on", "off"):
-                restore = _unconfined(label == "off")
-                try:
-                    r = run_submission(str(ROOT / "submissions" / sub), task, "leaderboard",
-                                       RunOptions(device="cuda" if gpu else "cpu", secret=f"sandbox-overhead-{i}",
-                                                  max_repeats=args.max_repeats or (3 if not gpu else None),
-                                                  scan_policy="off"))
-                finally:
-                    restore()
-                scores[label].append(r.score_us)
-                if label == "on":
-                    sandboxes.append(r.sandbox)
-                print(f"[sandbox] {sub} run {i + 1}/{n} sandbox {label}: {r.verdict} score {r.score_us} us",
-                      file=sys.stderr)
-        done = all(s is not None for s in scores["on"] + scores["off"])
+        def run(label, i, sub=sub, task=task):
+            restore = _unconfined(label == "off")
+            try:
+                r = run_submission(str(ROOT / "submissions" / sub), task, "leaderboard",
+                                   RunOptions(device="cuda" if gpu else "cpu", secret=f"sandbox-overhead-{i}",
+                                              max_repeats=args.max_repeats or (3 if not gpu else None),
+                                              scan_policy="off"))
+            finally:
+                restore()
+            print(f"[sandbox] {sub} run {i + 1}/{n} sandbox {label}: {r.verdict} score {r.score_us} us",
+                  file=sys.stderr)
+            return r
+        runs = interleaved(n, run)
+        scores = {label: [r.score_us for r in rs] for label, rs in runs.items()}
+        ratio = median_ratio(scores)
+        done = ratio is not None
         ok = ok and done
-        ratio = statistics.median(scores["on"]) / statistics.median(scores["off"]) if done else None
         spread = {k: (max(v) - min(v)) / statistics.median(v) if done and len(v) > 1 else None
                   for k, v in scores.items()}
         doc["examples"][f"{sub} on {Path(task).parent.name if task.endswith('.yml') else task}"] = {
-            "scores_us": scores, "ratio_on_over_off": ratio, "relative_spread": spread, "sandbox_on": sandboxes[-1]}
-        doc["device"] = r.device.__dict__
+            "scores_us": scores, "ratio_on_over_off": ratio, "relative_spread": spread,
+            "sandbox_on": runs["on"][-1].sandbox}
+        doc["device"] = runs["off"][-1].device.__dict__
         print(f"[sandbox] {sub}: ratio (on / off, medians) {ratio}", file=sys.stderr)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return 0 if ok else 1
