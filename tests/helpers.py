@@ -3,8 +3,10 @@ builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, an
 (``make_result``) for the store and leaderboard tests."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -65,3 +67,21 @@ def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, ver
                      mode=mode, device=DeviceInfo(name=device, kind=kind, torch="2.13.0"), verdict=verdict,
                      message=message, score_us=None, cases=cases, started_at=started_at,
                      finished_at=started_at, wall_s=1.5, harness_version="0.1.0", complete=complete)
+
+
+@contextlib.contextmanager
+def listening_sockets(prefix: str):
+    """A listening TCP socket on 127.0.0.1 and a listening abstract unix socket in this process, for
+    sandbox tests to reach for: yields (tcp port, abstract socket name)."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    name = f"{prefix}-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind("\0" + name)
+    unix.listen()
+    try:
+        yield tcp.getsockname()[1], name
+    finally:
+        tcp.close()
+        unix.close()

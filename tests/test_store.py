@@ -5,7 +5,6 @@ interrupted runs, and the errors a wrong location gives.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import socket
@@ -24,7 +23,7 @@ from harness.store import database as store_mod
 from harness.store.database import INCOMPLETE, open_store
 from harness.store.schema import statements
 from tests.helpers import make_result
-from tests.store_backends import BACKENDS, fresh_location
+from tests.store_backends import BACKENDS, fresh_location, run_in_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(params=BACKENDS)
@@ -109,13 +108,7 @@ def _writer(location: str, worker: int, count: int) -> None:
 
 
 def test_concurrent_writers_keep_every_run(location):
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(location, w, 40)) for w in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-        assert p.exitcode == 0
+    run_in_processes(_writer, [(location, w, 40) for w in range(3)])
     with open_store(location) as st:
         runs = st.runs()
         assert len(runs) == 120 and len({r.display_name for r in runs}) == 120

@@ -2,7 +2,6 @@
 drivers, and the ``jobs`` command."""
 from __future__ import annotations
 
-import multiprocessing
 import os
 import socket
 import subprocess
@@ -14,7 +13,7 @@ from harness.cli.main import main as cli_main
 from harness.results import SubmissionInfo
 from harness.store.database import INCOMPLETE, open_store
 from harness.store.jobs import JobTable
-from tests.store_backends import BACKENDS, fresh_location
+from tests.store_backends import BACKENDS, fresh_location, run_in_processes
 from tests.helpers import make_result
 
 
@@ -105,13 +104,7 @@ def _claimer(location: str, count: int) -> None:
 
 
 def test_concurrent_drivers_make_one_job_each(location):
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_claimer, args=(location, 15)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-        assert p.exitcode == 0
+    run_in_processes(_claimer, [(location, 15)] * 3)
     with open_store(location) as st:
         jobs = JobTable(st).jobs()
         assert len(jobs) == 15 and len({j.submission_sha256 for j in jobs}) == 15

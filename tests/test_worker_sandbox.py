@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.worker import landlock
+
+from tests.helpers import listening_sockets
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)")
@@ -59,16 +60,8 @@ CHILD = textwrap.dedent(r"""
 
 @pytest.fixture
 def listeners():
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen()
-    name = f"harness-sandbox-unit-{os.getpid()}"
-    unix = socket.socket(socket.AF_UNIX)
-    unix.bind("\0" + name)
-    unix.listen()
-    yield tcp.getsockname()[1], name
-    tcp.close()
-    unix.close()
+    with listening_sockets("harness-sandbox-unit") as port_and_name:
+        yield port_and_name
 
 
 def _confined_child(tmp_path, listeners, limit_abi="none") -> dict:

@@ -23,7 +23,7 @@ import pytest
 from harness.results import PASS
 from harness.worker import landlock
 
-from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, run
+from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, listening_sockets, run
 
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)")
 
@@ -101,38 +101,30 @@ HIDDEN = errno.ECONNREFUSED       # a root worker's view of the system's sockets
 def targets(tmp_path):
     """A listening TCP socket and abstract unix socket in this (the harness's) process, another
     run's submission, and folders the probe must not write to."""
-    tcp = socket.socket()
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen()
-    abstract = f"harness-sandbox-probe-{os.getpid()}"
-    unix = socket.socket(socket.AF_UNIX)
-    unix.bind("\0" + abstract)
-    unix.listen()
-    # as root: a service's socket under /run (where docker's and dbus's live), which Landlock does not guard
-    run_socket, service = None, None
-    if os.geteuid() == 0 and os.access("/run", os.W_OK):
-        run_socket = f"/run/harness-sandbox-probe-{os.getpid()}.sock"
-        service = socket.socket(socket.AF_UNIX)
-        service.bind(run_socket)
-        service.listen()
-    other_run = tempfile.mkdtemp(prefix="harness-run-")
-    other = os.path.join(other_run, "submission.py")
-    with open(other, "w") as f:
-        f.write("def custom_kernel(data): ...  # another competitor's file\n")
-    secret = tmp_path / "secret.txt"
-    secret.write_text("a secret of the harness's user\n")
-    write_dirs = [str(ROOT), str(ROOT / "harness"), str(ROOT / "tasks"), str(ROOT / "fp4_reference"),
-                  tempfile.gettempdir(), str(tmp_path), other_run]
-    yield {"port": tcp.getsockname()[1], "abstract": abstract, "write_dirs": write_dirs, "run_socket": run_socket,
-           # another run's file, the repository's examples, a secret of the harness's user, and a folder a
-           # test runner put on the path (pytest's rootdir)
-           "read_files": [other, str(ROOT / "submissions" / "torch_nvfp4.py"), str(secret),
-                          str(ROOT / "tests" / "conftest.py")]}
-    tcp.close()
-    unix.close()
-    if service is not None:
-        service.close()
-        os.unlink(run_socket)
+    with listening_sockets("harness-sandbox-probe") as (port, abstract):
+        # as root: a service's socket under /run (where docker's and dbus's live), which Landlock does not guard
+        run_socket, service = None, None
+        if os.geteuid() == 0 and os.access("/run", os.W_OK):
+            run_socket = f"/run/harness-sandbox-probe-{os.getpid()}.sock"
+            service = socket.socket(socket.AF_UNIX)
+            service.bind(run_socket)
+            service.listen()
+        other_run = tempfile.mkdtemp(prefix="harness-run-")
+        other = os.path.join(other_run, "submission.py")
+        with open(other, "w") as f:
+            f.write("def custom_kernel(data): ...  # another competitor's file\n")
+        secret = tmp_path / "secret.txt"
+        secret.write_text("a secret of the harness's user\n")
+        write_dirs = [str(ROOT), str(ROOT / "harness"), str(ROOT / "tasks"), str(ROOT / "fp4_reference"),
+                      tempfile.gettempdir(), str(tmp_path), other_run]
+        yield {"port": port, "abstract": abstract, "write_dirs": write_dirs, "run_socket": run_socket,
+               # another run's file, the repository's examples, a secret of the harness's user, and a folder a
+               # test runner put on the path (pytest's rootdir)
+               "read_files": [other, str(ROOT / "submissions" / "torch_nvfp4.py"), str(secret),
+                              str(ROOT / "tests" / "conftest.py")]}
+        if service is not None:
+            service.close()
+            os.unlink(run_socket)
     shutil.rmtree(other_run, ignore_errors=True)
 
 
