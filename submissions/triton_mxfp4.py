@@ -161,10 +161,26 @@ def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.co
 
 
 @triton.jit
+def _chunk_dots(acc, b, e, a, a2, PRE_A: tl.constexpr, INTERP: tl.constexpr):
+    """acc [BN, BM] += B chunk @ A chunk^T as two dots (even K with even K, odd with odd)."""
+    if PRE_A:
+        a_even, a_odd = a, a2
+    else:
+        a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
+    b_even, b_odd = _decode_b(b, e, INTERP)
+    if INTERP:  # the CPU interpreter's bf16 dot is wrong; fp32 ieee is exact here too
+        acc = tl.dot(b_even.to(tl.float32), tl.trans(a_even).to(tl.float32), acc, input_precision="ieee")
+        return tl.dot(b_odd.to(tl.float32), tl.trans(a_odd).to(tl.float32), acc, input_precision="ieee")
+    acc = tl.dot(b_even, tl.trans(a_even), acc)
+    return tl.dot(b_odd, tl.trans(a_odd), acc)
+
+
+@triton.jit
 def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                     SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr):
+                     SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
+                     PIPELINED: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -184,23 +200,17 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     k_last = k_lo + K_SPLIT - BLOCK_K
-    # the loads run one chunk ahead of the math (Triton does not pipeline loads that feed bit operations)
-    b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
-    for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-        b, e, a, a2 = b1, e1, a1, a21
-        b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
-                                      m_mask, PRE_A)
-        if PRE_A:
-            a_even, a_odd = a, a2
-        else:
-            a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
-        b_even, b_odd = _decode_b(b, e, INTERP)
-        if INTERP:  # the CPU interpreter's bf16 dot is wrong; fp32 ieee is exact here too
-            acc = tl.dot(b_even.to(tl.float32), tl.trans(a_even).to(tl.float32), acc, input_precision="ieee")
-            acc = tl.dot(b_odd.to(tl.float32), tl.trans(a_odd).to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(b_even, tl.trans(a_even), acc)
-            acc = tl.dot(b_odd, tl.trans(a_odd), acc)
+    if PIPELINED:  # plain loads: Triton's pipeliner stages them in shared memory (cp.async, num_stages deep)
+        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
+            b, e, a, a2 = _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
+            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, INTERP)
+    else:  # the loads run one chunk ahead of the math, in registers
+        b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
+        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
+            b, e, a, a2 = b1, e1, a1, a21
+            b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
+                                          m_mask, PRE_A)
+            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, INTERP)
     c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
     out_mask = n_mask[:, None] & m_mask[None, :]
     if SPLIT_K == 1:
@@ -220,17 +230,18 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 PREPARE = 2
-# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps) per (M, N, K); a rule for the rest.
+# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS.
+# STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json;
 # the PREPARE rows: results/h200_tuning_mxfp4_prepare.json).
 CONFIGS = {
-    (4, 2880, 512): (64, 16, 64, 8, 0, 4),
-    (16, 2112, 7168): (64, 16, 64, 16, 0, 4),
-    (32, 4096, 512): (64, 16, 256, 1, 0, 8),
-    (32, 2880, 512): (64, 16, 64, 4, 0, 4),
-    (64, 7168, 2048): (16, 0, 128, 0, PREPARE, 4),
-    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8),
+    (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1),
+    (16, 2112, 7168): (64, 16, 64, 16, 0, 4, 1),
+    (32, 4096, 512): (64, 16, 256, 1, 0, 8, 1),
+    (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1),
+    (64, 7168, 2048): (16, 0, 128, 0, PREPARE, 4, 1),
+    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1),
 }
 
 
@@ -245,7 +256,7 @@ def _pick_config(M, N, K):
     split = 1
     while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
         split *= 2
-    return (BN, BM, BK, split, int(M > 32), 4)
+    return (BN, BM, BK, split, int(M > 32), 4, 1)
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -313,7 +324,7 @@ def custom_kernel(data):
     M, K = A.shape
     N = B_q.shape[0]
     cfg = _pick_config(M, N, K)
-    BN, BM, BK, SPLIT, pre_a, nw = cfg
+    BN, BM, BK, SPLIT, pre_a, nw, stages = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
@@ -330,5 +341,5 @@ def custom_kernel(data):
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
-                            "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
+                            "INTERP": _INTERP, "PIPELINED": stages > 1, "num_warps": nw, "num_stages": stages})
     return C

@@ -43,7 +43,8 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             return m
         mx = load_task("mxfp4_mm")
         sub = load("triton_mxfp4", mx)
-        for cfg in [(64, 16, 64, 2, 0, 4), (64, 16, 128, 2, 1, 4), (64, 32, 64, 1, 1, 4), (32, 0, 64, 0, 2, 4)]:
+        for cfg in [(64, 16, 64, 2, 0, 4, 1), (64, 16, 128, 2, 1, 4, 1), (64, 32, 64, 1, 1, 4, 1), (32, 0, 64, 0, 2, 4, 1),
+                    (64, 16, 64, 2, 0, 4, 3), (64, 32, 128, 2, 1, 4, 2)]:
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
@@ -56,7 +57,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 6 and all(line.endswith("True") for line in lines), out
+    assert len(lines) == 8 and all(line.endswith("True") for line in lines), out
 
 
 def _example(name: str):
@@ -67,10 +68,14 @@ def _example(name: str):
     return module
 
 
-def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int):
+def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int, num_stages: int = 3,
+             aligned=()):
+    """``aligned``: arguments the launcher would specialize as multiples of 16 (as it does on the GPU)."""
     from triton.backends.compiler import GPUTarget
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-    return triton.compile(src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name in aligned}
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": num_warps, "num_stages": num_stages})
 
 
 def test_launch_gate_kernel_compiles_for_hopper():
@@ -94,20 +99,23 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
 
-@pytest.mark.parametrize("pre_a", [False, True])
-def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a):
+@pytest.mark.parametrize("pre_a, stages", [(False, 1), (True, 1), (True, 3)])
+def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products)
     and the bf16 wgmma only show when the kernel is compiled for sm_90."""
     sub = _example("triton_mxfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32",
            "cnt_ptr": "*i32", **ints, **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A",
-                                                                   "INTERP")}}
+                                                                   "INTERP", "PIPELINED")}}
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16, "BLOCK_K": 128,
-                                                  "SPLIT_K": 2, "PRE_A": pre_a, "INTERP": False}, 90, 4)
+                                                  "SPLIT_K": 2, "PRE_A": pre_a, "INTERP": False,
+                                                  "PIPELINED": stages > 1}, 90, 4, stages,
+                      aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
+    assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
 
 
 def test_mxfp4_prepare_kernel_compiles_with_the_asm_decode():

@@ -7,7 +7,7 @@ it with the harness's sampler in the task's protocol (per call, or 10 distinct i
 nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The best config per
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
-    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2]
+    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2] [--stages 3]
 """
 from __future__ import annotations
 
@@ -46,18 +46,24 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     """The file's config first, then variants (config tuples as the submission reads them)."""
     M, N, K = shape
     out = [base]
-    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps)
+    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps, STAGES)
         bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
-        for bn, bm, bk, split, pre_a, nw in itertools.product((64, 128, 256), {bm0, max(16, bm0 // 2)}, (64, 128, 256),
-                                                             (1, 2, 4, 8, 16), (0, 1), (4, 8)):
+        bms = {bm0, max(16, bm0 // 2)} | ({256} if M >= 256 else set())
+        for bn, bm, bk, split, pre_a, nw, stages in itertools.product((64, 128, 256), bms, (64, 128, 256),
+                                                                     (1, 2, 4, 8, 16), (0, 1), (4, 8), (1, 2, 3, 4)):
             programs = -(-N // bn) * -(-M // bm) * split
             if K % (split * bk) or not 20 <= programs <= 1100 or bn * bk > 128 * 256:
                 continue
             if (nw == 8) != (bn * max(bm, bk) >= 128 * 128):
                 continue
-            out.append((bn, bm, bk, split, pre_a, nw))
+            # the PIPELINED loop: at least two chunks per split, its stages within 160 KB of shared memory
+            if stages > 1 and (K // split < 2 * bk or stages * (bn * bk // 2 + bm * bk * 2) > 160 * 1024):
+                continue
+            if pre_a == 0 and M >= 64:    # A quantized again by every N tile: slower at M >= 64 in every sweep
+                continue
+            out.append((bn, bm, bk, split, pre_a, nw, stages))
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows each), then cuBLAS
-            out += [(rows, 0, bk, 0, 2, nw) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
+            out += [(rows, 0, bk, 0, 2, nw, 1) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
                     if rows * bk <= 64 * 256]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
@@ -68,7 +74,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     return [c for c in out if not (c in seen or seen.append(c))]
 
 
-def sweep(task, device, samples: int, log, only_m=None, pre_a=None) -> list[dict]:
+def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None, save=lambda rows: None) -> list[dict]:
     sub = load_submission(task)
     sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
     log(f"{task.name}: {sampler.method}")
@@ -83,8 +89,10 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None) -> list[dict
         base = sub.CONFIGS.get(shape) or (sub._pick_config(*shape) if task.name == "mxfp4_mm"
                                            else sub._pick(*shape, case.get("l", 1)))
         configs = candidates(task.name, shape, tuple(base))
-        if pre_a is not None:             # mxfp4_mm: the file's config and those of one A/B path
+        if pre_a is not None and task.name == "mxfp4_mm":  # the file's config and those of one A/B path
             configs = configs[:1] + [c for c in configs[1:] if c[4] == pre_a]
+        if stages and task.name == "mxfp4_mm":  # the file's config and those of these STAGES
+            configs = configs[:1] + [c for c in configs[1:] if c[6] in stages]
         for cfg in configs:
             sub.CONFIGS[shape] = cfg
             for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
@@ -106,6 +114,7 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None) -> list[dict
             rows.append(row)
             log(f"  {shape} {cfg}: " + (f"{row['median_ns'] / 1e3:.2f} us" if "median_ns" in row else row["error"]))
         sub.CONFIGS[shape] = tuple(base)
+        save(rows)                        # a sweep cut short keeps the shapes it finished
     return rows
 
 
@@ -126,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--m", type=int, action="append", dest="only_m", help="only the benchmark shapes of this m")
     ap.add_argument("--pre-a", type=int, help="mxfp4_mm: only configs with this PRE_A (0 fused, 1 first kernel, "
                                               "2 both operands prepared, then cuBLAS)")
+    ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
+                                                                 "register prefetch loop, >= 2: cp.async stages)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_examples: needs a CUDA GPU", file=sys.stderr)
@@ -134,20 +145,26 @@ def main(argv=None) -> int:
     log = lambda msg: print(f"[tune {time.monotonic() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     device = torch.device("cuda")
     rows = []
+
+    def save(more=()):
+        winners = best(rows + list(more))
+        doc = {"script": "scripts/validation/tune_examples.py",
+               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+               "device": device_info(device).__dict__, "samples": args.samples,
+               "rows": rows + list(more), "best": [r for _, r in sorted(winners.items())]}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        return winners
+
     for name in args.task or sorted(FILES):
-        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a)
-    winners = best(rows)
+        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a, args.stages, save)
+    winners = save()
     for (task, _), r in sorted(winners.items()):
         s = r["shape"]
         print(f"{task} ({s['m']}, {s['n']}, {s['k']}): {tuple(r['config'])},  # {r['median_ns'] / 1e3:.2f} us")
     for task in sorted({t for t, _ in winners}):
         meds = [r["median_ns"] / 1e3 for (t, _), r in winners.items() if t == task]
         print(f"{task}: geomean of the best per shape {math.exp(sum(map(math.log, meds)) / len(meds)):.2f} us")
-    doc = {"script": "scripts/validation/tune_examples.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "device": device_info(device).__dict__, "samples": args.samples,
-           "rows": rows, "best": [r for _, r in sorted(winners.items())]}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
 
 
