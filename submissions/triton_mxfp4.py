@@ -161,18 +161,29 @@ def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.co
 
 
 @triton.jit
-def _chunk_dots(acc, b, e, a, a2, PRE_A: tl.constexpr, INTERP: tl.constexpr):
-    """acc [BN, BM] += B chunk @ A chunk^T as two dots (even K with even K, odd with odd)."""
+def _dot(x, y, acc, INTERP: tl.constexpr):
+    """acc += x @ y^T (bf16 operands, exact products, fp32 accumulation)."""
+    if INTERP:  # the CPU interpreter's bf16 dot is wrong; fp32 ieee is exact here too
+        acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
+    else:
+        acc = tl.dot(x, tl.trans(y), acc)
+    return acc
+
+
+@triton.jit
+def _chunk_dots(acc, b, e, a, a2, PRE_A: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
+    """One chunk as two dots (even K with even K, odd with odd): acc [BN, BM] += B @ A^T with SWAP_AB,
+    else acc [BM, BN] += A @ B^T."""
     if PRE_A:
         a_even, a_odd = a, a2
     else:
         a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
     b_even, b_odd = _decode_b(b, e, INTERP)
-    if INTERP:  # the CPU interpreter's bf16 dot is wrong; fp32 ieee is exact here too
-        acc = tl.dot(b_even.to(tl.float32), tl.trans(a_even).to(tl.float32), acc, input_precision="ieee")
-        return tl.dot(b_odd.to(tl.float32), tl.trans(a_odd).to(tl.float32), acc, input_precision="ieee")
-    acc = tl.dot(b_even, tl.trans(a_even), acc)
-    return tl.dot(b_odd, tl.trans(a_odd), acc)
+    if SWAP_AB:
+        acc = _dot(b_odd, a_odd, _dot(b_even, a_even, acc, INTERP), INTERP)
+    else:
+        acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
+    return acc
 
 
 @triton.jit
@@ -180,7 +191,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
-                     PIPELINED: tl.constexpr = False):
+                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -197,32 +208,40 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     else:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K)[None, :]
         a2_ptrs = a_ptrs
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    if SWAP_AB:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     k_last = k_lo + K_SPLIT - BLOCK_K
     if PIPELINED:  # plain loads: Triton's pipeliner stages them in shared memory (cp.async, num_stages deep)
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             b, e, a, a2 = _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
-            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, INTERP)
+            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
     else:  # the loads run one chunk ahead of the math, in registers
         b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             b, e, a, a2 = b1, e1, a1, a21
             b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
                                           m_mask, PRE_A)
-            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, INTERP)
-    c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
-    out_mask = n_mask[:, None] & m_mask[None, :]
+            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
+    if SWAP_AB:   # acc is a C^T tile
+        c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
+        out_mask = n_mask[:, None] & m_mask[None, :]
+        ws_ptrs = ws_ptr + offs_m[None, :] * N + offs_n[:, None]
+    else:
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
+        out_mask = m_mask[:, None] & n_mask[None, :]
+        ws_ptrs = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, acc.to(tl.bfloat16), mask=out_mask)
     else:
-        ws_ptrs = ws_ptr + offs_m[None, :] * N + offs_n[:, None]
         tl.store(ws_ptrs + pid_k * M * N, acc, mask=out_mask)
         tl.debug_barrier()
         tile = pid_n * tl.num_programs(1) + pid_m
         old = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if old == SPLIT_K - 1:
-            tot = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            tot = tl.zeros(acc.shape, dtype=tl.float32)
             for s in range(SPLIT_K):
                 tot += tl.load(ws_ptrs + s * M * N, mask=out_mask, other=0.0, cache_modifier=".cg")
             tl.store(c_ptrs, tot.to(tl.bfloat16), mask=out_mask)
@@ -230,18 +249,20 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 PREPARE = 2
-# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES) per (M, N, K); a rule for the rest.
+# (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS.
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
+# SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
+# decoded B is the MMA's shared-memory operand).
 # The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json;
 # the PREPARE rows: results/h200_tuning_mxfp4_prepare.json).
 CONFIGS = {
-    (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1),
-    (16, 2112, 7168): (64, 16, 64, 16, 0, 4, 1),
-    (32, 4096, 512): (64, 16, 256, 1, 0, 8, 1),
-    (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1),
-    (64, 7168, 2048): (16, 0, 128, 0, PREPARE, 4, 1),
-    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1),
+    (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
+    (16, 2112, 7168): (64, 16, 64, 16, 0, 4, 1, 1),
+    (32, 4096, 512): (64, 16, 256, 1, 0, 8, 1, 1),
+    (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1, 1),
+    (64, 7168, 2048): (16, 0, 128, 0, PREPARE, 4, 1, 1),
+    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1, 1),
 }
 
 
@@ -256,7 +277,7 @@ def _pick_config(M, N, K):
     split = 1
     while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
         split *= 2
-    return (BN, BM, BK, split, int(M > 32), 4, 1)
+    return (BN, BM, BK, split, int(M > 32), 4, 1, 1)
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -324,7 +345,7 @@ def custom_kernel(data):
     M, K = A.shape
     N = B_q.shape[0]
     cfg = _pick_config(M, N, K)
-    BN, BM, BK, SPLIT, pre_a, nw, stages = cfg
+    BN, BM, BK, SPLIT, pre_a, nw, stages, swap = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
@@ -341,5 +362,6 @@ def custom_kernel(data):
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
-                            "INTERP": _INTERP, "PIPELINED": stages > 1, "num_warps": nw, "num_stages": stages})
+                            "INTERP": _INTERP, "PIPELINED": stages > 1, "SWAP_AB": bool(swap),
+                            "num_warps": nw, "num_stages": stages})
     return C

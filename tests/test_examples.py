@@ -43,8 +43,9 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             return m
         mx = load_task("mxfp4_mm")
         sub = load("triton_mxfp4", mx)
-        for cfg in [(64, 16, 64, 2, 0, 4, 1), (64, 16, 128, 2, 1, 4, 1), (64, 32, 64, 1, 1, 4, 1), (32, 0, 64, 0, 2, 4, 1),
-                    (64, 16, 64, 2, 0, 4, 3), (64, 32, 128, 2, 1, 4, 2)]:
+        for cfg in [(64, 16, 64, 2, 0, 4, 1, 1), (64, 16, 128, 2, 1, 4, 1, 1), (64, 32, 64, 1, 1, 4, 1, 1),
+                    (32, 0, 64, 0, 2, 4, 1, 1), (64, 16, 64, 2, 0, 4, 3, 1), (64, 32, 128, 2, 1, 4, 2, 1),
+                    (64, 64, 64, 2, 1, 4, 3, 0), (128, 64, 128, 1, 0, 4, 2, 0)]:
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
@@ -57,7 +58,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 8 and all(line.endswith("True") for line in lines), out
+    assert len(lines) == 10 and all(line.endswith("True") for line in lines), out
 
 
 def _example(name: str):
@@ -99,18 +100,18 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
 
-@pytest.mark.parametrize("pre_a, stages", [(False, 1), (True, 1), (True, 3)])
-def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages):
+@pytest.mark.parametrize("pre_a, stages, swap", [(False, 1, True), (True, 1, True), (True, 3, True), (True, 3, False)])
+def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products)
     and the bf16 wgmma only show when the kernel is compiled for sm_90."""
     sub = _example("triton_mxfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32",
            "cnt_ptr": "*i32", **ints, **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A",
-                                                                   "INTERP", "PIPELINED")}}
+                                                                   "INTERP", "PIPELINED", "SWAP_AB")}}
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16, "BLOCK_K": 128,
                                                   "SPLIT_K": 2, "PRE_A": pre_a, "INTERP": False,
-                                                  "PIPELINED": stages > 1}, 90, 4, stages,
+                                                  "PIPELINED": stages > 1, "SWAP_AB": swap}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx

@@ -4,6 +4,8 @@ results file. It splits a call's kernel-only time between its kernels (e.g. trit
 quantization and its GEMM) where the harness's figure gives only their sum.
 
     python scripts/validation/profile_examples.py --out results/h200_profile_examples.json [--calls 20]
+        [--task mxfp4_mm] [--config 64=128,64,128,4,1,8,3]   (a config tried instead of the file's for the
+                                                            shapes of that m)
 """
 from __future__ import annotations
 
@@ -55,7 +57,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--task", choices=sorted(FILES), action="append")
+    ap.add_argument("--config", action="append", default=[], metavar="M=C1,C2,...",
+                    help="the config tuple to use for the benchmark shapes with this m")
     args = ap.parse_args(argv)
+    overrides = {int(m): tuple(int(x) for x in cfg.split(",")) for m, cfg in (c.split("=") for c in args.config)}
     if not torch.cuda.is_available():
         print("profile_examples: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -64,14 +70,19 @@ def main(argv=None) -> int:
     flush = torch.zeros(2 * info.l2_bytes // 4, device=device)
     doc = {"script": "scripts/validation/profile_examples.py", "calls": args.calls, "device": info.__dict__,
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tasks": {}}
-    for name in sorted(FILES):
+    for name in args.task or sorted(FILES):
         task = load_task(name)
         sub = load_submission(task)
         rows = []
         for case in task.benchmarks:
+            if case["m"] in overrides:
+                sub.CONFIGS[(case["m"], case["n"], case["k"])] = overrides[case["m"]]
+                rows_config = {"config": list(overrides[case["m"]])}
+            else:
+                rows_config = {}
             table = kernel_table(sub, task.generate_input(case, device), args.calls, flush)
             total = sum(k["launches_per_call"] * k["mean_us"] for k in table.values())
-            rows.append({"spec": dict(case), "kernels": table, "kernel_sum_us": total})
+            rows.append({"spec": dict(case), "kernels": table, "kernel_sum_us": total, **rows_config})
             print(f"{name} {case}: " + ", ".join(f"{k[:40]} {v['mean_us']:.2f} us x{v['launches_per_call']:g}"
                                                 for k, v in table.items()), file=sys.stderr)
         doc["tasks"][name] = rows

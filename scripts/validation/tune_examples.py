@@ -7,7 +7,7 @@ it with the harness's sampler in the task's protocol (per call, or 10 distinct i
 nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The best config per
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
-    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2] [--stages 3]
+    python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2] [--stages 3] [--swap 0]
 """
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     """The file's config first, then variants (config tuples as the submission reads them)."""
     M, N, K = shape
     out = [base]
-    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps, STAGES)
+    if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps, STAGES, SWAP_AB)
         bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
         bms = {bm0, max(16, bm0 // 2)} | ({256} if M >= 256 else set())
-        for bn, bm, bk, split, pre_a, nw, stages in itertools.product((64, 128, 256), bms, (64, 128, 256),
-                                                                     (1, 2, 4, 8, 16), (0, 1), (4, 8), (1, 2, 3, 4)):
+        for bn, bm, bk, split, pre_a, nw, stages, swap in itertools.product(
+                (64, 128, 256), bms, (64, 128, 256), (1, 2, 4, 8, 16), (0, 1), (4, 8), (1, 2, 3, 4), (1, 0)):
             programs = -(-N // bn) * -(-M // bm) * split
             if K % (split * bk) or not 20 <= programs <= 1100 or bn * bk > 128 * 256:
                 continue
@@ -61,9 +61,11 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 continue
             if pre_a == 0 and M >= 64:    # A quantized again by every N tile: slower at M >= 64 in every sweep
                 continue
-            out.append((bn, bm, bk, split, pre_a, nw, stages))
+            if not swap and (bm < 64 or stages == 1):   # C tiles: M on the MMA's M side (64 rows at least)
+                continue
+            out.append((bn, bm, bk, split, pre_a, nw, stages, swap))
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows each), then cuBLAS
-            out += [(rows, 0, bk, 0, 2, nw, 1) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
+            out += [(rows, 0, bk, 0, 2, nw, 1, 1) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
                     if rows * bk <= 64 * 256]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
@@ -74,7 +76,8 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     return [c for c in out if not (c in seen or seen.append(c))]
 
 
-def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None, save=lambda rows: None) -> list[dict]:
+def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None, swap=None,
+          save=lambda rows: None) -> list[dict]:
     sub = load_submission(task)
     sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
     log(f"{task.name}: {sampler.method}")
@@ -93,6 +96,8 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
             configs = configs[:1] + [c for c in configs[1:] if c[4] == pre_a]
         if stages and task.name == "mxfp4_mm":  # the file's config and those of these STAGES
             configs = configs[:1] + [c for c in configs[1:] if c[6] in stages]
+        if swap is not None and task.name == "mxfp4_mm":  # the file's config and those of this SWAP_AB
+            configs = configs[:1] + [c for c in configs[1:] if c[7] == swap]
         for cfg in configs:
             sub.CONFIGS[shape] = cfg
             for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
@@ -137,6 +142,7 @@ def main(argv=None) -> int:
                                               "2 both operands prepared, then cuBLAS)")
     ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
                                                                  "register prefetch loop, >= 2: cp.async stages)")
+    ap.add_argument("--swap", type=int, choices=(0, 1), help="mxfp4_mm: only configs with this SWAP_AB")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_examples: needs a CUDA GPU", file=sys.stderr)
@@ -157,7 +163,7 @@ def main(argv=None) -> int:
         return winners
 
     for name in args.task or sorted(FILES):
-        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a, args.stages, save)
+        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a, args.stages, args.swap, save)
     winners = save()
     for (task, _), r in sorted(winners.items()):
         s = r["shape"]
