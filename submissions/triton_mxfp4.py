@@ -279,9 +279,15 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
     k_last = k_lo + K_SPLIT - BLOCK_K
-    if PIPELINED:  # plain loads: Triton's pipeliner stages them in shared memory (cp.async, num_stages deep)
+    if PIPELINED:
+        # B and A: plain loads, staged by Triton's pipeliner in shared memory (cp.async, num_stages deep);
+        # B's scale bytes (too narrow for cp.async) are loaded one chunk ahead, in registers
+        e1 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)[1]
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-            b, e, a, a2 = _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
+            e = e1
+            e1 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask,
+                             PRE_A)[1]
+            b, _, a, a2 = _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
             acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
     else:  # the loads run one chunk ahead of the math, in registers
         b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
