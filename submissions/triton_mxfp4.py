@@ -13,16 +13,25 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 * A: quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
   saturation at 6) and dequantized in registers; fused into the GEMM for small M, or (PRE_A) once in a
   first kernel that writes A's even and odd columns as two planes, when many N tiles would repeat it.
-* PREPARE (the two large-M benchmark shapes): one kernel writes both operands as exact bf16 (B decoded,
+* PREPARE (the M = 256 benchmark shape): one kernel writes both operands as exact bf16 (B decoded,
   A quantize-dequantized, K reordered to even | odd columns, which leaves A @ B^T unchanged), then one
-  cuBLAS bf16 GEMM.  There the decode-in-the-loop GEMM below is bound by instruction issue (B is decoded
-  once per M tile) and the prepared operands stay in L2 for cuBLAS (results/h200_tuning_mxfp4_prepare.json).
-* Swap-AB: a program computes a C^T tile, N rows on the MMA's M side (M is 4..256 here).
-* The loop loads the next chunk before the math of this one (Triton does not pipeline loads that feed
-  bit operations).  A three-chunk-deep version was slower on every shape (register pressure;
-  results/probes/h200_tuning_mxfp4_prefetch3.json), and an FP8 version that rescaled each 32-element
-  block's partial product (one K=32 fp8 dot per block) lost on the large shapes
-  (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d).
+  cuBLAS bf16 GEMM; the prepared operands stay in L2 for cuBLAS.  There it beats the decode-in-the-loop
+  GEMM below, which is bound by instruction issue (results/h200_tuning_mxfp4_pipelined_large_m.json).
+* Swap-AB (SWAP_AB = 1): a program computes a C^T tile, N rows on the MMA's M side, the decoded B its
+  register operand (M is 4..256 here).  With SWAP_AB = 0 (M >= 64) a program computes a C tile and the
+  decoded B is the MMA's shared-memory operand, which spares the register operand's trip through shared
+  memory (the best config for M = 64).
+* Two loops: STAGES = 1 loads the next chunk into registers before the math of this one; STAGES >= 2
+  (PIPELINED) leaves B's codes and A to Triton's pipeliner, which stages them in shared memory with
+  cp.async, and loads only B's scale bytes (too narrow for cp.async) one chunk ahead in registers.  Before
+  that prefetch every chunk waited for its scales (Nsight Compute: long-scoreboard stalls;
+  results/probes/h200_ncu_mxfp4_*_scales_not_prefetched.txt).  A three-chunk-deep register prefetch
+  was slower on every shape (results/probes/h200_tuning_mxfp4_prefetch3.json).
+* Tried and slower, kept as results: an FP8 version that rescaled each 32-element block's partial
+  product (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d), and an FP8 PREPARE
+  (both operands as e4m3 with power-of-two row scales, then torch._scaled_mm): its prepare kernel was
+  no faster than the bf16 one and cuBLAS's FP8 GEMM was slower than its bf16 GEMM on these shapes
+  (results/probes/h200_*_mxfp4_fp8_prepare_1d48e26.json).
 * Split-K without a second launch: every split writes an fp32 partial to a persistent workspace, bumps
   a per-tile counter, and the last split to arrive sums the partials, writes bf16 C and resets the
   counter to 0 for the next call.  The workspace and counters are scratch memory reused for any input;
@@ -145,71 +154,6 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _pow2(u):
-    """2**u in fp32 for int32 u <= 127 (subnormal down to 2**-149, 0 below)."""
-    normal = ((tl.maximum(u, -126) + 127) << 23).to(tl.float32, bitcast=True)
-    tiny = (1 << tl.minimum(tl.maximum(u + 149, 0), 22)).to(tl.float32, bitcast=True)
-    return tl.where(u >= -126, normal, tl.where(u >= -149, tiny, 0.0))
-
-
-@triton.jit
-def _prepare_fp8_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, sa_ptr, sb_ptr, M, N, K, stride_am, stride_bn,
-                        bs_stride, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    """PREPARE_FP8: both operands of one row-scaled FP8 GEMM, C = (ap @ bp^T) * sa * sb^T. Each program
-    takes BLOCK_R whole rows (of B first, then of A). A row's elements are e2m1 * 2**(s - s_row + 6)
-    in e4m3, s its block's scale and s_row the row's largest, and its row scale is 2**(s_row - 6):
-    exact while a row's block scales span at most 15 powers of two (every randn row does by far); the
-    blocks beyond that are rounded to e4m3 (to 0 at the extreme). K is reordered to (even | odd)
-    columns as in _prepare_kernel."""
-    pid = tl.program_id(0)
-    nb = tl.cdiv(N, BLOCK_R)
-    offs_h = tl.arange(0, BLOCK_K // 2)
-    if pid < nb:
-        rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
-        mask = rows < N
-        s_rows = bs_ptr + _scale_row(rows, bs_stride)
-        e_max = tl.zeros((BLOCK_R,), dtype=tl.int32)
-        for k0 in range(0, K, BLOCK_K):
-            cols = _scale_column(k0 // 32 + tl.arange(0, BLOCK_K // 32))
-            e = tl.load(s_rows[:, None] + cols[None, :], mask=mask[:, None], other=0).to(tl.int32)
-            e_max = tl.maximum(e_max, tl.max(e, axis=1))
-        for k0 in range(0, K, BLOCK_K):
-            cols = _scale_column(k0 // 32 + tl.arange(0, BLOCK_K // 32))
-            e = tl.load(s_rows[:, None] + cols[None, :], mask=mask[:, None], other=0).to(tl.int32)
-            f = _pow2(e - e_max[:, None] + 6)
-            f = tl.reshape(tl.broadcast_to(tl.reshape(f, (BLOCK_R, BLOCK_K // 32, 1)), (BLOCK_R, BLOCK_K // 32, 16)),
-                           (BLOCK_R, BLOCK_K // 2))
-            b = tl.load(bq_ptr + rows[:, None] * stride_bn + k0 // 2 + offs_h[None, :], mask=mask[:, None],
-                        other=0).to(tl.int32)
-            two126 = 8.507059173023462e37          # the bit operations give e2m1 * 2**-126
-            lo = (((b & 7) << 22) | ((b & 8) << 28)).to(tl.float32, bitcast=True) * two126 * f
-            hi = (((b & 0x70) << 18) | ((b & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f
-            out = bp_ptr + rows[:, None] * K + k0 // 2 + offs_h[None, :]
-            tl.store(out, lo.to(tl.float8e4nv), mask=mask[:, None])
-            tl.store(out + K // 2, hi.to(tl.float8e4nv), mask=mask[:, None])
-        tl.store(sb_ptr + rows, _pow2(e_max - 133), mask=mask)
-    else:
-        rows = (pid - nb) * BLOCK_R + tl.arange(0, BLOCK_R)
-        mask = rows < M
-        a_rows = a_ptr + rows[:, None] * stride_am
-        amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            a = tl.load(a_rows + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask[:, None], other=0.0)
-            amax = tl.maximum(amax, tl.max(tl.abs(a.to(tl.float32)), axis=1))
-        # the largest block scale of the row is that of its amax (_qdq_mxfp4's scale rule is monotone)
-        bits = (amax.to(tl.int32, bitcast=True) + 0x200000) & -8388608
-        s_row = tl.minimum(tl.maximum(((bits >> 23) & 0xFF) - 129, -120), 127)   # -120: 2**-s_row * 64 is finite
-        inv = _pow2(-s_row)[:, None] * 64.0
-        for k0 in range(0, K, BLOCK_K):
-            a = tl.load(a_rows + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask[:, None], other=0.0)
-            even, odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)) * inv)
-            out = ap_ptr + rows[:, None] * K + k0 // 2 + offs_h[None, :]
-            tl.store(out, even.to(tl.float8e4nv), mask=mask[:, None])
-            tl.store(out + K // 2, odd.to(tl.float8e4nv), mask=mask[:, None])
-        tl.store(sa_ptr + rows, _pow2(s_row - 6), mask=mask)
-
-
-@triton.jit
 def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.constexpr):
     """One BLOCK_K chunk of K: B's packed codes [BN, BK/2], B's e8m0 bytes [BN, BK/32] (from the
     shuffled layout), and A: its bf16 rows [BM, BK], or with PRE_A its even and odd planes [BM, BK/2]."""
@@ -320,21 +264,20 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
 
 
 PREPARE = 2
-PREPARE_FP8 = 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
-# PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
-# PREPARE_FP8 = _prepare_fp8_kernel, then a row-scaled FP8 GEMM (torch._scaled_mm).
+# PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS.
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
-# The benchmark shapes: scripts/validation/tune_examples.py on the H200 (results/h200_tuning_mxfp4.json;
-# the PREPARE rows: results/h200_tuning_mxfp4_prepare.json).
+# The benchmark shapes: scripts/validation/tune_examples.py on the H200 (STAGES = 1 and PREPARE:
+# results/h200_tuning_mxfp4.json and h200_tuning_mxfp4_prepare.json; the PIPELINED loop and SWAP_AB = 0:
+# results/h200_tuning_mxfp4_pipelined_large_m.json and h200_tuning_mxfp4_pipelined_small_m.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
-    (16, 2112, 7168): (64, 16, 64, 16, 0, 4, 1, 1),
-    (32, 4096, 512): (64, 16, 256, 1, 0, 8, 1, 1),
+    (16, 2112, 7168): (64, 16, 64, 16, 0, 4, 3, 1),
+    (32, 4096, 512): (64, 16, 256, 1, 0, 8, 3, 1),
     (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1, 1),
-    (64, 7168, 2048): (16, 0, 128, 0, PREPARE, 4, 1, 1),
+    (64, 7168, 2048): (64, 64, 128, 1, 1, 4, 3, 0),
     (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1, 1),
 }
 
@@ -413,21 +356,6 @@ def _prepare(A, bq, bs, N, rows, bk, nw, key):
     return ap, bp
 
 
-def _prepare_fp8(A, bq, bs, N, rows, bk, nw, key):
-    """Launches _prepare_fp8_kernel; returns ap [M, K], bp [N, K] (e4m3) and the row scales sa [M, 1],
-    sb [1, N] (fp32)."""
-    M, K = A.shape
-    f8 = torch.float8_e4m3fn
-    ap = _buffer(A.device, "a_fp8", M * K, f8)[:M * K].view(M, K)
-    bp = _buffer(A.device, "b_fp8", N * K, f8)[:N * K].view(N, K)
-    sa = _buffer(A.device, "a_row_scale", M, torch.float32)[:M].view(M, 1)
-    sb = _buffer(A.device, "b_row_scale", N, torch.float32)[:N].view(1, N)
-    _launch(_prepare_fp8_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows),),
-            (A, bq, bs, ap, bp, sa, sb, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare_fp8",) + key,
-            {"BLOCK_R": rows, "BLOCK_K": bk, "num_warps": nw, "num_stages": 1})
-    return ap, bp, sa, sb
-
-
 def custom_kernel(data):
     A, _, B_q, _, B_scale_sh = data
     M, K = A.shape
@@ -440,9 +368,6 @@ def custom_kernel(data):
     if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN: rows per program)
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key)
         return ap @ bp.T
-    if pre_a == PREPARE_FP8:   # one kernel makes both e4m3 operands and their row scales, then a scaled GEMM
-        ap, bp, sa, sb = _prepare_fp8(A, bq, bs, N, BN, BK, nw, key)
-        return torch._scaled_mm(ap, bp.T, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)

@@ -45,7 +45,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
         sub = load("triton_mxfp4", mx)
         for cfg in [(64, 16, 64, 2, 0, 4, 1, 1), (64, 16, 128, 2, 1, 4, 1, 1), (64, 32, 64, 1, 1, 4, 1, 1),
                     (32, 0, 64, 0, 2, 4, 1, 1), (64, 16, 64, 2, 0, 4, 3, 1), (64, 32, 128, 2, 1, 4, 2, 1),
-                    (64, 64, 64, 2, 1, 4, 3, 0), (128, 64, 128, 1, 0, 4, 2, 0), (16, 0, 128, 0, 3, 4, 1, 1)]:
+                    (64, 64, 64, 2, 1, 4, 3, 0), (128, 64, 128, 1, 0, 4, 2, 0)]:
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
@@ -58,7 +58,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 11 and all(line.endswith("True") for line in lines), out
+    assert len(lines) == 10 and all(line.endswith("True") for line in lines), out
 
 
 def _example(name: str):
@@ -117,48 +117,6 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
-
-
-def test_mxfp4_fp8_prepare_kernel_compiles_to_e4m3_conversions():
-    sub = _example("triton_mxfp4")
-    sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*fp8e4nv", "bp_ptr": "*fp8e4nv",
-           "sa_ptr": "*fp32", "sb_ptr": "*fp32", **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn",
-                                                                       "bs_stride")},
-           "BLOCK_R": "constexpr", "BLOCK_K": "constexpr"}
-    kernel = _compile(sub._prepare_fp8_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 256}, 90, 4, 1)
-    assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]
-
-
-def test_mxfp4_fp8_operands_beyond_their_exact_range():
-    """PREPARE_FP8 is exact while a row's block scales span at most 15 powers of two. A row of B whose
-    scales span 40 (its small blocks round to 0 in e4m3: checked on the prepared operand) and an
-    all-zero row of A still pass the check, and every other output equals the exact bf16 path's."""
-    out = _interpreted("""
-        import importlib.util, sys, torch
-        from tasks import load_task
-        mx = load_task("mxfp4_mm")
-        spec = importlib.util.spec_from_file_location("sub", "submissions/triton_mxfp4.py")
-        sub = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(mx.compat_dir))
-        spec.loader.exec_module(sub)
-        M, N, K = shape = (32, 256, 512)
-        A, B, B_q, B_sh, B_scale_sh = mx.generate_input({"m": M, "n": N, "k": K, "seed": 5}, torch.device("cpu"))
-        A[3].zero_()
-        e = B_scale_sh.view(torch.uint8)
-        for c in range(K // 32):   # row 0's scales in the shuffled layout: c0*256 + c2*64 + c1*2
-            e.view(-1)[(c // 8) * 256 + (c % 4) * 64 + ((c // 4) % 2) * 2] = 127 + 20 if c == 0 else 127 - 20
-        data = (A, B, B_q, B_sh, B_scale_sh)
-        _, bp8, _, sb = sub._prepare_fp8(A, B_q.view(torch.uint8), e, N, 16, 128, 4, ("test",))
-        _, bp16 = sub._prepare(A, B_q.view(torch.uint8), e, N, 16, 128, 4, ("test",))
-        rounded = int(((bp8[0].float() == 0) & (bp16[0].float() != 0)).sum())
-        sub.CONFIGS[shape] = (16, 0, 128, 0, sub.PREPARE_FP8, 4, 1, 1)
-        fp8 = sub.custom_kernel(data)
-        sub.CONFIGS[shape] = (16, 0, 128, 0, sub.PREPARE, 4, 1, 1)
-        exact = sub.custom_kernel(data)
-        print(rounded > 0, mx.check(data, fp8)[0], bool(torch.equal(fp8[:, 1:], exact[:, 1:])),
-              bool((fp8[3] == 0).all()))
-    """)
-    assert out.split() == ["True", "True", "True", "True"], out
 
 
 def test_mxfp4_prepare_kernel_compiles_with_the_asm_decode():

@@ -67,9 +67,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows each), then cuBLAS
             out += [(rows, 0, bk, 0, 2, nw, 1, 1) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
                     if rows * bk <= 64 * 256]
-        # PREPARE_FP8 (3): both operands as e4m3 with row scales (BN whole rows per program), then a scaled GEMM
-        out += [(rows, 0, bk, 0, 3, nw, 1, 1) for rows, bk, nw in itertools.product((4, 8, 16, 32), (128, 256, 512), (4, 8))
-                if rows * bk <= 16 * 512 and K % bk == 0]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
