@@ -154,19 +154,28 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A: tl.constexpr):
-    """One BLOCK_K chunk of K: B's packed codes [BN, BK/2], B's e8m0 bytes [BN, BK/32] (from the
-    shuffled layout), and A: its bf16 rows [BM, BK], or with PRE_A its even and odd planes [BM, BK/2]."""
-    b = tl.load(b_ptrs + k // 2, mask=n_mask[:, None], other=0)
+def _load_scales(k, s_ptrs, n_mask):
+    """B's e8m0 bytes [BN, BK/32] of the BLOCK_K chunk at k, from the shuffled layout."""
     # offset(k/32 + j) = offset(k/32) + offset(j) for j < BLOCK_K/32: k/32 is a multiple of BLOCK_K/32
-    e = tl.load(s_ptrs + _scale_column(k // 32), mask=n_mask[:, None], other=127)
+    return tl.load(s_ptrs + _scale_column(k // 32), mask=n_mask[:, None], other=127)
+
+
+@triton.jit
+def _load_b(k, b_ptrs, n_mask):
+    """B's packed codes [BN, BK/2] of the BLOCK_K chunk at k."""
+    return tl.load(b_ptrs + k // 2, mask=n_mask[:, None], other=0)
+
+
+@triton.jit
+def _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A: tl.constexpr):
+    """A's chunk at k: its bf16 rows [BM, BK] (twice), or with PRE_A its even and odd planes [BM, BK/2]."""
     if PRE_A:
         a = tl.load(a_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
         a2 = tl.load(a2_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
     else:
         a = tl.load(a_ptrs + k, mask=m_mask[:, None], other=0.0)
         a2 = a
-    return b, e, a, a2
+    return a, a2
 
 
 @triton.jit
@@ -224,21 +233,25 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     k_lo = pid_k * K_SPLIT
     k_last = k_lo + K_SPLIT - BLOCK_K
     if PIPELINED:
-        # B and A: plain loads, staged by Triton's pipeliner in shared memory (cp.async, num_stages deep);
-        # B's scale bytes (too narrow for cp.async) are loaded one chunk ahead, in registers
-        e1 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)[1]
+        # B and A: plain loads that Triton's pipeliner stages in shared memory (cp.async); B's scale
+        # bytes (too narrow for cp.async) are loaded one chunk ahead, in registers
+        e1 = _load_scales(k_lo, s_ptrs, n_mask)
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             e = e1
-            e1 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask,
-                             PRE_A)[1]
-            b, _, a, a2 = _load_chunk(k, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
+            e1 = _load_scales(tl.minimum(k + BLOCK_K, k_last), s_ptrs, n_mask)
+            b = _load_b(k, b_ptrs, n_mask)
+            a, a2 = _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A)
             acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
-    else:  # the loads run one chunk ahead of the math, in registers
-        b1, e1, a1, a21 = _load_chunk(k_lo, b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask, m_mask, PRE_A)
+    else:  # every load runs one chunk ahead of the math, in registers
+        b1 = _load_b(k_lo, b_ptrs, n_mask)
+        e1 = _load_scales(k_lo, s_ptrs, n_mask)
+        a1, a21 = _load_a(k_lo, a_ptrs, a2_ptrs, m_mask, PRE_A)
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             b, e, a, a2 = b1, e1, a1, a21
-            b1, e1, a1, a21 = _load_chunk(tl.minimum(k + BLOCK_K, k_last), b_ptrs, s_ptrs, a_ptrs, a2_ptrs, n_mask,
-                                          m_mask, PRE_A)
+            k_next = tl.minimum(k + BLOCK_K, k_last)
+            b1 = _load_b(k_next, b_ptrs, n_mask)
+            e1 = _load_scales(k_next, s_ptrs, n_mask)
+            a1, a21 = _load_a(k_next, a_ptrs, a2_ptrs, m_mask, PRE_A)
             acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
     if SWAP_AB:   # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
