@@ -1,7 +1,7 @@
 """Runs a Triton example a few times on one benchmark shape (optionally with a given config), for a
 profiler such as Nsight Compute to attach to:
 
-    ncu --kernel-name regex:mxfp4 python scripts/validation/one_call.py mxfp4_mm 64 128,64,128,4,1,8,3
+    ncu --kernel-name regex:mxfp4 python scripts/validation/one_call.py mxfp4_mm 64 64,64,128,1,1,4,3,0
 """
 from __future__ import annotations
 

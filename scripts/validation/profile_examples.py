@@ -4,7 +4,7 @@ results file. It splits a call's kernel-only time between its kernels (e.g. trit
 quantization and its GEMM) where the harness's figure gives only their sum.
 
     python scripts/validation/profile_examples.py --out results/h200_profile_examples.json [--calls 20]
-        [--task mxfp4_mm] [--config 64=128,64,128,4,1,8,3]   (a config tried instead of the file's for the
+        [--task mxfp4_mm] [--config 64=64,64,128,1,1,4,3,0]   (a config tried instead of the file's for the
                                                             shapes of that m)
 """
 from __future__ import annotations

@@ -92,12 +92,9 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
         base = sub.CONFIGS.get(shape) or (sub._pick_config(*shape) if task.name == "mxfp4_mm"
                                            else sub._pick(*shape, case.get("l", 1)))
         configs = candidates(task.name, shape, tuple(base))
-        if pre_a is not None and task.name == "mxfp4_mm":  # the file's config and those of one A/B path
-            configs = configs[:1] + [c for c in configs[1:] if c[4] == pre_a]
-        if stages and task.name == "mxfp4_mm":  # the file's config and those of these STAGES
-            configs = configs[:1] + [c for c in configs[1:] if c[6] in stages]
-        if swap is not None and task.name == "mxfp4_mm":  # the file's config and those of this SWAP_AB
-            configs = configs[:1] + [c for c in configs[1:] if c[7] == swap]
+        if task.name == "mxfp4_mm":       # the file's config, then those of the chosen PRE_A / STAGES / SWAP_AB
+            configs = configs[:1] + [c for c in configs[1:] if (pre_a is None or c[4] == pre_a)
+                                     and (not stages or c[6] in stages) and (swap is None or c[7] == swap)]
         for cfg in configs:
             sub.CONFIGS[shape] = cfg
             for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
