@@ -50,25 +50,39 @@ except Exception:  # noqa: BLE001
 
 
 @triton.jit
-def _qdq_mxfp4(x):
-    """Quantize-dequantize fp32 x [R, BK] (BK % 32 == 0) per 1x32 block, aiter 'even' rounding; the
-    result is exact in bf16 (an e2m1 value times a power of two)."""
+def _quant_mxfp4(x):
+    """Quantize fp32 x [R, BK] (BK % 32 == 0) per 1x32 block, aiter 'even' rounding: the e2m1 values
+    [R, BK/32, 32], the block exponents s [R, BK/32] (value = e2m1 * 2**s) and whether a block is nonzero."""
     R: tl.constexpr = x.shape[0]
     BK: tl.constexpr = x.shape[1]
     xb = tl.reshape(x, (R, BK // 32, 32))
-    bits = tl.max(tl.abs(xb), axis=2).to(tl.int32, bitcast=True)
-    bits = (bits + 0x200000) & -8388608  # 0xFF800000: amax's mantissa rounded away
+    amax = tl.max(tl.abs(xb), axis=2).to(tl.int32, bitcast=True)
+    bits = (amax + 0x200000) & -8388608  # 0xFF800000: amax's mantissa rounded away
     s = tl.minimum(tl.maximum(((bits >> 23) & 0xFF) - 129, -127), 127)
-    inv = tl.reshape(((127 - s) << 23).to(tl.float32, bitcast=True), (R, BK // 32, 1))  # 2**-s
-    sc = tl.reshape(((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5, (R, BK // 32, 1))  # 2**s
-    q = xb * inv
+    q = xb * tl.reshape(((127 - s) << 23).to(tl.float32, bitcast=True), (R, BK // 32, 1))  # x * 2**-s
     aq = tl.abs(q)
     # the e2m1 grid steps 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 6]: round half to even on aq / step
     inv_step = tl.where(aq < 2.0, 2.0, tl.where(aq < 4.0, 1.0, 0.5))
     step = tl.where(aq < 2.0, 0.5, tl.where(aq < 4.0, 1.0, 2.0))
     r = tl.minimum(((aq * inv_step + 12582912.0) - 12582912.0) * step, 6.0)
-    r = tl.where(q < 0, -r, r)
+    return tl.where(q < 0, -r, r), s, amax != 0
+
+
+@triton.jit
+def _qdq_mxfp4(x):
+    """Quantize-dequantize fp32 x [R, BK] per 1x32 block; the result is exact in bf16 (an e2m1 value
+    times a power of two)."""
+    R: tl.constexpr = x.shape[0]
+    BK: tl.constexpr = x.shape[1]
+    r, s, _ = _quant_mxfp4(x)
+    sc = tl.reshape(((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5, (R, BK // 32, 1))  # 2**s
     return tl.reshape(r * sc, (R, BK))
+
+
+@triton.jit
+def _pow2(x):
+    """2**x as fp32 for integers x in [-126, 127]."""
+    return ((x + 127) << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -107,6 +121,56 @@ def _decode_b(b, e, INTERP: tl.constexpr):
             "mul.rn.bf16x2 $0, $0, $5; mul.rn.bf16x2 $1, $1, $6; mul.rn.bf16x2 $2, $2, $5; mul.rn.bf16x2 $3, $3, $6; }",
             "=r,=r,=r,=r,r,r,r", [b, s], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
     return lo, hi
+
+
+# B's fp8 decode, 4 bytes (8 elements) per instance, which lie in one 16-byte scale block (the packing
+# takes 4 consecutive bytes of a row). The e4m3 bytes of e2m1 magnitudes 0..7 times 2**d, d = v - 8, are
+# linear in v while they are normal numbers (d = -5..6): magnitudes 0..3 are v * 0x08080800 + LO and
+# 4..7 are v * 0x08080808 + HI (0, 0x30, 0x38, 0x3C and 0x40, 0x44, 0x48, 0x4C at d = 0, plus 8 * d in
+# every exponent field but zero's). That table sits in two registers, prmt looks the 8 magnitudes up (in
+# K order), two more prmt split them into even and odd, and the sign bits are or-ed back in.
+_DECODE_FP8_ASM = tl.constexpr(
+    "{ .reg .b32 t, l, h, m, x, y;\n"
+    f"and.b32 t, $3, 0xFF; mad.lo.u32 l, t, 0x08080800, {(-(0x10 << 8) - (0x08 << 16) - (0x04 << 24)) % 2**32:#x};\n"
+    "mad.lo.u32 h, t, 0x08080808, 0x0C080400;\n"
+    "and.b32 m, $2, 0x77777777; prmt.b32 x, l, h, m; shr.b32 m, m, 16; prmt.b32 y, l, h, m;\n"
+    "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
+    "shl.b32 t, $2, 4; and.b32 t, t, 0x80808080; or.b32 $0, $0, t;\n"
+    "and.b32 t, $2, 0x80808080; or.b32 $1, $1, t; }")
+
+
+@triton.jit
+def _decode_b_fp8(b, v, INTERP: tl.constexpr):
+    """b: uint8 [R, BK/2] packed codes, v: int32 [R, BK/32] = 8 + d, d in -5..6 the block's power of two
+    relative to its row's base -> float8e4nv ([R, BK/2], [R, BK/2]) = e2m1 * 2**d of the low-nibble (even)
+    and high-nibble (odd) elements, exact."""
+    R: tl.constexpr = b.shape[0]
+    C: tl.constexpr = b.shape[1]
+    v = tl.reshape(tl.broadcast_to(tl.reshape(v, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
+    if INTERP:  # the same values through fp32
+        bi = b.to(tl.int32)
+        f = _pow2(v - 8)
+        two126 = 8.507059173023462e37
+        lo = (((bi & 7) << 22) | ((bi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * f
+        hi = (((bi & 0x70) << 18) | ((bi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f
+        lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
+    else:
+        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [b, v.to(tl.uint8)],
+                                           dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+        lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _row_base(s, valid):
+    """Per row of block exponents s [R, C] (valid blocks only): the base max(s) - 6 and whether the fp8
+    path is exact for the row: its valid blocks span at most 12 binades (s - base in -5..6) and
+    |base| <= 60 (so that 2**(base_A + base_B) is a normal fp32). A row without valid blocks: base 0."""
+    hi = tl.max(tl.where(valid, s, -1000), axis=1)
+    lo = tl.min(tl.where(valid, s, 1000), axis=1)
+    base = tl.where(hi == -1000, 0, hi - 6)
+    ok = (hi == -1000) | ((hi - lo <= 11) & (base >= -60) & (base <= 60))
+    return tl.where(ok, base, 1 << 20)   # 1 << 20: this row takes the bf16 path
 
 
 @triton.jit
@@ -154,6 +218,38 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
+def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, base_ptr, M, N, K, stride_am, bs_stride,
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr):
+    """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
+    e4m3 values e2m1 * 2**(s - base) (a8 [M, K]: even columns, then odd ones, per row) with the row's
+    base (_row_base) in base[m]. The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes
+    (read from the shuffled layout). KP, CP: K and K/32 rounded up to powers of two."""
+    pid = tl.program_id(0)
+    na = tl.cdiv(M, ROWS)
+    if pid < na:
+        rows = pid * ROWS + tl.arange(0, ROWS)
+        cols = tl.arange(0, KP)
+        a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :],
+                    other=0.0)
+        r, s, nz = _quant_mxfp4(a.to(tl.float32))
+        base = _row_base(s, nz)
+        d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
+        offs = tl.arange(0, KP // 2)
+        out = a8_ptr + rows[:, None] * K + offs[None, :]
+        mask = (rows < M)[:, None] & (offs < K // 2)[None, :]
+        tl.store(out, even.to(tl.float8e4nv), mask=mask)
+        tl.store(out + K // 2, odd.to(tl.float8e4nv), mask=mask)
+        tl.store(base_ptr + rows, base, mask=rows < M)
+    else:
+        rows = (pid - na) * 32 + tl.arange(0, 32)
+        cols = tl.arange(0, CP)
+        mask = (rows < N)[:, None] & (cols < K // 32)[None, :]
+        e = tl.load(bs_ptr + _scale_row(rows, bs_stride)[:, None] + _scale_column(cols)[None, :], mask=mask, other=0)
+        tl.store(base_ptr + M + rows, _row_base(e.to(tl.int32) - 127, mask), mask=rows < N)
+
+
+@triton.jit
 def _load_scales(k, s_ptrs, n_mask):
     """B's e8m0 bytes [BN, BK/32] of the BLOCK_K chunk at k, from the shuffled layout."""
     # offset(k/32 + j) = offset(k/32) + offset(j) for j < BLOCK_K/32: k/32 is a multiple of BLOCK_K/32
@@ -180,23 +276,29 @@ def _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A: tl.constexpr):
 
 @triton.jit
 def _dot(x, y, acc, INTERP: tl.constexpr):
-    """acc += x @ y^T (bf16 operands, exact products, fp32 accumulation)."""
-    if INTERP:  # the CPU interpreter's bf16 dot is wrong; fp32 ieee is exact here too
+    """acc += x @ y^T (bf16 or e4m3 operands, exact products, fp32 accumulation)."""
+    if INTERP:  # the CPU interpreter's bf16 dot is wrong and it has no fp8 dot; fp32 ieee is exact here too
         acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
-    else:
-        acc = tl.dot(x, tl.trans(y), acc)
+    else:  # fp8: the wgmma partials are added to acc in fp32 after every K = 32 instruction (Hopper's
+        # fp8 accumulator keeps fewer bits than fp32)
+        acc = tl.dot(x, tl.trans(y), acc, max_num_imprecise_acc=32 if x.dtype == tl.float8e4nv else None)
     return acc
 
 
 @triton.jit
-def _chunk_dots(acc, b, e, a, a2, PRE_A: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
+def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SWAP_AB: tl.constexpr,
+                INTERP: tl.constexpr):
     """One chunk as two dots (even K with even K, odd with odd): acc [BN, BM] += B @ A^T with SWAP_AB,
-    else acc [BM, BN] += A @ B^T."""
+    else acc [BM, BN] += A @ B^T. FP8: a, a2 are A's e4m3 planes and B is decoded to e4m3 relative to
+    its rows' bases bb."""
     if PRE_A:
         a_even, a_odd = a, a2
     else:
         a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
-    b_even, b_odd = _decode_b(b, e, INTERP)
+    if FP8:   # v = 8 + (e - 127) - base
+        b_even, b_odd = _decode_b_fp8(b, e.to(tl.int32) - (119 + bb)[:, None], INTERP)
+    else:
+        b_even, b_odd = _decode_b(b, e, INTERP)
     if SWAP_AB:
         acc = _dot(b_odd, a_odd, _dot(b_even, a_even, acc, INTERP), INTERP)
     else:
@@ -205,12 +307,43 @@ def _chunk_dots(acc, b, e, a, a2, PRE_A: tl.constexpr, SWAP_AB: tl.constexpr, IN
 
 
 @triton.jit
-def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K: tl.constexpr,
+          PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr, SWAP_AB: tl.constexpr,
+          INTERP: tl.constexpr):
+    """acc plus this program's K range [k_lo, k_lo + K_SPLIT), chunk by chunk."""
+    k_last = k_lo + K_SPLIT - BLOCK_K
+    if PIPELINED:
+        # B and A: plain loads that Triton's pipeliner stages in shared memory (cp.async); B's scale
+        # bytes (too narrow for cp.async) are loaded one chunk ahead, in registers
+        e1 = _load_scales(k_lo, s_ptrs, n_mask)
+        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
+            e = e1
+            e1 = _load_scales(tl.minimum(k + BLOCK_K, k_last), s_ptrs, n_mask)
+            b = _load_b(k, b_ptrs, n_mask)
+            a, a2 = _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A)
+            acc = _chunk_dots(acc, b, e, a, a2, bb, PRE_A, FP8, SWAP_AB, INTERP)
+    else:  # every load runs one chunk ahead of the math, in registers
+        b1 = _load_b(k_lo, b_ptrs, n_mask)
+        e1 = _load_scales(k_lo, s_ptrs, n_mask)
+        a1, a21 = _load_a(k_lo, a_ptrs, a2_ptrs, m_mask, PRE_A)
+        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
+            b, e, a, a2 = b1, e1, a1, a21
+            k_next = tl.minimum(k + BLOCK_K, k_last)
+            b1 = _load_b(k_next, b_ptrs, n_mask)
+            e1 = _load_scales(k_next, s_ptrs, n_mask)
+            a1, a21 = _load_a(k_next, a_ptrs, a2_ptrs, m_mask, PRE_A)
+            acc = _chunk_dots(acc, b, e, a, a2, bb, PRE_A, FP8, SWAP_AB, INTERP)
+    return acc
+
+
+@triton.jit
+def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
-                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True):
+                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
+    # FP8: a_ptr is A itself; a8_ptr A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -231,28 +364,23 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    k_last = k_lo + K_SPLIT - BLOCK_K
-    if PIPELINED:
-        # B and A: plain loads that Triton's pipeliner stages in shared memory (cp.async); B's scale
-        # bytes (too narrow for cp.async) are loaded one chunk ahead, in registers
-        e1 = _load_scales(k_lo, s_ptrs, n_mask)
-        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-            e = e1
-            e1 = _load_scales(tl.minimum(k + BLOCK_K, k_last), s_ptrs, n_mask)
-            b = _load_b(k, b_ptrs, n_mask)
-            a, a2 = _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A)
-            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
-    else:  # every load runs one chunk ahead of the math, in registers
-        b1 = _load_b(k_lo, b_ptrs, n_mask)
-        e1 = _load_scales(k_lo, s_ptrs, n_mask)
-        a1, a21 = _load_a(k_lo, a_ptrs, a2_ptrs, m_mask, PRE_A)
-        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-            b, e, a, a2 = b1, e1, a1, a21
-            k_next = tl.minimum(k + BLOCK_K, k_last)
-            b1 = _load_b(k_next, b_ptrs, n_mask)
-            e1 = _load_scales(k_next, s_ptrs, n_mask)
-            a1, a21 = _load_a(k_next, a_ptrs, a2_ptrs, m_mask, PRE_A)
-            acc = _chunk_dots(acc, b, e, a, a2, PRE_A, SWAP_AB, INTERP)
+    if FP8:
+        ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
+        bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
+        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
+            a8_ptrs = a8_ptr + offs_m[:, None] * K + tl.arange(0, BLOCK_K // 2)[None, :]
+            acc = _tile(acc, a8_ptrs, a8_ptrs + K // 2, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
+                        True, True, PIPELINED, SWAP_AB, INTERP)
+            if SWAP_AB:
+                acc = acc * _pow2(bb[:, None] + ba[None, :])
+            else:
+                acc = acc * _pow2(ba[:, None] + bb[None, :])
+        else:   # the exact bf16 path, A quantized in the loop
+            acc = _tile(acc, a_ptrs, a_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
+                        False, False, PIPELINED, SWAP_AB, INTERP)
+    else:
+        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
+                    PRE_A, False, PIPELINED, SWAP_AB, INTERP)
     if SWAP_AB:   # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
         out_mask = n_mask[:, None] & m_mask[None, :]
@@ -276,9 +404,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-PREPARE = 2
+PREPARE, FP8 = 2, 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
-# PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS.
+# PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
+# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
@@ -385,13 +514,22 @@ def custom_kernel(data):
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
-    a, a2, stride_am = A, A, A.stride(0)
-    if pre_a:             # A's even and odd halves: one [M, K] buffer, row stride K
+    a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
+    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
+        a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
+        base = _buffer(A.device, "fp8_base", M + N, torch.int32)
+        kp = triton.next_power_of_2(K)
+        rows = max(1, 4096 // kp)
+        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
+                (A, bs, a8, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
+                {"ROWS": rows, "KP": kp, "CP": triton.next_power_of_2(K // 32), "num_warps": 4, "num_stages": 1})
+    elif pre_a:           # A's even and odd halves: one [M, K] buffer, row stride K
         a = _prepare(A, bq, bs, 0, 16, 64, 4, key)[0]
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
-            (a, a2, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT),
-            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": bool(pre_a),
-                            "INTERP": _INTERP, "PIPELINED": stages > 1, "SWAP_AB": bool(swap),
-                            "num_warps": nw, "num_stages": stages})
+            (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
+             K // SPLIT),
+            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
+                            "PRE_A": pre_a in (1, 2), "INTERP": _INTERP, "PIPELINED": stages > 1,
+                            "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "num_warps": nw, "num_stages": stages})
     return C

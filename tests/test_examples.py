@@ -100,23 +100,55 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
 
-@pytest.mark.parametrize("pre_a, stages, swap", [(False, 1, True), (True, 1, True), (True, 3, True), (True, 3, False)])
+@pytest.mark.parametrize("pre_a, stages, swap", [(0, 1, True), (1, 1, True), (1, 3, True), (1, 3, False),
+                                                 (3, 3, False), (3, 1, True)])
 def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap):
-    """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products)
-    and the bf16 wgmma only show when the kernel is compiled for sm_90."""
+    """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products,
+    or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
     sub = _example("triton_mxfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
-    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32",
-           "cnt_ptr": "*i32", **ints, **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A",
-                                                                   "INTERP", "PIPELINED", "SWAP_AB")}}
+    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
+           "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
+           **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
+                                       "SWAP_AB", "FP8")}}
+    fp8 = pre_a == sub.FP8
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16, "BLOCK_K": 128,
-                                                  "SPLIT_K": 2, "PRE_A": pre_a, "INTERP": False,
-                                                  "PIPELINED": stages > 1, "SWAP_AB": swap}, 90, 4, stages,
+                                                  "SPLIT_K": 2, "PRE_A": pre_a == 1, "INTERP": False,
+                                                  "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
-    assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx
+    assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
+    assert (".e4m3.e4m3" in ptx) == fp8
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
+    assert ("prmt.b32 x, l, h, m" in ptx) == fp8                # the fp8 decode's table lookup
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
+
+
+def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
+    """The fp8 path ran (the row bases are real bases, not the fallback flag) and matches the reference;
+    a row whose blocks span more than 12 binades gets the flag, and its tile the exact bf16 path."""
+    out = _interpreted("""
+        import importlib.util, sys, torch
+        from tasks import load_task
+        mx = load_task("mxfp4_mm")
+        spec = importlib.util.spec_from_file_location("triton_mxfp4", "submissions/triton_mxfp4.py")
+        sub = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(mx.compat_dir))
+        spec.loader.exec_module(sub)
+        for cfg in [(64, 64, 64, 1, 3, 4, 3, 0), (64, 16, 128, 2, 3, 4, 1, 1)]:
+            sub.CONFIGS[(20, 256, 512)] = cfg
+            data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
+            ok = mx.check(data, sub.custom_kernel(data))[0]
+            flags = (sub._BUFFERS[(data[0].device, "fp8_base")][:276] == 1 << 20).sum().item()
+            A = data[0].clone()
+            A[3, :32] *= 2.0 ** -14
+            data = (A,) + tuple(data[1:])
+            ok2 = mx.check(data, sub.custom_kernel(data))[0]
+            base = sub._BUFFERS[(data[0].device, "fp8_base")][:20]
+            print(cfg, ok, flags, ok2, (base == 1 << 20).nonzero().flatten().tolist())
+    """)
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and all(line.endswith("True 0 True [3]") for line in lines), out
 
 
 def test_mxfp4_prepare_kernel_compiles_with_the_asm_decode():

@@ -8,6 +8,7 @@ nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The b
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
     python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2] [--stages 3] [--swap 0]
+        [--only '*,64,128/256,1,3,*,*,0']
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
         bms = {bm0, max(16, bm0 // 2)} | ({256} if M >= 256 else set())
         for bn, bm, bk, split, pre_a, nw, stages, swap in itertools.product(
-                (32, 64, 128, 256), bms, (64, 128, 256), (1, 2, 4, 8, 16), (0, 1), (4, 8), (1, 2, 3, 4), (1, 0)):
+                (32, 64, 128, 256), bms, (64, 128, 256), (1, 2, 4, 8, 16), (0, 1, 3), (4, 8), (1, 2, 3, 4), (1, 0)):
             programs = -(-N // bn) * -(-M // bm) * split
             if K % (split * bk) or not 20 <= programs <= 1100 or bn * bk > 128 * 256:
                 continue
@@ -76,7 +77,15 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     return [c for c in out if not (c in seen or seen.append(c))]
 
 
-def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None, swap=None,
+def matches(cfg: tuple, pattern: str) -> bool:
+    """``pattern``: one field per config field, each ``*`` or values joined by ``/`` (``*,64,128/256,1``...)."""
+    fields = pattern.split(",")
+    if len(fields) != len(cfg):
+        raise SystemExit(f"tune_examples: --only {pattern!r} has {len(fields)} fields, the configs {len(cfg)}")
+    return all(f == "*" or str(v) in f.split("/") for v, f in zip(cfg, fields))
+
+
+def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None, swap=None, only=None,
           save=lambda rows: None) -> list[dict]:
     sub = load_submission(task)
     sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
@@ -94,7 +103,8 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
         configs = candidates(task.name, shape, tuple(base))
         if task.name == "mxfp4_mm":       # the file's config, then those of the chosen PRE_A / STAGES / SWAP_AB
             configs = configs[:1] + [c for c in configs[1:] if (pre_a is None or c[4] == pre_a)
-                                     and (not stages or c[6] in stages) and (swap is None or c[7] == swap)]
+                                     and (not stages or c[6] in stages) and (swap is None or c[7] == swap)
+                                     and (not only or any(matches(c, p) for p in only))]
         for cfg in configs:
             sub.CONFIGS[shape] = cfg
             for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
@@ -136,10 +146,12 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--m", type=int, action="append", dest="only_m", help="only the benchmark shapes of this m")
     ap.add_argument("--pre-a", type=int, help="mxfp4_mm: only configs with this PRE_A (0 fused, 1 first kernel, "
-                                              "2 both operands prepared, then cuBLAS)")
+                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands)")
     ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
                                                                  "register prefetch loop, >= 2: cp.async stages)")
     ap.add_argument("--swap", type=int, choices=(0, 1), help="mxfp4_mm: only configs with this SWAP_AB")
+    ap.add_argument("--only", action="append", help="mxfp4_mm: only configs that match this pattern: one field per "
+                                                    "config field, '*' or values joined by '/' (repeatable)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_examples: needs a CUDA GPU", file=sys.stderr)
@@ -160,7 +172,8 @@ def main(argv=None) -> int:
         return winners
 
     for name in args.task or sorted(FILES):
-        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a, args.stages, args.swap, save)
+        rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a, args.stages, args.swap,
+                      args.only, save)
     winners = save()
     for (task, _), r in sorted(winners.items()):
         s = r["shape"]
