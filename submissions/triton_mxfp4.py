@@ -242,11 +242,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, base_ptr, M, N, K, stride_am, bs_str
         tl.store(out + K // 2, odd.to(tl.float8e4nv), mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
     else:
-        rows = (pid - na) * 32 + tl.arange(0, 32)
-        cols = tl.arange(0, CP)
-        mask = (rows < N)[:, None] & (cols < K // 32)[None, :]
-        e = tl.load(bs_ptr + _scale_row(rows, bs_stride)[:, None] + _scale_column(cols)[None, :], mask=mask, other=0)
-        tl.store(base_ptr + M + rows, _row_base(e.to(tl.int32) - 127, mask), mask=rows < N)
+        n = (pid - na) * 32 + tl.arange(0, 32)
+        c = tl.arange(0, CP)
+        valid = (n < N)[:, None] & (c < K // 32)[None, :]
+        e = tl.load(bs_ptr + _scale_row(n, bs_stride)[:, None] + _scale_column(c)[None, :], mask=valid, other=0)
+        tl.store(base_ptr + M + n, _row_base(e.to(tl.int32) - 127, valid), mask=n < N)
 
 
 @triton.jit

@@ -151,13 +151,17 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
     assert len(lines) == 2 and all(line.endswith("True 0 True [3]") for line in lines), out
 
 
-def test_mxfp4_prepare_kernel_compiles_with_the_asm_decode():
+def test_mxfp4_prepare_kernels_compile_for_hopper():
     sub = _example("triton_mxfp4")
     sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP")}}
     kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False}, 90, 4)
     assert "mul.rn.bf16x2" in kernel.asm["ptx"]
+    sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32",
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP")}}
+    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64}, 90, 4, 1)
+    assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
 
 
 @pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])
