@@ -218,12 +218,13 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, base_ptr, M, N, K, stride_am, bs_stride,
+def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
                      ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [M, K]: even columns, then odd ones, per row) with the row's
-    base (_row_base) in base[m]. The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes
-    (read from the shuffled layout). KP, CP: K and K/32 rounded up to powers of two."""
+    base (_row_base) in base[m], and as exact bf16 in the same layout (ab, for tiles on the bf16 path).
+    The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
+    layout). KP, CP: K and K/32 rounded up to powers of two."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
@@ -235,11 +236,14 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, base_ptr, M, N, K, stride_am, bs_str
         base = _row_base(s, nz)
         d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
         even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
-        offs = tl.arange(0, KP // 2)
-        out = a8_ptr + rows[:, None] * K + offs[None, :]
-        mask = (rows < M)[:, None] & (offs < K // 2)[None, :]
-        tl.store(out, even.to(tl.float8e4nv), mask=mask)
-        tl.store(out + K // 2, odd.to(tl.float8e4nv), mask=mask)
+        offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
+        mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
+        tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
+        tl.store(a8_ptr + offs + K // 2, odd.to(tl.float8e4nv), mask=mask)
+        sc = ((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5   # 2**s
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(sc, (ROWS, KP // 32, 1)), (ROWS, KP)).to(tl.bfloat16))
+        tl.store(ab_ptr + offs, even, mask=mask)
+        tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
     else:
         n = (pid - na) * 32 + tl.arange(0, 32)
@@ -279,9 +283,14 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
     """acc += x @ y^T (bf16 or e4m3 operands, exact products, fp32 accumulation)."""
     if INTERP:  # the CPU interpreter's bf16 dot is wrong and it has no fp8 dot; fp32 ieee is exact here too
         acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
-    else:  # fp8: the wgmma partials are added to acc in fp32 after every K = 32 instruction (Hopper's
-        # fp8 accumulator keeps fewer bits than fp32)
-        acc = tl.dot(x, tl.trans(y), acc, max_num_imprecise_acc=32 if x.dtype == tl.float8e4nv else None)
+    elif x.dtype == tl.float8e4nv:
+        # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot (K = BLOCK_K / 2) gets a
+        # fresh accumulator, added to acc in fp32. (Triton's max_num_imprecise_acc would add after every
+        # K = 32 instruction, reading the registers of a wgmma in flight, and ptxas then serializes
+        # every wgmma of the kernel.)
+        acc += tl.dot(x, tl.trans(y))
+    else:
+        acc = tl.dot(x, tl.trans(y), acc)
     return acc
 
 
@@ -343,7 +352,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
-    # FP8: a_ptr is A itself; a8_ptr A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
+    # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -375,9 +384,9 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
-        else:   # the exact bf16 path, A quantized in the loop
-            acc = _tile(acc, a_ptrs, a_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
-                        False, False, PIPELINED, SWAP_AB, INTERP)
+        else:   # the exact bf16 path on A's bf16 planes
+            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
+                        True, False, PIPELINED, SWAP_AB, INTERP)
     else:
         acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
                     PRE_A, False, PIPELINED, SWAP_AB, INTERP)
@@ -517,12 +526,14 @@ def custom_kernel(data):
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
     if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
+        a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
         kp = triton.next_power_of_2(K)
         rows = max(1, 4096 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
-                (A, bs, a8, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
+                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
                 {"ROWS": rows, "KP": kp, "CP": triton.next_power_of_2(K // 32), "num_warps": 4, "num_stages": 1})
+        a2, stride_am = a.view(-1)[K // 2:], K
     elif pre_a:           # A's even and odd halves: one [M, K] buffer, row stride K
         a = _prepare(A, bq, bs, 0, 16, 64, 4, key)[0]
         a2, stride_am = a.view(-1)[K // 2:], K
@@ -530,6 +541,6 @@ def custom_kernel(data):
             (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
              K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
-                            "PRE_A": pre_a in (1, 2), "INTERP": _INTERP, "PIPELINED": stages > 1,
+                            "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "num_warps": nw, "num_stages": stages})
     return C

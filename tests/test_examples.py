@@ -113,7 +113,7 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
                                        "SWAP_AB", "FP8")}}
     fp8 = pre_a == sub.FP8
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16, "BLOCK_K": 128,
-                                                  "SPLIT_K": 2, "PRE_A": pre_a == 1, "INTERP": False,
+                                                  "SPLIT_K": 2, "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
                                                   "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
@@ -158,7 +158,7 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP")}}
     kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False}, 90, 4)
     assert "mul.rn.bf16x2" in kernel.asm["ptx"]
-    sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32",
+    sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP")}}
     kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64}, 90, 4, 1)
     assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
