@@ -98,6 +98,7 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
         data = task.generate_input(case, device)
         batch = [data] + [task.generate_input(dict(case, seed=case["seed"] + i), device) for i in range(1, 10)] \
             if task.timing_protocol == "batched" else None
+        ref = task.reference(data).float()
         base = sub.CONFIGS.get(shape) or (sub._pick_config(*shape) if task.name == "mxfp4_mm"
                                            else sub._pick(*shape, case.get("l", 1)))
         configs = candidates(task.name, shape, tuple(base))
@@ -114,17 +115,20 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
                 if task.name == "nvfp4_gemm":    # the provided output buffer: no stale result may pass
                     data[6].fill_(float("nan"))
                 ok, message = task.check(data, sub.custom_kernel(data))
-                ok2, message2 = task.check(data, sub.custom_kernel(data))   # the fast launch path
+                out = sub.custom_kernel(data)     # the fast launch path
+                ok2, message2 = task.check(data, out)
                 if not (ok and ok2):
                     row["error"] = f"wrong output: {(message or message2)[:200]}"
-                else:
+                else:                             # 1.0 would be the tolerance's edge
+                    row["tolerance_used"] = ((out.float() - ref).abs() / (task.atol + task.rtol * ref.abs())).max().item()
                     times = [sampler.batched(sub.custom_kernel, batch)[0] if batch else
                              sampler.per_call(sub.custom_kernel, data)[0] for _ in range(samples)]
                     row.update(mean_ns=statistics.fmean(times), median_ns=statistics.median(times))
             except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row, not the end
                 row["error"] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             rows.append(row)
-            log(f"  {shape} {cfg}: " + (f"{row['median_ns'] / 1e3:.2f} us" if "median_ns" in row else row["error"]))
+            log(f"  {shape} {cfg}: " + (f"{row['median_ns'] / 1e3:.2f} us, tolerance used {row['tolerance_used']:.3f}"
+                                        if "median_ns" in row else row["error"]))
         sub.CONFIGS[shape] = tuple(base)
         save(rows)                        # a sweep cut short keeps the shapes it finished
     return rows
