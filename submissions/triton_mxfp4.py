@@ -384,9 +384,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
-        else:   # the exact bf16 path on A's bf16 planes
+        else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
+            # within the fp8 loop's, so that two programs can share an SM)
             acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
-                        True, False, PIPELINED, SWAP_AB, INTERP)
+                        True, False, False, SWAP_AB, INTERP)
     else:
         acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
                     PRE_A, False, PIPELINED, SWAP_AB, INTERP)
