@@ -221,8 +221,9 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
                      ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
-    e4m3 values e2m1 * 2**(s - base) (a8 [M, K]: even columns, then odd ones, per row) with the row's
-    base (_row_base) in base[m], and as exact bf16 in the same layout (ab, for tiles on the bf16 path).
+    e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
+    base (_row_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
+    ones: for tiles on the bf16 path).
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
     layout). KP, CP: K and K/32 rounded up to powers of two."""
     pid = tl.program_id(0)
@@ -236,10 +237,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         base = _row_base(s, nz)
         d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
         even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
-        offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
+        offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
         mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
         tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
-        tl.store(a8_ptr + offs + K // 2, odd.to(tl.float8e4nv), mask=mask)
+        tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
+        offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
         sc = ((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5   # 2**s
         even, odd = _even_odd(tl.reshape(r * tl.reshape(sc, (ROWS, KP // 32, 1)), (ROWS, KP)).to(tl.bfloat16))
         tl.store(ab_ptr + offs, even, mask=mask)
@@ -261,17 +263,29 @@ def _load_scales(k, s_ptrs, n_mask):
 
 
 @triton.jit
+def _load_scale_segments(k, seg_ptrs, g_mask):
+    """B's e8m0 bytes [BN, 8] of the BLOCK_K = 256 chunk at k: in the shuffled layout the scales of 32
+    rows x 8 blocks (r = r1*16 + r2, c = c0*8 + c1*4 + c2) are one contiguous 256-byte segment, at
+    c2*64 + r2*4 + c1*2 + r1. seg_ptrs [BN/32, 256] point at the segments of c0 = 0; the loads are
+    16-byte vectors that Triton's pipeliner stages with cp.async like B's codes."""
+    G: tl.constexpr = seg_ptrs.shape[0]
+    x = tl.load(seg_ptrs + (k // 256) * 256, mask=g_mask[:, None], other=127)
+    x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))   # [g, r1, r2, c1, c2]
+    return tl.reshape(x, (G * 32, 8))
+
+
+@triton.jit
 def _load_b(k, b_ptrs, n_mask):
-    """B's packed codes [BN, BK/2] of the BLOCK_K chunk at k."""
-    return tl.load(b_ptrs + k // 2, mask=n_mask[:, None], other=0)
+    """B's packed codes [BN, BK/2] of the BLOCK_K chunk at k (a multiple of BLOCK_K >= 64)."""
+    return tl.load(b_ptrs + tl.multiple_of(k // 2, 32), mask=n_mask[:, None], other=0)
 
 
 @triton.jit
 def _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A: tl.constexpr):
     """A's chunk at k: its bf16 rows [BM, BK] (twice), or with PRE_A its even and odd planes [BM, BK/2]."""
     if PRE_A:
-        a = tl.load(a_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
-        a2 = tl.load(a2_ptrs + k // 2, mask=m_mask[:, None], other=0.0)
+        a = tl.load(a_ptrs + tl.multiple_of(k // 2, 32), mask=m_mask[:, None], other=0.0)
+        a2 = tl.load(a2_ptrs + tl.multiple_of(k // 2, 32), mask=m_mask[:, None], other=0.0)
     else:
         a = tl.load(a_ptrs + k, mask=m_mask[:, None], other=0.0)
         a2 = a
@@ -316,12 +330,18 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
 
 
 @triton.jit
-def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K: tl.constexpr,
-          PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr, SWAP_AB: tl.constexpr,
-          INTERP: tl.constexpr):
+def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask, k_lo, K_SPLIT,
+          BLOCK_K: tl.constexpr, PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr,
+          SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
     """acc plus this program's K range [k_lo, k_lo + K_SPLIT), chunk by chunk."""
     k_last = k_lo + K_SPLIT - BLOCK_K
-    if PIPELINED:
+    if PIPELINED and BLOCK_K == 256:   # every load a plain one, staged by the pipeliner
+        for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
+            e = _load_scale_segments(k, seg_ptrs, g_mask)
+            b = _load_b(k, b_ptrs, n_mask)
+            a, a2 = _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A)
+            acc = _chunk_dots(acc, b, e, a, a2, bb, PRE_A, FP8, SWAP_AB, INTERP)
+    elif PIPELINED:
         # B and A: plain loads that Triton's pipeliner stages in shared memory (cp.async); B's scale
         # bytes (too narrow for cp.async) are loaded one chunk ahead, in registers
         e1 = _load_scales(k_lo, s_ptrs, n_mask)
@@ -361,6 +381,9 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     n_mask = offs_n < N
     m_mask = offs_m < M
     s_ptrs = (bs_ptr + _scale_row(offs_n, bs_stride))[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
+    groups = pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)   # 32-row groups of B's scales
+    seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
+    g_mask = groups * 32 < N
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
     if PRE_A:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
@@ -377,20 +400,21 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
         bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
         if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
-            a8_ptrs = a8_ptr + offs_m[:, None] * K + tl.arange(0, BLOCK_K // 2)[None, :]
-            acc = _tile(acc, a8_ptrs, a8_ptrs + K // 2, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
-                        True, True, PIPELINED, SWAP_AB, INTERP)
+            half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
+            a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
+            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask,
+                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SWAP_AB, INTERP)
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
         else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
-            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
-                        True, False, False, SWAP_AB, INTERP)
+            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask, k_lo,
+                        K_SPLIT, BLOCK_K, True, False, False, SWAP_AB, INTERP)
     else:
-        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K,
-                    PRE_A, False, PIPELINED, SWAP_AB, INTERP)
+        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, 0, n_mask, m_mask, k_lo, K_SPLIT,
+                    BLOCK_K, PRE_A, False, PIPELINED, SWAP_AB, INTERP)
     if SWAP_AB:   # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
         out_mask = n_mask[:, None] & m_mask[None, :]
