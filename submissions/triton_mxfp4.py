@@ -123,20 +123,22 @@ def _decode_b(b, e, INTERP: tl.constexpr):
     return lo, hi
 
 
-# B's fp8 decode, 4 bytes (8 elements) per instance, which lie in one 16-byte scale block (the packing
-# takes 4 consecutive bytes of a row). The e4m3 bytes of e2m1 magnitudes 0..7 times 2**d, d = v - 8, are
-# linear in v while they are normal numbers (d = -5..6): magnitudes 0..3 are v * 0x08080800 + LO and
-# 4..7 are v * 0x08080808 + HI (0, 0x30, 0x38, 0x3C and 0x40, 0x44, 0x48, 0x4C at d = 0, plus 8 * d in
-# every exponent field but zero's). That table sits in two registers, prmt looks the 8 magnitudes up (in
-# K order), two more prmt split them into even and odd, and the sign bits are or-ed back in.
+# B's fp8 decode, 4 bytes (8 elements) per instance, each byte with its own scale (no assumption on
+# which bytes Triton packs together). prmt looks the 8 magnitudes up (in K order) in a constant table of
+# e4m3 bytes, e2m1 * 2**-5: 0, 0x08, 0x10, 0x14, 0x18, 0x1C, 0x20, 0x24, all normal numbers; a second
+# prmt in a table of 0x00, 0xFF x 7 masks zeros out of 8 * (d + 5) (per byte, $3), which is added to
+# the exponent fields (no carry: the largest byte is 0x7C, 6 * 2**6); two more prmt split even from odd,
+# and the sign bits are or-ed back in.
 _DECODE_FP8_ASM = tl.constexpr(
-    "{ .reg .b32 t, l, h, m, x, y;\n"
-    f"and.b32 t, $3, 0xFF; mad.lo.u32 l, t, 0x08080800, {(-(0x10 << 8) - (0x08 << 16) - (0x04 << 24)) % 2**32:#x};\n"
-    "mad.lo.u32 h, t, 0x08080808, 0x0C080400;\n"
-    "and.b32 m, $2, 0x77777777; prmt.b32 x, l, h, m; shr.b32 m, m, 16; prmt.b32 y, l, h, m;\n"
+    "{ .reg .b32 m, x, y, z, w, l, h, zl, zh;\n"
+    "mov.b32 l, 0x14100800; mov.b32 h, 0x24201C18; mov.b32 zl, 0xFFFFFF00; mov.b32 zh, 0xFFFFFFFF;\n"
+    "and.b32 m, $2, 0x77777777;\n"
+    "prmt.b32 x, l, h, m; prmt.b32 z, zl, zh, m; prmt.b32 w, $3, 0, 0x1100; and.b32 w, w, z; add.u32 x, x, w;\n"
+    "shr.b32 m, m, 16;\n"
+    "prmt.b32 y, l, h, m; prmt.b32 z, zl, zh, m; prmt.b32 w, $3, 0, 0x3322; and.b32 w, w, z; add.u32 y, y, w;\n"
     "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
-    "shl.b32 t, $2, 4; and.b32 t, t, 0x80808080; or.b32 $0, $0, t;\n"
-    "and.b32 t, $2, 0x80808080; or.b32 $1, $1, t; }")
+    "shl.b32 w, $2, 4; and.b32 w, w, 0x80808080; or.b32 $0, $0, w;\n"
+    "and.b32 w, $2, 0x80808080; or.b32 $1, $1, w; }")
 
 
 @triton.jit
@@ -155,7 +157,7 @@ def _decode_b_fp8(b, v, INTERP: tl.constexpr):
         hi = (((bi & 0x70) << 18) | ((bi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f
         lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
     else:
-        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [b, v.to(tl.uint8)],
+        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [b, ((v - 3) * 8).to(tl.uint8)],
                                            dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
     return lo, hi
