@@ -449,14 +449,14 @@ PREPARE, FP8 = 2, 3
 # decoded B is the MMA's shared-memory operand).
 # The benchmark shapes: scripts/validation/tune_examples.py on the H200 (STAGES = 1 and PREPARE:
 # results/h200_tuning_mxfp4.json and h200_tuning_mxfp4_prepare.json; the PIPELINED loop and SWAP_AB = 0:
-# results/h200_tuning_mxfp4_pipelined_large_m.json and h200_tuning_mxfp4_pipelined_small_m.json; m=64:
-# results/h200_tuning_mxfp4_c_tiles_m64.json).
+# results/h200_tuning_mxfp4_pipelined_large_m.json and h200_tuning_mxfp4_pipelined_small_m.json; BLOCK_K
+# 256 with the scale segments: h200_tuning_mxfp4_scale_segments.json; FP8: h200_tuning_mxfp4_fp8_segments.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
-    (16, 2112, 7168): (64, 16, 64, 16, 0, 4, 3, 1),
+    (16, 2112, 7168): (128, 16, 256, 7, 0, 8, 3, 1),
     (32, 4096, 512): (64, 16, 256, 1, 0, 8, 3, 1),
     (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1, 1),
-    (64, 7168, 2048): (64, 64, 256, 1, 1, 4, 3, 0),
+    (64, 7168, 2048): (64, 64, 256, 1, FP8, 4, 3, 0),
     (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1, 1),
 }
 
