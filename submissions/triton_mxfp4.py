@@ -334,10 +334,10 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
 @triton.jit
 def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask, k_lo, K_SPLIT,
           BLOCK_K: tl.constexpr, PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr,
-          SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
+          SEGMENTS: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
     """acc plus this program's K range [k_lo, k_lo + K_SPLIT), chunk by chunk."""
     k_last = k_lo + K_SPLIT - BLOCK_K
-    if PIPELINED and BLOCK_K == 256:   # every load a plain one, staged by the pipeliner
+    if PIPELINED and SEGMENTS:   # BLOCK_K = 256, every load a plain one, staged by the pipeliner
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             e = _load_scale_segments(k, seg_ptrs, g_mask)
             b = _load_b(k, b_ptrs, n_mask)
@@ -372,7 +372,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
-                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False):
+                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
+                     SEGMENTS: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     pid_n = tl.program_id(0)
@@ -405,7 +406,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
             half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
             acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask,
-                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SWAP_AB, INTERP)
+                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
@@ -413,10 +414,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
         else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
             acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask, k_lo,
-                        K_SPLIT, BLOCK_K, True, False, False, SWAP_AB, INTERP)
+                        K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
     else:
         acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, 0, n_mask, m_mask, k_lo, K_SPLIT,
-                    BLOCK_K, PRE_A, False, PIPELINED, SWAP_AB, INTERP)
+                    BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
     if SWAP_AB:   # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
         out_mask = n_mask[:, None] & m_mask[None, :]
@@ -473,6 +474,13 @@ def _pick_config(M, N, K):
     while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
         split *= 2
     return (BN, BM, BK, split, int(M > 32), 4, 1, 1)
+
+
+def _segments(bk, split, k, stages):
+    """Whether the PIPELINED loop loads B's scales as 256-byte segments (_load_scale_segments): with
+    BLOCK_K 256 and at least 4 chunks per split. With 2 chunks (k=512) the permute cost more than the
+    staging saved on the H200: 9.95 against 9.19 us at m=32 n=4096 (h200_tuning_mxfp4_scale_segments.json)."""
+    return stages > 1 and bk == 256 and k // split >= 4 * 256
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -569,5 +577,6 @@ def custom_kernel(data):
              K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
-                            "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "num_warps": nw, "num_stages": stages})
+                            "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
+                            "num_warps": nw, "num_stages": stages})
     return C

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -100,9 +101,11 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
 
-@pytest.mark.parametrize("pre_a, stages, swap", [(0, 1, True), (1, 1, True), (1, 3, True), (1, 3, False),
-                                                 (3, 3, False), (3, 1, True)])
-def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap):
+@pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
+                                                           (1, 3, True, False), (1, 3, False, False),
+                                                           (1, 3, False, True), (3, 3, False, True),
+                                                           (3, 3, False, False), (3, 1, True, False)])
+def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap, segments):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products,
     or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
     sub = _example("triton_mxfp4")
@@ -110,11 +113,13 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8")}}
+                                       "SWAP_AB", "FP8", "SEGMENTS")}}
     fp8 = pre_a == sub.FP8
-    kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16, "BLOCK_K": 128,
-                                                  "SPLIT_K": 2, "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
-                                                  "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8}, 90, 4, stages,
+    kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16,
+                                                  "BLOCK_K": 256 if segments else 128, "SPLIT_K": 2,
+                                                  "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
+                                                  "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8,
+                                                  "SEGMENTS": segments}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
@@ -122,6 +127,8 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
     assert ("prmt.b32 x, l, h, m" in ptx) == fp8                # the fp8 decode's table lookup
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
+    if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
+        assert fp8 or not re.search(r"ld\.global[.a-z0-9:]*\.[ub]8", ptx)
 
 
 def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
@@ -135,9 +142,9 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
         sub = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(mx.compat_dir))
         spec.loader.exec_module(sub)
-        for cfg in [(64, 64, 64, 1, 3, 4, 3, 0), (64, 16, 128, 2, 3, 4, 1, 1)]:
-            sub.CONFIGS[(20, 256, 512)] = cfg
-            data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
+        for cfg in [(64, 64, 64, 1, 3, 4, 3, 0), (64, 16, 128, 2, 3, 4, 1, 1), (64, 64, 256, 1, 3, 4, 3, 0)]:
+            sub.CONFIGS[(20, 256, 1024)] = cfg   # the last one loads B's scales as segments
+            data = mx.generate_input({"m": 20, "n": 256, "k": 1024, "seed": 3}, torch.device("cpu"))
             ok = mx.check(data, sub.custom_kernel(data))[0]
             flags = (sub._BUFFERS[(data[0].device, "fp8_base")][:276] == 1 << 20).sum().item()
             A = data[0].clone()
@@ -148,7 +155,7 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
             print(cfg, ok, flags, ok2, (base == 1 << 20).nonzero().flatten().tolist())
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 2 and all(line.endswith("True 0 True [3]") for line in lines), out
+    assert len(lines) == 3 and all(line.endswith("True 0 True [3]") for line in lines), out
 
 
 def test_mxfp4_prepare_kernels_compile_for_hopper():
