@@ -164,12 +164,10 @@ def _decode_b_fp8(b, v, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _row_base(s, valid):
-    """Per row of block exponents s [R, C] (valid blocks only): the base max(s) - 6 and whether the fp8
-    path is exact for the row: its valid blocks span at most 12 binades (s - base in -5..6) and
-    |base| <= 60 (so that 2**(base_A + base_B) is a normal fp32). A row without valid blocks: base 0."""
-    hi = tl.max(tl.where(valid, s, -1000), axis=1)
-    lo = tl.min(tl.where(valid, s, 1000), axis=1)
+def _base(hi, lo):
+    """Per row, from the largest and smallest block exponent (hi = -1000: no block): the base hi - 6 and
+    whether the fp8 path is exact for the row: its blocks span at most 12 binades (s - base in -5..6)
+    and |base| <= 60 (so that 2**(base_A + base_B) is a normal fp32). A row without blocks: base 0."""
     base = tl.where(hi == -1000, 0, hi - 6)
     ok = (hi == -1000) | ((hi - lo <= 11) & (base >= -60) & (base <= 60))
     return tl.where(ok, base, 1 << 20)   # 1 << 20: this row takes the bf16 path
@@ -224,10 +222,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
                      ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
-    base (_row_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
+    base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
     ones: for tiles on the bf16 path).
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
-    layout). KP, CP: K and K/32 rounded up to powers of two."""
+    layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
+    of the shuffled scales, K/32 rounded up to a multiple of 8)."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
@@ -236,7 +235,7 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :],
                     other=0.0)
         r, s, nz = _quant_mxfp4(a.to(tl.float32))
-        base = _row_base(s, nz)
+        base = _base(tl.max(tl.where(nz, s, -1000), axis=1), tl.min(tl.where(nz, s, 1000), axis=1))
         d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
         even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
         offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
@@ -250,11 +249,19 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
     else:
-        n = (pid - na) * 32 + tl.arange(0, 32)
-        c = tl.arange(0, CP)
-        valid = (n < N)[:, None] & (c < K // 32)[None, :]
-        e = tl.load(bs_ptr + _scale_row(n, bs_stride)[:, None] + _scale_column(c)[None, :], mask=valid, other=0)
-        tl.store(base_ptr + M + n, _row_base(e.to(tl.int32) - 127, valid), mask=n < N)
+        # a 32-row group of B: its scales are 32 * C' contiguous bytes (C' = bs_stride), 256-byte segments
+        # of 8 columns each, at c0*256 + c2*64 + r2*4 + c1*2 + r1 (r = r1*16 + r2, c = c0*8 + c1*4 + c2):
+        # loaded flat (16-byte vectors; the mask is per segment), then permuted to [32 rows, CP columns]
+        # in the order (c0, c2, c1), and the padding columns (c >= K/32) dropped
+        g = pid - na
+        o = tl.arange(0, 32 * CP)
+        e = tl.load(bs_ptr + g * 32 * bs_stride + o, mask=o // 256 < bs_stride // 8, other=0)
+        e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 1, 3)), (32, CP)).to(tl.int32)
+        j = tl.arange(0, CP)
+        valid = ((j // 8) * 8 + (j % 2) * 4 + (j // 2) % 4 < K // 32)[None, :]
+        n = g * 32 + tl.arange(0, 32)
+        tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
+                                         tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
 
 
 @triton.jit
@@ -564,10 +571,11 @@ def custom_kernel(data):
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
         kp = triton.next_power_of_2(K)
-        rows = max(1, 4096 // kp)
+        rows = max(1, 2048 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": triton.next_power_of_2(K // 32), "num_warps": 4, "num_stages": 1})
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "num_warps": 4,
+                 "num_stages": 1})
         a2, stride_am = a.view(-1)[K // 2:], K
     elif pre_a:           # A's even and odd halves: one [M, K] buffer, row stride K
         a = _prepare(A, bq, bs, 0, 16, 64, 4, key)[0]
