@@ -2,8 +2,9 @@
 
 C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 
-* Both operands reach the bf16 tensor cores (wgmma) with their e8m0 scales folded in: an e2m1 value
-  times a power of two is exact in bf16 for every scale, so the kernel is exact up to fp32 accumulation.
+* Both operands reach the bf16 tensor cores (wgmma) with their e8m0 scales folded in (FP8 below is the
+  exception): an e2m1 value times a power of two is exact in bf16 for every scale, so the kernel is
+  exact up to fp32 accumulation.
 * B: the packed codes of B_q are decoded by inline PTX, four bytes (eight elements) per instance:
   ``((c & 7) << 6) | ((c & 8) << 12)`` is the bf16 of e2m1(c) * 2**-126, and two exact bf16x2
   products apply 2**126 and the block's scale, which is read straight from the SHUFFLED B_scale_sh
@@ -13,6 +14,13 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 * A: quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
   saturation at 6) and dequantized in registers; fused into the GEMM for small M, or (PRE_A) once in a
   first kernel that writes A's even and odd columns as two planes, when many N tiles would repeat it.
+* FP8 (the M = 64 benchmark shape): both operands reach the FP8 tensor cores as e4m3 with the e8m0
+  scales folded in, relative to a power-of-two base per row (the row's largest scale / 2**6), which the
+  epilogue applies once. B: a prmt table lookup per byte gives e2m1 * 2**-5 and an add to the exponent
+  fields applies the block's scale (_DECODE_FP8_ASM); A: written as e4m3 by _prep_fp8_kernel, which
+  also finds every row's base. Exact while a row's blocks span at most 12 binades (e4m3's normal
+  range for e2m1 * 2**d); a tile with a row outside that takes the bf16 path in the same kernel. Each
+  dot gets a fresh accumulator, added in fp32 (Hopper's fp8 accumulator keeps fewer bits).
 * PREPARE (the M = 256 benchmark shape): one kernel writes both operands as exact bf16 (B decoded,
   A quantize-dequantized, K reordered to even | odd columns, which leaves A @ B^T unchanged), then one
   cuBLAS bf16 GEMM; the prepared operands stay in L2 for cuBLAS.  There it beats the decode-in-the-loop
@@ -23,15 +31,17 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   memory (the best config for M = 64).
 * Two loops: STAGES = 1 loads the next chunk into registers before the math of this one; STAGES >= 2
   (PIPELINED) leaves B's codes and A to Triton's pipeliner, which stages them in shared memory with
-  cp.async, and loads only B's scale bytes (too narrow for cp.async) one chunk ahead in registers.  Before
-  that prefetch every chunk waited for its scales (Nsight Compute: long-scoreboard stalls;
-  results/probes/h200_ncu_mxfp4_*_scales_not_prefetched.txt).  A three-chunk-deep register prefetch
-  was slower on every shape (results/probes/h200_tuning_mxfp4_prefetch3.json).
+  cp.async. B's scales: in the shuffled layout those of 32 rows x 8 blocks are one contiguous 256-byte
+  segment, so with BLOCK_K = 256 (and 4 chunks per split at least) they are loaded as segments and
+  staged by cp.async too (_load_scale_segments); otherwise their bytes (too narrow for cp.async) are
+  loaded one chunk ahead in registers. Before either, every chunk waited for its scales (Nsight Compute:
+  long-scoreboard stalls; results/probes/h200_ncu_mxfp4_*_scales_not_prefetched.txt).
 * Tried and slower, kept as results: an FP8 version that rescaled each 32-element block's partial
-  product (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d), and an FP8 PREPARE
-  (both operands as e4m3 with power-of-two row scales, then torch._scaled_mm): its prepare kernel was
-  no faster than the bf16 one and cuBLAS's FP8 GEMM was slower than its bf16 GEMM on these shapes
-  (results/probes/h200_*_mxfp4_fp8_prepare_1d48e26.json).
+  product (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d), an FP8 PREPARE (both
+  operands as e4m3 with power-of-two row scales, then torch._scaled_mm: cuBLAS's FP8 GEMM was slower
+  than its bf16 GEMM on these shapes; results/probes/h200_*_mxfp4_fp8_prepare_1d48e26.json), a
+  three-chunk register prefetch (results/probes/h200_tuning_mxfp4_prefetch3.json), and the FP8 path on
+  the other shapes (results/h200_tuning_mxfp4_fp8_segments.json).
 * Split-K without a second launch: every split writes an fp32 partial to a persistent workspace, bumps
   a per-tile counter, and the last split to arrive sums the partials, writes bf16 C and resets the
   counter to 0 for the next call.  The workspace and counters are scratch memory reused for any input;
@@ -486,7 +496,8 @@ def _pick_config(M, N, K):
 def _segments(bk, split, k, stages):
     """Whether the PIPELINED loop loads B's scales as 256-byte segments (_load_scale_segments): with
     BLOCK_K 256 and at least 4 chunks per split. With 2 chunks (k=512) the permute cost more than the
-    staging saved on the H200: 9.95 against 9.19 us at m=32 n=4096 (h200_tuning_mxfp4_scale_segments.json)."""
+    staging saved: m=32 n=4096 ranked 9.95 us with segments against 9.19 without on the H200
+    (results/probes/h200_examples_ranked_segments_at_k512_9f34dc1.json)."""
     return stages > 1 and bk == 256 and k // split >= 4 * 256
 
 
