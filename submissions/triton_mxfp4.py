@@ -79,14 +79,19 @@ def _quant_mxfp4(x):
 
 
 @triton.jit
+def _pow2_scale(s):
+    """2**s as fp32 for block exponents s in [-127, 127] (2**-127 a denormal)."""
+    return ((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5
+
+
+@triton.jit
 def _qdq_mxfp4(x):
     """Quantize-dequantize fp32 x [R, BK] per 1x32 block; the result is exact in bf16 (an e2m1 value
     times a power of two)."""
     R: tl.constexpr = x.shape[0]
     BK: tl.constexpr = x.shape[1]
     r, s, _ = _quant_mxfp4(x)
-    sc = tl.reshape(((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5, (R, BK // 32, 1))  # 2**s
-    return tl.reshape(r * sc, (R, BK))
+    return tl.reshape(r * tl.reshape(_pow2_scale(s), (R, BK // 32, 1)), (R, BK))
 
 
 @triton.jit
@@ -253,8 +258,8 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
         tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
         offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
-        sc = ((s + 128) << 23).to(tl.float32, bitcast=True) * 0.5   # 2**s
-        even, odd = _even_odd(tl.reshape(r * tl.reshape(sc, (ROWS, KP // 32, 1)), (ROWS, KP)).to(tl.bfloat16))
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
+                              .to(tl.bfloat16))
         tl.store(ab_ptr + offs, even, mask=mask)
         tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
@@ -587,9 +592,9 @@ def custom_kernel(data):
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
                 {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "num_warps": 4,
                  "num_stages": 1})
-        a2, stride_am = a.view(-1)[K // 2:], K
-    elif pre_a:           # A's even and odd halves: one [M, K] buffer, row stride K
+    elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, 64, 4, key)[0]
+    if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),

@@ -24,9 +24,23 @@ if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 8):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# what each interpreted snippet starts with: load(name, task) imports submissions/<name>.py as the
+# harness would (the task's compat folder first on sys.path)
+_LOADER = """
+import importlib.util, sys, torch
+from tasks import load_task
+def load(name, task):
+    spec = importlib.util.spec_from_file_location(name, f"submissions/{name}.py")
+    m = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(task.compat_dir))
+    spec.loader.exec_module(m)
+    return m
+"""
+
+
 def _interpreted(code: str) -> str:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-c", _LOADER + textwrap.dedent(code)], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=600, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
@@ -34,14 +48,6 @@ def _interpreted(code: str) -> str:
 
 def test_triton_examples_with_and_without_the_separate_a_kernel():
     out = _interpreted("""
-        import importlib.util, sys, torch
-        from tasks import load_task
-        def load(name, task):
-            spec = importlib.util.spec_from_file_location(name, f"submissions/{name}.py")
-            m = importlib.util.module_from_spec(spec)
-            sys.path.insert(0, str(task.compat_dir))
-            spec.loader.exec_module(m)
-            return m
         mx = load_task("mxfp4_mm")
         sub = load("triton_mxfp4", mx)
         for cfg in [(64, 16, 64, 2, 0, 4, 1, 1), (64, 16, 128, 2, 1, 4, 1, 1), (64, 32, 64, 1, 1, 4, 1, 1),
@@ -135,13 +141,8 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
     """The fp8 path ran (the row bases are real bases, not the fallback flag) and matches the reference;
     a row whose blocks span more than 12 binades gets the flag, and its tile the exact bf16 path."""
     out = _interpreted("""
-        import importlib.util, sys, torch
-        from tasks import load_task
         mx = load_task("mxfp4_mm")
-        spec = importlib.util.spec_from_file_location("triton_mxfp4", "submissions/triton_mxfp4.py")
-        sub = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(mx.compat_dir))
-        spec.loader.exec_module(sub)
+        sub = load("triton_mxfp4", mx)
         for cfg in [(64, 64, 64, 1, 3, 4, 3, 0), (64, 16, 128, 2, 3, 4, 1, 1), (64, 64, 256, 1, 3, 4, 3, 0)]:
             sub.CONFIGS[(20, 256, 1024)] = cfg   # the last one loads B's scales as segments
             data = mx.generate_input({"m": 20, "n": 256, "k": 1024, "seed": 3}, torch.device("cpu"))
