@@ -52,6 +52,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as _cuda
 
 try:  # pragma: no cover - only on the competition server
     from task import input_t, output_t  # noqa: F401
@@ -203,11 +204,14 @@ def _scale_column(c):
 
 @triton.jit
 def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, stride_bn, bs_stride,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
     """PREPARE: both operands of one plain bf16 GEMM, exact: bp [N, K] = B dequantized and ap [M, K] =
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
     unchanged. Programs 0 .. cdiv(N, BLOCK_R) - 1 take row blocks of B, the rest those of A (PRE_A runs
-    it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes)."""
+    it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes). PDL: the GEMM
+    that follows may launch now (programmatic dependent launch)."""
+    if PDL:
+        _cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     nb = tl.cdiv(N, BLOCK_R)
     k0 = tl.program_id(1) * BLOCK_K
@@ -234,14 +238,16 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 @triton.jit
 def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr):
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
     ones: for tiles on the bf16 path).
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
     layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
-    of the shuffled scales, K/32 rounded up to a multiple of 8)."""
+    of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
+    if PDL:
+        _cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
@@ -395,9 +401,11 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
+    # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
+    # the first load of what that kernel writes
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -421,6 +429,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
+    if PDL:
+        _cuda.gdc_wait()
     if FP8:
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
         bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
@@ -507,6 +517,9 @@ def _segments(bk, split, k, stages):
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# Programmatic dependent launch (Hopper on): a GEMM after a first kernel launches while that kernel runs
+# and waits for it in the kernel (PDL), which hides the second launch's latency.
+_PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 _BUFFERS = {}
 
 
@@ -542,7 +555,7 @@ def _launch(kernel, grid, args, key, meta):
     h = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
     if h is not None:
         try:
-            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages")]
+            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl")]
             h.run(*grid, _driver.active.get_current_stream(args[0].device.index), h.function, h.packed_metadata,
                   None, None, None, *args, *consts)
             return
@@ -554,7 +567,7 @@ def _launch(kernel, grid, args, key, meta):
         _HANDLES[key] = h
 
 
-def _prepare(A, bq, bs, N, rows, bk, nw, key):
+def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False):
     """Launches _prepare_kernel on A and the first N rows of B (N = 0: A alone), BLOCK_R = rows;
     returns the bf16 operands (ap [M, K], bp [N, K], or ap twice)."""
     M, K = A.shape
@@ -562,7 +575,7 @@ def _prepare(A, bq, bs, N, rows, bk, nw, key):
     bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K) if N else ap
     _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows), K // bk),
             (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare", N, rows, bk) + key,
-            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "num_warps": nw, "num_stages": 1})
+            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "num_warps": nw, "num_stages": 1})
     return ap, bp
 
 
@@ -582,6 +595,7 @@ def custom_kernel(data):
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
+    pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
     if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
@@ -590,10 +604,10 @@ def custom_kernel(data):
         rows = max(1, 2048 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "num_warps": 4,
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
                  "num_stages": 1})
     elif pre_a:
-        a = _prepare(A, bq, bs, 0, 16, 64, 4, key)[0]
+        a = _prepare(A, bq, bs, 0, 16, 64, 4, key, pdl)[0]
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
@@ -602,5 +616,5 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "num_warps": nw, "num_stages": stages})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -21,6 +21,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as _cuda
 
 try:  # pragma: no cover
     from task import input_t, output_t  # noqa: F401
@@ -46,25 +47,159 @@ def _decode(p, sf):
 
 
 @triton.jit
+def _planes_f32(p, sf):
+    """p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> fp32 ([R, BK/2], [R, BK/2]) = the
+    dequantized low-nibble (even K) and high-nibble (odd K) elements, exact."""
+    R: tl.constexpr = p.shape[0]
+    C: tl.constexpr = p.shape[1]
+    s = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+    s = tl.reshape(tl.broadcast_to(tl.reshape(s, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
+    pi = p.to(tl.int32)
+    two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
+    lo = (((pi & 7) << 22) | ((pi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * s
+    hi = (((pi & 0x70) << 18) | ((pi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * s
+    return lo, hi
+
+
+@triton.jit
+def _fp8_code(sf):
+    """FP8: per block, e4m3 scale bytes sf (uint8 [R, C]) -> (q, bad). The fp8 path folds a scale
+    2**E * f into the elements, exact in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2,
+    3 among them) or a zero scale; bad = 1 for any other (the tile then takes the fp16 path).
+    q (uint8): bit 7 = the scale is nonzero, bits 3-6 = E + 5, bit 0 = f is 1.5 (_DECODE_FP8_ASM)."""
+    s = sf.to(tl.int32)
+    e = (s >> 3) & 15                    # E + 7
+    f15 = (s & 7) == 4
+    nonzero = (s & 0x7F) != 0
+    ok = (s < 128) & (((s & 7) == 0) | f15) & (e >= 2) & (e <= 12)
+    q = tl.where(nonzero, 0x80 | (((e - 2) & 15) << 3) | f15.to(tl.int32), 0)
+    return q.to(tl.uint8), (nonzero & (ok == 0)).to(tl.int32)
+
+
+# B's fp8 decode, 4 bytes (8 elements) per instance, each byte with its own q (_fp8_code; no assumption on
+# which bytes Triton packs together). Codes of a zero-scale block are cleared first. prmt looks the 8
+# magnitudes up (in K order) in two constant tables of e4m3 bytes, e2m1 * 2**-5 and e2m1 * 1.5 * 2**-5
+# (all normal numbers), and q's bit 0 (moved to bit 7, which prmt's sign mode replicates) selects one per
+# byte; a third prmt in a table of 0x00, 0xFF x 7 masks zeros out of 8 * (E + 5), which is added to the
+# exponent fields (no carry: the largest byte is 0x79, 9 * 2**5). Two more prmt split even from odd, and
+# the sign bits are or-ed back in.
+_DECODE_FP8_ASM = tl.constexpr(
+    "{ .reg .b32 w, m, q7, x, y, t, c, z, r, l0, h0, l4, h4, zl, zh;\n"
+    "mov.b32 l0, 0x14100800; mov.b32 h0, 0x24201C18; mov.b32 l4, 0x19140C00; mov.b32 h4, 0x2924211C;\n"
+    "mov.b32 zl, 0xFFFFFF00; mov.b32 zh, 0xFFFFFFFF;\n"
+    "prmt.b32 t, $3, 0, 0xBA98; and.b32 w, $2, t; and.b32 m, w, 0x77777777; shl.b32 q7, $3, 7;\n"
+    "prmt.b32 x, l0, h0, m; prmt.b32 t, l4, h4, m; prmt.b32 c, q7, 0, 0x9988;\n"
+    "and.b32 t, t, c; not.b32 c, c; and.b32 x, x, c; or.b32 x, x, t;\n"
+    "prmt.b32 z, zl, zh, m; prmt.b32 r, $3, 0, 0x1100; and.b32 r, r, z; and.b32 r, r, 0x78787878; add.u32 x, x, r;\n"
+    "shr.b32 m, m, 16;\n"
+    "prmt.b32 y, l0, h0, m; prmt.b32 t, l4, h4, m; prmt.b32 c, q7, 0, 0xBBAA;\n"
+    "and.b32 t, t, c; not.b32 c, c; and.b32 y, y, c; or.b32 y, y, t;\n"
+    "prmt.b32 z, zl, zh, m; prmt.b32 r, $3, 0, 0x3322; and.b32 r, r, z; and.b32 r, r, 0x78787878; add.u32 y, y, r;\n"
+    "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
+    "shl.b32 t, w, 4; and.b32 t, t, 0x80808080; or.b32 $0, $0, t;\n"
+    "and.b32 t, w, 0x80808080; or.b32 $1, $1, t; }")
+
+
+@triton.jit
+def _decode_fp8(p, sf, INTERP: tl.constexpr):
+    """FP8: p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> float8e4nv ([R, BK/2], [R, BK/2])
+    = the even and odd elements with their scales folded in, and bad [R, BK/16] (_fp8_code: where it is
+    1 the values are not exact)."""
+    R: tl.constexpr = p.shape[0]
+    C: tl.constexpr = p.shape[1]
+    q, bad = _fp8_code(sf)
+    if INTERP:   # the same values through fp32
+        lo, hi = _planes_f32(p, sf)
+        lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
+    else:
+        q = tl.reshape(tl.broadcast_to(tl.reshape(q, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
+        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [p, q], dtype=(tl.uint8, tl.uint8),
+                                           is_pure=True, pack=4)
+        lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
+    return lo, hi, bad
+
+
+@triton.jit
 def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
-                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
+                     PDL: tl.constexpr = False):
     """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
-    N/BLOCK_N programs do not each decode the same A tiles again."""
+    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 planes out
+    [L, 2, M, K/2] (the even elements, then the odd ones) with the scales folded in, exact where
+    _fp8_code finds no bad scale (the GEMM checks A's scales itself). PDL: the GEMM may launch now."""
+    if PDL:
+        _cuda.gdc_launch_dependents()
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-    out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
-    tl.store(out, _decode(a, sa))
+    if FP8:
+        lo, hi = _planes_f32(a, sa)
+        out = out_ptr + l * M * K + offs_r[:, None] * (K // 2) + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :]
+        tl.store(out, lo.to(tl.float8e4nv))
+        tl.store(out + M * (K // 2), hi.to(tl.float8e4nv))
+    else:
+        out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+        tl.store(out, _decode(a, sa))
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
-                  M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl, K_SPLIT,
+def _fp16_tile(acc, a_ptrs, sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr,
+               INTERP: tl.constexpr):
+    """acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is value * 2**-14, so the
+    tile is acc * 2**28. A_DEC: a_ptrs point at A decoded by _decode_a_kernel, else at a itself."""
+    for k in range(k_lo, k_hi, BLOCK_K):
+        if A_DEC:
+            av = tl.load(a_ptrs + k)
+        else:
+            av = _decode(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16))
+        bv = _decode(tl.load(b_ptrs + k // 2), tl.load(sb_ptrs + k // 16))
+        if INTERP:
+            acc = tl.dot(av.to(tl.float32), tl.trans(bv).to(tl.float32), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(av, tl.trans(bv), acc)
+    return acc
+
+
+@triton.jit
+def _dot8(x, y, acc, INTERP: tl.constexpr):
+    """acc += x @ y^T for e4m3 x, y (exact products). Hopper's fp8 wgmma accumulates with fewer bits
+    than fp32: each dot gets a fresh accumulator, added to acc in fp32."""
+    if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too
+        acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
+    else:
+        acc += tl.dot(x, tl.trans(y))
+    return acc
+
+
+@triton.jit
+def _fp8_tile(acc, a8_ptrs, plane, sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K: tl.constexpr,
+              INTERP: tl.constexpr):
+    """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, two dots per chunk (even K with even
+    K, odd with odd): A's planes (a8_ptrs, the odd one ``plane`` elements on), B decoded by _decode_fp8;
+    and how many of A's and B's scales there were bad (_fp8_code; 0: the tile is exact)."""
+    bad_a = tl.zeros((a8_ptrs.shape[0], BLOCK_K // 16), dtype=tl.int32)
+    bad_b = tl.zeros((b_ptrs.shape[0], BLOCK_K // 16), dtype=tl.int32)
+    for k in range(k_lo, k_hi, BLOCK_K):
+        a_even = tl.load(a8_ptrs + k // 2)
+        a_odd = tl.load(a8_ptrs + plane + k // 2)
+        bad_a += _fp8_code(tl.load(sa_ptrs + k // 16))[1]
+        b_even, b_odd, bad = _decode_fp8(tl.load(b_ptrs + k // 2), tl.load(sb_ptrs + k // 16), INTERP)
+        bad_b += bad
+        acc = _dot8(a_odd, b_odd, _dot8(a_even, b_even, acc, INTERP), INTERP)
+    return acc, tl.sum(tl.sum(bad_a, axis=1), axis=0) + tl.sum(tl.sum(bad_b, axis=1), axis=0)
+
+
+@triton.jit
+def _nvfp4_kernel(a_ptr, a8_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+                  M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = False):
-    # A_DEC: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K)
+                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
+    # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
+    # A_DEC = FP8: a8_ptr holds A's e4m3 planes ([L, 2, M, K/2]) and a_ptr is a (for the fp16 fallback).
+    # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
+    # PDL: launched while _decode_a_kernel runs; waits for it before the first load of A.
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_z = tl.program_id(2)
@@ -74,30 +209,30 @@ def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_kh = tl.arange(0, BLOCK_K // 2)
     offs_ks = tl.arange(0, BLOCK_K // 16)
-    if A_DEC:
-        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + tl.arange(0, BLOCK_K)[None, :]
-    else:
-        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
     b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
     sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
     sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
+    chunks = K // BLOCK_K
+    k_lo = (pid_k * chunks // SPLIT_K) * BLOCK_K
+    k_hi = ((pid_k + 1) * chunks // SPLIT_K) * BLOCK_K
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_lo = pid_k * K_SPLIT
-    for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-        if A_DEC:
-            av = tl.load(a_ptrs + k)
-        else:
-            av = _decode(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16))
-        b = tl.load(b_ptrs + k // 2)
-        sb = tl.load(sb_ptrs + k // 16)
-        bv = _decode(b, sb)
-        if INTERP:
-            acc = tl.dot(av.to(tl.float32), tl.trans(bv).to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(av, tl.trans(bv), acc)
+    if PDL:
+        _cuda.gdc_wait()
+    if A_DEC == 1:
+        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + tl.arange(0, BLOCK_K)[None, :]
+        acc = _fp16_tile(acc, a_ptrs, sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
+    else:
+        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
+        bad = 1
+        if A_DEC == 2:   # FP8
+            a8_ptrs = a8_ptr + l * M * K + offs_m[:, None] * (K // 2) + offs_kh[None, :]
+            acc, bad = _fp8_tile(acc, a8_ptrs, M * (K // 2), sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K, INTERP)
+        if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16)
+            acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_ptrs, sa_ptrs, b_ptrs, sb_ptrs,
+                             k_lo, k_hi, BLOCK_K, False, INTERP) * 268435456.0
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
-        tl.store(c_ptrs, (acc * 268435456.0).to(tl.float16))
+        tl.store(c_ptrs, acc.to(tl.float16))
     else:
         MN = M * N
         ws_ptrs = ws_ptr + (l * SPLIT_K) * MN + offs_m[:, None] * N + offs_n[None, :]
@@ -109,7 +244,7 @@ def _nvfp4_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
             tot = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for s in range(SPLIT_K):
                 tot += tl.load(ws_ptrs + s * MN, cache_modifier=".cg")
-            tl.store(c_ptrs, (tot * 268435456.0).to(tl.float16))
+            tl.store(c_ptrs, tot.to(tl.float16))
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
@@ -135,7 +270,10 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
 
 
+FP8 = 2
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
+# A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 planes in a first
+# kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
@@ -157,6 +295,11 @@ def _pick(M, N, K, L):
 
 
 _BUFFERS = {}
+_OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
+# Programmatic dependent launch (Hopper on): the GEMM after _decode_a_kernel launches while that kernel
+# runs and waits for it in the kernel (PDL), which hides the second launch's latency.
+_PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
 
 
 def _buffer(dev, name, numel, dtype):
@@ -206,19 +349,24 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    out, a_arg = [], _A
-    if a_dec:
-        a_arg = _buffer(dev, "a_dec", L * M * K, torch.float16)
-        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, a_arg, M, K, sam, sal, ssam, ssal],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1}))
-        sam, sal = K, M * K
+    out, a_arg, a8_arg, pdl = [], _A, _C, bool(a_dec) and _PDL
+    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 planes (FP8), in a first kernel
+        buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
+                      torch.float8_e4m3fn)
+        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, M, K, sam, sal, ssam, ssal],
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+        if a_dec == 1:
+            a_arg, sam, sal = buf, K, M * K
+        else:
+            a8_arg = buf
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                 scm, scl, K // SPLIT],
+                [a_arg, a8_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                 scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
-                 "A_DEC": bool(a_dec), "num_warps": nw, "num_stages": ns}))
+                 "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
+                 **({"launch_pdl": True} if pdl else {})}))
     return out
 
 
@@ -232,7 +380,7 @@ def _plan(launches, handles, dev):
     for (_, grid, args, meta), h in zip(launches, handles):
         template = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
         slots = [(pos, a.ptr) for pos, a in enumerate(args) if isinstance(a, _In)]
-        consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages")]
+        consts = [v for k, v in meta.items() if k not in _OPTIONS]
         steps.append((h, grid, template, slots, consts))
     keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
     get_stream, index = _driver.active.get_current_stream, dev.index

@@ -119,13 +119,13 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS")}}
+                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL")}}
     fp8 = pre_a == sub.FP8
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16,
                                                   "BLOCK_K": 256 if segments else 128, "SPLIT_K": 2,
                                                   "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
                                                   "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8,
-                                                  "SEGMENTS": segments}, 90, 4, stages,
+                                                  "SEGMENTS": segments, "PDL": bool(pre_a)}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
@@ -133,6 +133,7 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
     assert ("prmt.b32 x, l, h, m" in ptx) == fp8                # the fp8 decode's table lookup
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
+    assert ("griddepcontrol.wait" in ptx) == bool(pre_a)   # after a first kernel: waits for it (PDL)
     if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
         assert fp8 or not re.search(r"ld\.global[.a-z0-9:]*\.[ub]8", ptx)
 
@@ -163,13 +164,15 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
     sub = _example("triton_mxfp4")
     sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
-           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP")}}
-    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False}, 90, 4)
+           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP", "PDL")}}
+    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False, "PDL": True}, 90, 4)
     assert "mul.rn.bf16x2" in kernel.asm["ptx"]
+    assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]   # the GEMM may launch (PDL)
     sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
-           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP")}}
-    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64}, 90, 4, 1)
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
+    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)
     assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
+    assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
 
 
 @pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])

@@ -8,7 +8,7 @@ nvfp4_gemm's batched protocol; launch gate, L2 flush before every sample). The b
 shape is printed as a CONFIGS line to paste into the submission; the file keeps every row.
 
     python scripts/validation/tune_examples.py --out results/h200_tuning.json [--task mxfp4_mm] [--samples 20] [--m 64] [--pre-a 2] [--stages 3] [--swap 0]
-        [--only '*,64,128/256,1,3,*,*,0']
+        [--only '*,64,128/256,1,3,*,*,0'] [--set _PDL=0]
 """
 from __future__ import annotations
 
@@ -73,6 +73,14 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             programs = N // bn * split
             if (K // split) % bk == 0 and N % bn == 0 and 100 <= programs <= 1100 and (a_dec or bn == 128):
                 out.append((128, bn, bk, split, 4 if bn == 64 else 8, 3, a_dec))
+        # FP8 (A_DEC = 2): any split (the chunks are shared out), the grid just under a whole number of
+        # waves (one program of 8 warps per SM, or two of 4 warps)
+        for bn, bk, stages, split in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17)):
+            slots = 132 * (2 if bn == 64 else 1)
+            waves = N // bn * split / slots
+            if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 4 and math.ceil(waves) - waves <= 0.3 \
+                    and not (bk == 256 and stages == 4):
+                out.append((128, bn, bk, split, 4 if bn == 64 else 8, stages, 2))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
@@ -86,8 +94,12 @@ def matches(cfg: tuple, pattern: str) -> bool:
 
 
 def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None, swap=None, only=None,
-          save=lambda rows: None) -> list[dict]:
+          save=lambda rows: None, settings=()) -> list[dict]:
     sub = load_submission(task)
+    for name, value in settings:           # --set: module switches of the submission (e.g. _PDL=0)
+        if not hasattr(sub, name):
+            raise SystemExit(f"tune_examples: --set {name}: {FILES[task.name]} has no {name}")
+        setattr(sub, name, type(getattr(sub, name))(int(value)))
     sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
     log(f"{task.name}: {sampler.method}")
     rows = []
@@ -104,13 +116,14 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
         configs = candidates(task.name, shape, tuple(base))
         if task.name == "mxfp4_mm":       # the file's config, then those of the chosen PRE_A / STAGES / SWAP_AB
             configs = configs[:1] + [c for c in configs[1:] if (pre_a is None or c[4] == pre_a)
-                                     and (not stages or c[6] in stages) and (swap is None or c[7] == swap)
-                                     and (not only or any(matches(c, p) for p in only))]
+                                     and (not stages or c[6] in stages) and (swap is None or c[7] == swap)]
+        configs = configs[:1] + [c for c in configs[1:] if not only or any(matches(c, p) for p in only)]
         for cfg in configs:
             sub.CONFIGS[shape] = cfg
             for cache in ("_PLANS", "_HANDLES"):   # launch plans made for the previous config
                 getattr(sub, cache, {}).clear()
-            row = {"task": task.name, "shape": dict(case), "config": list(cfg)}
+            row = {"task": task.name, "shape": dict(case), "config": list(cfg),
+                   **({"settings": dict(settings)} if settings else {})}
             try:
                 if task.name == "nvfp4_gemm":    # the provided output buffer: no stale result may pass
                     data[6].fill_(float("nan"))
@@ -154,8 +167,10 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
                                                                  "register prefetch loop, >= 2: cp.async stages)")
     ap.add_argument("--swap", type=int, choices=(0, 1), help="mxfp4_mm: only configs with this SWAP_AB")
-    ap.add_argument("--only", action="append", help="mxfp4_mm: only configs that match this pattern: one field per "
-                                                    "config field, '*' or values joined by '/' (repeatable)")
+    ap.add_argument("--only", action="append", help="only configs that match this pattern: one field per config "
+                                                    "field, '*' or values joined by '/' (repeatable)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=INT",
+                    help="set a module switch of the submission first, e.g. _PDL=0 (repeatable)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_examples: needs a CUDA GPU", file=sys.stderr)
@@ -177,7 +192,7 @@ def main(argv=None) -> int:
 
     for name in args.task or sorted(FILES):
         rows += sweep(load_task(name), device, args.samples, log, args.only_m, args.pre_a, args.stages, args.swap,
-                      args.only, save)
+                      args.only, save, [kv.split("=", 1) for kv in args.set])
     winners = save()
     for (task, _), r in sorted(winners.items()):
         s = r["shape"]
