@@ -209,9 +209,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
     unchanged. Programs 0 .. cdiv(N, BLOCK_R) - 1 take row blocks of B, the rest those of A (PRE_A runs
     it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes). PDL: the GEMM
-    that follows may launch now (programmatic dependent launch)."""
-    if PDL:
-        _cuda.gdc_launch_dependents()
+    that follows may launch once every program has stored (programmatic dependent launch)."""
     pid = tl.program_id(0)
     nb = tl.cdiv(N, BLOCK_R)
     k0 = tl.program_id(1) * BLOCK_K
@@ -234,6 +232,8 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
         out = ap_ptr + rows[:, None] * K + offs_h[None, :]
     tl.store(out, even, mask=mask[:, None])
     tl.store(out + K // 2, odd, mask=mask[:, None])
+    if PDL:
+        _cuda.gdc_launch_dependents()
 
 
 @triton.jit
@@ -246,8 +246,6 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
     layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
     of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
-    if PDL:
-        _cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
@@ -283,6 +281,8 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         n = g * 32 + tl.arange(0, 32)
         tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
                                          tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
+    if PDL:
+        _cuda.gdc_launch_dependents()
 
 
 @triton.jit

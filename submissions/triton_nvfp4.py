@@ -73,7 +73,7 @@ def _fp8_code(sf):
     nonzero = (s & 0x7F) != 0
     ok = (s < 128) & (((s & 7) == 0) | f15) & (e >= 2) & (e <= 12)
     q = tl.where(nonzero, 0x80 | (((e - 2) & 15) << 3) | f15.to(tl.int32), 0)
-    return q.to(tl.uint8), (nonzero & (ok == 0)).to(tl.int32)
+    return q.to(tl.uint8), (nonzero & (ok == 0)).to(tl.int8)
 
 
 # B's fp8 decode, 4 bytes (8 elements) per instance, each byte with its own q (_fp8_code; no assumption on
@@ -126,9 +126,7 @@ def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
     """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
     N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 planes out
     [L, 2, M, K/2] (the even elements, then the odd ones) with the scales folded in, exact where
-    _fp8_code finds no bad scale (the GEMM checks A's scales itself). PDL: the GEMM may launch now."""
-    if PDL:
-        _cuda.gdc_launch_dependents()
+    _fp8_code finds no bad scale (the GEMM checks A's scales itself). PDL: then lets the GEMM launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
@@ -142,19 +140,25 @@ def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
     else:
         out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
         tl.store(out, _decode(a, sa))
+    if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
+        _cuda.gdc_launch_dependents()
 
 
 @triton.jit
-def _fp16_tile(acc, a_ptrs, sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr,
+def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr,
                INTERP: tl.constexpr):
     """acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is value * 2**-14, so the
-    tile is acc * 2**28. A_DEC: a_ptrs point at A decoded by _decode_a_kernel, else at a itself."""
-    for k in range(k_lo, k_hi, BLOCK_K):
+    tile is acc * 2**28. *_rows: pointers to the tile's rows at k = 0. A_DEC: a_rows point into A
+    decoded by _decode_a_kernel, else into a itself."""
+    offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
+    offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
+    for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
+        kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
         if A_DEC:
-            av = tl.load(a_ptrs + k)
+            av = tl.load(a_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :])
         else:
-            av = _decode(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16))
-        bv = _decode(tl.load(b_ptrs + k // 2), tl.load(sb_ptrs + k // 16))
+            av = _decode(tl.load(a_rows[:, None] + kh + offs_kh), tl.load(sa_rows[:, None] + ks + offs_ks))
+        bv = _decode(tl.load(b_rows[:, None] + kh + offs_kh), tl.load(sb_rows[:, None] + ks + offs_ks))
         if INTERP:
             acc = tl.dot(av.to(tl.float32), tl.trans(bv).to(tl.float32), acc, input_precision="ieee")
         else:
@@ -174,21 +178,25 @@ def _dot8(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _fp8_tile(acc, a8_ptrs, plane, sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K: tl.constexpr,
+def _fp8_tile(acc, a8_rows, plane, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
               INTERP: tl.constexpr):
     """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, two dots per chunk (even K with even
-    K, odd with odd): A's planes (a8_ptrs, the odd one ``plane`` elements on), B decoded by _decode_fp8;
-    and how many of A's and B's scales there were bad (_fp8_code; 0: the tile is exact)."""
-    bad_a = tl.zeros((a8_ptrs.shape[0], BLOCK_K // 16), dtype=tl.int32)
-    bad_b = tl.zeros((b_ptrs.shape[0], BLOCK_K // 16), dtype=tl.int32)
-    for k in range(k_lo, k_hi, BLOCK_K):
-        a_even = tl.load(a8_ptrs + k // 2)
-        a_odd = tl.load(a8_ptrs + plane + k // 2)
-        bad_a += _fp8_code(tl.load(sa_ptrs + k // 16))[1]
-        b_even, b_odd, bad = _decode_fp8(tl.load(b_ptrs + k // 2), tl.load(sb_ptrs + k // 16), INTERP)
-        bad_b += bad
+    K, odd with odd): A's planes (a8_rows, the odd one ``plane`` elements on), B decoded by _decode_fp8;
+    and whether a scale of A or B was bad there (_fp8_code; 0: the tile is exact)."""
+    offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
+    offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
+    bad_a = tl.zeros((a8_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
+    bad_b = tl.zeros((b_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
+    for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
+        kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
+        a_even = tl.load(a8_rows[:, None] + kh + offs_kh)
+        a_odd = tl.load(a8_rows[:, None] + plane + kh + offs_kh)
+        bad_a |= _fp8_code(tl.load(sa_rows[:, None] + ks + offs_ks))[1]
+        b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
+                                         tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
+        bad_b |= bad
         acc = _dot8(a_odd, b_odd, _dot8(a_even, b_even, acc, INTERP), INTERP)
-    return acc, tl.sum(tl.sum(bad_a, axis=1), axis=0) + tl.sum(tl.sum(bad_b, axis=1), axis=0)
+    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
 
 
 @triton.jit
@@ -207,29 +215,27 @@ def _nvfp4_kernel(a_ptr, a8_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
     pid_k = pid_z % SPLIT_K
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_kh = tl.arange(0, BLOCK_K // 2)
-    offs_ks = tl.arange(0, BLOCK_K // 16)
-    b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
-    sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
-    sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
+    b_rows = b_ptr + l * sbl + offs_n * sbn
+    sa_rows = sa_ptr + l * ssal + offs_m * ssam
+    sb_rows = sb_ptr + l * ssbl + offs_n * ssbn
     chunks = K // BLOCK_K
     k_lo = (pid_k * chunks // SPLIT_K) * BLOCK_K
     k_hi = ((pid_k + 1) * chunks // SPLIT_K) * BLOCK_K
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if PDL:
         _cuda.gdc_wait()
+    a_rows = a_ptr + l * sal + offs_m * sam
     if A_DEC == 1:
-        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + tl.arange(0, BLOCK_K)[None, :]
-        acc = _fp16_tile(acc, a_ptrs, sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
+        acc = _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
     else:
-        a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
         bad = 1
         if A_DEC == 2:   # FP8
-            a8_ptrs = a8_ptr + l * M * K + offs_m[:, None] * (K // 2) + offs_kh[None, :]
-            acc, bad = _fp8_tile(acc, a8_ptrs, M * (K // 2), sa_ptrs, b_ptrs, sb_ptrs, k_lo, k_hi, BLOCK_K, INTERP)
-        if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16)
-            acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_ptrs, sa_ptrs, b_ptrs, sb_ptrs,
-                             k_lo, k_hi, BLOCK_K, False, INTERP) * 268435456.0
+            a8_rows = a8_ptr + l * M * K + offs_m * (K // 2)
+            acc, bad = _fp8_tile(acc, a8_rows, M * (K // 2), sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, INTERP)
+        if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
+            # chunks of 64, whose registers stay within the fp8 loop's)
+            acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
+                             k_lo, k_hi, 64 if A_DEC == 2 else BLOCK_K, False, INTERP) * 268435456.0
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, acc.to(tl.float16))

@@ -184,3 +184,98 @@ def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
     r = run_submission(str(ROOT / "submissions" / f"{name}.py"), str(ROOT / "tests" / "fixtures" / "tasks" / task /
                        "task.yml"), "test", RunOptions(device="cpu"))
     assert r.verdict == PASS, (r.message, [c.message for c in r.cases])
+
+
+def test_nvfp4_fp8_path_folds_the_task_scales_and_falls_back_on_others():
+    """The task's scales (0..3) fold into e4m3 exactly (the fp8 path's output passes); a scale of 1.125
+    in B or of 0.5625 in A does not, and rounding those elements to e4m3 as the fp8 path would (the
+    control, in torch) fails the check, while the kernel, which redoes such tiles on fp16, passes."""
+    out = _interpreted("""
+        nv = load_task("nvfp4_gemm")
+        sub = load("triton_nvfp4", nv)
+        from fp4_reference.nvfp4 import dequantize_nvfp4
+        def fp8_rounded(data):   # what the fp8 path alone would compute: A and B rounded to e4m3
+            a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
+            da = dequantize_nvfp4(a, sfa).to(torch.float8_e4m3fn).double()
+            db = dequantize_nvfp4(b, sfb).to(torch.float8_e4m3fn).double()
+            return (da @ db.transpose(1, 2)).half().permute(1, 2, 0)
+        for cfg in [(128, 128, 128, 3, 4, 3, 2), (128, 64, 64, 1, 4, 2, 2)]:
+            sub.CONFIGS[(128, 256, 512)] = cfg
+            data = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
+            data[6].fill_(float("nan"))
+            row = [nv.check(data, sub.custom_kernel(data))[0], nv.check(data, fp8_rounded(data))[0]]
+            for operand, value in ((3, 0x39), (2, 0x31)):   # B: 1.125, A: 0.5625, one block each
+                d = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
+                d[operand].view(torch.uint8)[5, 3, 0] = value
+                d[6].fill_(float("nan"))
+                row += [nv.check(d, sub.custom_kernel(d))[0], nv.check(d, fp8_rounded(d))[0]]
+            print(cfg, *row)
+    """)
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and all(line.endswith("True True True False True False") for line in lines), out
+
+
+def _run_ptx(asm: str, inputs, n_out: int):
+    """Emulates the integer PTX of an inline-assembly string (mov, and, or, not, shl, shr, add, prmt) on
+    numpy uint32 arrays: the inputs are $n_out.., the outputs $0..$n_out-1."""
+    import numpy as np
+    regs = {f"${i + n_out}": np.asarray(v, dtype=np.uint32) for i, v in enumerate(inputs)}
+
+    def val(x):
+        return regs[x] if x in regs else np.uint32(int(x, 0))
+    for ins in asm.strip().strip("{}").split(";"):
+        ins = ins.strip()
+        if not ins or ins.startswith(".reg"):
+            continue
+        op, rest = ins.split(None, 1)
+        d, *a = [x.strip() for x in rest.split(",")]
+        x = [val(v) for v in a]
+        if op == "prmt.b32":   # bytes of {x1, x0}; a selector nibble's bit 3 replicates the byte's sign
+            src = (x[1].astype(np.uint64) << np.uint64(32)) | x[0]
+            r = np.zeros(np.broadcast(*x).shape, np.uint32)
+            for i in range(4):
+                sel = (x[2] >> np.uint32(4 * i)) & np.uint32(0xF)
+                byte = ((src >> (np.uint64(8) * (sel & np.uint32(7)).astype(np.uint64))) & np.uint64(0xFF)).astype(np.uint32)
+                byte = np.where(sel & 8, np.where(byte & 0x80, 0xFF, 0), byte).astype(np.uint32)
+                r |= byte << np.uint32(8 * i)
+        else:
+            r = {"mov.b32": lambda: x[0] | np.zeros(1, np.uint32), "and.b32": lambda: x[0] & x[1],
+                 "or.b32": lambda: x[0] | x[1], "not.b32": lambda: ~x[0],
+                 "shl.b32": lambda: (x[0].astype(np.uint64) << np.uint64(x[1])).astype(np.uint32),
+                 "shr.b32": lambda: x[0] >> x[1],
+                 "add.u32": lambda: (x[0].astype(np.uint64) + x[1]).astype(np.uint32)}[op]()
+        regs[d] = np.asarray(r, dtype=np.uint32)
+    return [regs[f"${i}"] for i in range(n_out)]
+
+
+@pytest.mark.parametrize("name", ["triton_mxfp4", "triton_nvfp4"])
+def test_fp8_decode_assembly_gives_the_exact_e4m3_values(name):
+    """The GPU-only fp8 decodes (inline PTX) emulated on every code byte with every scale the fp8 path
+    takes (4 bytes per instance, each with its own scale, as the kernels pass them): the even and odd
+    elements equal torch's e4m3 of e2m1 * scale."""
+    import numpy as np
+    import torch
+    sub = _example(name)
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    if name == "triton_mxfp4":   # per byte (d + 5) * 8 for a block power of two d in -5..6
+        per_byte = (np.arange(-5, 7) + 5) * 8
+        scale = 2.0 ** np.arange(-5, 7)
+    else:                        # per byte _fp8_code's q of every scale byte that it finds good
+        s = np.arange(256)
+        e, f15, nonzero = (s >> 3) & 15, (s & 7) == 4, (s & 0x7F) != 0
+        good = ~nonzero | ((s < 128) & (((s & 7) == 0) | f15) & (e >= 2) & (e <= 12))
+        per_byte = np.where(nonzero, 0x80 | ((e - 2) & 15) << 3 | f15, 0)[good]
+        scale = torch.tensor(s[good], dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
+        assert set(scale) >= {0.0, 1.0, 2.0, 3.0}    # the task's scales
+    rng = np.random.default_rng(0)
+    codes = np.repeat(np.arange(256), len(scale))          # every code byte with every scale, in byte 0
+    which = np.tile(np.arange(len(scale)), 256)
+    words = rng.integers(0, 256, (len(codes), 4)).astype(np.uint32)
+    picks = rng.integers(0, len(scale), (len(codes), 4))
+    words[:, 0], picks[:, 0] = codes, which
+    packed = lambda v: v[:, 0] | v[:, 1] << 8 | v[:, 2] << 16 | v[:, 3] << 24  # noqa: E731
+    lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [packed(words), packed(per_byte[picks].astype(np.uint32))], 2)
+    as_e4m3 = lambda v: torch.tensor(v.astype(np.uint8)).view(torch.float8_e4m3fn).float().numpy()  # noqa: E731
+    for j in range(4):
+        for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
+            np.testing.assert_array_equal(as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * scale[picks[:, j]])
