@@ -283,7 +283,7 @@ FP8 = 2
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
-    (128, 4096, 7168): (128, 64, 64, 4, 4, 3, 1),
+    (128, 4096, 7168): (128, 64, 256, 4, 4, 2, FP8),
     (128, 7168, 2048): (128, 64, 64, 2, 4, 3, 1),
 }
 
