@@ -237,21 +237,17 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _prep_fp8_kernel(a_ptr, bq_ptr, bs_ptr, a8_ptr, ab_ptr, b8_ptr, base_ptr, M, N, K, stride_am, stride_bn,
-                     bs_stride, ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, INTERP: tl.constexpr,
-                     B8: tl.constexpr = False, PDL: tl.constexpr = False):
+def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
     ones: for tiles on the bf16 path).
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
-    layout); with B8, one program per group and 256 columns of K, which also writes them as e4m3 values
-    relative to the row's base (b8 [2, N, K/2], even columns, then odd ones; _decode_b_fp8). KP: K rounded
-    up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride of the shuffled
-    scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
+    layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
+    of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
-    nkb = tl.cdiv(K, 256) if B8 else 1
     if pid < na:
         rows = pid * ROWS + tl.arange(0, ROWS)
         cols = tl.arange(0, KP)
@@ -276,28 +272,15 @@ def _prep_fp8_kernel(a_ptr, bq_ptr, bs_ptr, a8_ptr, ab_ptr, b8_ptr, base_ptr, M,
         # of 8 columns each, at c0*256 + c2*64 + r2*4 + c1*2 + r1 (r = r1*16 + r2, c = c0*8 + c1*4 + c2):
         # loaded flat (16-byte vectors; the mask is per segment), then permuted to [32 rows, CP columns]
         # in the order (c0, c2, c1), and the padding columns (c >= K/32) dropped
-        g = (pid - na) // nkb
-        kc = (pid - na) % nkb
+        g = pid - na
         o = tl.arange(0, 32 * CP)
         e = tl.load(bs_ptr + g * 32 * bs_stride + o, mask=o // 256 < bs_stride // 8, other=0)
         e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 1, 3)), (32, CP)).to(tl.int32)
         j = tl.arange(0, CP)
         valid = ((j // 8) * 8 + (j % 2) * 4 + (j // 2) % 4 < K // 32)[None, :]
         n = g * 32 + tl.arange(0, 32)
-        b_base = _base(tl.max(tl.where(valid, e, 0), axis=1) - 127, tl.min(tl.where(valid, e, 255), axis=1) - 127)
-        if kc == 0:
-            tl.store(base_ptr + M + n, b_base, mask=n < N)
-        if B8:   # the 256 columns kc*256.. of these rows, decoded to e4m3 relative to their base
-            offs_h = kc * 128 + tl.arange(0, 128)
-            b_mask = (n < N)[:, None] & (offs_h < K // 2)[None, :]
-            codes = tl.load(bq_ptr + n[:, None] * stride_bn + offs_h[None, :], mask=b_mask, other=0)
-            cols8 = kc * 8 + tl.arange(0, 8)
-            e = tl.load(bs_ptr + _scale_row(n, bs_stride)[:, None] + _scale_column(cols8)[None, :],
-                        mask=(n < N)[:, None] & (cols8 < K // 32)[None, :], other=127)
-            b_lo, b_hi = _decode_b_fp8(codes, e.to(tl.int32) - (119 + b_base)[:, None], INTERP)   # 8 + (e - 127) - base
-            b_out = b8_ptr + n[:, None] * (K // 2) + offs_h[None, :]
-            tl.store(b_out, b_lo, mask=b_mask)
-            tl.store(b_out + N * (K // 2), b_hi, mask=b_mask)
+        tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
+                                         tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
     if PDL:
         _cuda.gdc_launch_dependents()
 
@@ -413,33 +396,14 @@ def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_
 
 
 @triton.jit
-def _tile_b8(acc, a_ptrs, a2_ptrs, b_ptrs, b2_ptrs, n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K: tl.constexpr,
-             SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
-    """B8: acc plus this program's K range on the e4m3 planes of A and B that _prep_fp8_kernel wrote,
-    two dots per chunk (even K with even K, odd with odd): a plain fp8 GEMM."""
-    for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-        kh = tl.multiple_of(k // 2, 32)
-        b_even = tl.load(b_ptrs + kh, mask=n_mask[:, None], other=0.0)
-        b_odd = tl.load(b2_ptrs + kh, mask=n_mask[:, None], other=0.0)
-        a_even = tl.load(a_ptrs + kh, mask=m_mask[:, None], other=0.0)
-        a_odd = tl.load(a2_ptrs + kh, mask=m_mask[:, None], other=0.0)
-        if SWAP_AB:
-            acc = _dot(b_odd, a_odd, _dot(b_even, a_even, acc, INTERP), INTERP)
-        else:
-            acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
-    return acc
-
-
-@triton.jit
-def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, b8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, B8: tl.constexpr = False, PDL: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
-    # B8 (with FP8): b8_ptr holds B's e4m3 planes too, and the GEMM has no decode (a plain fp8 GEMM)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
     # the first load of what that kernel writes
     pid_n = tl.program_id(0)
@@ -473,13 +437,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, b8_ptr, base_ptr, bq_ptr, bs_ptr, c_
         if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
             half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-            if B8:
-                b8_ptrs = b8_ptr + offs_n[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-                acc = _tile_b8(acc, a8_ptrs, a8_ptrs + M * half_k, b8_ptrs, b8_ptrs + N * half_k, n_mask, m_mask,
-                               k_lo, K_SPLIT, BLOCK_K, SWAP_AB, INTERP)
-            else:
-                acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask,
-                            m_mask, k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
+            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask,
+                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
@@ -514,11 +473,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, b8_ptr, base_ptr, bq_ptr, bs_ptr, c_
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-PREPARE, FP8, B8 = 2, 3, 4
+PREPARE, FP8 = 2, 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
-# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window);
-# B8 = the same with B's e4m3 values written by _prep_fp8_kernel too, so that the GEMM has no decode.
+# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
@@ -636,32 +594,27 @@ def custom_kernel(data):
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
-    a, a2, stride_am, a8, b8, base = A, A, A.stride(0), C, C, C
-    fp8 = pre_a in (FP8, B8)
-    pdl = _PDL and pre_a in (1, FP8, B8)   # the GEMM launches while the first kernel runs
-    if fp8:               # A's (and with B8 B's) e4m3 planes and the row bases of A and B, in a first kernel
+    a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
+    pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
+    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
-        if pre_a == B8:
-            b8 = _buffer(A.device, "b_fp8", N * K, torch.float8_e4m3fn)
         kp = triton.next_power_of_2(K)
         rows = max(1, 2048 // kp)
-        groups = triton.cdiv(N, 32) * (triton.cdiv(K, 256) if pre_a == B8 else 1)
-        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + groups,),
-                (A, bq, bs, a8, a, b8, base, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "INTERP": _INTERP,
-                 "B8": pre_a == B8, "PDL": pdl, "num_warps": 4, "num_stages": 1})
+        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
+                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
+                 "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, 64, 4, key, pdl)[0]
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
-            (a, a2, a8, b8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
+            (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
              K // SPLIT),
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
-                            "PRE_A": pre_a != 0, "INTERP": _INTERP, "PIPELINED": stages > 1,
-                            "SWAP_AB": bool(swap), "FP8": fp8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "B8": pre_a == B8, "PDL": pdl, "num_warps": nw, "num_stages": stages,
-                            **({"launch_pdl": True} if pdl else {})})
+                            "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
+                            "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -110,30 +110,28 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
 @pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
                                                            (1, 3, True, False), (1, 3, False, False),
                                                            (1, 3, False, True), (3, 3, False, True),
-                                                           (3, 3, False, False), (3, 1, True, False),
-                                                           (4, 3, False, False), (4, 3, True, False)])
+                                                           (3, 3, False, False), (3, 1, True, False)])
 def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap, segments):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products,
     or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
     sub = _example("triton_mxfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
-    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "b8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
+    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS", "B8", "PDL")}}
-    fp8 = pre_a in (sub.FP8, sub.B8)
+                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL")}}
+    fp8 = pre_a == sub.FP8
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16,
                                                   "BLOCK_K": 256 if segments else 128, "SPLIT_K": 2,
-                                                  "PRE_A": bool(pre_a), "INTERP": False,
+                                                  "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
                                                   "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8,
-                                                  "SEGMENTS": segments, "B8": pre_a == sub.B8, "PDL": bool(pre_a)},
-                      90, 4, stages,
+                                                  "SEGMENTS": segments, "PDL": bool(pre_a)}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
     assert (".e4m3.e4m3" in ptx) == fp8
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
-    assert ("prmt.b32 x, l, h, m" in ptx) == (pre_a == sub.FP8)  # the fp8 decode's table lookup (B8: none)
+    assert ("prmt.b32 x, l, h, m" in ptx) == fp8                # the fp8 decode's table lookup
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
     assert ("griddepcontrol.wait" in ptx) == bool(pre_a)   # after a first kernel: waits for it (PDL)
     if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
@@ -146,9 +144,8 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
     out = _interpreted("""
         mx = load_task("mxfp4_mm")
         sub = load("triton_mxfp4", mx)
-        for cfg in [(64, 64, 64, 1, 3, 4, 3, 0), (64, 16, 128, 2, 3, 4, 1, 1), (64, 64, 256, 1, 3, 4, 3, 0),
-                    (64, 64, 64, 1, 4, 4, 3, 0), (64, 16, 128, 2, 4, 4, 1, 1)]:
-            sub.CONFIGS[(20, 256, 1024)] = cfg   # the third loads B's scales as segments; the last two: B8
+        for cfg in [(64, 64, 64, 1, 3, 4, 3, 0), (64, 16, 128, 2, 3, 4, 1, 1), (64, 64, 256, 1, 3, 4, 3, 0)]:
+            sub.CONFIGS[(20, 256, 1024)] = cfg   # the last one loads B's scales as segments
             data = mx.generate_input({"m": 20, "n": 256, "k": 1024, "seed": 3}, torch.device("cpu"))
             ok = mx.check(data, sub.custom_kernel(data))[0]
             flags = (sub._BUFFERS[(data[0].device, "fp8_base")][:276] == 1 << 20).sum().item()
@@ -160,7 +157,7 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
             print(cfg, ok, flags, ok2, (base == 1 << 20).nonzero().flatten().tolist())
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 5 and all(line.endswith("True 0 True [3]") for line in lines), out
+    assert len(lines) == 3 and all(line.endswith("True 0 True [3]") for line in lines), out
 
 
 def test_mxfp4_prepare_kernels_compile_for_hopper():
@@ -171,15 +168,11 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
     kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False, "PDL": True}, 90, 4)
     assert "mul.rn.bf16x2" in kernel.asm["ptx"]
     assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]   # the GEMM may launch (PDL)
-    sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16",
-           "b8_ptr": "*fp8e4nv", "base_ptr": "*i32", **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
-           **{c: "constexpr" for c in ("ROWS", "KP", "CP", "INTERP", "B8", "PDL")}}
-    for b8 in (False, True):
-        kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "INTERP": False, "B8": b8,
-                                                      "PDL": True}, 90, 4, 1)
-        assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
-        assert ("prmt.b32 x, l, h, m" in kernel.asm["ptx"]) == b8    # B8: B decoded to e4m3 here
-        assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
+    sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
+    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)
+    assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
+    assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
 
 
 @pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])

@@ -51,7 +51,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
         bms = {bm0, max(16, bm0 // 2)} | ({256} if M >= 256 else set())
         for bn, bm, bk, split, pre_a, nw, stages, swap in itertools.product(
-                (32, 64, 128, 256), bms, (64, 128, 256), (1, 2, 4, 7, 8, 14, 16), (0, 1, 3, 4), (4, 8), (1, 2, 3, 4), (1, 0)):
+                (32, 64, 128, 256), bms, (64, 128, 256), (1, 2, 4, 7, 8, 14, 16), (0, 1, 3), (4, 8), (1, 2, 3, 4), (1, 0)):
             programs = -(-N // bn) * -(-M // bm) * split
             if K % (split * bk) or not 20 <= programs <= 1100 or bn * bk > 128 * 256:
                 continue
