@@ -40,8 +40,17 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   product (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d), an FP8 PREPARE (both
   operands as e4m3 with power-of-two row scales, then torch._scaled_mm: cuBLAS's FP8 GEMM was slower
   than its bf16 GEMM on these shapes; results/probes/h200_*_mxfp4_fp8_prepare_1d48e26.json), a
-  three-chunk register prefetch (results/probes/h200_tuning_mxfp4_prefetch3.json), and the FP8 path on
-  the other shapes (results/h200_tuning_mxfp4_fp8_segments.json).
+  three-chunk register prefetch (results/probes/h200_tuning_mxfp4_prefetch3.json), the FP8 path on
+  the other shapes (results/h200_tuning_mxfp4_fp8_segments.json; m=16 with PDL:
+  h200_tuning_mxfp4_fp8_pdl_m16.json), and B written as e4m3 by the first kernel too, leaving a plain
+  fp8 GEMM (m=64 20.0 us, m=256 15.07 against PREPARE's 15.10; results/probes/h200_tuning_mxfp4_b8_974a1c2.json,
+  commit 974a1c2).
+* Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
+  while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
+  launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
+  kernel lets it launch only after its stores: with the trigger at its start the GEMM's programs were
+  placed while the first kernel still held the SMs, and m=64 was slower (17.98 against 16.93 us,
+  results/probes/h200_pdl_mxfp4_m64_*_a630ab6.json).
 * Split-K without a second launch: every split writes an fp32 partial to a persistent workspace, bumps
   a per-tile counter, and the last split to arrive sums the partials, writes bf16 C and resets the
   counter to 0 for the next call.  The workspace and counters are scratch memory reused for any input;
@@ -483,7 +492,8 @@ PREPARE, FP8 = 2, 3
 # The benchmark shapes: scripts/validation/tune_examples.py on the H200 (STAGES = 1 and PREPARE:
 # results/h200_tuning_mxfp4.json and h200_tuning_mxfp4_prepare.json; the PIPELINED loop and SWAP_AB = 0:
 # results/h200_tuning_mxfp4_pipelined_large_m.json and h200_tuning_mxfp4_pipelined_small_m.json; BLOCK_K
-# 256 with the scale segments: h200_tuning_mxfp4_scale_segments.json; FP8: h200_tuning_mxfp4_fp8_segments.json).
+# 256 with the scale segments: h200_tuning_mxfp4_scale_segments.json; FP8: h200_tuning_mxfp4_fp8_segments.json;
+# with PDL: h200_tuning_mxfp4_fp8_pdl.json (m=64) and h200_tuning_mxfp4_pre_a_pdl_m*.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
     (16, 2112, 7168): (128, 16, 256, 7, 1, 8, 3, 1),

@@ -9,8 +9,18 @@ on sm_90, so the kernel decodes both operands in registers to fp16 and uses a pl
 
 so each operand element is e2m1 * scale * 2**-14, exact in fp16 for every valid e4m3 scale, and the fp32
 accumulator is multiplied by 2**28 at the end (exact).  Split-K over a persistent fp32 workspace with a
-last-arriving-split reduction (counters reset by the kernel itself). A_DEC configs decode A once in a
-first kernel (A is re-read by every N tile), so a call is one or two launches.
+last-arriving-split reduction (counters reset by the kernel itself); a split takes a share of the K
+chunks, so any split count works. A_DEC configs decode A once in a first kernel (A is re-read by every
+N tile), so a call is one or two launches; the GEMM after it is a programmatic dependent launch (PDL:
+it launches while the first kernel runs and waits for it in the kernel).
+FP8 (A_DEC = FP8, the n=4096 shape): an e2m1 value times a scale 2**E * f is exact in e4m3 for f in
+{1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale, so both operands
+reach the FP8 tensor cores with their scales folded in: A as e4m3 planes written by the first kernel,
+B decoded in the loop by prmt lookups in two constant tables and an add to the exponent fields
+(_DECODE_FP8_ASM). The loop also flags any other scale of A or B; a tile that saw one is computed
+again, exactly, on the fp16 path. Each dot gets a fresh accumulator, added in fp32 (Hopper's fp8
+accumulator keeps fewer bits). On the other two shapes it was not faster than fp16
+(results/h200_tuning_nvfp4_fp8.json).
 On sm_100 (B200) a second kernel multiplies the packed operands directly with tl.dot_scaled and the
 e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the FP4 tensor cores); a
 CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
@@ -280,7 +290,8 @@ FP8 = 2
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 planes in a first
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
-# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json).
+# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json;
+# FP8: h200_tuning_nvfp4_fp8.json; the fp16 configs again with PDL: h200_tuning_nvfp4_pdl.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
     (128, 4096, 7168): (128, 64, 256, 4, 4, 2, FP8),

@@ -107,6 +107,25 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
 
+@pytest.mark.parametrize("a_dec", [1, 2])
+def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
+    """sm_90: the fp16 path (A decoded by a first kernel), and the FP8 path: e4m3 wgmma on B decoded by
+    the prmt tables, with the fp16 wgmma of its fallback; both wait for the first kernel (PDL)."""
+    sub = _example("triton_nvfp4")
+    ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
+    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "b_ptr": "*u8", "sa_ptr": "*u8",
+           "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
+           **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")}}
+    kernel = _compile(sub._nvfp4_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 3,
+                                               "INTERP": False, "A_DEC": a_dec, "PDL": True}, 90, 4, 2,
+                      aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "sam", "sbn", "ssam", "ssbn", "scm"])
+    ptx = kernel.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and ".f16.f16" in ptx
+    assert (".e4m3.e4m3" in ptx) == (a_dec == 2) and ("prmt.b32 t, l4, h4, m" in ptx) == (a_dec == 2)
+    assert "griddepcontrol.wait" in ptx
+    assert ("cp.async" in ptx) == (a_dec == 2)   # the fp8 loop's loads are staged by cp.async
+
+
 @pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
                                                            (1, 3, True, False), (1, 3, False, False),
                                                            (1, 3, False, True), (3, 3, False, True),
