@@ -405,28 +405,6 @@ def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_
 
 
 @triton.jit
-def _bf16_mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_cm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
-    """PREPARE_PDL, the second kernel: C = ap @ bp^T for the bf16 operands of _prepare_kernel (row stride
-    K, a multiple of BLOCK_K), launched while that kernel runs (PDL), which cuBLAS cannot be."""
-    offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    m_mask = offs_m < M
-    n_mask = offs_n < N
-    a_ptrs = a_ptr + offs_m[:, None] * K + tl.arange(0, BLOCK_K)[None, :]
-    b_ptrs = b_ptr + offs_n[:, None] * K + tl.arange(0, BLOCK_K)[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if PDL:
-        _cuda.gdc_wait()
-    for k in range(0, K, BLOCK_K):
-        a = tl.load(a_ptrs + k, mask=m_mask[:, None], other=0.0)
-        b = tl.load(b_ptrs + k, mask=n_mask[:, None], other=0.0)
-        acc = _dot(a, b, acc, INTERP)
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], acc.to(tl.bfloat16),
-             mask=m_mask[:, None] & n_mask[None, :])
-
-
-@triton.jit
 def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -504,12 +482,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-PREPARE, FP8, PREPARE_PDL = 2, 3, 5
+PREPARE, FP8 = 2, 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
-# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window);
-# PREPARE_PDL = _prepare_kernel (16 rows x 128 columns a program, 8 warps), then _bf16_mm_kernel with this
-# config's BN, BM, BK, warps and stages as a dependent launch.
+# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
@@ -626,12 +602,6 @@ def custom_kernel(data):
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key)
         return ap @ bp.T
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
-    if pre_a == PREPARE_PDL:   # the same operands, then a Triton bf16 GEMM launched while they are made
-        ap, bp = _prepare(A, bq, bs, N, 16, 128, 8, key, _PDL)
-        _launch(_bf16_mm_kernel, (triton.cdiv(N, BN), triton.cdiv(M, BM)), (ap, bp, C, M, N, K, C.stride(0)),
-                ("bf16_mm",) + key, {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "INTERP": _INTERP, "PDL": _PDL,
-                                     "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if _PDL else {})})
-        return C
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C

@@ -68,9 +68,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows each), then cuBLAS
             out += [(rows, 0, bk, 0, 2, nw, 1, 1) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
                     if rows * bk <= 64 * 256]
-            # PREPARE_PDL (5): the same operands, then a Triton bf16 GEMM (BN x BM tiles) as a dependent launch
-            out += [(bn, bm, bk, 1, 5, nw, stages, 0) for bn, bm, bk, nw, stages in itertools.product(
-                (64, 128, 256), (64, 128), (64, 128), (4, 8), (3, 4)) if stages * (bn + bm) * bk * 2 <= 160 * 1024]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
