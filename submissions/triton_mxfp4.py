@@ -44,7 +44,8 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   the other shapes (results/h200_tuning_mxfp4_fp8_segments.json; m=16 with PDL:
   h200_tuning_mxfp4_fp8_pdl_m16.json), and B written as e4m3 by the first kernel too, leaving a plain
   fp8 GEMM (m=64 20.0 us, m=256 15.07 against PREPARE's 15.10; results/probes/h200_tuning_mxfp4_b8_974a1c2.json,
-  commit 974a1c2).
+  commit 974a1c2); at m=256, a Triton bf16 GEMM after PREPARE as a dependent launch (17.33 against 15.39 us,
+  results/probes/h200_tuning_mxfp4_prepare_pdl_0e2504f.json, commit 0e2504f).
 * Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
   while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
   launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
