@@ -169,21 +169,21 @@ def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.co
         else:
             av = _decode(tl.load(a_rows[:, None] + kh + offs_kh), tl.load(sa_rows[:, None] + ks + offs_ks))
         bv = _decode(tl.load(b_rows[:, None] + kh + offs_kh), tl.load(sb_rows[:, None] + ks + offs_ks))
-        if INTERP:
-            acc = tl.dot(av.to(tl.float32), tl.trans(bv).to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(av, tl.trans(bv), acc)
+        acc = _dot(av, bv, acc, INTERP)
     return acc
 
 
 @triton.jit
-def _dot8(x, y, acc, INTERP: tl.constexpr):
-    """acc += x @ y^T for e4m3 x, y (exact products). Hopper's fp8 wgmma accumulates with fewer bits
-    than fp32: each dot gets a fresh accumulator, added to acc in fp32."""
+def _dot(x, y, acc, INTERP: tl.constexpr):
+    """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation)."""
     if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too
         acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
-    else:
+    elif x.dtype == tl.float8e4nv:
+        # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
+        # added to acc in fp32
         acc += tl.dot(x, tl.trans(y))
+    else:
+        acc = tl.dot(x, tl.trans(y), acc)
     return acc
 
 
@@ -205,7 +205,7 @@ def _fp8_tile(acc, a8_rows, plane, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K
         b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
                                          tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
         bad_b |= bad
-        acc = _dot8(a_odd, b_odd, _dot8(a_even, b_even, acc, INTERP), INTERP)
+        acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
     return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
 
 
