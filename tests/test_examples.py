@@ -8,10 +8,12 @@ sm_100).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -39,9 +41,14 @@ def load(name, task):
 
 
 def _interpreted(code: str) -> str:
+    """Runs the snippet (after _LOADER) under Triton's interpreter; from a file, so that it may define
+    @triton.jit functions of its own (Triton reads their source)."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-c", _LOADER + textwrap.dedent(code)], capture_output=True, text=True,
-                         env=env, cwd=ROOT, timeout=600, check=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "snippet.py"
+        script.write_text(_LOADER + textwrap.dedent(code))
+        res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=600, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
 
@@ -279,12 +286,23 @@ def test_fp8_decode_assembly_gives_the_exact_e4m3_values(name):
     if name == "triton_mxfp4":   # per byte (d + 5) * 8 for a block power of two d in -5..6
         per_byte = (np.arange(-5, 7) + 5) * 8
         scale = 2.0 ** np.arange(-5, 7)
-    else:                        # per byte _fp8_code's q of every scale byte that it finds good
-        s = np.arange(256)
-        e, f15, nonzero = (s >> 3) & 15, (s & 7) == 4, (s & 0x7F) != 0
-        good = ~nonzero | ((s < 128) & (((s & 7) == 0) | f15) & (e >= 2) & (e <= 12))
-        per_byte = np.where(nonzero, 0x80 | ((e - 2) & 15) << 3 | f15, 0)[good]
-        scale = torch.tensor(s[good], dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
+    else:                        # per byte the kernel's own _fp8_code: q of every scale byte that it finds good
+        q, bad = (np.array(v) for v in json.loads(_interpreted("""
+            import json, triton, triton.language as tl
+            sub = load("triton_nvfp4", load_task("nvfp4_gemm"))
+            @triton.jit
+            def fp8_codes(s_ptr, q_ptr, bad_ptr):
+                o = tl.arange(0, 256)
+                q, bad = sub._fp8_code(tl.load(s_ptr + o))
+                tl.store(q_ptr + o, q)
+                tl.store(bad_ptr + o, bad)
+            s, q, bad = torch.arange(256, dtype=torch.uint8), torch.empty(256, dtype=torch.uint8), torch.empty(256, dtype=torch.int8)
+            fp8_codes[(1,)](s, q, bad)
+            print(json.dumps([q.tolist(), bad.tolist()]))
+        """)))
+        good = bad == 0
+        per_byte = q[good]
+        scale = torch.tensor(np.arange(256)[good], dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
         assert set(scale) >= {0.0, 1.0, 2.0, 3.0}    # the task's scales
     rng = np.random.default_rng(0)
     codes = np.repeat(np.arange(256), len(scale))          # every code byte with every scale, in byte 0
