@@ -281,13 +281,12 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         # a 32-row group of B: its scales are 32 * C' contiguous bytes (C' = bs_stride), 256-byte segments
         # of 8 columns each, at c0*256 + c2*64 + r2*4 + c1*2 + r1 (r = r1*16 + r2, c = c0*8 + c1*4 + c2):
         # loaded flat (16-byte vectors; the mask is per segment), then permuted to [32 rows, CP columns]
-        # in the order (c0, c2, c1), and the padding columns (c >= K/32) dropped
+        # ([c0, c2, r2, c1, r1] -> [r1, r2, c0, c1, c2]), and the padding columns (c >= K/32) dropped
         g = pid - na
         o = tl.arange(0, 32 * CP)
         e = tl.load(bs_ptr + g * 32 * bs_stride + o, mask=o // 256 < bs_stride // 8, other=0)
-        e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 1, 3)), (32, CP)).to(tl.int32)
-        j = tl.arange(0, CP)
-        valid = ((j // 8) * 8 + (j % 2) * 4 + (j // 2) % 4 < K // 32)[None, :]
+        e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 3, 1)), (32, CP)).to(tl.int32)
+        valid = (tl.arange(0, CP) < K // 32)[None, :]
         n = g * 32 + tl.arange(0, 32)
         tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
                                          tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)

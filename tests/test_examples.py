@@ -186,6 +186,24 @@ def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
     assert len(lines) == 3 and all(line.endswith("True 0 True [3]") for line in lines), out
 
 
+def test_mxfp4_fp8_prep_finds_every_b_row_base():
+    """The FP8 prep reads B's scales from the shuffled layout as flat segments: its row bases are the
+    row's largest block exponent - 6, also where K/32 is not a multiple of 8 (padding columns)."""
+    out = _interpreted("""
+        from fp4_reference.mxfp4 import quantize_mxfp4
+        mx = load_task("mxfp4_mm")
+        sub = load("triton_mxfp4", mx)
+        for m, n, k in [(20, 208, 768), (8, 96, 1344), (20, 256, 1024)]:
+            sub.CONFIGS[(m, n, k)] = (64, 64, 64, 1, 3, 4, 3, 0)
+            data = mx.generate_input({"m": m, "n": n, "k": k, "seed": 5}, torch.device("cpu"))
+            sub.custom_kernel(data)
+            got = sub._BUFFERS[(data[0].device, "fp8_base")][m:m + n]
+            e = quantize_mxfp4(data[1])[1].view(torch.uint8).to(torch.int32)[:, :k // 32]
+            print(k, torch.equal(got, (e.max(1).values - 127 - 6).to(got.dtype)))
+    """)
+    assert out.split() == ["768", "True", "1344", "True", "1024", "True"], out
+
+
 def test_mxfp4_prepare_kernels_compile_for_hopper():
     sub = _example("triton_mxfp4")
     sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
