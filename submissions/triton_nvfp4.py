@@ -39,6 +39,10 @@ except Exception:  # noqa: BLE001
     pass
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# FP8 accumulation (a probe): 0 = a fresh accumulator per dot, 1 = per chunk, 2 = one for the whole K
+_FP8_ACC = tl.constexpr(0)
+# FP8 (a probe): 1 = A's e4m3 in K order and B's even and odd interleaved in registers, one dot per chunk
+_FP8_JOIN = tl.constexpr(0)
 _SM100 = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
 
 
@@ -142,7 +146,11 @@ def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-    if FP8:
+    if FP8 and _FP8_JOIN:   # in K order
+        lo, hi = _planes_f32(a, sa)
+        out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+        tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
+    elif FP8:
         lo, hi = _planes_f32(a, sa)
         out = out_ptr + l * M * K + offs_r[:, None] * (K // 2) + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :]
         tl.store(out, lo.to(tl.float8e4nv))
@@ -178,7 +186,7 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
     """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation)."""
     if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too
         acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
-    elif x.dtype == tl.float8e4nv:
+    elif x.dtype == tl.float8e4nv and _FP8_ACC != 2:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
         # added to acc in fp32
         acc += tl.dot(x, tl.trans(y))
@@ -199,13 +207,22 @@ def _fp8_tile(acc, a8_rows, plane, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K
     bad_b = tl.zeros((b_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
     for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
-        a_even = tl.load(a8_rows[:, None] + kh + offs_kh)
-        a_odd = tl.load(a8_rows[:, None] + plane + kh + offs_kh)
         bad_a |= _fp8_code(tl.load(sa_rows[:, None] + ks + offs_ks))[1]
         b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
                                          tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
         bad_b |= bad
-        acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
+        if _FP8_JOIN:   # A in K order, B's even and odd interleaved in registers: one dot
+            a_nat = tl.load(a8_rows[:, None] + 2 * kh + tl.arange(0, BLOCK_K)[None, :])
+            b_nat = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
+            acc = _dot(a_nat, b_nat, acc, INTERP)
+        elif _FP8_ACC == 1 and not INTERP:
+            a_even = tl.load(a8_rows[:, None] + kh + offs_kh)
+            a_odd = tl.load(a8_rows[:, None] + plane + kh + offs_kh)   # one fresh accumulator per chunk
+            acc += tl.dot(a_odd, tl.trans(b_odd), tl.dot(a_even, tl.trans(b_even)))
+        else:
+            a_even = tl.load(a8_rows[:, None] + kh + offs_kh)
+            a_odd = tl.load(a8_rows[:, None] + plane + kh + offs_kh)
+            acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
     return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
 
 
@@ -240,7 +257,7 @@ def _nvfp4_kernel(a_ptr, a8_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
     else:
         bad = 1
         if A_DEC == 2:   # FP8
-            a8_rows = a8_ptr + l * M * K + offs_m * (K // 2)
+            a8_rows = a8_ptr + l * M * K + offs_m * (K if _FP8_JOIN else K // 2)
             acc, bad = _fp8_tile(acc, a8_rows, M * (K // 2), sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, INTERP)
         if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
