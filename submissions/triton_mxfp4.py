@@ -266,16 +266,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         r, s, nz = _quant_mxfp4(a.to(tl.float32))
         base = _base(tl.max(tl.where(nz, s, -1000), axis=1), tl.min(tl.where(nz, s, 1000), axis=1))
         d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
-        a8 = tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP))
-        if _FP8_JOIN:   # in K order
-            tl.store(a8_ptr + rows[:, None] * K + cols[None, :], a8.to(tl.float8e4nv),
-                     mask=(rows < M)[:, None] & (cols < K)[None, :])
-        even, odd = _even_odd(a8)
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
         offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
         mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
-        if not _FP8_JOIN:
-            tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
-            tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
+        tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
+        tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
         offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
         even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
                               .to(tl.bfloat16))
@@ -327,10 +322,7 @@ def _load_b(k, b_ptrs, n_mask):
 @triton.jit
 def _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A: tl.constexpr):
     """A's chunk at k: its bf16 rows [BM, BK] (twice), or with PRE_A its even and odd planes [BM, BK/2]."""
-    if PRE_A == 2:   # FP8 with _FP8_JOIN: A's e4m3 rows in K order
-        a = tl.load(a_ptrs + k, mask=m_mask[:, None], other=0.0)
-        a2 = a
-    elif PRE_A:
+    if PRE_A:
         a = tl.load(a_ptrs + tl.multiple_of(k // 2, 32), mask=m_mask[:, None], other=0.0)
         a2 = tl.load(a2_ptrs + tl.multiple_of(k // 2, 32), mask=m_mask[:, None], other=0.0)
     else:
@@ -344,7 +336,7 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
     """acc += x @ y^T (bf16 or e4m3 operands, exact products, fp32 accumulation)."""
     if INTERP:  # the CPU interpreter's bf16 dot is wrong and it has no fp8 dot; fp32 ieee is exact here too
         acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
-    elif x.dtype == tl.float8e4nv and _FP8_ACC != 2:
+    elif x.dtype == tl.float8e4nv:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot (K = BLOCK_K / 2) gets a
         # fresh accumulator, added to acc in fp32. (Triton's max_num_imprecise_acc would add after every
         # K = 32 instruction, reading the registers of a wgmma in flight, and ptxas then serializes
@@ -370,21 +362,9 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
     else:
         b_even, b_odd = _decode_b(b, e, INTERP)
     if SWAP_AB:
-        x0, y0, x1, y1 = b_even, a_even, b_odd, a_odd
+        acc = _dot(b_odd, a_odd, _dot(b_even, a_even, acc, INTERP), INTERP)
     else:
-        x0, y0, x1, y1 = a_even, b_even, a_odd, b_odd
-    if FP8 and _FP8_JOIN:   # one dot on the K-order tile (even and odd interleaved in registers)
-        R: tl.constexpr = b_even.shape[0]
-        C: tl.constexpr = b_even.shape[1]
-        b_nat = tl.reshape(tl.join(b_even, b_odd), (R, 2 * C))
-        if SWAP_AB:
-            acc = _dot(b_nat, a, acc, INTERP)
-        else:
-            acc = _dot(a, b_nat, acc, INTERP)
-    elif FP8 and not INTERP and _FP8_ACC == 1:   # one fresh accumulator per chunk
-        acc += tl.dot(x1, tl.trans(y1), tl.dot(x0, tl.trans(y0)))
-    else:
-        acc = _dot(x1, y1, _dot(x0, y0, acc, INTERP), INTERP)
+        acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
     return acc
 
 
@@ -465,14 +445,9 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
         bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
         if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
             half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
-            if _FP8_JOIN:
-                a8_ptrs = a8_ptr + offs_m[:, None] * tl.multiple_of(K, 64) + tl.arange(0, BLOCK_K)[None, :]
-                acc = _tile(acc, a8_ptrs, a8_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask,
-                            k_lo, K_SPLIT, BLOCK_K, 2, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
-            else:
-                a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-                acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask,
-                            m_mask, k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
+            a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
+            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask,
+                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
@@ -552,10 +527,6 @@ def _segments(bk, split, k, stages):
 
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FP8 accumulation (a probe): 0 = a fresh accumulator per dot, 1 = per chunk, 2 = one for the whole K
-_FP8_ACC = tl.constexpr(0)
-# FP8 (a probe): 1 = A's e4m3 in K order and B's even and odd interleaved in registers, one dot per chunk
-_FP8_JOIN = tl.constexpr(0)
 # Programmatic dependent launch (Hopper on): a GEMM after a first kernel launches while that kernel runs
 # and waits for it in the kernel (PDL), which hides the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9

@@ -2,25 +2,26 @@
 
 C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements with e4m3 scales per
 16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
-on sm_90, so the kernel decodes both operands in registers to fp16 and uses a plain fp16 tl.dot (wgmma):
+on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
-  fp16 bits ((code & 7) << 9) | ((code & 8) << 12)  ==  e2m1(code) * 2**-14   (subnormals included)
-  fp16 bits ((sf & 0x7F) << 7) * 256                 ==  e4m3(sf)               (exact, every e4m3)
-
-so each operand element is e2m1 * scale * 2**-14, exact in fp16 for every valid e4m3 scale, and the fp32
-accumulator is multiplied by 2**28 at the end (exact).  Split-K over a persistent fp32 workspace with a
-last-arriving-split reduction (counters reset by the kernel itself); a split takes a share of the K
-chunks, so any split count works. A_DEC configs decode A once in a first kernel (A is re-read by every
-N tile), so a call is one or two launches; the GEMM after it is a programmatic dependent launch (PDL:
-it launches while the first kernel runs and waits for it in the kernel).
-FP8 (A_DEC = FP8, the n=4096 shape): an e2m1 value times a scale 2**E * f is exact in e4m3 for f in
-{1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale, so both operands
-reach the FP8 tensor cores with their scales folded in: A as e4m3 planes written by the first kernel,
-B decoded in the loop by prmt lookups in two constant tables and an add to the exponent fields
-(_DECODE_FP8_ASM). The loop also flags any other scale of A or B; a tile that saw one is computed
-again, exactly, on the fp16 path. Each dot gets a fresh accumulator, added in fp32 (Hopper's fp8
-accumulator keeps fewer bits). On the other two shapes it was not faster than fp16
-(results/h200_tuning_nvfp4_fp8.json).
+* FP8 (A_DEC = FP8, every benchmark shape): an e2m1 value times a scale 2**E * f is exact in e4m3 for
+  f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale, so both
+  operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a first
+  kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in the
+  loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM), its
+  even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop flags
+  B's other scales itself; a tile with a flag is computed again, exactly, on the fp16 path. Each dot
+  gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one accumulator
+  for the whole K failed the 1e-3 tolerance, results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json).
+  Checking A's scales in the loop of every N tile, as this file did before, cost 13-16% of the time
+  (results/h200_tuning_nvfp4_fp8_join.json against h200_tuning_nvfp4_fp8_flags.json).
+* fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
+  e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
+  e4m3 scale; the fp32 accumulator is multiplied by 2**28 at the end (exact).
+* Split-K over a persistent fp32 workspace with a last-arriving-split reduction (counters reset by the
+  kernel itself); a split takes a share of the K chunks, so any split count works.
+* Two launches: the GEMM after the first kernel is a programmatic dependent launch (PDL: it launches
+  while the first kernel runs and waits for it in the kernel).
 On sm_100 (B200) a second kernel multiplies the packed operands directly with tl.dot_scaled and the
 e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the FP4 tensor cores); a
 CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
@@ -39,10 +40,6 @@ except Exception:  # noqa: BLE001
     pass
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# FP8 accumulation (a probe): 0 = a fresh accumulator per dot, 1 = per chunk, 2 = one for the whole K
-_FP8_ACC = tl.constexpr(0)
-# FP8 (a probe): 1 = A's e4m3 in K order and B's even and odd interleaved in registers, one dot per chunk
-_FP8_JOIN = tl.constexpr(0)
 _SM100 = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
 
 
@@ -82,12 +79,11 @@ def _fp8_code(sf):
     3 among them) or a zero scale; bad = 1 for any other (the tile then takes the fp16 path).
     q (uint8): bit 7 = the scale is nonzero, bits 3-6 = E + 5, bit 0 = f is 1.5 (_DECODE_FP8_ASM)."""
     s = sf.to(tl.int32)
-    e = (s >> 3) & 15                    # E + 7
-    f15 = (s & 7) == 4
     nonzero = (s & 0x7F) != 0
-    ok = (s < 128) & (((s & 7) == 0) | f15) & (e >= 2) & (e <= 12)
-    q = tl.where(nonzero, 0x80 | (((e - 2) & 15) << 3) | f15.to(tl.int32), 0)
-    return q.to(tl.uint8), (nonzero & (ok == 0)).to(tl.int8)
+    # good: sign 0, mantissa 0 or 4 (f = 1 or 1.5), exponent field E + 7 in 2..12 (s in 16..103)
+    bad = nonzero & (((s & 3) != 0) | (s < 16) | (s > 103))
+    q = tl.where(nonzero, 0x80 | ((s - 16) & 0x78) | ((s >> 2) & 1), 0)
+    return q.to(tl.uint8), bad.to(tl.int8)
 
 
 # B's fp8 decode, 4 bytes (8 elements) per instance, each byte with its own q (_fp8_code; no assumption on
@@ -134,29 +130,26 @@ def _decode_fp8(p, sf, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, M, K, sam, sal, ssam, ssal,
+def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal,
                      BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
                      PDL: tl.constexpr = False):
     """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
-    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 planes out
-    [L, 2, M, K/2] (the even elements, then the odd ones) with the scales folded in, exact where
-    _fp8_code finds no bad scale (the GEMM checks A's scales itself). PDL: then lets the GEMM launch."""
+    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
+    the scales folded in, exact where _fp8_code finds no bad scale, and whether this program's tile has
+    one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM
+    launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-    if FP8 and _FP8_JOIN:   # in K order
+    out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+    if FP8:
         lo, hi = _planes_f32(a, sa)
-        out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
         tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-    elif FP8:
-        lo, hi = _planes_f32(a, sa)
-        out = out_ptr + l * M * K + offs_r[:, None] * (K // 2) + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :]
-        tl.store(out, lo.to(tl.float8e4nv))
-        tl.store(out + M * (K // 2), hi.to(tl.float8e4nv))
+        tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
+                 tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
     else:
-        out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
         tl.store(out, _decode(a, sa))
     if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
@@ -186,7 +179,7 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
     """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation)."""
     if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too
         acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
-    elif x.dtype == tl.float8e4nv and _FP8_ACC != 2:
+    elif x.dtype == tl.float8e4nv:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
         # added to acc in fp32
         acc += tl.dot(x, tl.trans(y))
@@ -196,43 +189,37 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _fp8_tile(acc, a8_rows, plane, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
+def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
               INTERP: tl.constexpr):
-    """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, two dots per chunk (even K with even
-    K, odd with odd): A's planes (a8_rows, the odd one ``plane`` elements on), B decoded by _decode_fp8;
-    and whether a scale of A or B was bad there (_fp8_code; 0: the tile is exact)."""
+    """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
+    (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
+    registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
+    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
-    bad_a = tl.zeros((a8_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
+    FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
+    bad_a = tl.zeros((bad_a_rows.shape[0], FLAGS), dtype=tl.int32)
     bad_b = tl.zeros((b_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
     for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
-        bad_a |= _fp8_code(tl.load(sa_rows[:, None] + ks + offs_ks))[1]
+        bad_a |= tl.load(bad_a_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
         b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
                                          tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
         bad_b |= bad
-        if _FP8_JOIN:   # A in K order, B's even and odd interleaved in registers: one dot
-            a_nat = tl.load(a8_rows[:, None] + 2 * kh + tl.arange(0, BLOCK_K)[None, :])
-            b_nat = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
-            acc = _dot(a_nat, b_nat, acc, INTERP)
-        elif _FP8_ACC == 1 and not INTERP:
-            a_even = tl.load(a8_rows[:, None] + kh + offs_kh)
-            a_odd = tl.load(a8_rows[:, None] + plane + kh + offs_kh)   # one fresh accumulator per chunk
-            acc += tl.dot(a_odd, tl.trans(b_odd), tl.dot(a_even, tl.trans(b_even)))
-        else:
-            a_even = tl.load(a8_rows[:, None] + kh + offs_kh)
-            a_odd = tl.load(a8_rows[:, None] + plane + kh + offs_kh)
-            acc = _dot(a_odd, b_odd, _dot(a_even, b_even, acc, INTERP), INTERP)
-    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
+        b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
+        acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
+                   INTERP)
+    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, a8_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
-    # A_DEC = FP8: a8_ptr holds A's e4m3 planes ([L, 2, M, K/2]) and a_ptr is a (for the fp16 fallback).
+    # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
+    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback).
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
     # PDL: launched while _decode_a_kernel runs; waits for it before the first load of A.
     pid_n = tl.program_id(0)
@@ -257,8 +244,9 @@ def _nvfp4_kernel(a_ptr, a8_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
     else:
         bad = 1
         if A_DEC == 2:   # FP8
-            a8_rows = a8_ptr + l * M * K + offs_m * (K if _FP8_JOIN else K // 2)
-            acc, bad = _fp8_tile(acc, a8_rows, M * (K // 2), sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, INTERP)
+            blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks
+            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
+                                 k_lo, k_hi, BLOCK_K, INTERP)
         if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
             acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
@@ -305,14 +293,14 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 
 FP8 = 2
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
-# A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 planes in a first
+# A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
-# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (results/h200_tuning_nvfp4.json;
-# FP8: h200_tuning_nvfp4_fp8.json; the fp16 configs again with PDL: h200_tuning_nvfp4_pdl.json).
+# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
+# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
 CONFIGS = {
-    (128, 7168, 16384): (128, 128, 64, 4, 8, 3, 1),
-    (128, 4096, 7168): (128, 64, 256, 4, 4, 2, FP8),
-    (128, 7168, 2048): (128, 64, 64, 2, 4, 3, 1),
+    (128, 7168, 16384): (128, 64, 128, 2, 4, 3, FP8),
+    (128, 4096, 7168): (128, 64, 128, 4, 8, 3, FP8),
+    (128, 7168, 2048): (128, 64, 128, 2, 8, 3, FP8),
 }
 
 
@@ -320,12 +308,12 @@ def _pick(M, N, K, L):
     cfg = CONFIGS.get((M, N, K))
     if cfg is not None:
         return cfg
-    BM, BN, BK = 128, 128, 64
+    BM, BN, BK = 128, 64, 128   # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
     tiles = (M // BM) * (N // BN) * L
     split = 1
-    while tiles * split * 2 <= 140 and K // (split * 2) >= 512 and (K // (split * 2)) % BK == 0:
+    while tiles * split * 2 <= 264 and K // (split * 2) >= 8 * BK:
         split *= 2
-    return (BM, BN, BK, split, 8, 3, 0)
+    return (BM, BN, BK, split, 4, 3, FP8)
 
 
 _BUFFERS = {}
@@ -383,11 +371,13 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    out, a_arg, a8_arg, pdl = [], _A, _C, bool(a_dec) and _PDL
-    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 planes (FP8), in a first kernel
+    out, a_arg, a8_arg, bad_arg, pdl = [], _A, _C, _C, bool(a_dec) and _PDL
+    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
                       torch.float8_e4m3fn)
-        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, M, K, sam, sal, ssam, ssal],
+        if a_dec == FP8:
+            bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
+        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, bad_arg, M, K, sam, sal, ssam, ssal],
                     {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
         if a_dec == 1:
             a_arg, sam, sal = buf, K, M * K
@@ -396,7 +386,7 @@ def _launches(M, N, K, L, strides, dev):
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                [a_arg, a8_arg, bad_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
                  scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,

@@ -120,8 +120,8 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     the prmt tables, with the fp16 wgmma of its fallback; both wait for the first kernel (PDL)."""
     sub = _example("triton_nvfp4")
     ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
-    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "b_ptr": "*u8", "sa_ptr": "*u8",
-           "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
+    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "fa_ptr": "*i32", "b_ptr": "*u8",
+           "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")}}
     kernel = _compile(sub._nvfp4_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 3,
                                                "INTERP": False, "A_DEC": a_dec, "PDL": True}, 90, 4, 2,
@@ -232,7 +232,7 @@ def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
 
 def test_nvfp4_fp8_path_folds_the_task_scales_and_falls_back_on_others():
     """The task's scales (0..3) fold into e4m3 exactly (the fp8 path's output passes); a scale of 1.125
-    in B or of 0.5625 in A does not, and rounding those elements to e4m3 as the fp8 path would (the
+    in B or of 0.5625 in A (two places: the first kernel flags A's tiles) does not, and rounding those elements to e4m3 as the fp8 path would (the
     control, in torch) fails the check, while the kernel, which redoes such tiles on fp16, passes."""
     out = _interpreted("""
         nv = load_task("nvfp4_gemm")
@@ -248,15 +248,16 @@ def test_nvfp4_fp8_path_folds_the_task_scales_and_falls_back_on_others():
             data = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
             data[6].fill_(float("nan"))
             row = [nv.check(data, sub.custom_kernel(data))[0], nv.check(data, fp8_rounded(data))[0]]
-            for operand, value in ((3, 0x39), (2, 0x31)):   # B: 1.125, A: 0.5625, one block each
+            # B: 1.125, A: 0.5625, one block each; the last in A's second 64-row x 256-K tile (its own flag)
+            for operand, value, r, block in ((3, 0x39, 5, 3), (2, 0x31, 5, 3), (2, 0x31, 69, 20)):
                 d = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
-                d[operand].view(torch.uint8)[5, 3, 0] = value
+                d[operand].view(torch.uint8)[r, block, 0] = value
                 d[6].fill_(float("nan"))
                 row += [nv.check(d, sub.custom_kernel(d))[0], nv.check(d, fp8_rounded(d))[0]]
             print(cfg, *row)
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 2 and all(line.endswith("True True True False True False") for line in lines), out
+    assert len(lines) == 2 and all(line.endswith("True True True False True False True False") for line in lines), out
 
 
 def _run_ptx(asm: str, inputs, n_out: int):

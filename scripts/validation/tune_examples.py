@@ -75,12 +75,12 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 out.append((128, bn, bk, split, 4 if bn == 64 else 8, 3, a_dec))
         # FP8 (A_DEC = 2): any split (the chunks are shared out), the grid just under a whole number of
         # waves (one program of 8 warps per SM, or two of 4 warps)
-        for bn, bk, stages, split in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17)):
+        for bn, bk, stages, split, nw in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17), (4, 8)):
             slots = 132 * (2 if bn == 64 else 1)
             waves = N // bn * split / slots
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 4 and math.ceil(waves) - waves <= 0.3 \
-                    and not (bk == 256 and stages == 4):
-                out.append((128, bn, bk, split, 4 if bn == 64 else 8, stages, 2))
+                    and not (bk == 256 and stages == 4) and (nw == 8 or bn == 64):
+                out.append((128, bn, bk, split, nw, stages, 2))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
