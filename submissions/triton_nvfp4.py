@@ -111,46 +111,58 @@ _DECODE_FP8_ASM = tl.constexpr(
 
 
 @triton.jit
-def _decode_fp8(p, sf, INTERP: tl.constexpr):
-    """FP8: p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> float8e4nv ([R, BK/2], [R, BK/2])
-    = the even and odd elements with their scales folded in, and bad [R, BK/16] (_fp8_code: where it is
-    1 the values are not exact)."""
+def _decode_fp8(p, q, INTERP: tl.constexpr):
+    """FP8: p: uint8 [R, BK/2] packed e2m1, q: uint8 [R, BK/16] its blocks' _fp8_code -> float8e4nv
+    ([R, BK/2], [R, BK/2]) = the even and odd elements with their scales folded in (exact where the
+    scale was good)."""
     R: tl.constexpr = p.shape[0]
     C: tl.constexpr = p.shape[1]
-    q, bad = _fp8_code(sf)
-    if INTERP:   # the same values through fp32
-        lo, hi = _planes_f32(p, sf)
-        lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
+    q = tl.reshape(tl.broadcast_to(tl.reshape(q, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
+    if INTERP:   # the same values through fp32, from q: 2**(bits 3-6 - 5) * (1.5 if bit 0), 0 without bit 7
+        qi = q.to(tl.int32)
+        f = tl.where(qi >= 128, ((((qi >> 3) & 15) + 122) << 23).to(tl.float32, bitcast=True), 0.0)
+        f = tl.where((qi & 1) == 1, f * 1.5, f)
+        pi = p.to(tl.int32)
+        two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
+        lo = ((((pi & 7) << 22) | ((pi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * f).to(tl.float8e4nv)
+        hi = ((((pi & 0x70) << 18) | ((pi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f).to(tl.float8e4nv)
     else:
-        q = tl.reshape(tl.broadcast_to(tl.reshape(q, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
         lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [p, q], dtype=(tl.uint8, tl.uint8),
                                            is_pure=True, pack=4)
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
-    return lo, hi, bad
+    return lo, hi
 
 
 @triton.jit
-def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal,
+def _decode_a_kernel(a_ptr, sa_ptr, sb_ptr, out_ptr, qb_ptr, bad_ptr, M, N, K, sam, sal, ssam, ssal, ssbn, ssbl,
                      BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
                      PDL: tl.constexpr = False):
     """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
     N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
-    the scales folded in, exact where _fp8_code finds no bad scale, and whether this program's tile has
-    one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM
-    launch."""
+    the scales folded in; programs M/BLOCK_R on take B's scales, whose _fp8_code they write to qb
+    [L, N, K/16], so that the GEMM's loop does not compute it. Every program also writes whether its
+    tile has a bad scale (one that the fp8 path cannot fold) in bad [L, (M + N)/BLOCK_R, K/BLOCK_K]
+    (every slot on every call). PDL: then lets the GEMM launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
-    a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
-    sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-    out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
-    if FP8:
-        lo, hi = _planes_f32(a, sa)
-        tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-        tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
-                 tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
-    else:
-        tl.store(out, _decode(a, sa))
+    offs_s = k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :]
+    flag = bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k
+    if pid_r < M // BLOCK_R:
+        offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
+        sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + offs_s)
+        out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+        if FP8:
+            lo, hi = _planes_f32(a, sa)
+            tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
+            tl.store(flag, tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
+        else:
+            tl.store(out, _decode(a, sa))
+    elif FP8:   # B's scales
+        offs_r = (pid_r - M // BLOCK_R) * BLOCK_R + tl.arange(0, BLOCK_R)
+        q, bad = _fp8_code(tl.load(sb_ptr + l * ssbl + offs_r[:, None] * ssbn + offs_s))
+        tl.store(qb_ptr + l * N * (K // 16) + offs_r[:, None] * (K // 16) + offs_s, q)
+        tl.store(flag, tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
     if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
 
@@ -189,37 +201,39 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
+def _fp8_tile(acc, a8_rows, b_rows, qb_rows, fa_rows, fb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
               INTERP: tl.constexpr):
     """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
-    (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
-    registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
-    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
+    (a8_rows, K order) with B decoded by _decode_fp8 from its codes and its scales' _fp8_code (qb_rows),
+    its even and odd elements interleaved in registers; and whether a scale of A or B was bad there
+    (fa_rows, fb_rows: _decode_a_kernel's flags of the tile's 64-row blocks of A and of B, per 256 K;
+    0: the tile is exact)."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
     FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
-    bad_a = tl.zeros((bad_a_rows.shape[0], FLAGS), dtype=tl.int32)
-    bad_b = tl.zeros((b_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
+    bad_a = tl.zeros((fa_rows.shape[0], FLAGS), dtype=tl.int32)
+    bad_b = tl.zeros((fb_rows.shape[0], FLAGS), dtype=tl.int32)
     for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
-        bad_a |= tl.load(bad_a_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
-        b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
-                                         tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
-        bad_b |= bad
+        bad_a |= tl.load(fa_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
+        bad_b |= tl.load(fb_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
+        b_even, b_odd = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh), tl.load(qb_rows[:, None] + ks + offs_ks),
+                                    INTERP)
         b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
         acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
                    INTERP)
-    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
+    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _nvfp4_kernel(a_ptr, a8_ptr, qb_ptr, flag_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
-    # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
-    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback).
+    # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), qb_ptr B's scales' _fp8_code ([L, N, K/16]),
+    # flag_ptr the bad-scale flags of A's and B's 64-row x 256-K tiles ([L, (M + N)/64, K/256]) and a_ptr
+    # is a (for the fp16 fallback).
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
     # PDL: launched while _decode_a_kernel runs; waits for it before the first load of A.
     pid_n = tl.program_id(0)
@@ -244,9 +258,12 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, c
     else:
         bad = 1
         if A_DEC == 2:   # FP8
-            blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks
-            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
-                                 k_lo, k_hi, BLOCK_K, INTERP)
+            flags = flag_ptr + l * ((M + N) // 64) * (K // 256)   # rows of flags: A's 64-row blocks, then B's
+            fa_rows = flags + (pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)) * (K // 256)
+            fb_rows = flags + (M // 64 + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)) * (K // 256)
+            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, b_rows,
+                                 qb_ptr + l * N * (K // 16) + offs_n * (K // 16), fa_rows, fb_rows, k_lo, k_hi,
+                                 BLOCK_K, INTERP)
         if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
             acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
@@ -371,23 +388,25 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    out, a_arg, a8_arg, bad_arg, pdl = [], _A, _C, _C, bool(a_dec) and _PDL
-    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
-        buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
-                      torch.float8_e4m3fn)
-        if a_dec == FP8:
-            bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
-        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, bad_arg, M, K, sam, sal, ssam, ssal],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
-        if a_dec == 1:
-            a_arg, sam, sal = buf, K, M * K
-        else:
+    out, a_arg, a8_arg, qb_arg, flag_arg, pdl = [], _A, _C, _C, _C, bool(a_dec) and _PDL
+    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8: with B's scale codes and the flags), in a first kernel
+        fp8 = a_dec == FP8
+        buf = _buffer(dev, "a_fp8" if fp8 else "a_dec", L * M * K, torch.float8_e4m3fn if fp8 else torch.float16)
+        if fp8:
+            qb_arg = _buffer(dev, "b_fp8_code", L * N * (K // 16), torch.uint8)
+            flag_arg = _buffer(dev, "fp8_bad", L * ((M + N) // 64) * (K // 256), torch.int32)
+        out.append((_decode_a_kernel, ((M + (N if fp8 else 0)) // 64, K // 256, L),
+                    [_A, _SA, _SB, buf, qb_arg, flag_arg, M, N, K, sam, sal, ssam, ssal, ssbn, ssbl],
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": fp8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+        if fp8:
             a8_arg = buf
+        else:
+            a_arg, sam, sal = buf, K, M * K
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, bad_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                 scm, scl],
+                [a_arg, a8_arg, qb_arg, flag_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal,
+                 ssbn, ssbl, scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
                  **({"launch_pdl": True} if pdl else {})}))

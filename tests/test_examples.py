@@ -120,8 +120,9 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     the prmt tables, with the fp16 wgmma of its fallback; both wait for the first kernel (PDL)."""
     sub = _example("triton_nvfp4")
     ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
-    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "fa_ptr": "*i32", "b_ptr": "*u8",
-           "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
+    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "qb_ptr": "*u8", "flag_ptr": "*i32",
+           "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
+           **ints,
            **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")}}
     kernel = _compile(sub._nvfp4_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 3,
                                                "INTERP": False, "A_DEC": a_dec, "PDL": True}, 90, 4, 2,
