@@ -6,15 +6,16 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
 
 * FP8 (A_DEC = FP8, every benchmark shape): an e2m1 value times a scale 2**E * f is exact in e4m3 for
   f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale, so both
-  operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a first
-  kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in the
-  loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM), its
-  even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop flags
-  B's other scales itself; a tile with a flag is computed again, exactly, on the fp16 path. Each dot
-  gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one accumulator
-  for the whole K failed the 1e-3 tolerance, results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json).
-  Checking A's scales in the loop of every N tile, as this file did before, cost 13-16% of the time
-  (results/h200_tuning_nvfp4_fp8_join.json against h200_tuning_nvfp4_fp8_flags.json).
+  operands reach the FP8 tensor cores with their scales folded in. A first kernel writes A as e4m3, B's
+  scales as the 8-bit codes the decode takes (_fp8_code), and a flag for every 64-row x 256-K tile of A
+  and of B that has any other scale. The GEMM decodes B in the loop by prmt lookups in two constant
+  tables and an add to the exponent fields (_DECODE_FP8_ASM), its even and odd elements interleaved in
+  registers, so that a chunk is one dot in K order; a tile with a flag is computed again, exactly, on
+  the fp16 path. Each dot gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer
+  bits (one accumulator for the whole K failed the 1e-3 tolerance,
+  results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json). Checking the scales in the loop of
+  every tile instead, as this file did before, cost up to 20% of the time (results/h200_tuning_nvfp4_fp8_join.json,
+  h200_tuning_nvfp4_fp8_flags.json: A's checked first, h200_tuning_nvfp4_fp8_codes.json: both).
 * fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
   e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
   e4m3 scale; the fp32 accumulator is multiplied by 2**28 at the end (exact).
@@ -313,11 +314,11 @@ FP8 = 2
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
-# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
+# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_codes.json).
 CONFIGS = {
-    (128, 7168, 16384): (128, 64, 128, 2, 4, 3, FP8),
-    (128, 4096, 7168): (128, 64, 128, 4, 8, 3, FP8),
-    (128, 7168, 2048): (128, 64, 128, 2, 8, 3, FP8),
+    (128, 7168, 16384): (128, 64, 256, 2, 4, 2, FP8),
+    (128, 4096, 7168): (128, 64, 256, 4, 4, 2, FP8),
+    (128, 7168, 2048): (128, 64, 256, 2, 4, 2, FP8),
 }
 
 
@@ -325,12 +326,12 @@ def _pick(M, N, K, L):
     cfg = CONFIGS.get((M, N, K))
     if cfg is not None:
         return cfg
-    BM, BN, BK = 128, 64, 128   # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
+    BM, BN, BK = 128, 64, 256   # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
     tiles = (M // BM) * (N // BN) * L
     split = 1
-    while tiles * split * 2 <= 264 and K // (split * 2) >= 8 * BK:
+    while tiles * split * 2 <= 264 and K // (split * 2) >= 4 * BK:
         split *= 2
-    return (BM, BN, BK, split, 4, 3, FP8)
+    return (BM, BN, BK, split, 4, 2, FP8)
 
 
 _BUFFERS = {}
