@@ -11,9 +11,10 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   and of B that has any other scale. The GEMM decodes B in the loop by prmt lookups in two constant
   tables and an add to the exponent fields (_DECODE_FP8_ASM), its even and odd elements interleaved in
   registers, so that a chunk is one dot in K order; a tile with a flag is computed again, exactly, on
-  the fp16 path. Each dot gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer
-  bits (one accumulator for the whole K failed the 1e-3 tolerance,
-  results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json). Checking the scales in the loop of
+  the fp16 path. Each dot (128 K) gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator
+  keeps fewer bits (one accumulator for the whole K failed the 1e-3 tolerance,
+  results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json, and so did 256 K per dot once in a
+  ranked run, see CONFIGS). Checking the scales in the loop of
   every tile instead, as this file did before, cost up to 20% of the time (results/h200_tuning_nvfp4_fp8_join.json,
   h200_tuning_nvfp4_fp8_flags.json: A's checked first, h200_tuning_nvfp4_fp8_codes.json: both).
 * fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
@@ -315,10 +316,13 @@ FP8 = 2
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
 # and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_codes.json).
+# BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 the sweep was faster
+# (93.4 / 30.9 / 20.7 us) but a ranked run failed: one output of 524288 off by 0.25 at n=4096
+# (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
 CONFIGS = {
-    (128, 7168, 16384): (128, 64, 256, 2, 4, 2, FP8),
-    (128, 4096, 7168): (128, 64, 256, 4, 4, 2, FP8),
-    (128, 7168, 2048): (128, 64, 256, 2, 4, 2, FP8),
+    (128, 7168, 16384): (128, 64, 128, 2, 8, 3, FP8),
+    (128, 4096, 7168): (128, 64, 128, 4, 8, 3, FP8),
+    (128, 7168, 2048): (128, 64, 128, 2, 4, 3, FP8),
 }
 
 
@@ -326,12 +330,12 @@ def _pick(M, N, K, L):
     cfg = CONFIGS.get((M, N, K))
     if cfg is not None:
         return cfg
-    BM, BN, BK = 128, 64, 256   # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
+    BM, BN, BK = 128, 64, 128   # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
     tiles = (M // BM) * (N // BN) * L
     split = 1
-    while tiles * split * 2 <= 264 and K // (split * 2) >= 4 * BK:
+    while tiles * split * 2 <= 264 and K // (split * 2) >= 8 * BK:
         split *= 2
-    return (BM, BN, BK, split, 4, 2, FP8)
+    return (BM, BN, BK, split, 4, 3, FP8)
 
 
 _BUFFERS = {}
