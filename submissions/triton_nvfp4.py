@@ -138,33 +138,39 @@ def _decode_fp8(p, q, INTERP: tl.constexpr):
 @triton.jit
 def _decode_a_kernel(a_ptr, sa_ptr, sb_ptr, out_ptr, qb_ptr, bad_ptr, M, N, K, sam, sal, ssam, ssal, ssbn, ssbl,
                      BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
-                     PDL: tl.constexpr = False):
+                     B_GROUP: tl.constexpr = 1, PDL: tl.constexpr = False):
     """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
-    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
-    the scales folded in; programs M/BLOCK_R on take B's scales, whose _fp8_code they write to qb
-    [L, N, K/16], so that the GEMM's loop does not compute it. Every program also writes whether its
-    tile has a bad scale (one that the fp8 path cannot fold) in bad [L, (M + N)/BLOCK_R, K/BLOCK_K]
-    (every slot on every call). PDL: then lets the GEMM launch."""
-    pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    k0 = pid_k * BLOCK_K
-    offs_s = k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :]
-    flag = bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k
-    if pid_r < M // BLOCK_R:
-        offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    N/BLOCK_N programs do not each decode the same A tiles again; program (i, l) takes the BLOCK_R x
+    BLOCK_K tile i of A (row-major over the tiles). FP8: into e4m3 out [L, M, K] with the scales folded in,
+    and the programs after A's take B's scales, B_GROUP tiles each, whose _fp8_code they write to qb
+    [L, N, K/16], so that the GEMM's loop does not compute it. Every tile's flag (does it have a scale
+    that the fp8 path cannot fold?) goes to bad [L, (M + N)/BLOCK_R, K/BLOCK_K] (every slot on every
+    call). PDL: then lets the GEMM launch."""
+    pid, l = tl.program_id(0), tl.program_id(1)
+    tiles_k = K // BLOCK_K
+    flags = bad_ptr + l * ((M + N) // BLOCK_R) * tiles_k
+    if pid < (M // BLOCK_R) * tiles_k:
+        offs_r = (pid // tiles_k) * BLOCK_R + tl.arange(0, BLOCK_R)
+        k0 = (pid % tiles_k) * BLOCK_K
         a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
-        sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + offs_s)
+        sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
         out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
         if FP8:
             lo, hi = _planes_f32(a, sa)
             tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-            tl.store(flag, tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
+            tl.store(flags + pid, tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
         else:
             tl.store(out, _decode(a, sa))
-    elif FP8:   # B's scales
-        offs_r = (pid_r - M // BLOCK_R) * BLOCK_R + tl.arange(0, BLOCK_R)
+    elif FP8:   # B's scales: B_GROUP tiles along K
+        g = pid - (M // BLOCK_R) * tiles_k
+        groups_k = tiles_k // B_GROUP
+        row = g // groups_k
+        offs_r = row * BLOCK_R + tl.arange(0, BLOCK_R)
+        offs_s = (g % groups_k) * (B_GROUP * BLOCK_K // 16) + tl.arange(0, B_GROUP * BLOCK_K // 16)[None, :]
         q, bad = _fp8_code(tl.load(sb_ptr + l * ssbl + offs_r[:, None] * ssbn + offs_s))
         tl.store(qb_ptr + l * N * (K // 16) + offs_r[:, None] * (K // 16) + offs_s, q)
-        tl.store(flag, tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
+        bad = tl.max(tl.max(tl.reshape(bad.to(tl.int32), (BLOCK_R, B_GROUP, BLOCK_K // 16)), axis=2), axis=0)
+        tl.store(flags + (M // BLOCK_R + row) * tiles_k + (g % groups_k) * B_GROUP + tl.arange(0, B_GROUP), bad)
     if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
 
@@ -400,9 +406,12 @@ def _launches(M, N, K, L, strides, dev):
         if fp8:
             qb_arg = _buffer(dev, "b_fp8_code", L * N * (K // 16), torch.uint8)
             flag_arg = _buffer(dev, "fp8_bad", L * ((M + N) // 64) * (K // 256), torch.int32)
-        out.append((_decode_a_kernel, ((M + (N if fp8 else 0)) // 64, K // 256, L),
+        group = next(g for g in (8, 4, 2, 1) if (K // 256) % g == 0)   # B's tiles per program
+        programs = (M // 64) * (K // 256) + ((N // 64) * (K // 256 // group) if fp8 else 0)
+        out.append((_decode_a_kernel, (programs, L, 1),
                     [_A, _SA, _SB, buf, qb_arg, flag_arg, M, N, K, sam, sal, ssam, ssal, ssbn, ssbl],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": fp8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": fp8, "B_GROUP": group, "PDL": pdl, "num_warps": 4,
+                     "num_stages": 1}))
         if fp8:
             a8_arg = buf
         else:
