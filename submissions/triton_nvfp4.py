@@ -6,17 +6,19 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
 
 * FP8 (A_DEC = FP8, every benchmark shape): an e2m1 value times a scale 2**E * f is exact in e4m3 for
   f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale, so both
-  operands reach the FP8 tensor cores with their scales folded in. A first kernel writes A as e4m3, B's
-  scales as the 8-bit codes the decode takes (_fp8_code), and a flag for every 64-row x 256-K tile of A
-  and of B that has any other scale. The GEMM decodes B in the loop by prmt lookups in two constant
-  tables and an add to the exponent fields (_DECODE_FP8_ASM), its even and odd elements interleaved in
-  registers, so that a chunk is one dot in K order; a tile with a flag is computed again, exactly, on
-  the fp16 path. Each dot (128 K) gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator
-  keeps fewer bits (one accumulator for the whole K failed the 1e-3 tolerance,
+  operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a first
+  kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in the
+  loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM), its
+  even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop flags
+  B's other scales itself; a tile with a flag is computed again, exactly, on the fp16 path. Each dot
+  (128 K) gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one
+  accumulator for the whole K failed the 1e-3 tolerance,
   results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json, and so did 256 K per dot once in a
-  ranked run, see CONFIGS). Checking the scales in the loop of
-  every tile instead, as this file did before, cost up to 20% of the time (results/h200_tuning_nvfp4_fp8_join.json,
-  h200_tuning_nvfp4_fp8_flags.json: A's checked first, h200_tuning_nvfp4_fp8_codes.json: both).
+  ranked run, see CONFIGS).
+  Checking A's scales in the loop of every N tile, as this file did before, cost 13-16% of the time
+  (results/h200_tuning_nvfp4_fp8_join.json against h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
+  codes and flags in the first kernel too saved loop instructions but cost more in that kernel at
+  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2).
 * fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
   e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
   e4m3 scale; the fp32 accumulator is multiplied by 2**28 at the end (exact).
@@ -113,64 +115,46 @@ _DECODE_FP8_ASM = tl.constexpr(
 
 
 @triton.jit
-def _decode_fp8(p, q, INTERP: tl.constexpr):
-    """FP8: p: uint8 [R, BK/2] packed e2m1, q: uint8 [R, BK/16] its blocks' _fp8_code -> float8e4nv
-    ([R, BK/2], [R, BK/2]) = the even and odd elements with their scales folded in (exact where the
-    scale was good)."""
+def _decode_fp8(p, sf, INTERP: tl.constexpr):
+    """FP8: p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> float8e4nv ([R, BK/2], [R, BK/2])
+    = the even and odd elements with their scales folded in, and bad [R, BK/16] (_fp8_code: where it is
+    1 the values are not exact)."""
     R: tl.constexpr = p.shape[0]
     C: tl.constexpr = p.shape[1]
-    q = tl.reshape(tl.broadcast_to(tl.reshape(q, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
-    if INTERP:   # the same values through fp32, from q: 2**(bits 3-6 - 5) * (1.5 if bit 0), 0 without bit 7
-        qi = q.to(tl.int32)
-        f = tl.where(qi >= 128, ((((qi >> 3) & 15) + 122) << 23).to(tl.float32, bitcast=True), 0.0)
-        f = tl.where((qi & 1) == 1, f * 1.5, f)
-        pi = p.to(tl.int32)
-        two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
-        lo = ((((pi & 7) << 22) | ((pi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * f).to(tl.float8e4nv)
-        hi = ((((pi & 0x70) << 18) | ((pi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f).to(tl.float8e4nv)
+    q, bad = _fp8_code(sf)
+    if INTERP:   # the same values through fp32
+        lo, hi = _planes_f32(p, sf)
+        lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
     else:
+        q = tl.reshape(tl.broadcast_to(tl.reshape(q, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
         lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [p, q], dtype=(tl.uint8, tl.uint8),
                                            is_pure=True, pack=4)
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
-    return lo, hi
+    return lo, hi, bad
 
 
 @triton.jit
-def _decode_a_kernel(a_ptr, sa_ptr, sb_ptr, out_ptr, qb_ptr, bad_ptr, M, N, K, sam, sal, ssam, ssal, ssbn, ssbl,
+def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal,
                      BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
-                     B_GROUP: tl.constexpr = 1, PDL: tl.constexpr = False):
+                     PDL: tl.constexpr = False):
     """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
-    N/BLOCK_N programs do not each decode the same A tiles again; program (i, l) takes the BLOCK_R x
-    BLOCK_K tile i of A (row-major over the tiles). FP8: into e4m3 out [L, M, K] with the scales folded in,
-    and the programs after A's take B's scales, B_GROUP tiles each, whose _fp8_code they write to qb
-    [L, N, K/16], so that the GEMM's loop does not compute it. Every tile's flag (does it have a scale
-    that the fp8 path cannot fold?) goes to bad [L, (M + N)/BLOCK_R, K/BLOCK_K] (every slot on every
-    call). PDL: then lets the GEMM launch."""
-    pid, l = tl.program_id(0), tl.program_id(1)
-    tiles_k = K // BLOCK_K
-    flags = bad_ptr + l * ((M + N) // BLOCK_R) * tiles_k
-    if pid < (M // BLOCK_R) * tiles_k:
-        offs_r = (pid // tiles_k) * BLOCK_R + tl.arange(0, BLOCK_R)
-        k0 = (pid % tiles_k) * BLOCK_K
-        a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
-        sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-        out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
-        if FP8:
-            lo, hi = _planes_f32(a, sa)
-            tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-            tl.store(flags + pid, tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
-        else:
-            tl.store(out, _decode(a, sa))
-    elif FP8:   # B's scales: B_GROUP tiles along K
-        g = pid - (M // BLOCK_R) * tiles_k
-        groups_k = tiles_k // B_GROUP
-        row = g // groups_k
-        offs_r = row * BLOCK_R + tl.arange(0, BLOCK_R)
-        offs_s = (g % groups_k) * (B_GROUP * BLOCK_K // 16) + tl.arange(0, B_GROUP * BLOCK_K // 16)[None, :]
-        q, bad = _fp8_code(tl.load(sb_ptr + l * ssbl + offs_r[:, None] * ssbn + offs_s))
-        tl.store(qb_ptr + l * N * (K // 16) + offs_r[:, None] * (K // 16) + offs_s, q)
-        bad = tl.max(tl.max(tl.reshape(bad.to(tl.int32), (BLOCK_R, B_GROUP, BLOCK_K // 16)), axis=2), axis=0)
-        tl.store(flags + (M // BLOCK_R + row) * tiles_k + (g % groups_k) * B_GROUP + tl.arange(0, B_GROUP), bad)
+    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
+    the scales folded in, exact where _fp8_code finds no bad scale, and whether this program's tile has
+    one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM
+    launch."""
+    pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    k0 = pid_k * BLOCK_K
+    a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
+    sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
+    out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
+    if FP8:
+        lo, hi = _planes_f32(a, sa)
+        tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
+        tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
+                 tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
+    else:
+        tl.store(out, _decode(a, sa))
     if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
 
@@ -209,39 +193,37 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _fp8_tile(acc, a8_rows, b_rows, qb_rows, fa_rows, fb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
+def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
               INTERP: tl.constexpr):
     """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
-    (a8_rows, K order) with B decoded by _decode_fp8 from its codes and its scales' _fp8_code (qb_rows),
-    its even and odd elements interleaved in registers; and whether a scale of A or B was bad there
-    (fa_rows, fb_rows: _decode_a_kernel's flags of the tile's 64-row blocks of A and of B, per 256 K;
-    0: the tile is exact)."""
+    (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
+    registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
+    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
     FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
-    bad_a = tl.zeros((fa_rows.shape[0], FLAGS), dtype=tl.int32)
-    bad_b = tl.zeros((fb_rows.shape[0], FLAGS), dtype=tl.int32)
+    bad_a = tl.zeros((bad_a_rows.shape[0], FLAGS), dtype=tl.int32)
+    bad_b = tl.zeros((b_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
     for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
-        bad_a |= tl.load(fa_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
-        bad_b |= tl.load(fb_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
-        b_even, b_odd = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh), tl.load(qb_rows[:, None] + ks + offs_ks),
-                                    INTERP)
+        bad_a |= tl.load(bad_a_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
+        b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
+                                         tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
+        bad_b |= bad
         b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
         acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
                    INTERP)
-    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
+    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, a8_ptr, qb_ptr, flag_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
-    # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), qb_ptr B's scales' _fp8_code ([L, N, K/16]),
-    # flag_ptr the bad-scale flags of A's and B's 64-row x 256-K tiles ([L, (M + N)/64, K/256]) and a_ptr
-    # is a (for the fp16 fallback).
+    # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
+    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback).
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
     # PDL: launched while _decode_a_kernel runs; waits for it before the first load of A.
     pid_n = tl.program_id(0)
@@ -266,12 +248,9 @@ def _nvfp4_kernel(a_ptr, a8_ptr, qb_ptr, flag_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr,
     else:
         bad = 1
         if A_DEC == 2:   # FP8
-            flags = flag_ptr + l * ((M + N) // 64) * (K // 256)   # rows of flags: A's 64-row blocks, then B's
-            fa_rows = flags + (pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)) * (K // 256)
-            fb_rows = flags + (M // 64 + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)) * (K // 256)
-            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, b_rows,
-                                 qb_ptr + l * N * (K // 16) + offs_n * (K // 16), fa_rows, fb_rows, k_lo, k_hi,
-                                 BLOCK_K, INTERP)
+            blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks
+            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
+                                 k_lo, k_hi, BLOCK_K, INTERP)
         if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
             acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
@@ -321,14 +300,14 @@ FP8 = 2
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
-# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_codes.json).
-# BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 the sweep was faster
-# (93.4 / 30.9 / 20.7 us) but a ranked run failed: one output of 524288 off by 0.25 at n=4096
+# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
+# BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 (and B's scale codes
+# made by the first kernel) a ranked run failed: one output of 524288 off by 0.25 at n=4096
 # (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
 CONFIGS = {
-    (128, 7168, 16384): (128, 64, 128, 2, 8, 3, FP8),
+    (128, 7168, 16384): (128, 64, 128, 2, 4, 3, FP8),
     (128, 4096, 7168): (128, 64, 128, 4, 8, 3, FP8),
-    (128, 7168, 2048): (128, 64, 128, 2, 4, 3, FP8),
+    (128, 7168, 2048): (128, 64, 128, 2, 8, 3, FP8),
 }
 
 
@@ -399,28 +378,23 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    out, a_arg, a8_arg, qb_arg, flag_arg, pdl = [], _A, _C, _C, _C, bool(a_dec) and _PDL
-    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8: with B's scale codes and the flags), in a first kernel
-        fp8 = a_dec == FP8
-        buf = _buffer(dev, "a_fp8" if fp8 else "a_dec", L * M * K, torch.float8_e4m3fn if fp8 else torch.float16)
-        if fp8:
-            qb_arg = _buffer(dev, "b_fp8_code", L * N * (K // 16), torch.uint8)
-            flag_arg = _buffer(dev, "fp8_bad", L * ((M + N) // 64) * (K // 256), torch.int32)
-        group = next(g for g in (8, 4, 2, 1) if (K // 256) % g == 0)   # B's tiles per program
-        programs = (M // 64) * (K // 256) + ((N // 64) * (K // 256 // group) if fp8 else 0)
-        out.append((_decode_a_kernel, (programs, L, 1),
-                    [_A, _SA, _SB, buf, qb_arg, flag_arg, M, N, K, sam, sal, ssam, ssal, ssbn, ssbl],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": fp8, "B_GROUP": group, "PDL": pdl, "num_warps": 4,
-                     "num_stages": 1}))
-        if fp8:
-            a8_arg = buf
-        else:
+    out, a_arg, a8_arg, bad_arg, pdl = [], _A, _C, _C, bool(a_dec) and _PDL
+    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
+        buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
+                      torch.float8_e4m3fn)
+        if a_dec == FP8:
+            bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
+        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, bad_arg, M, K, sam, sal, ssam, ssal],
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+        if a_dec == 1:
             a_arg, sam, sal = buf, K, M * K
+        else:
+            a8_arg = buf
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, qb_arg, flag_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal,
-                 ssbn, ssbl, scm, scl],
+                [a_arg, a8_arg, bad_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                 scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
                  **({"launch_pdl": True} if pdl else {})}))

@@ -120,7 +120,7 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     the prmt tables, with the fp16 wgmma of its fallback; both wait for the first kernel (PDL)."""
     sub = _example("triton_nvfp4")
     ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
-    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "qb_ptr": "*u8", "flag_ptr": "*i32",
+    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "fa_ptr": "*i32",
            "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
            **ints,
            **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")}}
