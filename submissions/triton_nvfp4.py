@@ -14,9 +14,9 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   (128 K) gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one
   accumulator for the whole K failed the 1e-3 tolerance,
   results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json, and so did 256 K per dot once in a
-  ranked run, see CONFIGS).
-  Checking A's scales in the loop of every N tile, as this file did before, cost 13-16% of the time
-  (results/h200_tuning_nvfp4_fp8_join.json against h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
+  ranked run, see CONFIGS). Checking A's scales in the loop of every N tile instead, as this file did
+  before, with a dearer _fp8_code: 113.6 / 36.8 / 24.8 us at best against 93.0 / 31.5 / 22.7
+  (results/h200_tuning_nvfp4_fp8_join.json, h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
   codes and flags in the first kernel too saved loop instructions but cost more in that kernel at
   k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2).
 * fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are

@@ -233,8 +233,9 @@ def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
 
 def test_nvfp4_fp8_path_folds_the_task_scales_and_falls_back_on_others():
     """The task's scales (0..3) fold into e4m3 exactly (the fp8 path's output passes); a scale of 1.125
-    in B or of 0.5625 in A (each in two places: the first kernel flags their tiles) does not, and rounding those elements to e4m3 as the fp8 path would (the
-    control, in torch) fails the check, while the kernel, which redoes such tiles on fp16, passes."""
+    in B or of 0.5625 in A does not (each tried in two tiles), and rounding those elements to e4m3 as the
+    fp8 path would (the control, in torch) fails the check, while the kernel, which redoes such tiles on
+    fp16, passes."""
     out = _interpreted("""
         nv = load_task("nvfp4_gemm")
         sub = load("triton_nvfp4", nv)
@@ -250,7 +251,7 @@ def test_nvfp4_fp8_path_folds_the_task_scales_and_falls_back_on_others():
             data[6].fill_(float("nan"))
             row = [nv.check(data, sub.custom_kernel(data))[0], nv.check(data, fp8_rounded(data))[0]]
             # B: 1.125, A: 0.5625, one block each, in the first 64-row x 256-K tile and in a later one (the
-            # first kernel writes a flag per tile)
+            # first kernel writes a flag per tile of A; the loop checks B's scales)
             for operand, value, r, block in ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20)):
                 d = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
                 d[operand].view(torch.uint8)[r, block, 0] = value

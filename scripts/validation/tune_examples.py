@@ -74,7 +74,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if (K // split) % bk == 0 and N % bn == 0 and 100 <= programs <= 1100 and (a_dec or bn == 128):
                 out.append((128, bn, bk, split, 4 if bn == 64 else 8, 3, a_dec))
         # FP8 (A_DEC = 2): any split (the chunks are shared out), the grid just under a whole number of
-        # waves (one program of 8 warps per SM, or two of 4 warps)
+        # waves (one program of BN = 128 per SM, or two of BN = 64, with 4 or 8 warps)
         for bn, bk, stages, split, nw in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17), (4, 8)):
             slots = 132 * (2 if bn == 64 else 1)
             waves = N // bn * split / slots
