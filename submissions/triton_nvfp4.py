@@ -247,7 +247,7 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
     if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too (int8: for one chunk)
         acc += tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), input_precision="ieee").to(acc.dtype)
     elif x.dtype == tl.int8:   # int32 accumulation: exact
-        acc = tl.dot(x, tl.trans(y), acc)
+        acc = tl.dot(x, tl.trans(y), acc, out_dtype=tl.int32)
     elif x.dtype == tl.float8e4nv:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
         # added to acc in fp32
