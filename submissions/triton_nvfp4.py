@@ -18,7 +18,10 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   before, with a dearer _fp8_code: 113.6 / 36.8 / 24.8 us at best against 93.0 / 31.5 / 22.7
   (results/h200_tuning_nvfp4_fp8_join.json, h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
   codes and flags in the first kernel too saved loop instructions but cost more in that kernel at
-  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2).
+  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2). An int8
+  path (the task's scales 0..3 folded into 2 * e2m1 * s by per-byte prmt lookups, A as even and odd
+  planes, two int8 dots per chunk into one exact int32 accumulator) was slower at its best:
+  114.9 / 38.0 / 26.6 us (results/probes/h200_tuning_nvfp4_int8_3f3fa47.json, code at 3f3fa47).
 * fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
   e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
   e4m3 scale; the fp32 accumulator is multiplied by 2**28 at the end (exact).
@@ -134,90 +137,27 @@ def _decode_fp8(p, sf, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _i8_code(sf):
-    """INT8: per block, e4m3 scale bytes sf (uint8 [R, C]) -> (z1, z2, bad). The int8 path folds the
-    task's scales 0..3 into the elements (2 * e2m1 * s, an integer of at most 36); bad = 1 for any
-    other scale (the tile then takes the fp16 path). z1, z2 (uint8): 0x88 where bit 0 / bit 1 of s is 0
-    (_DECODE_I8_ASM's selector masks), else 0."""
-    v = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
-    s = v.to(tl.int32)
-    bad = (s.to(tl.float32) != v) | (s < 0) | (s > 3)   # NaN: the compare fails
-    z1 = tl.where((s & 1) == 0, 0x88, 0).to(tl.uint8)
-    z2 = tl.where((s & 2) == 0, 0x88, 0).to(tl.uint8)
-    return z1, z2, bad.to(tl.int8)
-
-
-# B's int8 decode, 4 bytes (8 elements) per instance, each byte with its own scale (no assumption on
-# which bytes Triton packs together). 2 * e2m1 * s = 2 * e2m1 * (s & 1) + 4 * e2m1 * (s >> 1) for the
-# task's scales s = 0..3. prmt looks the codes up (in K order, 4 per half word) in tables of 2 * e2m1
-# (0 1 2 3 4 6 8 12) and 4 * e2m1; a selector nibble with bit 3 set gives 0 there (it replicates the
-# table byte's sign bit, 0), which masks out the negative codes (the positive part), the positive
-# ones (sign bit flipped: the negative part) and the terms of the bits that s lacks (or-ing in the
-# 0x88 of z1, z2 per byte). Per byte, p - q is ((p | 0x80) - q) ^ 0x80 (no borrow: q <= 36), the two's
-# complement the int8 tensor cores take; two more prmt split even from odd.
-_DECODE_I8_ASM = tl.constexpr(
-    "{ .reg .b32 l1, h1, l2, h2, n, a1, a2, b1, b2, x, y, p, q;\n"
-    "mov.b32 l1, 0x03020100; mov.b32 h1, 0x0C080604; mov.b32 l2, 0x06040200; mov.b32 h2, 0x18100C08;\n"
-    "xor.b32 n, $2, 0x88888888;\n"
-    "or.b32 a1, $2, $3; or.b32 a2, $2, $4; or.b32 b1, n, $3; or.b32 b2, n, $4;\n"
-    "prmt.b32 p, l1, h1, a1; prmt.b32 x, l2, h2, a2; add.u32 p, p, x;\n"
-    "prmt.b32 q, l1, h1, b1; prmt.b32 x, l2, h2, b2; add.u32 q, q, x;\n"
-    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 x, p, 0x80808080;\n"
-    "shr.b32 a1, a1, 16; shr.b32 a2, a2, 16; shr.b32 b1, b1, 16; shr.b32 b2, b2, 16;\n"
-    "prmt.b32 p, l1, h1, a1; prmt.b32 y, l2, h2, a2; add.u32 p, p, y;\n"
-    "prmt.b32 q, l1, h1, b1; prmt.b32 y, l2, h2, b2; add.u32 q, q, y;\n"
-    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 y, p, 0x80808080;\n"
-    "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531; }")
-
-
-@triton.jit
-def _decode_i8(p, sf, INTERP: tl.constexpr):
-    """INT8: p: uint8 [R, BK/2] packed e2m1, sf: uint8 e4m3 [R, BK/16] -> int8 ([R, BK/2], [R, BK/2])
-    = 2 * the even and odd elements with their scales folded in, and bad [R, BK/16] (_i8_code: where it
-    is 1 the values are not exact)."""
-    R: tl.constexpr = p.shape[0]
-    C: tl.constexpr = p.shape[1]
-    z1, z2, bad = _i8_code(sf)
-    if INTERP:   # the same values through fp32
-        lo, hi = _planes_f32(p, sf)
-        lo, hi = (lo * 2.0).to(tl.int8), (hi * 2.0).to(tl.int8)
-    else:
-        z1 = tl.reshape(tl.broadcast_to(tl.reshape(z1, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
-        z2 = tl.reshape(tl.broadcast_to(tl.reshape(z2, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
-        lo, hi = tl.inline_asm_elementwise(_DECODE_I8_ASM, "=r,=r,r,r,r", [p, z1, z2], dtype=(tl.int8, tl.int8),
-                                           is_pure=True, pack=4)
-    return lo, hi, bad
-
-
-@triton.jit
 def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal,
-                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr = 1,
+                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
                      PDL: tl.constexpr = False):
-    """A_DEC: decodes a [M, K/2, L] once, so the GEMM's N/BLOCK_N programs do not each decode the same
-    A tiles again: 1 into fp16 out [L, M, K] (value * 2**-14); FP8 / INT8 into e4m3 / int8 (2 * value)
-    out [L, M, K] with the scales folded in, exact where _fp8_code / _i8_code finds no bad scale, and
-    whether this program's tile has one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every
-    call). PDL: then lets the GEMM launch."""
+    """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
+    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
+    the scales folded in, exact where _fp8_code finds no bad scale, and whether this program's tile has
+    one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM
+    launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
     out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
-    if A_DEC == 1:
-        tl.store(out, _decode(a, sa))
-    else:
+    if FP8:
         lo, hi = _planes_f32(a, sa)
-        if A_DEC == 2:   # FP8
-            tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-            bad = _fp8_code(sa)[1]
-        else:   # INT8: 2 * value, as an even and an odd plane ([L, M, K/2] each)
-            half = out_ptr + l * M * K + offs_r[:, None] * (K // 2) + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :]
-            tl.store(half, (lo * 2.0).to(tl.int8))
-            tl.store(half + M * (K // 2), (hi * 2.0).to(tl.int8))
-            bad = _i8_code(sa)[2]
+        tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
         tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
-                 tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
+                 tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
+    else:
+        tl.store(out, _decode(a, sa))
     if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
 
@@ -243,11 +183,9 @@ def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.co
 
 @triton.jit
 def _dot(x, y, acc, INTERP: tl.constexpr):
-    """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation) or int8 ones (int32)."""
-    if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too (int8: for one chunk)
-        acc += tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), input_precision="ieee").to(acc.dtype)
-    elif x.dtype == tl.int8:   # int32 accumulation: exact
-        acc = tl.dot(x, tl.trans(y), acc, out_dtype=tl.int32)
+    """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation)."""
+    if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too
+        acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
     elif x.dtype == tl.float8e4nv:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
         # added to acc in fp32
@@ -258,12 +196,12 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _folded_tile(acc, a8_rows, a_plane, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
-                 A_DEC: tl.constexpr, INTERP: tl.constexpr):
-    """FP8 / INT8: acc plus the chunks [k_lo, k_hi) on e4m3 / int8 tensor cores, one dot per chunk:
-    A's folded rows (a8_rows, K order) with B decoded by _decode_fp8 (its even and odd elements
-    interleaved in registers) / _decode_i8; and whether a scale of A (bad_a_rows: _decode_a_kernel's
-    flags of the tile's row blocks, per 256 K) or of B was bad there (0: the tile is exact)."""
+def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
+              INTERP: tl.constexpr):
+    """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
+    (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
+    registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
+    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
     FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
@@ -272,18 +210,12 @@ def _folded_tile(acc, a8_rows, a_plane, bad_a_rows, b_rows, sb_rows, k_lo, k_hi,
     for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
         bad_a |= tl.load(bad_a_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
-        p, sf = tl.load(b_rows[:, None] + kh + offs_kh), tl.load(sb_rows[:, None] + ks + offs_ks)
-        if A_DEC == 2:   # FP8
-            b_even, b_odd, bad = _decode_fp8(p, sf, INTERP)
-            b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
-            acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
-                       INTERP)
-        else:   # INT8: A's even and odd planes, two dots
-            b_even, b_odd, bad = _decode_i8(p, sf, INTERP)
-            a_even = a8_rows[:, None] + kh + offs_kh
-            acc = _dot(tl.load(a_even), b_even, acc, INTERP)
-            acc = _dot(tl.load(a_even + a_plane), b_odd, acc, INTERP)
+        b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
+                                         tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
         bad_b |= bad
+        b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
+        acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
+                   INTERP)
     return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
 
 
@@ -318,21 +250,14 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, c
         acc = _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
     else:
         bad = 1
-        if A_DEC >= 2:   # FP8, INT8
+        if A_DEC == 2:   # FP8
             blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks
-            if A_DEC == 2:
-                acc, bad = _folded_tile(acc, a8_ptr + l * M * K + offs_m * K, 0, fa_ptr + blocks * (K // 256), b_rows,
-                                        sb_rows, k_lo, k_hi, BLOCK_K, A_DEC, INTERP)
-            else:   # INT8: 4 * C, exact in int32
-                acc_i, bad = _folded_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32),
-                                          a8_ptr + l * M * K + offs_m * (K // 2), M * (K // 2),
-                                          fa_ptr + blocks * (K // 256), b_rows, sb_rows, k_lo, k_hi, BLOCK_K, A_DEC,
-                                          INTERP)
-                acc = acc_i.to(tl.float32) * 0.25
+            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
+                                 k_lo, k_hi, BLOCK_K, INTERP)
         if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
             acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
-                             k_lo, k_hi, 64 if A_DEC >= 2 else BLOCK_K, False, INTERP) * 268435456.0
+                             k_lo, k_hi, 64 if A_DEC == 2 else BLOCK_K, False, INTERP) * 268435456.0
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, acc.to(tl.float16))
@@ -373,7 +298,7 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
 
 
-FP8, INT8 = 2, 3
+FP8 = 2
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
@@ -457,13 +382,13 @@ def _launches(M, N, K, L, strides, dev):
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
     out, a_arg, a8_arg, bad_arg, pdl = [], _A, _C, _C, bool(a_dec) and _PDL
-    if a_dec:   # A decoded once, to fp16 (1), e4m3 (FP8) or int8 (INT8; both with bad-scale flags), in a first kernel
-        buf = _buffer(dev, ("a_dec", "a_fp8", "a_i8")[a_dec - 1], L * M * K,
-                      (torch.float16, torch.float8_e4m3fn, torch.int8)[a_dec - 1])
-        if a_dec >= FP8:
-            bad_arg = _buffer(dev, "a_bad", L * (M // 64) * (K // 256), torch.int32)
+    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
+        buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
+                      torch.float8_e4m3fn)
+        if a_dec == FP8:
+            bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
         out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, bad_arg, M, K, sam, sal, ssam, ssal],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "A_DEC": a_dec, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
         if a_dec == 1:
             a_arg, sam, sal = buf, K, M * K
         else:

@@ -81,14 +81,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 4 and math.ceil(waves) - waves <= 0.3 \
                     and not (bk == 256 and stages == 4) and (nw == 8 or bn == 64):
                 out.append((128, bn, bk, split, nw, stages, 2))
-        # INT8 (A_DEC = 3): the same grids for the programs an SM holds by the sm_90 compile's registers
-        # (Triton 3.9: 168 at BN = 64 with 4 warps, three per SM; 124 with 8 warps, two; BN = 128, one)
-        for bn, bk, stages, split, nw in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17), (4, 8)):
-            slots = 132 * {(64, 4): 3, (64, 8): 2}.get((bn, nw), 1)
-            waves = N // bn * split / slots
-            if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 3 and math.ceil(waves) - waves <= 0.2 \
-                    and not (bk == 256 and stages == 4) and (nw == 8 or bn == 64):
-                out.append((128, bn, bk, split, nw, stages, 3))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
