@@ -163,6 +163,67 @@ def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal
 
 
 @triton.jit
+def _i8_code(sf):
+    """INT8: e4m3 scale bytes sf (uint8) -> bad (int8): 1 unless the scale is an integer 0..10, which
+    folds into int8 exactly (2 * e2m1 * s is an integer of at most 120)."""
+    v = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
+    s = v.to(tl.int32)
+    return ((s.to(tl.float32) != v) | (s < 0) | (s > 10)).to(tl.int8)   # NaN: the compare fails
+
+
+@triton.jit
+def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssxl, R, K, l, tile,
+                  BLOCK_K: tl.constexpr):
+    """INT8: one [rows, BLOCK_K] tile of a packed operand (a or b, [R, K/2, L]) as int8 2 * value in K
+    order (out [L, R, K]) and whether a scale there is not an integer 0..10 (bad[tile])."""
+    x = tl.load(x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
+    sx = tl.load(sx_ptr + l * ssxl + rows[:, None] * ssxr + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
+    lo, hi = _planes_f32(x, sx)
+    v = tl.reshape(tl.join(lo, hi), (rows.shape[0], BLOCK_K)) * 2.0
+    tl.store(out_ptr + l * R * K + rows[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :], v.to(tl.int8))
+    tl.store(bad_ptr + tile, tl.max(tl.max(_i8_code(sx), axis=1), axis=0).to(tl.int32))
+
+
+@triton.jit
+def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, M, N, K,
+                    sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False):
+    """INT8, the first kernel: both operands as int8 (2 * value, exact for the scales that _i8_code
+    finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
+    (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
+    Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch."""
+    pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    na = M // BLOCK_R
+    k0 = pid_k * BLOCK_K
+    if pid_r < na:
+        _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), k0, sam, sal, ssam,
+                      ssal, M, K, l, (l * na + pid_r) * tl.num_programs(1) + pid_k, BLOCK_K)
+    else:
+        nb = N // BLOCK_R
+        r = pid_r - na
+        _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), k0, sbn, sbl, ssbn,
+                      ssbl, N, K, l, (l * nb + r) * tl.num_programs(1) + pid_k, BLOCK_K)
+    if PDL:   # after the stores
+        _cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _i8_tile(acc, a8_rows, b8_rows, fa_rows, fb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
+    """INT8: acc (int32) plus the chunks [k_lo, k_hi) of the first kernel's int8 operands on the int8
+    tensor cores (exact), and whether a flag of the tile's row blocks (fa_rows, fb_rows: per 256 K) is set."""
+    offs_k = tl.arange(0, BLOCK_K)[None, :]
+    FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
+    bad_a = tl.zeros((fa_rows.shape[0], FLAGS), dtype=tl.int32)
+    bad_b = tl.zeros((fb_rows.shape[0], FLAGS), dtype=tl.int32)
+    for k in range(k_lo, k_hi, BLOCK_K):
+        kk = tl.multiple_of(k, 64)
+        bad_a |= tl.load(fa_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
+        bad_b |= tl.load(fb_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
+        acc = _dot(tl.load(a8_rows[:, None] + kk + offs_k), tl.load(b8_rows[:, None] + kk + offs_k), acc, INTERP)
+    return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0)
+
+
+@triton.jit
 def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr,
                INTERP: tl.constexpr):
     """acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is value * 2**-14, so the
@@ -183,9 +244,11 @@ def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.co
 
 @triton.jit
 def _dot(x, y, acc, INTERP: tl.constexpr):
-    """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation)."""
-    if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too
-        acc = tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), acc, input_precision="ieee")
+    """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation) or int8 ones (int32)."""
+    if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too (int8: for one chunk)
+        acc += tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), input_precision="ieee").to(acc.dtype)
+    elif x.dtype == tl.int8:   # int32 accumulation: exact
+        acc = tl.dot(x, tl.trans(y), acc, out_dtype=tl.int32)
     elif x.dtype == tl.float8e4nv:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
         # added to acc in fp32
@@ -220,7 +283,7 @@ def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
@@ -250,14 +313,20 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, c
         acc = _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
     else:
         bad = 1
+        blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks of A
         if A_DEC == 2:   # FP8
-            blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks
             acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
                                  k_lo, k_hi, BLOCK_K, INTERP)
+        if A_DEC == 3:   # INT8: 4 * C, exact in int32
+            b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
+            acc_i, bad = _i8_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32), a8_ptr + l * M * K + offs_m * K,
+                                  b8_ptr + l * N * K + offs_n * K, fa_ptr + blocks * (K // 256),
+                                  fb_ptr + b_blocks * (K // 256), k_lo, k_hi, BLOCK_K, INTERP)
+            acc = acc_i.to(tl.float32) * 0.25
         if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
             acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
-                             k_lo, k_hi, 64 if A_DEC == 2 else BLOCK_K, False, INTERP) * 268435456.0
+                             k_lo, k_hi, 64 if A_DEC >= 2 else BLOCK_K, False, INTERP) * 268435456.0
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, acc.to(tl.float16))
@@ -298,7 +367,7 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
 
 
-FP8 = 2
+FP8, INT8 = 2, 3
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
@@ -381,8 +450,15 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    out, a_arg, a8_arg, bad_arg, pdl = [], _A, _C, _C, bool(a_dec) and _PDL
-    if a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
+    out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
+    if a_dec == INT8:   # both operands folded into int8 once, with their bad-scale flags, by a first kernel
+        a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _buffer(dev, "b_i8", L * N * K, torch.int8)
+        bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
+        fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
+        out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256, L),
+                    [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+    elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
                       torch.float8_e4m3fn)
         if a_dec == FP8:
@@ -396,7 +472,7 @@ def _launches(M, N, K, L, strides, dev):
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, bad_arg, _B, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
+                [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
                  scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,

@@ -81,6 +81,13 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 4 and math.ceil(waves) - waves <= 0.3 \
                     and not (bk == 256 and stages == 4) and (nw == 8 or bn == 64):
                 out.append((128, bn, bk, split, nw, stages, 2))
+        # INT8 (A_DEC = 3: both operands folded into int8 by a first kernel, then an int8 GEMM): programs
+        # per SM by the sm_90 compile's registers (two of BN = 64 with 4 warps, else one)
+        for bn, bk, stages, split, nw in itertools.product((64, 128, 256), (128, 256), (3, 4), range(1, 17), (4, 8)):
+            waves = N // bn * split / (132 * (2 if (bn, nw) == (64, 4) else 1))
+            if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.25 \
+                    and stages * (128 + bn) * bk <= 200 * 1024 and (nw == 8 or bn == 64):
+                out.append((128, bn, bk, split, nw, stages, 3))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
