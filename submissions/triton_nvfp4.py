@@ -164,30 +164,60 @@ def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal
 
 @triton.jit
 def _i8_code(sf):
-    """INT8: e4m3 scale bytes sf (uint8) -> bad (int8): 1 unless the scale is an integer 0..10, which
-    folds into int8 exactly (2 * e2m1 * s is an integer of at most 120)."""
+    """INT8: per block, e4m3 scale bytes sf (uint8) -> (s, bad): s (int32) the scale as an integer, and
+    bad (int8) 1 unless it is one of 0..10, which fold into int8 exactly (2 * e2m1 * s is an integer of
+    at most 120)."""
     v = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
     s = v.to(tl.int32)
-    return ((s.to(tl.float32) != v) | (s < 0) | (s > 10)).to(tl.int8)   # NaN: the compare fails
+    return s, ((s.to(tl.float32) != v) | (s < 0) | (s > 10)).to(tl.int8)   # NaN: the compare fails
+
+
+# INT8: one 32-bit word of packed codes (8 elements in K order, one block's) and its block's integer
+# scale s in 0..10 -> two words of int8 2 * e2m1 * s in K order (elements 0..3, 4..7). Two constant
+# tables of 2 * e2m1 (0 1 2 3 | 4 6 8 12) times s (bytes of at most 120: no carry); prmt looks the 4 codes
+# of a half word up: with the code as selector a negative code gives 0 (its sign bit replicates the
+# table byte's, 0), with the sign bit flipped a positive one does. Per byte, p - q is then
+# ((p | 0x80) - q) ^ 0x80 (no borrow: q <= 120), the two's complement the int8 tensor cores take.
+_FOLD_I8_ASM = tl.constexpr(
+    "{ .reg .b32 t0, t1, n, p, q, w;\n"
+    "mul.lo.u32 t0, $3, 0x03020100; mul.lo.u32 t1, $3, 0x0C080604; xor.b32 n, $2, 0x88888888;\n"
+    "prmt.b32 p, t0, t1, $2; prmt.b32 q, t0, t1, n;\n"
+    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $0, p, 0x80808080;\n"
+    "shr.b32 w, $2, 16; shr.b32 n, n, 16;\n"
+    "prmt.b32 p, t0, t1, w; prmt.b32 q, t0, t1, n;\n"
+    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $1, p, 0x80808080; }")
 
 
 @triton.jit
 def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssxl, R, K, l, tile,
-                  BLOCK_K: tl.constexpr):
+                  BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
     """INT8: one [rows, BLOCK_K] tile of a packed operand (a or b, [R, K/2, L]) as int8 2 * value in K
-    order (out [L, R, K]) and whether a scale there is not an integer 0..10 (bad[tile])."""
-    x = tl.load(x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
+    order (out [L, R, K]) and whether a scale there is not an integer 0..10 (bad[tile]). The codes are
+    read and the values written as 32-bit words (8 and 4 elements)."""
+    NR: tl.constexpr = rows.shape[0]
     sx = tl.load(sx_ptr + l * ssxl + rows[:, None] * ssxr + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
-    lo, hi = _planes_f32(x, sx)
-    v = tl.reshape(tl.join(lo, hi), (rows.shape[0], BLOCK_K)) * 2.0
-    tl.store(out_ptr + l * R * K + rows[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :], v.to(tl.int8))
-    tl.store(bad_ptr + tile, tl.max(tl.max(_i8_code(sx), axis=1), axis=0).to(tl.int32))
+    s, bad = _i8_code(sx)
+    tl.store(bad_ptr + tile, tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
+    if INTERP:   # the same values through fp32
+        x = tl.load(x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
+        lo, hi = _planes_f32(x, sx)
+        v = (tl.reshape(tl.join(lo, hi), (NR, BLOCK_K)) * 2.0).to(tl.int8)
+        tl.store(out_ptr + l * R * K + rows[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :], v)
+    else:
+        words = (x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2).to(tl.pointer_type(tl.int32))
+        w = tl.load(words + tl.arange(0, BLOCK_K // 8)[None, :])
+        s = tl.reshape(tl.broadcast_to(tl.reshape(s, (NR, BLOCK_K // 16, 1)), (NR, BLOCK_K // 16, 2)),
+                       (NR, BLOCK_K // 8))   # a block is two words
+        w0, w1 = tl.inline_asm_elementwise(_FOLD_I8_ASM, "=r,=r,r,r", [w, s], dtype=(tl.int32, tl.int32),
+                                           is_pure=True, pack=1)
+        out = (out_ptr + l * R * K + rows[:, None] * K + k0).to(tl.pointer_type(tl.int32))
+        tl.store(out + tl.arange(0, BLOCK_K // 4)[None, :], tl.reshape(tl.join(w0, w1), (NR, BLOCK_K // 4)))
 
 
 @triton.jit
 def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, M, N, K,
                     sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False):
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
     """INT8, the first kernel: both operands as int8 (2 * value, exact for the scales that _i8_code
     finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
     (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
@@ -197,12 +227,12 @@ def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr
     k0 = pid_k * BLOCK_K
     if pid_r < na:
         _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), k0, sam, sal, ssam,
-                      ssal, M, K, l, (l * na + pid_r) * tl.num_programs(1) + pid_k, BLOCK_K)
+                      ssal, M, K, l, (l * na + pid_r) * tl.num_programs(1) + pid_k, BLOCK_K, INTERP)
     else:
         nb = N // BLOCK_R
         r = pid_r - na
         _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), k0, sbn, sbl, ssbn,
-                      ssbl, N, K, l, (l * nb + r) * tl.num_programs(1) + pid_k, BLOCK_K)
+                      ssbl, N, K, l, (l * nb + r) * tl.num_programs(1) + pid_k, BLOCK_K, INTERP)
     if PDL:   # after the stores
         _cuda.gdc_launch_dependents()
 
@@ -457,7 +487,8 @@ def _launches(M, N, K, L, strides, dev):
         fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
         out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": 4,
+                            "num_stages": 1}))
     elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
                       torch.float8_e4m3fn)
