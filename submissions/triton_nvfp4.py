@@ -217,22 +217,24 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
 @triton.jit
 def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, M, N, K,
                     sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, TILES: tl.constexpr = 1,
+                    PDL: tl.constexpr = False):
     """INT8, the first kernel: both operands as int8 (2 * value, exact for the scales that _i8_code
     finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
     (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
     Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     na = M // BLOCK_R
-    k0 = pid_k * BLOCK_K
-    if pid_r < na:
-        _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), k0, sam, sal, ssam,
-                      ssal, M, K, l, (l * na + pid_r) * tl.num_programs(1) + pid_k, BLOCK_K, INTERP)
-    else:
-        nb = N // BLOCK_R
-        r = pid_r - na
-        _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), k0, sbn, sbl, ssbn,
-                      ssbl, N, K, l, (l * nb + r) * tl.num_programs(1) + pid_k, BLOCK_K, INTERP)
+    kt = K // BLOCK_K   # tiles per row block
+    for t in tl.static_range(TILES):   # TILES consecutive tiles along K
+        k_tile = pid_k * TILES + t
+        if pid_r < na:
+            _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), k_tile * BLOCK_K,
+                          sam, sal, ssam, ssal, M, K, l, (l * na + pid_r) * kt + k_tile, BLOCK_K, INTERP)
+        else:
+            r = pid_r - na
+            _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), k_tile * BLOCK_K,
+                          sbn, sbl, ssbn, ssbl, N, K, l, (l * (N // BLOCK_R) + r) * kt + k_tile, BLOCK_K, INTERP)
     if PDL:   # after the stores
         _cuda.gdc_launch_dependents()
 
@@ -425,6 +427,7 @@ def _pick(M, N, K, L):
     return (BM, BN, BK, split, 4, 3, FP8)
 
 
+_PREP_TILES, _PREP_WARPS = 1, 4   # INT8: 64 x 256 tiles per program of the first kernel, and its warps
 _BUFFERS = {}
 _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
 # Programmatic dependent launch (Hopper on): the GEMM after _decode_a_kernel launches while that kernel
@@ -485,10 +488,11 @@ def _launches(M, N, K, L, strides, dev):
         a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _buffer(dev, "b_i8", L * N * K, torch.int8)
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
         fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-        out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256, L),
+        tiles = _PREP_TILES if (K // 256) % _PREP_TILES == 0 else 1
+        out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256 // tiles, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": 4,
-                            "num_stages": 1}))
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "TILES": tiles, "PDL": pdl,
+                            "num_warps": _PREP_WARPS, "num_stages": 1}))
     elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
                       torch.float8_e4m3fn)
