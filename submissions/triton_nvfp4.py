@@ -4,23 +4,32 @@ C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements 
 16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
 on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
-* FP8 (A_DEC = FP8, every benchmark shape): an e2m1 value times a scale 2**E * f is exact in e4m3 for
-  f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale, so both
-  operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a first
-  kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in the
-  loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM), its
-  even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop flags
-  B's other scales itself; a tile with a flag is computed again, exactly, on the fp16 path. Each dot
-  (128 K) gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one
-  accumulator for the whole K failed the 1e-3 tolerance,
-  results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json, and so did 256 K per dot once in a
-  ranked run, see CONFIGS). Checking A's scales in the loop of every N tile instead, as this file did
-  before, with a dearer _fp8_code: 113.6 / 36.8 / 24.8 us at best against 93.0 / 31.5 / 22.7
+* INT8 (A_DEC = INT8: the n=4096 and k=2048 benchmark shapes): an e2m1 value times an integer scale
+  0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
+  accumulate exactly in int32. A first kernel writes both operands that way, in K order, reading the
+  codes and writing the values as 32-bit words (_FOLD_I8_ASM: prmt lookups in two tables times the
+  block's scale), and flags every 64-row x 256-K tile with any other scale; the GEMM is then a plain
+  int8 GEMM (its loads staged by cp.async, one int32 accumulator), and a flagged tile is computed
+  again, exactly, on the fp16 path. It writes and reads the int8 B (2 bytes per packed byte), which is
+  why the FP8 path stays faster at k=16384 (results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json:
+  100.1 against 93.2 us; 30.5 against 31.3 at n=4096, 15.2 against 22.4 at k=2048; the first kernel
+  alone 54.0 / 14.8 / 7.6 us, h200_profile_nvfp4_prep_i8w_fc59e7e.json). One program per 64 x 256
+  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json).
+* FP8 (A_DEC = FP8: the k=16384 shape, and the default): an e2m1 value times a scale 2**E * f is exact
+  in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
+  so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
+  first kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in
+  the loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM),
+  its even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop
+  flags B's other scales itself; a flagged tile is computed again on the fp16 path. Each dot (128 K)
+  gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one accumulator
+  for the whole K failed the 1e-3 tolerance, results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json,
+  and so did 256 K per dot once in a ranked run, see CONFIGS). Checking A's scales in the loop of every
+  N tile instead, with a dearer _fp8_code: 113.6 / 36.8 / 24.8 us at best against 93.0 / 31.5 / 22.7
   (results/h200_tuning_nvfp4_fp8_join.json, h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
   codes and flags in the first kernel too saved loop instructions but cost more in that kernel at
-  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2). An int8
-  path (the task's scales 0..3 folded into 2 * e2m1 * s by per-byte prmt lookups, A as even and odd
-  planes, two int8 dots per chunk into one exact int32 accumulator) was slower at its best:
+  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2). Decoding
+  B into int8 in the loop instead (per-byte prmt lookups, two dots per chunk) was slower:
   114.9 / 38.0 / 26.6 us (results/probes/h200_tuning_nvfp4_int8_3f3fa47.json, code at 3f3fa47).
 * fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
   e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
@@ -402,7 +411,9 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 FP8, INT8 = 2, 3
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
-# kernel, then the fp8 GEMM (fp16 for a tile with a scale that the fp8 path cannot fold).
+# kernel, then the fp8 GEMM, INT8 = both operands to int8 in a first kernel, then the int8 GEMM (both:
+# fp16 for a tile with a scale that the path cannot fold). INT8 configs:
+# results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json.
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
 # and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
 # BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 (and B's scale codes
@@ -410,8 +421,8 @@ FP8, INT8 = 2, 3
 # (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 128, 2, 4, 3, FP8),
-    (128, 4096, 7168): (128, 64, 128, 4, 8, 3, FP8),
-    (128, 7168, 2048): (128, 64, 128, 2, 8, 3, FP8),
+    (128, 4096, 7168): (128, 64, 256, 2, 8, 3, INT8),
+    (128, 7168, 2048): (128, 64, 256, 1, 8, 3, INT8),
 }
 
 

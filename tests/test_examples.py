@@ -114,14 +114,16 @@ def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
 
-@pytest.mark.parametrize("a_dec", [1, 2])
+@pytest.mark.parametrize("a_dec", [1, 2, 3])
 def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
-    """sm_90: the fp16 path (A decoded by a first kernel), and the FP8 path: e4m3 wgmma on B decoded by
-    the prmt tables, with the fp16 wgmma of its fallback; both wait for the first kernel (PDL)."""
+    """sm_90: the fp16 path (A decoded by a first kernel), the FP8 path (e4m3 wgmma on B decoded by the
+    prmt tables) and the INT8 path (int8 wgmma on both operands as the first kernel wrote them, staged
+    by cp.async), the last two with the fp16 wgmma of their fallback; all wait for the first kernel (PDL)."""
     sub = _example("triton_nvfp4")
     ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
-    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*fp8e4nv", "fa_ptr": "*i32",
-           "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
+    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*i8" if a_dec == 3 else "*fp8e4nv", "fa_ptr": "*i32",
+           "b_ptr": "*u8", "b8_ptr": "*i8", "fb_ptr": "*i32", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16",
+           "ws_ptr": "*fp32", "cnt_ptr": "*i32",
            **ints,
            **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")}}
     kernel = _compile(sub._nvfp4_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 3,
@@ -130,8 +132,9 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".f16.f16" in ptx
     assert (".e4m3.e4m3" in ptx) == (a_dec == 2) and ("prmt.b32 t, l4, h4, m" in ptx) == (a_dec == 2)
+    assert (".s32.s8.s8" in ptx) == (a_dec == 3)
     assert "griddepcontrol.wait" in ptx
-    assert ("cp.async" in ptx) == (a_dec == 2)   # the fp8 loop's loads are staged by cp.async
+    assert ("cp.async" in ptx) == (a_dec >= 2)   # the fp8 and int8 loops' loads are staged by cp.async
 
 
 @pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
@@ -231,41 +234,46 @@ def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
     assert r.verdict == PASS, (r.message, [c.message for c in r.cases])
 
 
-def test_nvfp4_fp8_path_folds_the_task_scales_and_falls_back_on_others():
-    """The task's scales (0..3) fold into e4m3 exactly (the fp8 path's output passes); a scale of 1.125
-    in B or of 0.5625 in A does not (each tried in two tiles), and rounding those elements to e4m3 as the
-    fp8 path would (the control, in torch) fails the check, while the kernel, which redoes such tiles on
-    fp16, passes."""
+def test_nvfp4_fp8_and_int8_paths_fold_the_task_scales_and_fall_back_on_others():
+    """The task's scales (0..3) fold exactly into e4m3 (the FP8 path) and into int8 (the INT8 path): the
+    output passes. A scale of 1.125 in B or of 0.5625 in A does not (each tried in two tiles): computing
+    those elements as the path alone would (the control, in torch: rounded to e4m3, or 2 * value cut to
+    an integer as the int8 conversion does) fails the check, while the kernel, which redoes such tiles
+    on fp16, passes."""
     out = _interpreted("""
         nv = load_task("nvfp4_gemm")
         sub = load("triton_nvfp4", nv)
         from fp4_reference.nvfp4 import dequantize_nvfp4
-        def fp8_rounded(data):   # what the fp8 path alone would compute: A and B rounded to e4m3
+        def path_alone(data, a_dec):   # what the fp8 / int8 path alone would compute
             a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
-            da = dequantize_nvfp4(a, sfa).to(torch.float8_e4m3fn).double()
-            db = dequantize_nvfp4(b, sfb).to(torch.float8_e4m3fn).double()
+            da, db = dequantize_nvfp4(a, sfa), dequantize_nvfp4(b, sfb)
+            if a_dec == 2:
+                da, db = da.to(torch.float8_e4m3fn).double(), db.to(torch.float8_e4m3fn).double()
+            else:
+                da, db = torch.trunc(da.double() * 2) / 2, torch.trunc(db.double() * 2) / 2
             return (da @ db.transpose(1, 2)).half().permute(1, 2, 0)
-        for cfg in [(128, 128, 128, 3, 4, 3, 2), (128, 64, 64, 1, 4, 2, 2)]:
+        for cfg in [(128, 128, 128, 3, 4, 3, 2), (128, 64, 64, 1, 4, 2, 2), (128, 128, 128, 3, 4, 3, 3),
+                    (128, 64, 256, 1, 4, 2, 3)]:
             sub.CONFIGS[(128, 256, 512)] = cfg
             data = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
             data[6].fill_(float("nan"))
-            row = [nv.check(data, sub.custom_kernel(data))[0], nv.check(data, fp8_rounded(data))[0]]
+            row = [nv.check(data, sub.custom_kernel(data))[0], nv.check(data, path_alone(data, cfg[6]))[0]]
             # B: 1.125, A: 0.5625, one block each, in the first 64-row x 256-K tile and in a later one (the
-            # first kernel writes a flag per tile of A; the loop checks B's scales)
+            # first kernel writes a flag per tile; the FP8 loop checks B's scales itself)
             for operand, value, r, block in ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20)):
                 d = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
                 d[operand].view(torch.uint8)[r, block, 0] = value
                 d[6].fill_(float("nan"))
-                row += [nv.check(d, sub.custom_kernel(d))[0], nv.check(d, fp8_rounded(d))[0]]
+                row += [nv.check(d, sub.custom_kernel(d))[0], nv.check(d, path_alone(d, cfg[6]))[0]]
             print(cfg, *row)
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 2 and all(line.endswith("True True" + " True False" * 4) for line in lines), out
+    assert len(lines) == 4 and all(line.endswith("True True" + " True False" * 4) for line in lines), out
 
 
 def _run_ptx(asm: str, inputs, n_out: int):
-    """Emulates the integer PTX of an inline-assembly string (mov, and, or, not, shl, shr, add, prmt) on
-    numpy uint32 arrays: the inputs are $n_out.., the outputs $0..$n_out-1."""
+    """Emulates the integer PTX of an inline-assembly string (mov, and, or, xor, not, shl, shr, add, sub,
+    mul.lo, prmt) on numpy uint32 arrays: the inputs are $n_out.., the outputs $0..$n_out-1."""
     import numpy as np
     regs = {f"${i + n_out}": np.asarray(v, dtype=np.uint32) for i, v in enumerate(inputs)}
 
@@ -291,7 +299,10 @@ def _run_ptx(asm: str, inputs, n_out: int):
                  "or.b32": lambda: x[0] | x[1], "not.b32": lambda: ~x[0],
                  "shl.b32": lambda: (x[0].astype(np.uint64) << np.uint64(x[1])).astype(np.uint32),
                  "shr.b32": lambda: x[0] >> x[1],
-                 "add.u32": lambda: (x[0].astype(np.uint64) + x[1]).astype(np.uint32)}[op]()
+                 "add.u32": lambda: (x[0].astype(np.uint64) + x[1]).astype(np.uint32),
+                 "sub.u32": lambda: ((x[0].astype(np.int64) - x[1]) & 0xFFFFFFFF).astype(np.uint32),
+                 "mul.lo.u32": lambda: ((x[0].astype(np.uint64) * x[1]) & 0xFFFFFFFF).astype(np.uint32),
+                 "xor.b32": lambda: x[0] ^ x[1]}[op]()
         regs[d] = np.asarray(r, dtype=np.uint32)
     return [regs[f"${i}"] for i in range(n_out)]
 
@@ -338,3 +349,21 @@ def test_fp8_decode_assembly_gives_the_exact_e4m3_values(name):
     for j in range(4):
         for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
             np.testing.assert_array_equal(as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * scale[picks[:, j]])
+
+
+def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
+    """triton_nvfp4's INT8 first kernel (inline PTX, GPU only) emulated on every 16-bit half word of codes
+    with every integer scale 0..10 it folds: the two output words hold 2 * e2m1 * s of the 8 codes, in K
+    order, as int8 (two's complement; -0 gives 0)."""
+    import numpy as np
+    sub = _example("triton_nvfp4")
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    rng = np.random.default_rng(0)
+    low = np.tile(np.arange(1 << 16, dtype=np.uint32), 11)         # every half word, with every scale
+    words = low | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << np.uint32(16))
+    scale = np.repeat(np.arange(11, dtype=np.uint32), 1 << 16)
+    w0, w1 = _run_ptx(sub._FOLD_I8_ASM.value, [words, scale], 2)
+    for j in range(8):
+        got = ((w0 if j < 4 else w1) >> np.uint32(8 * (j % 4))) & 0xFF
+        want = 2 * e2m1[(words >> np.uint32(4 * j)) & 15] * scale
+        np.testing.assert_array_equal(got.astype(np.uint8).view(np.int8).astype(np.float32), want)
