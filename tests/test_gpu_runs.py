@@ -67,3 +67,47 @@ def test_torch_compile_submission_runs_as_nobody(tmp_path):
     # (CppCompileError in ATen's vec512 headers, with dynamic=False too): the tables are made eagerly.
     r = run_submission(sub, MXFP4_SMALL, "test", RunOptions(device="cuda", drop_privileges=True, timeout_scale=5))
     assert r.verdict == PASS, r.message
+
+
+def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
+    """triton_nvfp4's FP8 and INT8 paths on the GPU (their inline-PTX decodes run only there): the
+    task's scales pass; a scale of 1.125 in B or 0.5625 in A, in the first 64 x 256 tile or a later one,
+    makes the path alone wrong (the control: rounded to e4m3, or 2 * value cut to an integer) and the
+    kernel, which redoes such tiles on fp16, still passes."""
+    import importlib.util
+    import sys
+
+    import torch
+    from fp4_reference.nvfp4 import dequantize_nvfp4
+    from tasks import load_task
+    pytest.importorskip("triton")
+    nv = load_task("nvfp4_gemm")
+    sys.path.insert(0, str(nv.compat_dir))
+    spec = importlib.util.spec_from_file_location("triton_nvfp4_gpu", ROOT / "submissions" / "triton_nvfp4.py")
+    sub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sub)
+    dev = torch.device("cuda")
+
+    def path_alone(data, a_dec):
+        a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
+        da, db = dequantize_nvfp4(a, sfa).double(), dequantize_nvfp4(b, sfb).double()
+        if a_dec == sub.FP8:
+            da, db = da.to(torch.float8_e4m3fn).double(), db.to(torch.float8_e4m3fn).double()
+        else:
+            da, db = torch.trunc(da * 2) / 2, torch.trunc(db * 2) / 2
+        return (da @ db.transpose(1, 2)).half().permute(1, 2, 0)
+
+    spec_ = {"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}
+    for cfg in [(128, 64, 128, 2, 4, 3, sub.FP8), (128, 64, 256, 1, 8, 3, sub.INT8), (128, 128, 128, 3, 8, 3, sub.INT8)]:
+        sub.CONFIGS[(128, 256, 512)] = cfg
+        sub._PLANS.clear()
+        data = nv.generate_input(spec_, dev)
+        data[6].fill_(float("nan"))
+        assert nv.check(data, sub.custom_kernel(data))[0] and nv.check(data, path_alone(data, cfg[6]))[0], cfg
+        for operand, value, r, block in ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20)):
+            d = nv.generate_input(spec_, dev)
+            d[operand].view(torch.uint8)[r, block, 0] = value
+            d[6].fill_(float("nan"))
+            assert not nv.check(d, path_alone(d, cfg[6]))[0], (cfg, operand, r)   # the bad scale matters
+            assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)
+            assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)         # through the launch plan
