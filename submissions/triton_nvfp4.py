@@ -548,7 +548,7 @@ def _plan(launches, handles, dev):
             for pos, i in slots:
                 args[pos] = ptrs[i]
             h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
-    run.keep = keep
+    run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
     return run
 
 

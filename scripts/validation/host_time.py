@@ -1,0 +1,90 @@
+"""Host time per call of the Triton examples on the benchmark shapes (a GPU machine).
+
+The batched protocol (nvfp4_gemm: 50 calls between two events) measures the host once its launches
+per call take longer than the GPU's work, so this script times what the host spends: a call of
+custom_kernel after the first (its launch plan made), and the parts of it, each as the wall time of
+many back-to-back calls divided by their number (the GPU queue never fills at these counts).
+
+    PYTHONPATH=$PWD python3 scripts/validation/host_time.py --task nvfp4_gemm --out results/x.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from harness.engine.device import device_info
+from tasks import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = {"mxfp4_mm": "triton_mxfp4.py", "nvfp4_gemm": "triton_nvfp4.py"}
+
+
+def per_call_us(fn, calls: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=sorted(FILES), required=True)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("host_time: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    task = load_task(args.task)
+    sys.path.insert(0, str(task.compat_dir))
+    spec = importlib.util.spec_from_file_location("example", ROOT / "submissions" / FILES[args.task])
+    sub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sub)
+    rows = []
+    for case in task.benchmarks:
+        data = task.generate_input(case, device)
+        sub.custom_kernel(data)
+        row = {"case": dict(case), "custom_kernel_us": per_call_us(lambda: sub.custom_kernel(data), args.calls)}
+        plans = getattr(sub, "_PLANS", {})
+        if len(plans) == 1:   # the plan alone, and its launches one by one
+            (plan,) = plans.values()
+            ptrs = tuple(t.data_ptr() for t in (data[0], data[1], data[2], data[3], data[6])) \
+                if args.task == "nvfp4_gemm" else None
+            if ptrs is not None:
+                row["plan_us"] = per_call_us(lambda: plan(ptrs), args.calls)
+                stream = torch.cuda.current_stream().cuda_stream
+                for n, (h, (g0, g1, g2), template, slots, consts) in enumerate(getattr(plan, "steps", ())):
+                    launch_args = template.copy()
+                    for pos, i in slots:
+                        launch_args[pos] = ptrs[i]
+                    row[f"launch_{n}_us"] = per_call_us(
+                        lambda: h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None,
+                                      *launch_args, *consts), args.calls)
+                row["key_us"] = per_call_us(lambda: (data[0].shape, data[1].shape, data[0].stride(), data[1].stride(),
+                                                     data[2].stride(), data[3].stride(), data[6].stride(),
+                                                     data[0].device), args.calls)
+        plans.clear()
+        rows.append(row)
+        print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k != "case"),
+              file=sys.stderr)
+    doc = {"script": "scripts/validation/host_time.py", "device": device_info(device).__dict__,
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "calls": args.calls,
+           "file": FILES[args.task], "rows": rows}
+    Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
