@@ -14,7 +14,11 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   why the FP8 path stays faster at k=16384 (results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json:
   100.1 against 93.2 us; 30.5 against 31.3 at n=4096, 15.2 against 22.4 at k=2048; the first kernel
   alone 54.0 / 14.8 / 7.6 us, h200_profile_nvfp4_prep_i8w_fc59e7e.json). One program per 64 x 256
-  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json).
+  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json). Both
+  steps in one cooperative launch (one program per SM, a grid barrier between them) were slower: 51.3
+  and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json, code at 4e03a61).
+  At k=2048 the ranked run measures the host: two launches cost it about 8 us each
+  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 14.8 us per call.
 * FP8 (A_DEC = FP8: the k=16384 shape, and the default): an e2m1 value times a scale 2**E * f is exact
   in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
   so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
@@ -328,25 +332,14 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
-    """One C tile per program (_tile). PDL: launched while the first kernel runs; waits for it first."""
-    if PDL:
-        _cuda.gdc_wait()
-    _tile(tl.program_id(0), tl.program_id(1), tl.program_id(2), a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr,
-          sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-          BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INTERP, A_DEC)
-
-
-@triton.jit
-def _tile(pid_n, pid_m, pid_z, a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
-          M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-          SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr):
-    # The C tile (pid_n, pid_m) of batch pid_z // SPLIT_K, split pid_z % SPLIT_K.
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
     # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
-    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback). A_DEC = INT8: a8_ptr, b8_ptr hold both
-    # operands as int8, fa_ptr, fb_ptr their flags ([L, M/64, K/256], [L, N/64, K/256]).
+    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback).
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
+    # PDL: launched while _decode_a_kernel runs; waits for it before the first load of A.
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    pid_z = tl.program_id(2)
     l = pid_z // SPLIT_K
     pid_k = pid_z % SPLIT_K
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -358,6 +351,8 @@ def _tile(pid_n, pid_m, pid_z, a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_
     k_lo = (pid_k * chunks // SPLIT_K) * BLOCK_K
     k_hi = ((pid_k + 1) * chunks // SPLIT_K) * BLOCK_K
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if PDL:
+        _cuda.gdc_wait()
     a_rows = a_ptr + l * sal + offs_m * sam
     if A_DEC == 1:
         acc = _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
@@ -385,7 +380,7 @@ def _tile(pid_n, pid_m, pid_z, a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_
         ws_ptrs = ws_ptr + (l * SPLIT_K) * MN + offs_m[:, None] * N + offs_n[None, :]
         tl.store(ws_ptrs + pid_k * MN, acc)
         tl.debug_barrier()
-        tile = (l * (M // BLOCK_M) + pid_m) * (N // BLOCK_N) + pid_n
+        tile = (l * tl.num_programs(1) + pid_m) * tl.num_programs(0) + pid_n
         old = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if old == SPLIT_K - 1:
             tot = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -393,40 +388,6 @@ def _tile(pid_n, pid_m, pid_z, a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_
                 tot += tl.load(ws_ptrs + s * MN, cache_modifier=".cg")
             tl.store(c_ptrs, tot.to(tl.float16))
             tl.atomic_xchg(cnt_ptr + tile, 0)
-
-
-
-
-@triton.jit
-def _i8_fused_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, c_ptr, ws_ptr, cnt_ptr, bar_ptr,
-                     M, N, K, L, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                     INTERP: tl.constexpr):
-    """INT8 in one launch (a cooperative grid: every program resident at once): the programs share out
-    _prep_i8_kernel's tiles, meet at a grid barrier (bar_ptr: a counter that only grows, by one per
-    program and call), then share out the C tiles of _nvfp4_kernel."""
-    pid, progs = tl.program_id(0), tl.num_programs(0)
-    na, nb, kt = M // 64, N // 64, K // 256
-    for t in range(pid, (na + nb) * kt * L, progs):
-        l = t // ((na + nb) * kt)
-        r = (t // kt) % (na + nb)
-        k_tile = t % kt
-        if r < na:
-            _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, r * 64 + tl.arange(0, 64), k_tile * 256, sam, sal, ssam, ssal,
-                          M, K, l, (l * na + r) * kt + k_tile, 256, INTERP)
-        else:
-            _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, (r - na) * 64 + tl.arange(0, 64), k_tile * 256, sbn, sbl,
-                          ssbn, ssbl, N, K, l, (l * nb + r - na) * kt + k_tile, 256, INTERP)
-    tl.debug_barrier()   # this program's stores, then its arrival (release) ...
-    target = (tl.atomic_add(bar_ptr, 1, sem="release", scope="gpu") // progs + 1) * progs
-    while tl.atomic_add(bar_ptr, 0, sem="acquire", scope="gpu") < target:   # ... and everyone else's
-        pass
-    tl.debug_barrier()
-    n_n, n_m = N // BLOCK_N, M // BLOCK_M
-    for g in range(pid, n_n * n_m * L * SPLIT_K, progs):
-        _tile(g % n_n, (g // n_n) % n_m, g // (n_n * n_m), a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr,
-              sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-              BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, INTERP, 3)
 
 
 @triton.jit
@@ -481,10 +442,9 @@ def _pick(M, N, K, L):
     return (BM, BN, BK, split, 4, 3, FP8)
 
 
-_FUSED_I8 = 1   # INT8: one cooperative launch (_i8_fused_kernel) instead of two
 _PREP_TILES, _PREP_WARPS = 1, 4   # INT8: 64 x 256 tiles per program of the first kernel, and its warps
 _BUFFERS = {}
-_OPTIONS = ("num_warps", "num_stages", "launch_pdl", "launch_cooperative_grid")   # launch options in a meta dict, not constexprs
+_OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
 # Programmatic dependent launch (Hopper on): the GEMM after _decode_a_kernel launches while that kernel
 # runs and waits for it in the kernel (PDL), which hides the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
@@ -543,15 +503,6 @@ def _launches(M, N, K, L, strides, dev):
         a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _buffer(dev, "b_i8", L * N * K, torch.int8)
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
         fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-        if _FUSED_I8 and not _INTERP:   # one cooperative launch, one program per SM (the interpreter runs
-            # programs one after another: none would pass the grid barrier)
-            ws, cnt = _scratch(dev, L * SPLIT * M * N, (N // BN) * (M // BM) * L)
-            return [(_i8_fused_kernel, (torch.cuda.get_device_properties(dev).multi_processor_count, 1, 1),
-                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, _C, ws, cnt,
-                      _buffer(dev, "grid_bar", 1, torch.int32), M, N, K, L, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                      scm, scl],
-                     {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": False, "num_warps": nw,
-                      "num_stages": ns, "launch_cooperative_grid": True})]
         tiles = _PREP_TILES if (K // 256) % _PREP_TILES == 0 else 1
         out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256 // tiles, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
@@ -590,24 +541,36 @@ def _plan(launches, handles, dev):
         template = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
         slots = [(pos, a.ptr) for pos, a in enumerate(args) if isinstance(a, _In)]
         consts = [v for k, v in meta.items() if k not in _OPTIONS]
-        steps.append((h, grid, template, slots, consts))
+        steps.append((_launcher(h), grid, template, slots, consts))
     keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
     get_stream, index = _driver.active.get_current_stream, dev.index
 
     def run(ptrs):
         stream = get_stream(index)
-        for h, (g0, g1, g2), template, slots, consts in steps:
+        for (go, function, head), (g0, g1, g2), template, slots, consts in steps:
             args = template.copy()
             for pos, i in slots:
                 args[pos] = ptrs[i]
-            h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
+            go(g0, g1, g2, stream, function, *head, *args, *consts)
     run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
     return run
 
 
+def _launcher(h):
+    """(launch, function, the arguments between the function and the kernel's): the C launch function
+    itself where the launcher has no scratch memory to allocate per call (its Python wrapper would
+    only forward to it, about 1 us on the H200's host), else the launcher."""
+    run = h.run
+    fast = getattr(run, "launch", None)
+    if fast is not None and getattr(run, "global_scratch_size", 1) == 0 and getattr(run, "profile_scratch_size", 1) == 0:
+        return fast, h.function, (run.launch_cooperative_grid, run.launch_pdl, None, None, h.packed_metadata,
+                                  None, None, None)
+    return run, h.function, (h.packed_metadata, None, None, None)
+
+
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
-    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.device)
+    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.get_device())
     plan = _PLANS.get(key) if _FAST[0] else None
     if plan is not None:
         try:

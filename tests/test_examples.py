@@ -368,19 +368,3 @@ def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
         want = 2 * e2m1[(words >> np.uint32(4 * j)) & 15] * scale
         np.testing.assert_array_equal(got.astype(np.uint8).view(np.int8).astype(np.float32), want)
 
-
-def test_nvfp4_int8_single_launch_compiles_to_a_grid_barrier_and_int8_wgmma():
-    """sm_90: the INT8 path in one cooperative launch: the first kernel's tiles, a grid barrier (an
-    arrival with release, a spin with acquire, at GPU scope), then the int8 GEMM's tiles."""
-    sub = _example("triton_nvfp4")
-    ints = {n: "i32" for n in ("M", "N", "K", "L", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm",
-                               "scl")}
-    sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*u8", "sb_ptr": "*u8", "a8_ptr": "*i8", "b8_ptr": "*i8",
-           "fa_ptr": "*i32", "fb_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", "bar_ptr": "*i32",
-           **ints, **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP")}}
-    kernel = _compile(sub._i8_fused_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 2,
-                                                  "INTERP": False}, 90, 8, 3,
-                      aligned=[n for n in sig if n.endswith("_ptr")] + [n for n in ints if n != "L"])
-    ptx = kernel.asm["ptx"]
-    assert "atom.global.gpu.release.add" in ptx and "atom.global.gpu.acq" in ptx
-    assert ".s32.s8.s8" in ptx and "cp.async" in ptx and "prmt.b32 p, t0, t1" in ptx
