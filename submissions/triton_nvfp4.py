@@ -18,7 +18,10 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   steps in one cooperative launch (one program per SM, a grid barrier between them) were slower: 51.3
   and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json, code at 4e03a61).
   At k=2048 the ranked run measures the host: two launches cost it about 8 us each
-  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 14.8 us per call.
+  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 14.8 us per call; calling Triton's C
+  launch function directly saved about 1.5 us a launch
+  (probes/h200_host_time_nvfp4_direct_launch_a507d71.json) but not in the ranked run (24.06 us at
+  k=2048, probes/h200_examples_ranked_nvfp4_direct_launch_a507d71.json).
 * FP8 (A_DEC = FP8: the k=16384 shape, and the default): an e2m1 value times a scale 2**E * f is exact
   in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
   so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
@@ -522,8 +525,8 @@ def _launches(M, N, K, L, strides, dev):
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                 scm, scl],
+                [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
+                 ssal, ssbn, ssbl, scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
                  **({"launch_pdl": True} if pdl else {})}))
@@ -541,36 +544,24 @@ def _plan(launches, handles, dev):
         template = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
         slots = [(pos, a.ptr) for pos, a in enumerate(args) if isinstance(a, _In)]
         consts = [v for k, v in meta.items() if k not in _OPTIONS]
-        steps.append((_launcher(h), grid, template, slots, consts))
+        steps.append((h, grid, template, slots, consts))
     keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
     get_stream, index = _driver.active.get_current_stream, dev.index
 
     def run(ptrs):
         stream = get_stream(index)
-        for (go, function, head), (g0, g1, g2), template, slots, consts in steps:
+        for h, (g0, g1, g2), template, slots, consts in steps:
             args = template.copy()
             for pos, i in slots:
                 args[pos] = ptrs[i]
-            go(g0, g1, g2, stream, function, *head, *args, *consts)
+            h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
     run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
     return run
 
 
-def _launcher(h):
-    """(launch, function, the arguments between the function and the kernel's): the C launch function
-    itself where the launcher has no scratch memory to allocate per call (its Python wrapper would
-    only forward to it, about 1 us on the H200's host), else the launcher."""
-    run = h.run
-    fast = getattr(run, "launch", None)
-    if fast is not None and getattr(run, "global_scratch_size", 1) == 0 and getattr(run, "profile_scratch_size", 1) == 0:
-        return fast, h.function, (run.launch_cooperative_grid, run.launch_pdl, None, None, h.packed_metadata,
-                                  None, None, None)
-    return run, h.function, (h.packed_metadata, None, None, None)
-
-
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
-    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.get_device())
+    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.device)
     plan = _PLANS.get(key) if _FAST[0] else None
     if plan is not None:
         try:

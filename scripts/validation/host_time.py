@@ -65,13 +65,16 @@ def main(argv=None) -> int:
             if ptrs is not None:
                 row["plan_us"] = per_call_us(lambda: plan(ptrs), args.calls)
                 stream = torch.cuda.current_stream().cuda_stream
-                for n, ((go, function, head), (g0, g1, g2), template, slots, consts) in \
-                        enumerate(getattr(plan, "steps", ())):
+                for n, (h, (g0, g1, g2), template, slots, consts) in enumerate(getattr(plan, "steps", ())):
                     launch_args = template.copy()
                     for pos, i in slots:
                         launch_args[pos] = ptrs[i]
                     row[f"launch_{n}_us"] = per_call_us(
-                        lambda: go(g0, g1, g2, stream, function, *head, *launch_args, *consts), args.calls)
+                        lambda: h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None,
+                                      *launch_args, *consts), args.calls)
+                row["key_us"] = per_call_us(lambda: (data[0].shape, data[1].shape, data[0].stride(), data[1].stride(),
+                                                     data[2].stride(), data[3].stride(), data[6].stride(),
+                                                     data[0].device), args.calls)
         plans.clear()
         rows.append(row)
         print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k != "case"),
