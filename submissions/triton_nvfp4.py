@@ -14,7 +14,8 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   why the FP8 path stays faster at k=16384 (results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json:
   100.1 against 93.2 us; 30.5 against 31.3 at n=4096, 15.2 against 22.4 at k=2048; the first kernel
   alone 54.0 / 14.8 / 7.6 us, h200_profile_nvfp4_prep_i8w_fc59e7e.json). One program per 64 x 256
-  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json). Both
+  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json, code
+  at a5e26f1). Both
   steps in one cooperative launch (one program per SM, a grid barrier between them) were slower: 51.3
   and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json, code at 4e03a61).
   At k=2048 the ranked run measures the host: two launches cost it about 8 us each
@@ -233,24 +234,20 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
 @triton.jit
 def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, M, N, K,
                     sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, TILES: tl.constexpr = 1,
-                    PDL: tl.constexpr = False):
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
     """INT8, the first kernel: both operands as int8 (2 * value, exact for the scales that _i8_code
     finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
     (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
     Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    na = M // BLOCK_R
-    kt = K // BLOCK_K   # tiles per row block
-    for t in tl.static_range(TILES):   # TILES consecutive tiles along K
-        k_tile = pid_k * TILES + t
-        if pid_r < na:
-            _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), k_tile * BLOCK_K,
-                          sam, sal, ssam, ssal, M, K, l, (l * na + pid_r) * kt + k_tile, BLOCK_K, INTERP)
-        else:
-            r = pid_r - na
-            _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), k_tile * BLOCK_K,
-                          sbn, sbl, ssbn, ssbl, N, K, l, (l * (N // BLOCK_R) + r) * kt + k_tile, BLOCK_K, INTERP)
+    na, kt = M // BLOCK_R, tl.num_programs(1)
+    if pid_r < na:
+        _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), pid_k * BLOCK_K,
+                      sam, sal, ssam, ssal, M, K, l, (l * na + pid_r) * kt + pid_k, BLOCK_K, INTERP)
+    else:
+        r = pid_r - na
+        _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), pid_k * BLOCK_K,
+                      sbn, sbl, ssbn, ssbl, N, K, l, (l * (N // BLOCK_R) + r) * kt + pid_k, BLOCK_K, INTERP)
     if PDL:   # after the stores
         _cuda.gdc_launch_dependents()
 
@@ -337,9 +334,10 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
                   SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
     # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
-    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback).
+    # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback). A_DEC = INT8: a8_ptr, b8_ptr hold both
+    # operands as _prep_i8_kernel wrote them ([L, M, K], [L, N, K]), fa_ptr, fb_ptr their flags.
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
-    # PDL: launched while _decode_a_kernel runs; waits for it before the first load of A.
+    # PDL: launched while the first kernel runs; waits for it before the first load of A.
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_z = tl.program_id(2)
@@ -371,7 +369,7 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
                                   b8_ptr + l * N * K + offs_n * K, fa_ptr + blocks * (K // 256),
                                   fb_ptr + b_blocks * (K // 256), k_lo, k_hi, BLOCK_K, INTERP)
             acc = acc_i.to(tl.float32) * 0.25
-        if bad > 0:   # (FP8: a scale that the fp8 path cannot fold: this tile again, exactly, on fp16, in
+        if bad > 0:   # (FP8, INT8: a scale that the path cannot fold: this tile again, exactly, on fp16, in
             # chunks of 64, whose registers stay within the fp8 loop's)
             acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
                              k_lo, k_hi, 64 if A_DEC >= 2 else BLOCK_K, False, INTERP) * 268435456.0
@@ -445,7 +443,6 @@ def _pick(M, N, K, L):
     return (BM, BN, BK, split, 4, 3, FP8)
 
 
-_PREP_TILES, _PREP_WARPS = 1, 4   # INT8: 64 x 256 tiles per program of the first kernel, and its warps
 _BUFFERS = {}
 _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
 # Programmatic dependent launch (Hopper on): the GEMM after _decode_a_kernel launches while that kernel
@@ -506,11 +503,10 @@ def _launches(M, N, K, L, strides, dev):
         a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _buffer(dev, "b_i8", L * N * K, torch.int8)
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
         fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-        tiles = _PREP_TILES if (K // 256) % _PREP_TILES == 0 else 1
-        out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256 // tiles, L),
+        out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "TILES": tiles, "PDL": pdl,
-                            "num_warps": _PREP_WARPS, "num_stages": 1}))
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": 4,
+                            "num_stages": 1}))
     elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
                       torch.float8_e4m3fn)
