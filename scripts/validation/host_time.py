@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import sys
 import time
@@ -19,11 +18,13 @@ from pathlib import Path
 
 import torch
 
-from harness.engine.device import device_info
-from tasks import load_task
-
 ROOT = Path(__file__).resolve().parents[2]
-FILES = {"mxfp4_mm": "triton_mxfp4.py", "nvfp4_gemm": "triton_nvfp4.py"}
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts" / "validation"))
+
+from harness.engine.device import device_info  # noqa: E402
+from tasks import load_task  # noqa: E402
+from tune_examples import FILES, load_submission  # noqa: E402
 
 
 def per_call_us(fn, calls: int) -> float:
@@ -48,10 +49,7 @@ def main(argv=None) -> int:
         return 2
     device = torch.device("cuda")
     task = load_task(args.task)
-    sys.path.insert(0, str(task.compat_dir))
-    spec = importlib.util.spec_from_file_location("example", ROOT / "submissions" / FILES[args.task])
-    sub = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sub)
+    sub = load_submission(task)
     rows = []
     for case in task.benchmarks:
         data = task.generate_input(case, device)
