@@ -14,10 +14,10 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   why the FP8 path stays faster at k=16384 (results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json:
   100.1 against 93.2 us; 30.5 against 31.3 at n=4096, 15.2 against 22.4 at k=2048; the first kernel
   alone 54.0 / 14.8 / 7.6 us, h200_profile_nvfp4_prep_i8w_fc59e7e.json). One program per 64 x 256
-  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json, code
-  at a5e26f1). Both
-  steps in one cooperative launch (one program per SM, a grid barrier between them) were slower: 51.3
-  and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json, code at 4e03a61).
+  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json, code at
+  a5e26f1). Both steps in one cooperative launch (one program per SM, a grid barrier between them)
+  were slower: 51.3 and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json,
+  code at 4e03a61).
   At k=2048 the ranked run measures the host: two launches cost it about 8 us each
   (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 14.8 us per call; calling Triton's C
   launch function directly saved about 1.5 us a launch
