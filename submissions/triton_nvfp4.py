@@ -445,10 +445,10 @@ def _pick(M, N, K, L):
 
 _BUFFERS = {}
 _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
-# Programmatic dependent launch (Hopper on): the GEMM after _decode_a_kernel launches while that kernel
-# runs and waits for it in the kernel (PDL), which hides the second launch's latency.
+# Programmatic dependent launch (Hopper on): the GEMM after a first kernel (_decode_a_kernel,
+# _prep_i8_kernel) launches while that kernel runs and waits for it in the kernel (PDL), which hides
+# the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-
 
 
 def _buffer(dev, name, numel, dtype):
