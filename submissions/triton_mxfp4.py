@@ -214,34 +214,44 @@ def _scale_column(c):
 
 @triton.jit
 def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, stride_bn, bs_stride,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False,
+                    BLOCK_RA: tl.constexpr = 16):
     """PREPARE: both operands of one plain bf16 GEMM, exact: bp [N, K] = B dequantized and ap [M, K] =
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
-    unchanged. Programs 0 .. cdiv(N, BLOCK_R) - 1 take row blocks of B, the rest those of A (PRE_A runs
-    it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes). PDL: the GEMM
-    that follows may launch once every program has stored (programmatic dependent launch)."""
+    unchanged. Programs 0 .. cdiv(M, BLOCK_RA) - 1 take BLOCK_RA-row blocks of A, the rest BLOCK_R-row
+    blocks of B: A's quantization, the heavier work, starts first instead of trailing the grid (PRE_A
+    runs it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes). With 32-row blocks of B and BLOCK_K = 256 its scales are loaded as whole
+    256-byte segments of the shuffled layout (_load_scale_segments). PDL: the GEMM that follows may
+    launch once every program has stored (programmatic dependent launch)."""
     pid = tl.program_id(0)
-    nb = tl.cdiv(N, BLOCK_R)
+    na = tl.cdiv(M, BLOCK_RA)
     k0 = tl.program_id(1) * BLOCK_K
     offs_h = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-    if pid < nb:
-        rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+    if pid < na:
+        rows_a = pid * BLOCK_RA + tl.arange(0, BLOCK_RA)
+        mask_a = rows_a < M
+        a = tl.load(a_ptr + rows_a[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask_a[:, None],
+                    other=0.0)
+        a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))   # names apart from B's: the
+        a_out = ap_ptr + rows_a[:, None] * K + offs_h[None, :]                      # branches' shapes differ
+        tl.store(a_out, a_even, mask=mask_a[:, None])
+        tl.store(a_out + K // 2, a_odd, mask=mask_a[:, None])
+    else:
+        rows = (pid - na) * BLOCK_R + tl.arange(0, BLOCK_R)
         mask = rows < N
         b = tl.load(bq_ptr + rows[:, None] * stride_bn + offs_h[None, :], mask=mask[:, None], other=0)
-        s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
-        e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
-                    other=127)
+        if BLOCK_K == 256 and BLOCK_R % 32 == 0:
+            groups = (pid - na) * (BLOCK_R // 32) + tl.arange(0, BLOCK_R // 32)
+            seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
+            e = _load_scale_segments(k0, seg_ptrs, groups * 32 < N)
+        else:
+            s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
+            e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
+                        other=127)
         even, odd = _decode_b(b, e, INTERP)
         out = bp_ptr + rows[:, None] * K + offs_h[None, :]
-    else:
-        rows = (pid - nb) * BLOCK_R + tl.arange(0, BLOCK_R)
-        mask = rows < M
-        a = tl.load(a_ptr + rows[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask[:, None],
-                    other=0.0)
-        even, odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
-        out = ap_ptr + rows[:, None] * K + offs_h[None, :]
-    tl.store(out, even, mask=mask[:, None])
-    tl.store(out + K // 2, odd, mask=mask[:, None])
+        tl.store(out, even, mask=mask[:, None])
+        tl.store(out + K // 2, odd, mask=mask[:, None])
     if PDL:
         _cuda.gdc_launch_dependents()
 
@@ -577,15 +587,17 @@ def _launch(kernel, grid, args, key, meta):
         _HANDLES[key] = h
 
 
-def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False):
-    """Launches _prepare_kernel on A and the first N rows of B (N = 0: A alone), BLOCK_R = rows;
-    returns the bf16 operands (ap [M, K], bp [N, K], or ap twice)."""
+def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
+    """Launches _prepare_kernel on A and the first N rows of B (N = 0: A alone), BLOCK_R = rows of B
+    and BLOCK_RA = rows_a of A (0: rows) per program; returns the bf16 operands (ap [M, K], bp [N, K],
+    or ap twice)."""
     M, K = A.shape
     ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
     bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K) if N else ap
-    _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows), K // bk),
+    _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows_a or rows), K // bk),
             (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare", N, rows, bk) + key,
-            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "num_warps": nw, "num_stages": 1})
+            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "BLOCK_RA": rows_a or rows, "num_warps": nw,
+             "num_stages": 1})
     return ap, bp
 
 
@@ -598,8 +610,8 @@ def custom_kernel(data):
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
-    if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN: rows per program)
-        ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key)
+    if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
+        ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key, rows_a=BM)
         return ap @ bp.T
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM

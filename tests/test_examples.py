@@ -59,7 +59,8 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
         sub = load("triton_mxfp4", mx)
         for cfg in [(64, 16, 64, 2, 0, 4, 1, 1), (64, 16, 128, 2, 1, 4, 1, 1), (64, 32, 64, 1, 1, 4, 1, 1),
                     (32, 0, 64, 0, 2, 4, 1, 1), (64, 16, 64, 2, 0, 4, 3, 1), (64, 32, 128, 2, 1, 4, 2, 1),
-                    (64, 64, 64, 2, 1, 4, 3, 0), (128, 64, 128, 1, 0, 4, 2, 0)]:
+                    (64, 64, 64, 2, 1, 4, 3, 0), (128, 64, 128, 1, 0, 4, 2, 0),
+                    (32, 8, 256, 0, 2, 4, 1, 1), (64, 16, 128, 0, 2, 4, 1, 1)]:   # PREPARE, B's scales as segments
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
@@ -72,7 +73,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 10 and all(line.endswith("True") for line in lines), out
+    assert len(lines) == 12 and all(line.endswith("True") for line in lines), out
 
 
 def _example(name: str):
@@ -212,10 +213,15 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
     sub = _example("triton_mxfp4")
     sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
-           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP", "PDL")}}
-    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False, "PDL": True}, 90, 4)
+           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP", "PDL", "BLOCK_RA")}}
+    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False, "PDL": True,
+                                                 "BLOCK_RA": 16}, 90, 4)
     assert "mul.rn.bf16x2" in kernel.asm["ptx"]
     assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]   # the GEMM may launch (PDL)
+    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 32, "BLOCK_K": 256, "INTERP": False, "PDL": False,
+                                                 "BLOCK_RA": 8}, 90, 4, aligned=tuple(sig)[:11])
+    ptx = kernel.asm["ptx"]   # B's scales as 256-byte segments: no byte-wide gather is left
+    assert "ld.global.v4.b32" in ptx and "ld.global.b8" not in ptx and "griddepcontrol" not in ptx
     sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
     kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)

@@ -49,7 +49,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
     out = [base]
     if task_name == "mxfp4_mm":           # (BN, BM, BK, SPLIT, PRE_A, warps, STAGES, SWAP_AB)
         bm0 = 16 if M <= 16 else min(128, 1 << (M - 1).bit_length())
-        bms = {bm0, max(16, bm0 // 2)} | ({256} if M >= 256 else set())
+        bms = {bm0, max(16, bm0 // 2)} | ({256} if M >= 256 else set()) | ({64} if M < 64 else set())
         for bn, bm, bk, split, pre_a, nw, stages, swap in itertools.product(
                 (32, 64, 128, 256), bms, (64, 128, 256), (1, 2, 4, 7, 8, 14, 16), (0, 1, 3), (4, 8), (1, 2, 3, 4), (1, 0)):
             programs = -(-N // bn) * -(-M // bm) * split
@@ -64,10 +64,14 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 continue
             if not swap and (bm < 64 or stages == 1):   # C tiles: M on the MMA's M side (64 rows at least)
                 continue
+            if swap and M < 64 == bm:     # M < 64: BM = 64 only for C tiles (rows past M are masked)
+                continue
             out.append((bn, bm, bk, split, pre_a, nw, stages, swap))
-        if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows each), then cuBLAS
-            out += [(rows, 0, bk, 0, 2, nw, 1, 1) for rows, bk, nw in itertools.product((16, 32, 64), (64, 128, 256), (4, 8))
-                    if rows * bk <= 64 * 256]
+        if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows of B, BM of A
+            # each; BM = 0: BN), then cuBLAS
+            out += [(rows, rows_a, bk, 0, 2, nw, 1, 1) for rows, rows_a, bk, nw in
+                    itertools.product((16, 32, 64), (0, 8, 16), (64, 128, 256), (4, 8))
+                    if rows * bk <= 64 * 256 and rows_a != rows]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
