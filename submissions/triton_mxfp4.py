@@ -510,7 +510,7 @@ CONFIGS = {
     (32, 4096, 512): (64, 16, 256, 1, 0, 8, 3, 1),
     (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1, 1),
     (64, 7168, 2048): (64, 64, 256, 1, FP8, 4, 3, 0),
-    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1, 1),
+    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1, 0),
 }
 
 
@@ -612,7 +612,7 @@ def custom_kernel(data):
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
     if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key, rows_a=BM)
-        return ap @ bp.T
+        return (bp @ ap.T).T if swap else ap @ bp.T   # SWAP_AB: cuBLAS computes C^T (C a transposed view)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)

@@ -60,7 +60,7 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
         for cfg in [(64, 16, 64, 2, 0, 4, 1, 1), (64, 16, 128, 2, 1, 4, 1, 1), (64, 32, 64, 1, 1, 4, 1, 1),
                     (32, 0, 64, 0, 2, 4, 1, 1), (64, 16, 64, 2, 0, 4, 3, 1), (64, 32, 128, 2, 1, 4, 2, 1),
                     (64, 64, 64, 2, 1, 4, 3, 0), (128, 64, 128, 1, 0, 4, 2, 0),
-                    (32, 8, 256, 0, 2, 4, 1, 1), (64, 16, 128, 0, 2, 4, 1, 1)]:   # PREPARE, B's scales as segments
+                    (32, 8, 256, 0, 2, 4, 1, 1), (64, 16, 128, 0, 2, 4, 1, 0)]:   # PREPARE: segments, C or C^T
             sub.CONFIGS[(20, 256, 512)] = cfg
             data = mx.generate_input({"m": 20, "n": 256, "k": 512, "seed": 3}, torch.device("cpu"))
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
