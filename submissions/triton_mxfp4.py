@@ -540,6 +540,8 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # Programmatic dependent launch (Hopper on): a GEMM after a first kernel launches while that kernel runs
 # and waits for it in the kernel (PDL), which hides the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+# PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
+_PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
 _BUFFERS = {}
 
 
@@ -594,9 +596,11 @@ def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
     M, K = A.shape
     ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
     bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K) if N else ap
-    _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows_a or rows), K // bk),
-            (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)), ("prepare", N, rows, bk) + key,
-            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "BLOCK_RA": rows_a or rows, "num_warps": nw,
+    rows_a = rows_a or rows
+    _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows_a), K // bk),
+            (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)),
+            ("prepare", N, rows, rows_a, bk, nw) + key,
+            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "BLOCK_RA": rows_a, "num_warps": nw,
              "num_stages": 1})
     return ap, bp
 
@@ -629,7 +633,7 @@ def custom_kernel(data):
                 {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
                  "num_stages": 1})
     elif pre_a:
-        a = _prepare(A, bq, bs, 0, 16, 64, 4, key, pdl)[0]
+        a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
