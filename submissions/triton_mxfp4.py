@@ -25,6 +25,8 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   A quantize-dequantized, K reordered to even | odd columns, which leaves A @ B^T unchanged), then one
   cuBLAS bf16 GEMM; the prepared operands stay in L2 for cuBLAS.  There it beats the decode-in-the-loop
   GEMM below, which is bound by instruction issue (results/h200_tuning_mxfp4_pipelined_large_m.json).
+  Small programs (8 rows of B or 4 of A, 2 warps) and A's quantizing programs first in the grid, not
+  trailing it: m=256 14.14 against 15.17 us (results/h200_tuning_mxfp4_prepare_a_first.json).
 * Swap-AB (SWAP_AB = 1): a program computes a C^T tile, N rows on the MMA's M side, the decoded B its
   register operand (M is 4..256 here).  With SWAP_AB = 0 (M >= 64) a program computes a C tile and the
   decoded B is the MMA's shared-memory operand, which spares the register operand's trip through shared
@@ -503,14 +505,16 @@ PREPARE, FP8 = 2, 3
 # results/h200_tuning_mxfp4.json and h200_tuning_mxfp4_prepare.json; the PIPELINED loop and SWAP_AB = 0:
 # results/h200_tuning_mxfp4_pipelined_large_m.json and h200_tuning_mxfp4_pipelined_small_m.json; BLOCK_K
 # 256 with the scale segments: h200_tuning_mxfp4_scale_segments.json; FP8: h200_tuning_mxfp4_fp8_segments.json;
-# with PDL: h200_tuning_mxfp4_fp8_pdl.json (m=64) and h200_tuning_mxfp4_pre_a_pdl_m*.json).
+# with PDL: h200_tuning_mxfp4_fp8_pdl.json (m=64) and h200_tuning_mxfp4_pre_a_pdl_m*.json; PREPARE with
+# A's programs first and its own row blocks: h200_tuning_mxfp4_prepare_a_first.json; C tiles at m=16:
+# h200_tuning_mxfp4_c_tiles_m16.json, slower).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
     (16, 2112, 7168): (128, 16, 256, 7, 1, 8, 3, 1),
     (32, 4096, 512): (64, 16, 256, 1, 0, 8, 3, 1),
     (32, 2880, 512): (64, 16, 64, 4, 0, 4, 1, 1),
     (64, 7168, 2048): (64, 64, 256, 1, FP8, 4, 3, 0),
-    (256, 3072, 1536): (16, 0, 128, 0, PREPARE, 8, 1, 0),
+    (256, 3072, 1536): (8, 4, 256, 0, PREPARE, 2, 1, 0),
 }
 
 
