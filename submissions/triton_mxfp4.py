@@ -222,12 +222,9 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
     unchanged. Programs 0 .. cdiv(M, BLOCK_RA) - 1 take BLOCK_RA-row blocks of A, the rest BLOCK_R-row
     blocks of B: A's quantization, the heavier work, starts first instead of trailing the grid (PRE_A
-    runs it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes).
-    With 32-row blocks of B and BLOCK_K = 256 its scales are loaded as whole 256-byte segments of the
-    shuffled layout (_load_scale_segments). PDL = 1: the GEMM that follows may launch once every program
-    has stored (programmatic dependent launch); PDL = 2: once every program has started."""
-    if PDL == 2:
-        _cuda.gdc_launch_dependents()
+    runs it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes). With 32-row blocks of B and BLOCK_K = 256 its scales are loaded as whole
+    256-byte segments of the shuffled layout (_load_scale_segments). PDL: the GEMM that follows may
+    launch once every program has stored (programmatic dependent launch)."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, BLOCK_RA)
     k0 = tl.program_id(1) * BLOCK_K
@@ -257,7 +254,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
         out = bp_ptr + rows[:, None] * K + offs_h[None, :]
         tl.store(out, even, mask=mask[:, None])
         tl.store(out + K // 2, odd, mask=mask[:, None])
-    if PDL == 1:
+    if PDL:
         _cuda.gdc_launch_dependents()
 
 
@@ -271,8 +268,6 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
     layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
     of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
-    if PDL == 2:
-        _cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
@@ -307,7 +302,7 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         n = g * 32 + tl.arange(0, 32)
         tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
                                          tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
-    if PDL == 1:
+    if PDL:
         _cuda.gdc_launch_dependents()
 
 
@@ -422,33 +417,12 @@ def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_
 
 
 @triton.jit
-def _prefetch_l2(ptrs, mask):
-    """prefetch.global.L2 of the lines at ptrs where mask is set (no registers are loaded)."""
-    return tl.inline_asm_elementwise(
-        "{ .reg .pred q; setp.ne.b32 q, $2, 0; @q prefetch.global.L2 [$1]; mov.u32 $0, 0; }", "=r,l,r",
-        [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _prefetch_b(bq_ptr, bs_ptr, offs_n, n_mask, groups, g_mask, stride_bn, bs_stride, k_lo, K_SPLIT):
-    """Prefetches into L2 this program's B codes (its rows' bytes k_lo/2 .. (k_lo + K_SPLIT)/2, 8 lines of 128
-    bytes a row per step) and the first 2 KB of its 32-row groups' scales in the shuffled layout."""
-    lines = tl.arange(0, 8) * 128
-    for kb in range(0, K_SPLIT // 2, 1024):
-        _prefetch_l2(bq_ptr + offs_n[:, None] * stride_bn + (k_lo // 2 + kb) + lines[None, :],
-                     n_mask[:, None] & (kb + lines < K_SPLIT // 2)[None, :])
-    seg = tl.arange(0, 16) * 128
-    _prefetch_l2(bs_ptr + groups[:, None] * (bs_stride * 32) + (k_lo // 256) * 256 + seg[None, :],
-                 g_mask[:, None] & (seg < (K_SPLIT // 256) * 256)[None, :])
-
-
-@triton.jit
 def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
                      M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, PREFETCH: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -476,8 +450,6 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    if PREFETCH:   # B's codes and scales (inputs, not the first kernel's output) into L2 before the wait
-        _prefetch_b(bq_ptr, bs_ptr, offs_n, n_mask, groups, g_mask, stride_bn, bs_stride, k_lo, K_SPLIT)
     if PDL:
         _cuda.gdc_wait()
     if FP8:
@@ -574,14 +546,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-# _PREFETCH: the GEMM prefetches its B into L2 before it waits for the first kernel; _EARLY_TRIGGER: the
-# first kernel lets the GEMM launch at its programs' start instead of after their stores
-_PREFETCH, _EARLY_TRIGGER = 0, 0
-
-
-def _trigger(pdl):
-    """The first kernel's PDL switch: 0 none, 1 after its stores, 2 at its programs' start."""
-    return (2 if _EARLY_TRIGGER else 1) if pdl else 0
 _BUFFERS = {}
 
 
@@ -640,8 +604,8 @@ def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
     _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows_a), K // bk),
             (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)),
             ("prepare", N, rows, rows_a, bk, nw) + key,
-            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": _trigger(pdl), "BLOCK_RA": rows_a,
-             "num_warps": nw, "num_stages": 1})
+            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "BLOCK_RA": rows_a, "num_warps": nw,
+             "num_stages": 1})
     return ap, bp
 
 
@@ -670,8 +634,8 @@ def custom_kernel(data):
         rows = max(1, 2048 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": _trigger(pdl),
-                 "num_warps": 4, "num_stages": 1})
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
+                 "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
@@ -682,6 +646,5 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "PREFETCH": bool(_PREFETCH) and not _INTERP, "num_warps": nw,
-                            "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -150,15 +150,13 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL", "PREFETCH")}}
+                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL")}}
     fp8 = pre_a == sub.FP8
-    prefetch = fp8 and segments
     kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16,
                                                   "BLOCK_K": 256 if segments else 128, "SPLIT_K": 2,
                                                   "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
                                                   "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8,
-                                                  "SEGMENTS": segments, "PDL": bool(pre_a),
-                                                  "PREFETCH": prefetch}, 90, 4, stages,
+                                                  "SEGMENTS": segments, "PDL": bool(pre_a)}, 90, 4, stages,
                       aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
@@ -167,8 +165,6 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     assert ("prmt.b32 x, l, h, m" in ptx) == fp8                # the fp8 decode's table lookup
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
     assert ("griddepcontrol.wait" in ptx) == bool(pre_a)   # after a first kernel: waits for it (PDL)
-    assert ("prefetch.global.L2" in ptx) == prefetch      # B into L2 before that wait
-    assert not prefetch or ptx.index("prefetch.global.L2") < ptx.index("griddepcontrol.wait")
     if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
         assert fp8 or not re.search(r"ld\.global[.a-z0-9:]*\.[ub]8", ptx)
 
