@@ -70,7 +70,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows of B, BM of A
             # each; BM = 0: BN), then cuBLAS (SWAP_AB = 1: cuBLAS computes C^T)
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
-                    itertools.product((8, 16, 32, 64), (0, 4, 8, 16), (64, 128, 256, 512), (2, 4, 8), (0, 1))
+                    itertools.product((4, 8, 16, 32, 64), (0, 2, 4, 8, 16), (64, 128, 256, 512), (1, 2, 4, 8), (0, 1))
                     if rows * bk <= 64 * 256 and rows_a != rows]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
