@@ -222,9 +222,10 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
     unchanged. Programs 0 .. cdiv(M, BLOCK_RA) - 1 take BLOCK_RA-row blocks of A, the rest BLOCK_R-row
     blocks of B: A's quantization, the heavier work, starts first instead of trailing the grid (PRE_A
-    runs it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes). With 32-row blocks of B and BLOCK_K = 256 its scales are loaded as whole
-    256-byte segments of the shuffled layout (_load_scale_segments). PDL: the GEMM that follows may
-    launch once every program has stored (programmatic dependent launch)."""
+    runs it with N = 0: A alone, whose two halves the GEMM below reads as its even and odd planes).
+    With 32-row blocks of B and BLOCK_K = 256 its scales are loaded as whole 256-byte segments of the
+    shuffled layout (_load_scale_segments). PDL: the GEMM that follows may launch once every program has
+    stored (programmatic dependent launch)."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, BLOCK_RA)
     k0 = tl.program_id(1) * BLOCK_K
