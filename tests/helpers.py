@@ -1,6 +1,7 @@
 """What several test modules share: paths of the small task copies and the examples, a cheating-file
-builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, and synthetic results
-(``make_result``) for the store and leaderboard tests."""
+builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, synthetic results
+(``make_result``) for the store and leaderboard tests, and the controls of triton_nvfp4's fallback
+tests (``NVFP4_BAD_SCALES``, ``nvfp4_path_alone``)."""
 from __future__ import annotations
 
 import contextlib
@@ -85,3 +86,24 @@ def listening_sockets(prefix: str):
     finally:
         tcp.close()
         unix.close()
+
+
+# triton_nvfp4's fallback tests (CPU interpreter and GPU): (operand, e4m3 scale byte, row, block) of one
+# scale its FP8 and INT8 paths cannot fold, B's 1.125 (0x39) or A's 0.5625 (0x31), in the first
+# 64-row x 256-K tile and in a later one (the first kernel writes a flag per tile; the FP8 loop checks
+# B's scales itself)
+NVFP4_BAD_SCALES = ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20))
+
+
+def nvfp4_path_alone(data, a_dec: int):
+    """What triton_nvfp4's FP8 (a_dec 2) or INT8 (3) path alone would compute, with no fallback: both
+    operands rounded to e4m3, or 2 * value cut to an integer as the int8 conversion does."""
+    import torch
+    from fp4_reference.nvfp4 import dequantize_nvfp4
+    a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
+    da, db = dequantize_nvfp4(a, sfa).double(), dequantize_nvfp4(b, sfb).double()
+    if a_dec == 2:
+        da, db = da.to(torch.float8_e4m3fn).double(), db.to(torch.float8_e4m3fn).double()
+    else:
+        da, db = torch.trunc(da * 2) / 2, torch.trunc(db * 2) / 2
+    return (da @ db.transpose(1, 2)).half().permute(1, 2, 0)

@@ -249,24 +249,14 @@ def test_nvfp4_fp8_and_int8_paths_fold_the_task_scales_and_fall_back_on_others()
     out = _interpreted("""
         nv = load_task("nvfp4_gemm")
         sub = load("triton_nvfp4", nv)
-        from fp4_reference.nvfp4 import dequantize_nvfp4
-        def path_alone(data, a_dec):   # what the fp8 / int8 path alone would compute
-            a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
-            da, db = dequantize_nvfp4(a, sfa), dequantize_nvfp4(b, sfb)
-            if a_dec == 2:
-                da, db = da.to(torch.float8_e4m3fn).double(), db.to(torch.float8_e4m3fn).double()
-            else:
-                da, db = torch.trunc(da.double() * 2) / 2, torch.trunc(db.double() * 2) / 2
-            return (da @ db.transpose(1, 2)).half().permute(1, 2, 0)
+        from tests.helpers import NVFP4_BAD_SCALES, nvfp4_path_alone as path_alone
         for cfg in [(128, 128, 128, 3, 4, 3, 2), (128, 64, 64, 1, 4, 2, 2), (128, 128, 128, 3, 4, 3, 3),
                     (128, 64, 256, 1, 4, 2, 3)]:
             sub.CONFIGS[(128, 256, 512)] = cfg
             data = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
             data[6].fill_(float("nan"))
             row = [nv.check(data, sub.custom_kernel(data))[0], nv.check(data, path_alone(data, cfg[6]))[0]]
-            # B: 1.125, A: 0.5625, one block each, in the first 64-row x 256-K tile and in a later one (the
-            # first kernel writes a flag per tile; the FP8 loop checks B's scales itself)
-            for operand, value, r, block in ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20)):
+            for operand, value, r, block in NVFP4_BAD_SCALES:
                 d = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
                 d[operand].view(torch.uint8)[r, block, 0] = value
                 d[6].fill_(float("nan"))

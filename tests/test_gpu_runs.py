@@ -7,11 +7,9 @@ import pytest
 
 from harness.results import PASS
 from harness.api import RunOptions, run_submission
+from tests.helpers import MXFP4_SMALL, NVFP4_BAD_SCALES, NVFP4_SMALL, ROOT, nvfp4_path_alone
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parent.parent
-MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
-NVFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "nvfp4_small" / "task.yml")
 
 
 @pytest.mark.parametrize("sub, task", [("torch_mxfp4.py", "mxfp4_mm"), ("torch_nvfp4.py", "nvfp4_gemm")])
@@ -78,7 +76,6 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     import sys
 
     import torch
-    from fp4_reference.nvfp4 import dequantize_nvfp4
     from tasks import load_task
     pytest.importorskip("triton")
     nv = load_task("nvfp4_gemm")
@@ -88,15 +85,6 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     spec.loader.exec_module(sub)
     dev = torch.device("cuda")
 
-    def path_alone(data, a_dec):
-        a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
-        da, db = dequantize_nvfp4(a, sfa).double(), dequantize_nvfp4(b, sfb).double()
-        if a_dec == sub.FP8:
-            da, db = da.to(torch.float8_e4m3fn).double(), db.to(torch.float8_e4m3fn).double()
-        else:
-            da, db = torch.trunc(da * 2) / 2, torch.trunc(db * 2) / 2
-        return (da @ db.transpose(1, 2)).half().permute(1, 2, 0)
-
     spec_ = {"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}
     for cfg in [(128, 64, 128, 2, 4, 3, sub.FP8), (128, 64, 256, 1, 8, 3, sub.INT8),
                 (128, 128, 128, 3, 8, 3, sub.INT8)]:
@@ -104,11 +92,12 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
         sub._PLANS.clear()
         data = nv.generate_input(spec_, dev)
         data[6].fill_(float("nan"))
-        assert nv.check(data, sub.custom_kernel(data))[0] and nv.check(data, path_alone(data, cfg[6]))[0], cfg
-        for operand, value, r, block in ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20)):
+        assert nv.check(data, sub.custom_kernel(data))[0], cfg
+        assert nv.check(data, nvfp4_path_alone(data, cfg[6]))[0], cfg
+        for operand, value, r, block in NVFP4_BAD_SCALES:
             d = nv.generate_input(spec_, dev)
             d[operand].view(torch.uint8)[r, block, 0] = value
             d[6].fill_(float("nan"))
-            assert not nv.check(d, path_alone(d, cfg[6]))[0], (cfg, operand, r)   # the bad scale matters
+            assert not nv.check(d, nvfp4_path_alone(d, cfg[6]))[0], (cfg, operand, r)   # the bad scale matters
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)         # through the launch plan

@@ -64,7 +64,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 continue
             if not swap and (bm < 64 or stages == 1):   # C tiles: M on the MMA's M side (64 rows at least)
                 continue
-            if swap and M < 64 == bm:     # M < 64: BM = 64 only for C tiles (rows past M are masked)
+            if swap and M < 64 and bm == 64:   # M < 64: BM = 64 only for C tiles (rows past M are masked)
                 continue
             out.append((bn, bm, bk, split, pre_a, nw, stages, swap))
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows of B, BM of A
