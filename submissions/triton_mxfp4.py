@@ -547,6 +547,9 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
+# The GEMM's register cap per thread (0: the compiler's choice; tune_examples.py --set _MAXNREG=128 lets
+# two 8-warp programs share an SM)
+_MAXNREG = 0
 _BUFFERS = {}
 
 
@@ -582,7 +585,7 @@ def _launch(kernel, grid, args, key, meta):
     h = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
     if h is not None:
         try:
-            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl")]
+            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl", "maxnreg")]
             h.run(*grid, _driver.active.get_current_stream(args[0].device.index), h.function, h.packed_metadata,
                   None, None, None, *args, *consts)
             return
@@ -647,5 +650,6 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {}),
+                            **({"maxnreg": _MAXNREG} if _MAXNREG else {})})
     return C

@@ -55,7 +55,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             programs = -(-N // bn) * -(-M // bm) * split
             if K % (split * bk) or not 20 <= programs <= 1100 or bn * bk > 128 * 256:
                 continue
-            if swap and (bn < 64 or (nw == 8) != (bn * max(bm, bk) >= 128 * 128)):
+            if swap and (bn < 64 or (nw == 8 and bn * max(bm, bk) < 128 * 128)):   # 8 warps: big tiles only
                 continue
             # the PIPELINED loop: at least two chunks per split, its stages within 160 KB of shared memory
             if stages > 1 and (K // split < 2 * bk or stages * (bn * bk // 2 + bm * bk * 2) > 160 * 1024):
@@ -148,6 +148,8 @@ def sweep(task, device, samples: int, log, only_m=None, pre_a=None, stages=None,
                     times = [sampler.batched(sub.custom_kernel, batch)[0] if batch else
                              sampler.per_call(sub.custom_kernel, data)[0] for _ in range(samples)]
                     row.update(mean_ns=statistics.fmean(times), median_ns=statistics.median(times))
+                    row["registers"] = {str(k[0]): h.n_regs for k, h in getattr(sub, "_HANDLES", {}).items()
+                                        if getattr(h, "n_regs", None) is not None}
             except Exception as exc:  # noqa: BLE001 - a config that does not compile is a row, not the end
                 row["error"] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             rows.append(row)
