@@ -31,6 +31,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   register operand (M is 4..256 here).  With SWAP_AB = 0 (M >= 64) a program computes a C tile and the
   decoded B is the MMA's shared-memory operand, which spares the register operand's trip through shared
   memory (the best config for M = 64).
+* Small programs at M = 16 and 32: 64 rows of B and 4 warps each, two or more to an SM, rather than one
+  program of 128 rows and 8 warps (134 registers a thread: one to an SM, each warp waiting on its
+  barriers): m=16 14.34 against 16.59 us, m=32 8.45 / 8.22 against 9.25 / 9.02
+  (results/h200_tuning_mxfp4_four_warps_*.json).
 * Two loops: STAGES = 1 loads the next chunk into registers before the math of this one; STAGES >= 2
   (PIPELINED) leaves B's codes and A to Triton's pipeliner, which stages them in shared memory with
   cp.async. B's scales: in the shuffled layout those of 32 rows x 8 blocks are one contiguous 256-byte
@@ -508,7 +512,7 @@ PREPARE, FP8 = 2, 3
 # 256 with the scale segments: h200_tuning_mxfp4_scale_segments.json; FP8: h200_tuning_mxfp4_fp8_segments.json;
 # with PDL: h200_tuning_mxfp4_fp8_pdl.json (m=64) and h200_tuning_mxfp4_pre_a_pdl_m*.json; PREPARE with
 # A's programs first and its own row blocks: h200_tuning_mxfp4_prepare_a_first.json; C tiles at m=16:
-# h200_tuning_mxfp4_c_tiles_m16.json, slower).
+# h200_tuning_mxfp4_c_tiles_m16.json, slower; four-warp programs at m <= 32: h200_tuning_mxfp4_four_warps_*.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
     (16, 2112, 7168): (64, 16, 256, 7, 1, 4, 3, 1),
@@ -586,8 +590,8 @@ def _launch(kernel, grid, args, key, meta):
     if h is not None:
         try:
             consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl", "maxnreg")]
-            h.run(*grid, _driver.active.get_current_stream(args[0].device.index), h.function, h.packed_metadata,
-                  None, None, None, *args, *consts)
+            h.run(*grid, *(1,) * (3 - len(grid)), _driver.active.get_current_stream(args[0].device.index), h.function,
+                  h.packed_metadata, None, None, None, *args, *consts)   # the launcher takes all three grid sizes
             return
         except Exception:  # noqa: BLE001 - the launcher's API moved: use the normal launch from now on
             _FAST[0] = False

@@ -67,22 +67,41 @@ def test_torch_compile_submission_runs_as_nobody(tmp_path):
     assert r.verdict == PASS, r.message
 
 
+def _triton_example(task_name: str, file: str):
+    """(task, a fresh module of submissions/<file>) for tests that set the example's configs."""
+    import importlib.util
+    import sys
+
+    from tasks import load_task
+    pytest.importorskip("triton")
+    task = load_task(task_name)
+    sys.path.insert(0, str(task.compat_dir))
+    spec = importlib.util.spec_from_file_location(f"{file[:-3]}_gpu", ROOT / "submissions" / file)
+    sub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sub)
+    return task, sub
+
+
+def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
+    """After a first call triton_mxfp4 launches its kernels through their compiled launchers; one that
+    refuses the arguments turns that off for good, silently (it did for the first kernels' 1- and 2-D
+    grids). Every benchmark shape's kernels must pass through it and still give the right output."""
+    import torch
+    task, sub = _triton_example("mxfp4_mm", "triton_mxfp4.py")
+    for case in task.benchmarks:
+        data = task.generate_input(case, torch.device("cuda"))
+        outs = [sub.custom_kernel(data) for _ in range(3)]
+        assert all(task.check(data, out)[0] for out in outs), case
+        assert sub._FAST[0], f"the direct launch was turned off at {case}"
+
+
 def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     """triton_nvfp4's FP8 and INT8 paths on the GPU (their inline-PTX decodes run only there): the
     task's scales pass; a scale of 1.125 in B or 0.5625 in A, in the first 64 x 256 tile or a later one,
     makes the path alone wrong (the control: rounded to e4m3, or 2 * value cut to an integer) and the
     kernel, which redoes such tiles on fp16, still passes."""
-    import importlib.util
-    import sys
-
     import torch
-    from tasks import load_task
-    pytest.importorskip("triton")
-    nv = load_task("nvfp4_gemm")
-    sys.path.insert(0, str(nv.compat_dir))
-    spec = importlib.util.spec_from_file_location("triton_nvfp4_gpu", ROOT / "submissions" / "triton_nvfp4.py")
-    sub = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sub)
+    nv, sub = _triton_example("nvfp4_gemm", "triton_nvfp4.py")
     dev = torch.device("cuda")
 
     spec_ = {"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}
