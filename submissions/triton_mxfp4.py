@@ -32,9 +32,9 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   decoded B is the MMA's shared-memory operand, which spares the register operand's trip through shared
   memory (the best config for M = 64).
 * Small programs at M = 16 and 32: 64 rows of B and 4 warps each, two or more to an SM, rather than one
-  program of 128 rows and 8 warps (134 registers a thread: one to an SM, each warp waiting on its
-  barriers): m=16 14.34 against 16.59 us, m=32 8.45 / 8.22 against 9.25 / 9.02
-  (results/h200_tuning_mxfp4_four_warps_*.json).
+  program of 128 rows and 8 warps (134 registers a thread, so one to an SM: two warps per scheduler,
+  issuing 0.46 instructions a cycle): m=16 14.34 against 16.59 us, m=32 8.45 / 8.22 against 9.25 / 9.02
+  (results/h200_tuning_mxfp4_four_warps_*.json). A register cap (maxnreg) was slower at m=64.
 * Two loops: STAGES = 1 loads the next chunk into registers before the math of this one; STAGES >= 2
   (PIPELINED) leaves B's codes and A to Triton's pipeliner, which stages them in shared memory with
   cp.async. B's scales: in the shuffled layout those of 32 rows x 8 blocks are one contiguous 256-byte
@@ -551,9 +551,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-# The GEMM's register cap per thread (0: the compiler's choice; tune_examples.py --set _MAXNREG=128 lets
-# two 8-warp programs share an SM)
-_MAXNREG = 0
 _BUFFERS = {}
 
 
@@ -589,7 +586,7 @@ def _launch(kernel, grid, args, key, meta):
     h = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
     if h is not None:
         try:
-            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl", "maxnreg")]
+            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl")]
             h.run(*grid, *(1,) * (3 - len(grid)), _driver.active.get_current_stream(args[0].device.index), h.function,
                   h.packed_metadata, None, None, None, *args, *consts)   # the launcher takes all three grid sizes
             return
@@ -654,6 +651,5 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {}),
-                            **({"maxnreg": _MAXNREG} if _MAXNREG else {})})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C
