@@ -1,11 +1,12 @@
 """What several test modules share: paths of the small task copies and the examples, a cheating-file
 builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, synthetic results
-(``make_result``) for the store and leaderboard tests, and the controls of triton_nvfp4's fallback
-tests (``NVFP4_BAD_SCALES``, ``nvfp4_path_alone``)."""
+(``make_result``) for the store and leaderboard tests, an example loader (``load_example``), and the
+controls of triton_nvfp4's fallback tests (``NVFP4_BAD_SCALES``, ``nvfp4_path_alone``)."""
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import socket
 import subprocess
@@ -86,6 +87,17 @@ def listening_sockets(prefix: str):
     finally:
         tcp.close()
         unix.close()
+
+
+def load_example(name: str, task=None):
+    """submissions/<name>.py as a fresh module in this process; with a task, its compat folder first on
+    sys.path, as the harness runs a submission."""
+    if task is not None:
+        sys.path.insert(0, str(task.compat_dir))
+    spec = importlib.util.spec_from_file_location(f"{name}_example", ROOT / "submissions" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # triton_nvfp4's fallback tests (CPU interpreter and GPU): (operand, e4m3 scale byte, row, block) of one

@@ -7,7 +7,6 @@ sm_100).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -23,7 +22,7 @@ triton = pytest.importorskip("triton")
 if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 8):
     pytest.skip("needs Triton >= 3.8 (tl.dot_scaled in the interpreter)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT, load_example  # noqa: E402
 
 
 # what each interpreted snippet starts with: load(name, task) imports submissions/<name>.py as the
@@ -76,14 +75,6 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
     assert len(lines) == 12 and all(line.endswith("True") for line in lines), out
 
 
-def _example(name: str):
-    """submissions/<name>.py imported in this process (its kernels compiled, never launched)."""
-    spec = importlib.util.spec_from_file_location(f"{name}_compile", ROOT / "submissions" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int, num_stages: int = 3,
              aligned=()):
     """``aligned``: arguments the launcher would specialize as multiples of 16 (as it does on the GPU)."""
@@ -106,7 +97,7 @@ def test_launch_gate_kernel_compiles_for_hopper():
 
 
 def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
-    sub = _example("triton_nvfp4")
+    sub = load_example("triton_nvfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl",
                                       "scm", "scl")}
     sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*fp8e4nv", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp16", **ints,
@@ -120,7 +111,7 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     """sm_90: the fp16 path (A decoded by a first kernel), the FP8 path (e4m3 wgmma on B decoded by the
     prmt tables) and the INT8 path (int8 wgmma on both operands as the first kernel wrote them, staged
     by cp.async), the last two with the fp16 wgmma of their fallback; all wait for the first kernel (PDL)."""
-    sub = _example("triton_nvfp4")
+    sub = load_example("triton_nvfp4")
     ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
     sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*i8" if a_dec == 3 else "*fp8e4nv", "fa_ptr": "*i32",
            "b_ptr": "*u8", "b8_ptr": "*i8", "fb_ptr": "*i32", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16",
@@ -145,7 +136,7 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
 def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap, segments):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products,
     or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
-    sub = _example("triton_mxfp4")
+    sub = load_example("triton_mxfp4")
     ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
@@ -210,7 +201,7 @@ def test_mxfp4_fp8_prep_finds_every_b_row_base():
 
 
 def test_mxfp4_prepare_kernels_compile_for_hopper():
-    sub = _example("triton_mxfp4")
+    sub = load_example("triton_mxfp4")
     sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
            **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP", "PDL", "BLOCK_RA")}}
@@ -310,7 +301,7 @@ def test_fp8_decode_assembly_gives_the_exact_e4m3_values(name):
     elements equal torch's e4m3 of e2m1 * scale."""
     import numpy as np
     import torch
-    sub = _example(name)
+    sub = load_example(name)
     e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
     if name == "triton_mxfp4":   # per byte (d + 5) * 8 for a block power of two d in -5..6
         per_byte = (np.arange(-5, 7) + 5) * 8
@@ -352,7 +343,7 @@ def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
     with every integer scale 0..10 it folds: the two output words hold 2 * e2m1 * s of the 8 codes, in K
     order, as int8 (two's complement; -0 gives 0)."""
     import numpy as np
-    sub = _example("triton_nvfp4")
+    sub = load_example("triton_nvfp4")
     e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
     rng = np.random.default_rng(0)
     low = np.tile(np.arange(1 << 16, dtype=np.uint32), 11)         # every half word, with every scale

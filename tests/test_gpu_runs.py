@@ -7,7 +7,7 @@ import pytest
 
 from harness.results import PASS
 from harness.api import RunOptions, run_submission
-from tests.helpers import MXFP4_SMALL, NVFP4_BAD_SCALES, NVFP4_SMALL, ROOT, nvfp4_path_alone
+from tests.helpers import MXFP4_SMALL, NVFP4_BAD_SCALES, NVFP4_SMALL, ROOT, load_example, nvfp4_path_alone
 
 pytestmark = pytest.mark.gpu
 
@@ -67,19 +67,12 @@ def test_torch_compile_submission_runs_as_nobody(tmp_path):
     assert r.verdict == PASS, r.message
 
 
-def _triton_example(task_name: str, file: str):
-    """(task, a fresh module of submissions/<file>) for tests that set the example's configs."""
-    import importlib.util
-    import sys
-
+def _triton_example(task_name: str, name: str):
+    """(the task, a fresh module of submissions/<name>.py) for tests that set the example's configs."""
     from tasks import load_task
     pytest.importorskip("triton")
     task = load_task(task_name)
-    sys.path.insert(0, str(task.compat_dir))
-    spec = importlib.util.spec_from_file_location(f"{file[:-3]}_gpu", ROOT / "submissions" / file)
-    sub = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sub)
-    return task, sub
+    return task, load_example(name, task)
 
 
 def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
@@ -87,7 +80,7 @@ def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
     refuses the arguments turns that off for good, silently (it did for the first kernels' 1- and 2-D
     grids). Every benchmark shape's kernels must pass through it and still give the right output."""
     import torch
-    task, sub = _triton_example("mxfp4_mm", "triton_mxfp4.py")
+    task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
     for case in task.benchmarks:
         data = task.generate_input(case, torch.device("cuda"))
         outs = [sub.custom_kernel(data) for _ in range(3)]
@@ -101,7 +94,7 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     makes the path alone wrong (the control: rounded to e4m3, or 2 * value cut to an integer) and the
     kernel, which redoes such tiles on fp16, still passes."""
     import torch
-    nv, sub = _triton_example("nvfp4_gemm", "triton_nvfp4.py")
+    nv, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
     dev = torch.device("cuda")
 
     spec_ = {"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}
