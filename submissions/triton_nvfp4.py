@@ -51,7 +51,9 @@ e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the 
 CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
 harness's check is what would catch a mistake there.
 """
+import ctypes
 import os
+import re
 
 import torch
 import triton
@@ -472,7 +474,10 @@ def _scratch(dev, nws, ncnt):
 # first call for a (shapes, strides, device), a plan holds what does not change between such calls:
 # the compiled kernels, grids, scalar arguments and scratch pointers; a later call passes only the five
 # data pointers (plain ints, which the launcher takes as they are) to each compiled kernel's launcher.
-# Nothing is cached by input identity or content.
+# Even so each launch took 5.5-6.6 us of host time (probes/h200_host_time_nvfp4_direct_launch_a507d71.json),
+# Triton's launcher parsing two dozen arguments again; so the plan also builds each launch's CUDA
+# parameter block once (sizes from the kernel's PTX entry) and a call writes the five pointers into it
+# and calls libcuda's cuLaunchKernelEx itself. Nothing is cached by input identity or content.
 class _In:
     """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c,
     5, 6 = sfa, sfb as they are (float8_e4m3fn, for tl.dot_scaled); ``ptr``: which data pointer."""
@@ -531,9 +536,57 @@ def _launches(M, N, K, L, strides, dev):
     return out
 
 
+class _LaunchAttr(ctypes.Structure):     # CUlaunchAttribute: an id, padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):   # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttr)), ("num_attrs", ctypes.c_uint)]
+
+
+_PDL_ATTR = 6   # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+_PTX_CTYPES = {"u64": ctypes.c_uint64, "b64": ctypes.c_uint64, "s64": ctypes.c_int64, "u32": ctypes.c_uint32,
+               "b32": ctypes.c_uint32, "s32": ctypes.c_int32, "f32": ctypes.c_float, "f64": ctypes.c_double,
+               "u8": ctypes.c_uint8, "b8": ctypes.c_uint8, "s8": ctypes.c_int8, "u16": ctypes.c_uint16,
+               "b16": ctypes.c_uint16, "s16": ctypes.c_int16}
+
+
+def _cu_launch():
+    """libcuda's cuLaunchKernelEx (the library torch has loaded already)."""
+    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    fn.argtypes, fn.restype = [ctypes.c_void_p] * 4, ctypes.c_int
+    return fn
+
+
+def _direct_step(h, grid, values, slots):
+    """One launch of compiled kernel ``h`` by cuLaunchKernelEx with a parameter block made once:
+    (config, function, parameter array, [(parameter, data-pointer index)]); None unless the kernel's
+    PTX entry has exactly its non-constexpr arguments and two unused scratch pointers (Triton's ABI)."""
+    md, sig = h.metadata, list(getattr(getattr(h, "src", None), "signature", {}).values())
+    entry = re.search(r"\.entry\s+" + re.escape(h.name) + r"\s*\((.*?)\)", h.asm["ptx"], re.S)
+    if entry is None or len(sig) != len(values) or getattr(md, "num_ctas", 1) != 1 \
+            or getattr(md, "global_scratch_size", 0) or getattr(md, "profile_scratch_size", 0) \
+            or getattr(md, "launch_cooperative_grid", False) or md.shared > 227 * 1024:
+        return None
+    kept = [(pos, v) for pos, (v, t) in enumerate(zip(values, sig)) if t != "constexpr"]
+    types = re.findall(r"\.param\s+\.(\w+)", entry.group(1))
+    if len(types) != len(kept) + 2 or any(t not in _PTX_CTYPES for t in types) or types[-2:] != ["u64"] * 2:
+        return None
+    objs = [_PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + [ctypes.c_uint64(0), ctypes.c_uint64(0)]
+    params = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
+    where = {pos: n for n, (pos, _) in enumerate(kept)}
+    attr = _LaunchAttr(id=_PDL_ATTR)
+    attr.value[0] = 1
+    cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
+                        shared=md.shared, attrs=ctypes.pointer(attr), num_attrs=int(bool(md.launch_pdl)))
+    return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], (objs, attr)
+
+
 def _plan(launches, handles, dev):
-    """A function of the five data pointers that replays ``launches`` through the compiled kernels'
-    own launchers, or None where this Triton's kernels do not expose them."""
+    """A function of the five data pointers that replays ``launches`` through the compiled kernels:
+    by cuLaunchKernelEx with parameter blocks made here (``run.direct``), or else through the kernels'
+    own launchers; None where this Triton's kernels expose neither."""
     if _driver is None or any(getattr(h, n, None) is None for h in handles for n in ("run", "function",
                                                                                     "packed_metadata")):
         return None
@@ -545,14 +598,34 @@ def _plan(launches, handles, dev):
         steps.append((h, grid, template, slots, consts))
     keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
     get_stream, index = _driver.active.get_current_stream, dev.index
+    try:
+        launch = _cu_launch()
+        direct = [_direct_step(h, grid, [0 if isinstance(a, _In) else a for a in template] + consts, slots)
+                  for h, grid, template, slots, consts in steps]
+    except Exception:  # noqa: BLE001 - no libcuda symbol, or kernels without PTX or signature
+        direct = [None]
+    if all(d is not None for d in direct):
+        configs = [(d[0], ctypes.addressof(d[0]), d[1], ctypes.addressof(d[2]), d[3]) for d in direct]
 
-    def run(ptrs):
-        stream = get_stream(index)
-        for h, (g0, g1, g2), template, slots, consts in steps:
-            args = template.copy()
-            for pos, i in slots:
-                args[pos] = ptrs[i]
-            h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
+        def run(ptrs):
+            stream = get_stream(index)
+            for cfg, cfg_at, function, params_at, slots in configs:
+                cfg.stream = stream
+                for obj, i in slots:
+                    obj.value = ptrs[i]
+                err = launch(cfg_at, function, params_at, None)
+                if err:
+                    raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
+        run.direct = direct
+    else:
+        def run(ptrs):
+            stream = get_stream(index)
+            for h, (g0, g1, g2), template, slots, consts in steps:
+                args = template.copy()
+                for pos, i in slots:
+                    args[pos] = ptrs[i]
+                h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
+        run.direct = None
     run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
     return run
 

@@ -355,3 +355,27 @@ def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
         want = 2 * e2m1[(words >> np.uint32(4 * j)) & 15] * scale
         np.testing.assert_array_equal(got.astype(np.uint8).view(np.int8).astype(np.float32), want)
 
+
+
+def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
+    """triton_nvfp4's plan launches by cuLaunchKernelEx with a parameter block it builds from the
+    kernel's PTX entry: the non-constexpr arguments in order, at their PTX sizes, then Triton's two
+    scratch pointers; a call's data pointers land in their slots. A kernel whose PTX entry does not
+    have that many parameters gets no block (the plan then keeps Triton's launchers)."""
+    import ctypes
+    sub = load_example("triton_nvfp4")
+    sig = {"a_ptr": "*u8", "sa_ptr": "*u8", "out_ptr": "*fp8e4nv", "bad_ptr": "*i32",
+           **{n: "i32" for n in ("M", "K", "sam", "sal", "ssam", "ssal")},
+           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "FP8", "PDL")}}
+    kernel = _compile(sub._decode_a_kernel, sig, {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": True, "PDL": True}, 90, 4, 1)
+    values = [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 64, 256, True, True]
+    cfg, _, params, slots, (objs, _) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)])
+    assert [type(o) for o in objs] == [ctypes.c_uint64] * 4 + [ctypes.c_uint32] * 6 + [ctypes.c_uint64] * 2
+    assert [o.value for o in objs] == [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 0, 0]
+    assert list(params) == [ctypes.addressof(o) for o in objs]
+    for obj, i in slots:
+        obj.value = (0x1000, 0, 0x3000)[i]
+    read = [ctypes.c_uint64.from_address(params[n]).value for n in (0, 1)]
+    assert read == [0x1000, 0x3000]
+    assert (tuple(cfg.grid), tuple(cfg.block), cfg.shared) == ((2, 64, 1), (128, 1, 1), kernel.metadata.shared)
+    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)]) is None   # an argument short

@@ -88,6 +88,24 @@ def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
         assert sub._FAST[0], f"the direct launch was turned off at {case}"
 
 
+def test_triton_nvfp4_launches_through_libcuda_on_every_benchmark_shape():
+    """After a first call triton_nvfp4 launches its kernels by cuLaunchKernelEx with parameter blocks it
+    built from the kernels' PTX; a kernel whose parameters it cannot lay out sends the plan back to
+    Triton's launchers, silently. Every benchmark shape must take the direct path and stay right, on
+    fresh inputs (other data pointers) as well."""
+    import torch
+    task, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
+    for case in task.benchmarks:
+        sub._PLANS.clear()
+        for seed in (case["seed"], case["seed"] + 1):
+            data = task.generate_input({**case, "seed": seed}, torch.device("cuda"))
+            data[6].fill_(float("nan"))
+            outs = [sub.custom_kernel(data).clone() for _ in range(3)]
+            assert all(task.check(data, out)[0] for out in outs), case
+        (plan,) = sub._PLANS.values()
+        assert sub._FAST[0] and plan.direct, f"the libcuda launch is off at {case}"
+
+
 def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     """triton_nvfp4's FP8 and INT8 paths on the GPU (their inline-PTX decodes run only there): the
     task's scales pass; a scale of 1.125 in B or 0.5625 in A, in the first 64 x 256 tile or a later one,
