@@ -632,7 +632,7 @@ def _plan(launches, handles, dev):
 
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
-    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.device)
+    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.get_device())
     plan = _PLANS.get(key) if _FAST[0] else None
     if plan is not None:
         try:

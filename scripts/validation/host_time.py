@@ -38,10 +38,24 @@ def per_call_us(fn, calls: int) -> float:
     return (t1 - t0) / calls * 1e6
 
 
+def behind_busy_gpu_us(fn) -> float:
+    """Host time of ``fn()`` while the GPU sleeps in a kernel queued before it (its launches wait)."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(20_000_000)   # cycles: about 10 ms, longer than the host needs for fn
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) * 1e6
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=sorted(FILES), required=True)
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--inputs", type=int, default=50,
+                    help="distinct inputs for the batched rows (the task's inputs per measurement)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -55,6 +69,13 @@ def main(argv=None) -> int:
         data = task.generate_input(case, device)
         sub.custom_kernel(data)
         row = {"case": dict(case), "custom_kernel_us": per_call_us(lambda: sub.custom_kernel(data), args.calls)}
+        # as the batched protocol calls it: one call on each of many distinct inputs, on an idle GPU
+        # and queued behind a GPU that is busy (as behind the harness's launch gate)
+        inputs = [task.generate_input({**case, "seed": case["seed"] + 1 + i}, device) for i in range(args.inputs)]
+        row["batched_us"] = per_call_us(lambda: [sub.custom_kernel(d) for d in inputs], 4) / len(inputs)
+        row["batched_behind_busy_gpu_us"] = behind_busy_gpu_us(lambda: [sub.custom_kernel(d) for d in inputs]) \
+            / len(inputs)
+        del inputs
         plans = getattr(sub, "_PLANS", {})
         if len(plans) == 1:   # the plan alone, and its launches one by one
             (plan,) = plans.values()
@@ -72,7 +93,7 @@ def main(argv=None) -> int:
                                       *launch_args, *consts), args.calls)
                 row["key_us"] = per_call_us(lambda: (data[0].shape, data[1].shape, data[0].stride(), data[1].stride(),
                                                      data[2].stride(), data[3].stride(), data[6].stride(),
-                                                     data[0].device), args.calls)
+                                                     data[0].get_device()), args.calls)
         plans.clear()
         rows.append(row)
         print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k != "case"),
