@@ -18,11 +18,10 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   a5e26f1). Both steps in one cooperative launch (one program per SM, a grid barrier between them)
   were slower: 51.3 and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json,
   code at 4e03a61).
-  At k=2048 the ranked run measures the host: two launches cost it about 8 us each
-  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 14.8 us per call; calling Triton's C
-  launch function directly saved about 1.5 us a launch
-  (probes/h200_host_time_nvfp4_direct_launch_a507d71.json) but not in the ranked run (24.06 us at
-  k=2048, probes/h200_examples_ranked_nvfp4_direct_launch_a507d71.json).
+  At k=2048 the ranked run measures the host: two launches through Triton cost it about 8 us each
+  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 13.9 us per call. The launch plan
+  below calls cuLaunchKernelEx itself: a call then takes about 17 us of host time, and k=2048 ranks at
+  17.6 against 26.6 us (h200_examples_ranked.json; probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
 * FP8 (A_DEC = FP8: the k=16384 shape, and the default): an e2m1 value times a scale 2**E * f is exact
   in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
   so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
