@@ -476,8 +476,8 @@ def _scratch(dev, nws, ncnt):
 # Even so each launch took 5.5-6.6 us of host time (probes/h200_host_time_nvfp4_direct_launch_a507d71.json),
 # its arguments parsed again by Triton's launcher; so the plan also builds each launch's CUDA parameter
 # block once (sizes from the kernel's PTX entry), and a call writes the five pointers into it and calls
-# libcuda's cuLaunchKernelEx itself: about 4-6 us less host time a call on the H200, most of what is
-# left being libcuda's own (probes/h200_host_time_nvfp4_libcuda_*.json). Nothing is cached by input
+# libcuda's cuLaunchKernelEx itself: 1-4 us less host time a call than Triton's launchers on the same
+# H200, most of what is left being libcuda's own (probes/h200_host_time_nvfp4_libcuda_*.json). Nothing is cached by input
 # identity or content.
 class _In:
     """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c,
