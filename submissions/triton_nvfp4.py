@@ -477,8 +477,8 @@ def _scratch(dev, nws, ncnt):
 # its arguments parsed again by Triton's launcher; so the plan also builds each launch's CUDA parameter
 # block once (sizes from the kernel's PTX entry), and a call writes the five pointers into it and calls
 # libcuda's cuLaunchKernelEx itself: 1-4 us less host time a call than Triton's launchers on the same
-# H200, most of what is left being libcuda's own (probes/h200_host_time_nvfp4_libcuda_*.json). Nothing is cached by input
-# identity or content.
+# H200, most of what is left being libcuda's own (probes/h200_host_time_nvfp4_libcuda_*.json).
+# Nothing is cached by input identity or content.
 class _In:
     """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c,
     5, 6 = sfa, sfb as they are (float8_e4m3fn, for tl.dot_scaled); ``ptr``: which data pointer."""

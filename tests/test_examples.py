@@ -356,7 +356,6 @@ def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
         np.testing.assert_array_equal(got.astype(np.uint8).view(np.int8).astype(np.float32), want)
 
 
-
 def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     """triton_nvfp4's plan launches by cuLaunchKernelEx with a parameter block it builds from the
     kernel's PTX entry: the non-constexpr arguments in order, at their PTX sizes, then Triton's two
