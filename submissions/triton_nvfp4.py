@@ -306,11 +306,12 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 @triton.jit
 def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
-              INTERP: tl.constexpr):
+              INTERP: tl.constexpr, SWAP: tl.constexpr = False):
     """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
     (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
     registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
-    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
+    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact). SWAP: acc is the C^T tile
+    [BLOCK_N, BLOCK_M], the decoded B the MMA's register operand and A its shared-memory one."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
     FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
@@ -323,8 +324,11 @@ def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl
                                          tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
         bad_b |= bad
         b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
-        acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
-                   INTERP)
+        a = tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :])
+        if SWAP:
+            acc = _dot(b, a, acc, INTERP)
+        else:
+            acc = _dot(a, b, acc, INTERP)
     return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
 
 
@@ -332,13 +336,15 @@ def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl
 def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
+                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False,
+                  SWAP: tl.constexpr = False):
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
     # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
     # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback). A_DEC = INT8: a8_ptr, b8_ptr hold both
     # operands as _prep_i8_kernel wrote them ([L, M, K], [L, N, K]), fa_ptr, fb_ptr their flags.
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
     # PDL: launched while the first kernel runs; waits for it before the first load of A.
+    # SWAP (FP8): the loop computes C^T, the decoded B on the MMA's M side (_fp8_tile).
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_z = tl.program_id(2)
@@ -362,8 +368,13 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
         bad = 1
         blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks of A
         if A_DEC == 2:   # FP8
-            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
-                                 k_lo, k_hi, BLOCK_K, INTERP)
+            if SWAP:
+                acc_t, bad = _fp8_tile(tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32), a8_ptr + l * M * K + offs_m * K,
+                                       fa_ptr + blocks * (K // 256), b_rows, sb_rows, k_lo, k_hi, BLOCK_K, INTERP, True)
+                acc = tl.trans(acc_t)
+            else:
+                acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows,
+                                     sb_rows, k_lo, k_hi, BLOCK_K, INTERP)
         if A_DEC == 3:   # INT8: 4 * C, exact in int32
             b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
             acc_i, bad = _i8_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32), a8_ptr + l * M * K + offs_m * K,
@@ -503,7 +514,7 @@ def _launches(M, N, K, L, strides, dev):
         return [(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
-    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
+    BM, BN, BK, SPLIT, nw, ns, a_dec, *swap = _pick(M, N, K, L)   # (a config without SWAP: 0)
     if a_dec == INT8 and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
         a_dec, BK = FP8, 128
     out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
@@ -532,7 +543,8 @@ def _launches(M, N, K, L, strides, dev):
                 [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
                  ssal, ssbn, ssbl, scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
-                 "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
+                 "A_DEC": a_dec, "PDL": pdl, "SWAP": bool(swap and swap[0] and a_dec == FP8), "num_warps": nw,
+                 "num_stages": ns,
                  **({"launch_pdl": True} if pdl else {})}))
     return out
 
