@@ -306,12 +306,11 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 @triton.jit
 def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
-              INTERP: tl.constexpr, SWAP: tl.constexpr = False):
+              INTERP: tl.constexpr):
     """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
     (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
     registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
-    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact). SWAP: acc is the C^T tile
-    [BLOCK_N, BLOCK_M], the decoded B the MMA's register operand and A its shared-memory one."""
+    per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
     FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
@@ -324,11 +323,8 @@ def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl
                                          tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
         bad_b |= bad
         b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
-        a = tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :])
-        if SWAP:
-            acc = _dot(b, a, acc, INTERP)
-        else:
-            acc = _dot(a, b, acc, INTERP)
+        acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
+                   INTERP)
     return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
 
 
@@ -336,15 +332,13 @@ def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl
 def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False,
-                  SWAP: tl.constexpr = False):
+                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
     # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
     # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
     # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback). A_DEC = INT8: a8_ptr, b8_ptr hold both
     # operands as _prep_i8_kernel wrote them ([L, M, K], [L, N, K]), fa_ptr, fb_ptr their flags.
     # SPLIT_K: split k of SPLIT_K takes the BLOCK_K chunks [k * chunks / SPLIT_K, (k + 1) * chunks / SPLIT_K).
     # PDL: launched while the first kernel runs; waits for it before the first load of A.
-    # SWAP (FP8): the loop computes C^T, the decoded B on the MMA's M side (_fp8_tile).
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_z = tl.program_id(2)
@@ -368,13 +362,8 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
         bad = 1
         blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks of A
         if A_DEC == 2:   # FP8
-            if SWAP:
-                acc_t, bad = _fp8_tile(tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32), a8_ptr + l * M * K + offs_m * K,
-                                       fa_ptr + blocks * (K // 256), b_rows, sb_rows, k_lo, k_hi, BLOCK_K, INTERP, True)
-                acc = tl.trans(acc_t)
-            else:
-                acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows,
-                                     sb_rows, k_lo, k_hi, BLOCK_K, INTERP)
+            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
+                                 k_lo, k_hi, BLOCK_K, INTERP)
         if A_DEC == 3:   # INT8: 4 * C, exact in int32
             b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
             acc_i, bad = _i8_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32), a8_ptr + l * M * K + offs_m * K,
@@ -514,7 +503,7 @@ def _launches(M, N, K, L, strides, dev):
         return [(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
-    BM, BN, BK, SPLIT, nw, ns, a_dec, *swap = _pick(M, N, K, L)   # (a config without SWAP: 0)
+    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
     if a_dec == INT8 and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
         a_dec, BK = FP8, 128
     out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
@@ -543,8 +532,7 @@ def _launches(M, N, K, L, strides, dev):
                 [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
                  ssal, ssbn, ssbl, scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
-                 "A_DEC": a_dec, "PDL": pdl, "SWAP": bool(swap and swap[0] and a_dec == FP8), "num_warps": nw,
-                 "num_stages": ns,
+                 "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
                  **({"launch_pdl": True} if pdl else {})}))
     return out
 
@@ -572,6 +560,13 @@ def _cu_launch():
     return fn
 
 
+def _cu_is_capturing():
+    """libcuda's cuStreamIsCapturing (status 0: the stream is not capturing)."""
+    fn = ctypes.CDLL("libcuda.so.1").cuStreamIsCapturing
+    fn.argtypes, fn.restype = [ctypes.c_void_p] * 2, ctypes.c_int
+    return fn
+
+
 def _direct_step(h, grid, values, slots):
     """One launch of compiled kernel ``h`` by cuLaunchKernelEx with a parameter block made once:
     (config, function, parameter array, [(parameter, data-pointer index)]); None unless the kernel's
@@ -594,6 +589,63 @@ def _direct_step(h, grid, values, slots):
     cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
                         shared=md.shared, attrs=ctypes.pointer(attr), num_attrs=int(bool(md.launch_pdl)))
     return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], (objs, attr)
+
+
+class _KernelNodeParams(ctypes.Structure):   # CUDA_KERNEL_NODE_PARAMS_v2
+    _fields_ = [("function", ctypes.c_void_p), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p),
+                ("kernel", ctypes.c_void_p), ("context", ctypes.c_void_p)]
+
+
+_GRAPHS = [True]   # replay a call's launches as one CUDA graph (False: cuLaunchKernelEx for each)
+
+
+def _graph(configs, launch):
+    """A function of the call's stream that replays ``configs`` (the direct launches, their parameter
+    blocks filled in) as one CUDA graph, captured once on a private stream; a call updates both
+    kernel nodes' parameters from the blocks (the graph's launches already queued keep theirs) and
+    launches the graph: three driver calls instead of two launches."""
+    cu = ctypes.CDLL("libcuda.so.1")
+
+    def check(err, what):
+        if err:
+            raise RuntimeError(f"{what} returned CUresult {err}")
+    stream, graph, exe = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    check(cu.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")   # CU_STREAM_NON_BLOCKING
+    check(cu.cuStreamBeginCapture_v2(stream, 2), "cuStreamBeginCapture")   # CU_STREAM_CAPTURE_MODE_RELAXED
+    try:
+        for cfg, cfg_at, function, params_at, _ in configs:
+            cfg.stream = stream.value
+            check(launch(cfg_at, function, params_at, None), "cuLaunchKernelEx")
+    finally:
+        check(cu.cuStreamEndCapture(stream, ctypes.byref(graph)), "cuStreamEndCapture")
+    check(cu.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)), "cuGraphInstantiate")
+    count = ctypes.c_size_t(len(configs))
+    nodes = (ctypes.c_void_p * len(configs))()
+    check(cu.cuGraphGetNodes(graph, nodes, ctypes.byref(count)), "cuGraphGetNodes")
+    by_function = {}
+    for node in nodes[:count.value]:
+        p = _KernelNodeParams()
+        check(cu.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(p)), "cuGraphKernelNodeGetParams")
+        by_function[p.function] = (ctypes.c_void_p(node), p)
+    updates = []
+    for _, _, function, params_at, _ in configs:
+        node, p = by_function[function]   # (a KeyError: not the graph of these launches)
+        p.params = params_at
+        updates.append((node, ctypes.addressof(p)))
+    set_params, graph_launch = cu.cuGraphExecKernelNodeSetParams_v2, cu.cuGraphLaunch
+    set_params.argtypes, graph_launch.argtypes = [ctypes.c_void_p] * 3, [ctypes.c_void_p] * 2
+
+    def run(stream):
+        for node, p_at in updates:
+            err = set_params(exe, node, p_at)
+            if err:
+                raise RuntimeError(f"cuGraphExecKernelNodeSetParams returned CUresult {err}")
+        err = graph_launch(exe, stream)
+        if err:
+            raise RuntimeError(f"cuGraphLaunch returned CUresult {err}")
+    run.keep = (stream, graph, exe, by_function)
+    return run
 
 
 def _plan(launches, handles, dev):
@@ -620,8 +672,7 @@ def _plan(launches, handles, dev):
     if all(d is not None for d in direct):
         configs = [(d[0], ctypes.addressof(d[0]), d[1], ctypes.addressof(d[2]), d[3]) for d in direct]
 
-        def run(ptrs):
-            stream = get_stream(index)
+        def launch_each(ptrs, stream):
             for cfg, cfg_at, function, params_at, slots in configs:
                 cfg.stream = stream
                 for obj, i in slots:
@@ -629,7 +680,27 @@ def _plan(launches, handles, dev):
                 err = launch(cfg_at, function, params_at, None)
                 if err:
                     raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
-        run.direct = direct
+        try:
+            replay = _graph(configs, launch) if _GRAPHS[0] else None
+        except Exception:  # noqa: BLE001 - no graph API, or a capture it refused: launch one by one
+            replay = None
+        if replay is None:
+            def run(ptrs):
+                launch_each(ptrs, get_stream(index))
+        else:
+            slots = [s for *_, step_slots in configs for s in step_slots]
+            capturing, status = _cu_is_capturing(), ctypes.c_int()
+
+            def run(ptrs):
+                stream = get_stream(index)
+                if capturing(stream, ctypes.byref(status)) or status.value:   # inside someone's capture
+                    # (the harness's kernel-only graphs): plain launches, which that capture records
+                    launch_each(ptrs, stream)
+                    return
+                for obj, i in slots:
+                    obj.value = ptrs[i]
+                replay(stream)
+        run.direct, run.graph = direct, replay
     else:
         def run(ptrs):
             stream = get_stream(index)
@@ -638,7 +709,7 @@ def _plan(launches, handles, dev):
                 for pos, i in slots:
                     args[pos] = ptrs[i]
                 h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
-        run.direct = None
+        run.direct = run.graph = None
     run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
     return run
 
