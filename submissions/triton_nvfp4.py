@@ -560,13 +560,6 @@ def _cu_launch():
     return fn
 
 
-def _cu_is_capturing():
-    """libcuda's cuStreamIsCapturing (status 0: the stream is not capturing)."""
-    fn = ctypes.CDLL("libcuda.so.1").cuStreamIsCapturing
-    fn.argtypes, fn.restype = [ctypes.c_void_p] * 2, ctypes.c_int
-    return fn
-
-
 def _direct_step(h, grid, values, slots):
     """One launch of compiled kernel ``h`` by cuLaunchKernelEx with a parameter block made once:
     (config, function, parameter array, [(parameter, data-pointer index)]); None unless the kernel's
@@ -589,63 +582,6 @@ def _direct_step(h, grid, values, slots):
     cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
                         shared=md.shared, attrs=ctypes.pointer(attr), num_attrs=int(bool(md.launch_pdl)))
     return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], (objs, attr)
-
-
-class _KernelNodeParams(ctypes.Structure):   # CUDA_KERNEL_NODE_PARAMS_v2
-    _fields_ = [("function", ctypes.c_void_p), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
-                ("shared", ctypes.c_uint), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p),
-                ("kernel", ctypes.c_void_p), ("context", ctypes.c_void_p)]
-
-
-_GRAPHS = [True]   # replay a call's launches as one CUDA graph (False: cuLaunchKernelEx for each)
-
-
-def _graph(configs, launch):
-    """A function of the call's stream that replays ``configs`` (the direct launches, their parameter
-    blocks filled in) as one CUDA graph, captured once on a private stream; a call updates both
-    kernel nodes' parameters from the blocks (the graph's launches already queued keep theirs) and
-    launches the graph: three driver calls instead of two launches."""
-    cu = ctypes.CDLL("libcuda.so.1")
-
-    def check(err, what):
-        if err:
-            raise RuntimeError(f"{what} returned CUresult {err}")
-    stream, graph, exe = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-    check(cu.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")   # CU_STREAM_NON_BLOCKING
-    check(cu.cuStreamBeginCapture_v2(stream, 2), "cuStreamBeginCapture")   # CU_STREAM_CAPTURE_MODE_RELAXED
-    try:
-        for cfg, cfg_at, function, params_at, _ in configs:
-            cfg.stream = stream.value
-            check(launch(cfg_at, function, params_at, None), "cuLaunchKernelEx")
-    finally:
-        check(cu.cuStreamEndCapture(stream, ctypes.byref(graph)), "cuStreamEndCapture")
-    check(cu.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)), "cuGraphInstantiate")
-    count = ctypes.c_size_t(len(configs))
-    nodes = (ctypes.c_void_p * len(configs))()
-    check(cu.cuGraphGetNodes(graph, nodes, ctypes.byref(count)), "cuGraphGetNodes")
-    by_function = {}
-    for node in nodes[:count.value]:
-        p = _KernelNodeParams()
-        check(cu.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(p)), "cuGraphKernelNodeGetParams")
-        by_function[p.function] = (ctypes.c_void_p(node), p)
-    updates = []
-    for _, _, function, params_at, _ in configs:
-        node, p = by_function[function]   # (a KeyError: not the graph of these launches)
-        p.params = params_at
-        updates.append((node, ctypes.addressof(p)))
-    set_params, graph_launch = cu.cuGraphExecKernelNodeSetParams_v2, cu.cuGraphLaunch
-    set_params.argtypes, graph_launch.argtypes = [ctypes.c_void_p] * 3, [ctypes.c_void_p] * 2
-
-    def run(stream):
-        for node, p_at in updates:
-            err = set_params(exe, node, p_at)
-            if err:
-                raise RuntimeError(f"cuGraphExecKernelNodeSetParams returned CUresult {err}")
-        err = graph_launch(exe, stream)
-        if err:
-            raise RuntimeError(f"cuGraphLaunch returned CUresult {err}")
-    run.keep = (stream, graph, exe, by_function)
-    return run
 
 
 def _plan(launches, handles, dev):
@@ -672,7 +608,8 @@ def _plan(launches, handles, dev):
     if all(d is not None for d in direct):
         configs = [(d[0], ctypes.addressof(d[0]), d[1], ctypes.addressof(d[2]), d[3]) for d in direct]
 
-        def launch_each(ptrs, stream):
+        def run(ptrs):
+            stream = get_stream(index)
             for cfg, cfg_at, function, params_at, slots in configs:
                 cfg.stream = stream
                 for obj, i in slots:
@@ -680,27 +617,7 @@ def _plan(launches, handles, dev):
                 err = launch(cfg_at, function, params_at, None)
                 if err:
                     raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
-        try:
-            replay = _graph(configs, launch) if _GRAPHS[0] else None
-        except Exception:  # noqa: BLE001 - no graph API, or a capture it refused: launch one by one
-            replay = None
-        if replay is None:
-            def run(ptrs):
-                launch_each(ptrs, get_stream(index))
-        else:
-            slots = [s for *_, step_slots in configs for s in step_slots]
-            capturing, status = _cu_is_capturing(), ctypes.c_int()
-
-            def run(ptrs):
-                stream = get_stream(index)
-                if capturing(stream, ctypes.byref(status)) or status.value:   # inside someone's capture
-                    # (the harness's kernel-only graphs): plain launches, which that capture records
-                    launch_each(ptrs, stream)
-                    return
-                for obj, i in slots:
-                    obj.value = ptrs[i]
-                replay(stream)
-        run.direct, run.graph = direct, replay
+        run.direct = direct
     else:
         def run(ptrs):
             stream = get_stream(index)
@@ -709,7 +626,7 @@ def _plan(launches, handles, dev):
                 for pos, i in slots:
                     args[pos] = ptrs[i]
                 h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
-        run.direct = run.graph = None
+        run.direct = None
     run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
     return run
 

@@ -96,12 +96,6 @@ def main(argv=None) -> int:
                                                      data[2].stride(), data[3].stride(), data[6].stride(),
                                                      data[0].get_device()), args.calls)
         plans.clear()
-        if getattr(sub, "_GRAPHS", None):   # the same calls launching each kernel by itself, no graph
-            sub._GRAPHS[0] = False
-            sub.custom_kernel(data)
-            row["no_graph_custom_kernel_us"] = per_call_us(lambda: sub.custom_kernel(data), args.calls)
-            sub._GRAPHS[0] = True
-            plans.clear()
         rows.append(row)
         print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k != "case"),
               file=sys.stderr)

@@ -72,29 +72,26 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
                     itertools.product((4, 8, 16, 32, 64), (0, 2, 4, 8, 16), (64, 128, 256, 512), (1, 2, 4, 8), (0, 1))
                     if rows * bk <= 64 * 256 and rows_a != rows]
-    else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC, SWAP)
-        out = [tuple(base) + (0,) * (8 - len(base))]
+    else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
             if (K // split) % bk == 0 and N % bn == 0 and 100 <= programs <= 1100 and (a_dec or bn == 128):
-                out.append((128, bn, bk, split, 4 if bn == 64 else 8, 3, a_dec, 0))
+                out.append((128, bn, bk, split, 4 if bn == 64 else 8, 3, a_dec))
         # FP8 (A_DEC = 2): any split (the chunks are shared out), the grid just under a whole number of
-        # waves (one program of BN = 128 per SM, or two of BN = 64, with 4 or 8 warps); SWAP = 1: C^T tiles,
-        # the decoded B on the MMA's M side
-        for bn, bk, stages, split, nw, swap in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17),
-                                                                 (4, 8), (0, 1)):
+        # waves (one program of BN = 128 per SM, or two of BN = 64, with 4 or 8 warps)
+        for bn, bk, stages, split, nw in itertools.product((64, 128), (128, 256), (2, 3, 4), range(1, 17), (4, 8)):
             slots = 132 * (2 if bn == 64 else 1)
             waves = N // bn * split / slots
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 4 and math.ceil(waves) - waves <= 0.3 \
                     and not (bk == 256 and stages == 4) and (nw == 8 or bn == 64):
-                out.append((128, bn, bk, split, nw, stages, 2, swap))
+                out.append((128, bn, bk, split, nw, stages, 2))
         # INT8 (A_DEC = 3: both operands folded into int8 by a first kernel, then an int8 GEMM): programs
         # per SM by the sm_90 compile's registers (two of BN = 64 with 4 warps, else one)
         for bn, bk, stages, split, nw in itertools.product((64, 128, 256), (128, 256), (3, 4), range(1, 17), (4, 8)):
             waves = N // bn * split / (132 * (2 if (bn, nw) == (64, 4) else 1))
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.25 \
                     and stages * (128 + bn) * bk <= 200 * 1024 and (nw == 8 or bn == 64):
-                out.append((128, bn, bk, split, nw, stages, 3, 0))
+                out.append((128, bn, bk, split, nw, stages, 3))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
