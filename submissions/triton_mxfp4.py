@@ -63,7 +63,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   counter to 0 for the next call.  The workspace and counters are scratch memory reused for any input;
   nothing is cached by tensor identity or content.
 """
+import ctypes
+import glob
 import os
+import sys
 
 import torch
 import triton
@@ -499,7 +502,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-PREPARE, FP8 = 2, 3
+PREPARE, FP8, MMA = 2, 3, 4
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
 # FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
@@ -614,6 +617,345 @@ def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
     return ap, bp
 
 
+# ---------------------------------------------------------------------------------------------------------
+# MMA: CUDA C++ compiled by NVRTC at the first call, FP8 mma.sync with both operands in registers.
+# ---------------------------------------------------------------------------------------------------------
+_MMA_SOURCE = r"""
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+// e2m1 code (4 bits: sign, 3-bit magnitude code) -> the e4m3 byte of e2m1 * 2**-6: sign to bit 7, code to
+// bits 2..4 (codes 0 and 1 land on e4m3's zero and smallest subnormal step, the rest on its normals).
+__device__ __forceinline__ u32 lo_e4m3(u32 w) { return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1C1C1C1Cu); }
+__device__ __forceinline__ u32 hi_e4m3(u32 w) { return (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu); }
+
+// aiter's "even" rounding of an already scaled value to e2m1, as that e4m3 byte
+__device__ __forceinline__ u32 e2m1_byte(float q) {
+  float a = fabsf(q);
+  u32 c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return (c << 2) | ((__float_as_uint(q) >> 24) & 0x80u);
+}
+
+// A [M, K] bf16 -> a8 [M, K]: the e4m3 bytes of its e2m1 values * 2**-6, each group of 8 K as its 4 even
+// then its 4 odd elements (the MMA's k order below), and sa [K/32, Mp] fp32: 2**(s + 6) per 1x32 block.
+extern "C" __global__ void __launch_bounds__(128) mma_quant_a(const u16* __restrict__ a, int lda, int M, int K,
+                                                               int Mp, u8* __restrict__ a8, float* __restrict__ sa) {
+  const int nb = K >> 5;
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx < M * nb) {
+    const int m = idx / nb, b = idx - m * nb;
+    const uint4* src = reinterpret_cast<const uint4*>(a + (size_t)m * lda + b * 32);
+    u32 w[16];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { uint4 v = src[i]; w[4*i] = v.x; w[4*i+1] = v.y; w[4*i+2] = v.z; w[4*i+3] = v.w; }
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      amax = fmaxf(amax, fabsf(__uint_as_float(w[i] << 16)));
+      amax = fmaxf(amax, fabsf(__uint_as_float(w[i] & 0xFFFF0000u)));
+    }
+    int s = (int)(((__float_as_uint(amax) + 0x200000u) >> 23) & 0xFF) - 129;
+    s = max(-127, min(127, s));
+    const float inv = __uint_as_float((u32)(127 - s) << 23);   // 2**-s (s <= 126 for finite bf16)
+    u32 out[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {          // 8 elements = words 4q..4q+3, two bf16 each (low = even K)
+      u32 ev = 0, od = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        ev |= e2m1_byte(__uint_as_float(w[4*q+i] << 16) * inv) << (8 * i);
+        od |= e2m1_byte(__uint_as_float(w[4*q+i] & 0xFFFF0000u) * inv) << (8 * i);
+      }
+      out[2*q] = ev; out[2*q+1] = od;
+    }
+    uint4* dst = reinterpret_cast<uint4*>(a8 + (size_t)m * K + b * 32);
+    dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+    dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    sa[(size_t)b * Mp + m] = __uint_as_float((u32)min(s + 133, 255) << 23);
+  }
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+__device__ __forceinline__ void mma_e4m3(float* p, const u32* a, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(p[0]), "=f"(p[1]), "=f"(p[2]), "=f"(p[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+#define CTA_N (32 * WN)
+#define CTA_M (8 * NT8 * WM)
+#define RED_LD (CTA_N + 4)
+#define KS (32 * STEPS)          // K per chunk
+#define A_LD (KS + 32)           // a row of A's slice in shared memory, padded: a half-warp's 8-byte reads hit 32 banks
+
+// C [M, N] bf16 = A @ B^T.  A CTA: CTA_N rows of B x CTA_M rows of A x KS of K; a warp: 32 rows of B (two MMA
+// tiles of 16) x 8 * NT8 rows of A.  The MMA's rows are B's rows: thread (g, t) of a warp holds the four packed
+// bytes t of B's rows g and g + 8 in one 32-element K block of B_shuffle (its 16 x 16-byte halves), whose low
+// nibbles (K = 8t + 0, 2, 4, 6) are its k = 4t..4t+3 and whose high nibbles its k = 16 + 4t..; A's bytes were
+// written in that order by mma_quant_a.  One MMA is one scale block of both operands: its product is exact (a
+// fresh accumulator), then scaled by 2**(sA + sB + 12) into fp32.  The CTA's K range goes in chunks of STEPS
+// blocks: every B word and scale of a chunk is loaded into registers before its first MMA (DRAM's latency paid
+// once a chunk), A's part is staged in shared memory, and the SPLIT CTAs of a cluster take K's parts and sum their partial tiles through distributed shared
+// memory: no workspace, no second launch.
+extern "C" __global__ void __launch_bounds__(32 * WN * WM)
+#if SPLIT > 1
+__cluster_dims__(SPLIT, 1, 1)
+#endif
+mma_mxfp4(const u8* __restrict__ a8, const float* __restrict__ sa, const u32* __restrict__ bsh,
+          const u8* __restrict__ bsc, u16* __restrict__ c, int M, int N, int K, int Mp, int ldc, int c8n) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  u8* as = smem;                                                   // [CTA_M][A_LD] e4m3
+  float* ss = reinterpret_cast<float*>(smem + CTA_M * A_LD);       // [STEPS][CTA_M] A's scales
+  float* red = reinterpret_cast<float*>(smem);                     // [CTA_M][RED_LD], after the loop
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp % WN, wm = warp / WN;
+  const int n0 = blockIdx.y * CTA_N + wn * 32;
+  const int mbase = blockIdx.z * CTA_M, nbase = blockIdx.y * CTA_N;
+  const int per = (K >> 5) / SPLIT;                                // K blocks per CTA, in chunks of STEPS
+  const size_t bstride16 = (size_t)(K >> 6) * 128;              // words per 16 rows of B_shuffle
+  const u32* bw = bsh + (size_t)(n0 >> 4) * bstride16 + g * 4 + t;
+  const u8* sbp = bsc + (size_t)(n0 >> 5) * c8n * 256 + g * 4;
+  float acc[2][NT8][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < NT8; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[h][i][r] = 0.f;
+  const u8* arow = as + (wm * 8 * NT8 + g) * A_LD + t * 8;
+  const float* srow = ss + wm * 8 * NT8 + 2 * t;
+  for (int kb0 = blockIdx.x * per; kb0 < (blockIdx.x + 1) * per; kb0 += STEPS) {
+  u32 w[STEPS][2][2], sw[STEPS][2];
+#pragma unroll
+  for (int s = 0; s < STEPS; ++s) {
+    const int b = kb0 + s;
+    const size_t wofs = (size_t)(b >> 1) * 128 + (b & 1) * 64;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      w[s][h][0] = __ldg(bw + h * bstride16 + wofs);
+      w[s][h][1] = __ldg(bw + h * bstride16 + wofs + 32);
+    }
+    const u8* sp = sbp + (b >> 3) * 256 + (b & 3) * 64;
+    sw[s][0] = __ldg(reinterpret_cast<const u32*>(sp));
+    sw[s][1] = __ldg(reinterpret_cast<const u32*>(sp + 32));
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");              // A's operands come from mma_quant_a
+  __syncthreads();                                                 // the last chunk's A is read
+  for (int i = threadIdx.x; i < CTA_M * (KS / 16); i += 32 * WN * WM) {
+    const int r = i / (KS / 16), q = i - r * (KS / 16);
+    const u8* src = a8 + (size_t)min(mbase + r, M - 1) * K + kb0 * 32 + q * 16;
+    const u32 dst = (u32)__cvta_generic_to_shared(as + r * A_LD + q * 16);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+  }
+  for (int i = threadIdx.x; i < STEPS * (CTA_M / 4); i += 32 * WN * WM) {
+    const int s = i / (CTA_M / 4), q = i - s * (CTA_M / 4);
+    const float* src = sa + (size_t)(kb0 + s) * Mp + min(mbase + q * 4, Mp - 4);
+    const u32 dst = (u32)__cvta_generic_to_shared(ss + s * CTA_M + q * 4);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+  __syncthreads();
+#pragma unroll
+  for (int s = 0; s < STEPS; ++s) {
+    const int sh = (((kb0 + s) >> 2) & 1) * 16;
+    float sb[2][2];
+    u32 fa[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sb[h][0] = __uint_as_float(min(((sw[s][0] >> (sh + 8 * h)) & 0xFFu) + 6u, 255u) << 23);
+      sb[h][1] = __uint_as_float(min(((sw[s][1] >> (sh + 8 * h)) & 0xFFu) + 6u, 255u) << 23);
+      fa[h][0] = lo_e4m3(w[s][h][0]); fa[h][1] = lo_e4m3(w[s][h][1]);
+      fa[h][2] = hi_e4m3(w[s][h][0]); fa[h][3] = hi_e4m3(w[s][h][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < NT8; ++i) {
+      const uint2 av = *reinterpret_cast<const uint2*>(arow + 8 * i * A_LD + s * 32);
+      const float2 s2 = *reinterpret_cast<const float2*>(srow + s * CTA_M + 8 * i);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float p[4];
+        mma_e4m3(p, fa[h], av.x, av.y);
+        acc[h][i][0] = fmaf(p[0], sb[h][0] * s2.x, acc[h][i][0]);
+        acc[h][i][1] = fmaf(p[1], sb[h][0] * s2.y, acc[h][i][1]);
+        acc[h][i][2] = fmaf(p[2], sb[h][1] * s2.x, acc[h][i][2]);
+        acc[h][i][3] = fmaf(p[3], sb[h][1] * s2.y, acc[h][i][3]);
+      }
+    }
+  }
+  }
+  __syncthreads();                                                 // red reuses A's slice
+  // the partial tile, [CTA_M][CTA_N] (rows padded by 4 floats, so a warp's stores hit 32 banks)
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < NT8; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int mm = wm * 8 * NT8 + 8 * i + 2 * t + (r & 1), nn = wn * 32 + 16 * h + g + 8 * (r >> 1);
+        red[mm * RED_LD + nn] = acc[h][i][r];
+      }
+#if SPLIT > 1
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+  const int total = CTA_M * CTA_N, part = total / SPLIT;
+  for (int e = blockIdx.x * part + threadIdx.x * 2; e < (blockIdx.x + 1) * part; e += 64 * WN * WM) {
+    const int mm = e / CTA_N, nn = e - mm * CTA_N;
+    float x = 0.f, y = 0.f;
+#pragma unroll
+    for (int q = 0; q < SPLIT; ++q) {
+      float px, py;
+#if SPLIT > 1
+      const u32 local = (u32)__cvta_generic_to_shared(red + mm * RED_LD + nn);
+      u32 remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(q));
+      asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(px), "=f"(py) : "r"(remote) : "memory");
+#else
+      px = red[mm * RED_LD + nn]; py = red[mm * RED_LD + nn + 1];
+#endif
+      x += px; y += py;
+    }
+    if (mbase + mm < M) {
+      u32 packed;
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(y), "f"(x));
+      *reinterpret_cast<u32*>(c + (size_t)(mbase + mm) * ldc + nbase + nn) = packed;
+    }
+  }
+#if SPLIT > 1
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+"""
+
+
+class _LaunchAttr(ctypes.Structure):     # CUlaunchAttribute: an id, padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):   # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttr)), ("num_attrs", ctypes.c_uint)]
+
+
+_PDL_ATTRIBUTE = 6                       # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+def _nvrtc():
+    """NVRTC, the CUDA runtime compiler: the copy torch's CUDA wheels install, else a toolkit's."""
+    for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    found = [p for d in sys.path if os.path.isdir(os.path.join(d, "nvidia"))
+             for p in sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", "libnvrtc.so*")))
+             + sorted(glob.glob(os.path.join(d, "nvidia", "*", "*", "lib", "libnvrtc.so*")))]
+    found += sorted(glob.glob("/usr/local/cuda*/lib64/libnvrtc.so*"))
+    for path in found:
+        if "builtins" not in path:
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                pass
+    raise RuntimeError("the MMA path needs NVRTC (libnvrtc.so), which was not found")
+
+
+def _check(err, what, lib=None):
+    if err:
+        raise RuntimeError(f"{what} failed with error {err}")
+
+
+_MODULES = {}
+
+
+def _mma_functions(wn, nt8, wm, split, steps):
+    """The two kernels compiled for this GPU with this tile (cached per process)."""
+    key = (wn, nt8, wm, split, steps)
+    if key in _MODULES:
+        return _MODULES[key]
+    nvrtc, cuda = _nvrtc(), ctypes.CDLL("libcuda.so.1")
+    prog = ctypes.c_void_p()
+    _check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), _MMA_SOURCE.encode(), b"mma_mxfp4.cu", 0, None, None),
+           "nvrtcCreateProgram")
+    major, minor = torch.cuda.get_device_capability()
+    opts = [f"--gpu-architecture=sm_{major}{minor}", "--std=c++17", f"-DWN={wn}", f"-DNT8={nt8}", f"-DWM={wm}",
+            f"-DSPLIT={split}", f"-DSTEPS={steps}"]
+    arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+    err = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
+    if err:
+        size = ctypes.c_size_t()
+        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(f"NVRTC could not compile the MMA kernels: {log.value.decode(errors='replace')[:2000]}")
+    size = ctypes.c_size_t()
+    _check(nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
+    cubin = ctypes.create_string_buffer(size.value)
+    _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
+    torch.cuda.current_stream()             # the primary context current on this thread
+    module = ctypes.c_void_p()
+    _check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+    fns = []
+    for name in (b"mma_quant_a", b"mma_mxfp4"):
+        fn = ctypes.c_void_p()
+        _check(cuda.cuModuleGetFunction(ctypes.byref(fn), module, name), "cuModuleGetFunction")
+        # up to 227 KB of dynamic shared memory (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        _check(cuda.cuFuncSetAttribute(fn, 8, 227 * 1024), "cuFuncSetAttribute")
+        fns.append(fn)
+    launch = cuda.cuLaunchKernelEx
+    launch.argtypes, launch.restype = [ctypes.c_void_p] * 4, ctypes.c_int
+    _MODULES[key] = (fns[0], fns[1], launch, module)
+    return _MODULES[key]
+
+
+def _cu_launch(launch, fn, grid, block, smem, stream, args, pdl):
+    """One launch through cuLaunchKernelEx; ``args``: ctypes values in the kernel's parameter order."""
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    attr = _LaunchAttr(id=_PDL_ATTRIBUTE)
+    attr.value[0] = 1
+    cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(block, 1, 1), shared=smem,
+                        stream=stream, attrs=ctypes.pointer(attr), num_attrs=int(pdl))
+    err = launch(ctypes.byref(cfg), fn, params, None)
+    if err:
+        raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
+
+
+def _mma_mm(A, B_shuffle, bs, cfg):
+    """C = the MMA path's two launches: A quantized to a8 / sa, then the cluster GEMM (a dependent launch)."""
+    BN, BM, _, SPLIT, _, nw, _, _ = cfg
+    M, K = A.shape
+    N = B_shuffle.shape[0]
+    wn = BN // 32
+    wm = nw // wn
+    nt8 = BM // (8 * wm)
+    steps = cfg[6]
+    if N % BN or K % 64 or (K // 32) % (SPLIT * steps) or SPLIT not in (1, 2, 4, 8) or A.stride(1) != 1 \
+            or not B_shuffle.is_contiguous() or not bs.is_contiguous() or bs.shape[1] % 8:
+        raise ValueError(f"the MMA path does not take M={M} N={N} K={K} with {cfg}")
+    quant_fn, mm_fn, launch, _ = _mma_functions(wn, nt8, wm, SPLIT, steps)
+    dev = A.device
+    Mp = -(-M // 4) * 4
+    smem = max(BM * (32 * steps + 32) + steps * BM * 4, BM * (BN + 4) * 4)
+    a8 = _buffer(dev, "mma_a8", M * K, torch.uint8)
+    sa = _buffer(dev, "mma_sa", (K // 32) * Mp, torch.float32)
+    C = torch.empty((M, N), dtype=torch.bfloat16, device=dev)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    i32 = ctypes.c_int32
+    nthreads = M * (K // 32)
+    _cu_launch(launch, quant_fn, ((nthreads + 127) // 128, 1, 1), 128, 0, stream,
+               [ctypes.c_void_p(A.data_ptr()), i32(A.stride(0)), i32(M), i32(K), i32(Mp),
+                ctypes.c_void_p(a8.data_ptr()), ctypes.c_void_p(sa.data_ptr())], False)
+    _cu_launch(launch, mm_fn, (SPLIT, N // BN, -(-M // BM)), 32 * nw, smem, stream,
+               [ctypes.c_void_p(a8.data_ptr()), ctypes.c_void_p(sa.data_ptr()), ctypes.c_void_p(B_shuffle.data_ptr()),
+                ctypes.c_void_p(bs.data_ptr()), ctypes.c_void_p(C.data_ptr()), i32(M), i32(N), i32(K), i32(Mp),
+                i32(C.stride(0)), i32(bs.shape[1] // 8)], _PDL)
+    return C
+
+
 def custom_kernel(data):
     A, _, B_q, _, B_scale_sh = data
     M, K = A.shape
@@ -623,6 +965,8 @@ def custom_kernel(data):
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
+    if pre_a == MMA:       # CUDA C++: FP8 mma.sync on registers, K split over a cluster
+        return _mma_mm(A, data[3].view(torch.uint8), bs, cfg)
     if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key, rows_a=BM)
         return (bp @ ap.T).T if swap else ap @ bp.T   # SWAP_AB: cuBLAS computes C^T (C a transposed view)
