@@ -625,22 +625,28 @@ typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned char u8;
 
-// e2m1 code (4 bits: sign, 3-bit magnitude code) -> the e4m3 byte of e2m1 * 2**-6: sign to bit 7, code to
-// bits 2..4 (codes 0 and 1 land on e4m3's zero and smallest subnormal step, the rest on its normals).
-__device__ __forceinline__ u32 lo_e4m3(u32 w) { return ((w << 4) & 0x80808080u) | ((w << 2) & 0x1C1C1C1Cu); }
-__device__ __forceinline__ u32 hi_e4m3(u32 w) { return (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu); }
+// B's packed codes -> fp16 pairs of e2m1 * 2**-14: an e2m1 code's three magnitude bits are fp16's two low
+// exponent bits and its top mantissa bit (codes 0 and 1: zero and the subnormal 2**-15), its sign bit fp16's.
+// From one 32-bit word t of a row (K = 8t .. 8t+7, element 2i in byte i's low nibble): the pairs (0, 4),
+// (2, 6), (1, 5) and (3, 7), each element in the high byte of its half.
+__device__ __forceinline__ u32 pair04(u32 w) { return ((w << 9) & 0x0E000E00u) | ((w << 12) & 0x80008000u); }
+__device__ __forceinline__ u32 pair26(u32 w) { return ((w << 1) & 0x0E000E00u) | ((w << 4) & 0x80008000u); }
+__device__ __forceinline__ u32 pair15(u32 w) { return ((w << 5) & 0x0E000E00u) | ((w << 8) & 0x80008000u); }
+__device__ __forceinline__ u32 pair37(u32 w) { return ((w >> 3) & 0x0E000E00u) | (w & 0x80008000u); }
 
-// aiter's "even" rounding of an already scaled value to e2m1, as that e4m3 byte
-__device__ __forceinline__ u32 e2m1_byte(float q) {
-  float a = fabsf(q);
-  u32 c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
-  return (c << 2) | ((__float_as_uint(q) >> 24) & 0x80u);
+// aiter's "even" rounding of an already scaled value to e2m1, as the fp16 bits of that value
+__device__ __forceinline__ u32 e2m1_half(float q) {
+  const float a = fabsf(q);
+  const u32 c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  // codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6: fp16 exponent 13 + code / 2 and mantissa bit (code & 1) from code 2
+  const u32 mag = c == 0 ? 0u : (c == 1 ? 0x3800u : ((13u + (c >> 1)) << 10) | ((c & 1u) << 9));
+  return mag | ((__float_as_uint(q) >> 16) & 0x8000u);
 }
 
-// A [M, K] bf16 -> a8 [M, K]: the e4m3 bytes of its e2m1 values * 2**-6, each group of 8 K as its 4 even
-// then its 4 odd elements (the MMA's k order below), and sa [K/32, Mp] fp32: 2**(s + 6) per 1x32 block.
+// A [M, K] bf16 -> a16 [M, K] fp16: its e2m1 values, each group of 8 K in the order 0, 4, 2, 6, 1, 5, 3, 7 (B's
+// pairs above), and sa [K/32, Mp] fp32: 2**s per 1x32 block.  One thread a block.
 extern "C" __global__ void __launch_bounds__(128) mma_quant_a(const u16* __restrict__ a, int lda, int M, int K,
-                                                               int Mp, u8* __restrict__ a8, float* __restrict__ sa) {
+                                                               int Mp, u16* __restrict__ a16, float* __restrict__ sa) {
   const int nb = K >> 5;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx < M * nb) {
@@ -651,61 +657,62 @@ extern "C" __global__ void __launch_bounds__(128) mma_quant_a(const u16* __restr
     for (int i = 0; i < 4; ++i) { uint4 v = src[i]; w[4*i] = v.x; w[4*i+1] = v.y; w[4*i+2] = v.z; w[4*i+3] = v.w; }
     float amax = 0.f;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      amax = fmaxf(amax, fabsf(__uint_as_float(w[i] << 16)));
-      amax = fmaxf(amax, fabsf(__uint_as_float(w[i] & 0xFFFF0000u)));
-    }
+    for (int i = 0; i < 16; ++i)
+      amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xFFFF0000u))));
     int s = (int)(((__float_as_uint(amax) + 0x200000u) >> 23) & 0xFF) - 129;
     s = max(-127, min(127, s));
     const float inv = __uint_as_float((u32)(127 - s) << 23);   // 2**-s (s <= 126 for finite bf16)
-    u32 out[8];
+    u32 out[16];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {          // 8 elements = words 4q..4q+3, two bf16 each (low = even K)
-      u32 ev = 0, od = 0;
+    for (int q = 0; q < 4; ++q) {          // elements 8q .. 8q+7 = the bf16 pairs in words 4q .. 4q+3
+      float x[8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        ev |= e2m1_byte(__uint_as_float(w[4*q+i] << 16) * inv) << (8 * i);
-        od |= e2m1_byte(__uint_as_float(w[4*q+i] & 0xFFFF0000u) * inv) << (8 * i);
+        x[2*i] = __uint_as_float(w[4*q+i] << 16) * inv;
+        x[2*i+1] = __uint_as_float(w[4*q+i] & 0xFFFF0000u) * inv;
       }
-      out[2*q] = ev; out[2*q+1] = od;
+      out[4*q]   = e2m1_half(x[0]) | (e2m1_half(x[4]) << 16);
+      out[4*q+1] = e2m1_half(x[2]) | (e2m1_half(x[6]) << 16);
+      out[4*q+2] = e2m1_half(x[1]) | (e2m1_half(x[5]) << 16);
+      out[4*q+3] = e2m1_half(x[3]) | (e2m1_half(x[7]) << 16);
     }
-    uint4* dst = reinterpret_cast<uint4*>(a8 + (size_t)m * K + b * 32);
-    dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-    dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
-    sa[(size_t)b * Mp + m] = __uint_as_float((u32)min(s + 133, 255) << 23);
+    uint4* dst = reinterpret_cast<uint4*>(a16 + (size_t)m * K + b * 32);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dst[q] = make_uint4(out[4*q], out[4*q+1], out[4*q+2], out[4*q+3]);
+    sa[(size_t)b * Mp + m] = __uint_as_float((u32)(s + 127) << 23);   // s = -127: 0, a block of zeros
   }
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-__device__ __forceinline__ void mma_e4m3(float* p, const u32* a, u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
-      : "=f"(p[0]), "=f"(p[1]), "=f"(p[2]), "=f"(p[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+__device__ __forceinline__ void mma_f16(float* p, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(p[0]), "+f"(p[1]), "+f"(p[2]), "+f"(p[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 #define CTA_N (32 * WN)
 #define CTA_M (8 * NT8 * WM)
 #define RED_LD (CTA_N + 4)
-#define KS (32 * STEPS)          // K per chunk
-#define A_LD (KS + 32)           // a row of A's slice in shared memory, padded: a half-warp's 8-byte reads hit 32 banks
+#define KS (32 * STEPS)                             // K per chunk
+#define A_LD (2 * KS + ((STEPS & 1) ? 0 : 64))      // bytes a row of A's slice; % 128 == 64: two rows, 32 banks
 
-// C [M, N] bf16 = A @ B^T.  A CTA: CTA_N rows of B x CTA_M rows of A x KS of K; a warp: 32 rows of B (two MMA
-// tiles of 16) x 8 * NT8 rows of A.  The MMA's rows are B's rows: thread (g, t) of a warp holds the four packed
-// bytes t of B's rows g and g + 8 in one 32-element K block of B_shuffle (its 16 x 16-byte halves), whose low
-// nibbles (K = 8t + 0, 2, 4, 6) are its k = 4t..4t+3 and whose high nibbles its k = 16 + 4t..; A's bytes were
-// written in that order by mma_quant_a.  One MMA is one scale block of both operands: its product is exact (a
-// fresh accumulator), then scaled by 2**(sA + sB + 12) into fp32.  The CTA's K range goes in chunks of STEPS
-// blocks: every B word and scale of a chunk is loaded into registers before its first MMA (DRAM's latency paid
-// once a chunk), A's part is staged in shared memory, and the SPLIT CTAs of a cluster take K's parts and sum their partial tiles through distributed shared
-// memory: no workspace, no second launch.
+// C [M, N] bf16 = A @ B^T.  A CTA: CTA_N rows of B x CTA_M rows of A x K / SPLIT; a warp: 32 rows of B (two MMA
+// tiles of 16) x 8 * NT8 rows of A.  The MMA's rows are B's rows: thread (g, t) of a warp holds packed word t
+// of B's rows g and g + 8 in each 32-element K block of B_shuffle (its 16 x 16-byte halves), decoded into the
+// fp16 pairs of two m16n8k16 MMAs; A's fp16 values were written in that K order by mma_quant_a, so thread
+// (g, t) reads its 8 with one 16-byte load.  A block's two MMAs share a fresh accumulator (exact: small
+// multiples of 2**-15), then the product is scaled by 2**(sA + sB) into fp32.  The CTA's K range goes in chunks
+// of STEPS blocks: every B word and scale of a chunk is loaded into registers before its first MMA (DRAM's
+// latency paid once a chunk), A's part is staged in shared memory, and the SPLIT CTAs of a cluster take K's
+// parts and sum their partial tiles through distributed shared memory: no workspace, no third launch.
 extern "C" __global__ void __launch_bounds__(32 * WN * WM)
 #if SPLIT > 1
 __cluster_dims__(SPLIT, 1, 1)
 #endif
-mma_mxfp4(const u8* __restrict__ a8, const float* __restrict__ sa, const u32* __restrict__ bsh,
+mma_mxfp4(const u16* __restrict__ a16, const float* __restrict__ sa, const u32* __restrict__ bsh,
           const u8* __restrict__ bsc, u16* __restrict__ c, int M, int N, int K, int Mp, int ldc, int c8n) {
   extern __shared__ __align__(16) unsigned char smem[];
-  u8* as = smem;                                                   // [CTA_M][A_LD] e4m3
+  unsigned char* as = smem;                                        // [CTA_M][A_LD bytes] fp16
   float* ss = reinterpret_cast<float*>(smem + CTA_M * A_LD);       // [STEPS][CTA_M] A's scales
   float* red = reinterpret_cast<float*>(smem);                     // [CTA_M][RED_LD], after the loop
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -724,66 +731,68 @@ mma_mxfp4(const u8* __restrict__ a8, const float* __restrict__ sa, const u32* __
     for (int i = 0; i < NT8; ++i)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[h][i][r] = 0.f;
-  const u8* arow = as + (wm * 8 * NT8 + g) * A_LD + t * 8;
+  const unsigned char* arow = as + (wm * 8 * NT8 + g) * A_LD + t * 16;
   const float* srow = ss + wm * 8 * NT8 + 2 * t;
   for (int kb0 = blockIdx.x * per; kb0 < (blockIdx.x + 1) * per; kb0 += STEPS) {
-  u32 w[STEPS][2][2], sw[STEPS][2];
+    u32 w[STEPS][2][2], sw[STEPS][2];
 #pragma unroll
-  for (int s = 0; s < STEPS; ++s) {
-    const int b = kb0 + s;
-    const size_t wofs = (size_t)(b >> 1) * 128 + (b & 1) * 64;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      w[s][h][0] = __ldg(bw + h * bstride16 + wofs);
-      w[s][h][1] = __ldg(bw + h * bstride16 + wofs + 32);
-    }
-    const u8* sp = sbp + (b >> 3) * 256 + (b & 3) * 64;
-    sw[s][0] = __ldg(reinterpret_cast<const u32*>(sp));
-    sw[s][1] = __ldg(reinterpret_cast<const u32*>(sp + 32));
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");              // A's operands come from mma_quant_a
-  __syncthreads();                                                 // the last chunk's A is read
-  for (int i = threadIdx.x; i < CTA_M * (KS / 16); i += 32 * WN * WM) {
-    const int r = i / (KS / 16), q = i - r * (KS / 16);
-    const u8* src = a8 + (size_t)min(mbase + r, M - 1) * K + kb0 * 32 + q * 16;
-    const u32 dst = (u32)__cvta_generic_to_shared(as + r * A_LD + q * 16);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
-  }
-  for (int i = threadIdx.x; i < STEPS * (CTA_M / 4); i += 32 * WN * WM) {
-    const int s = i / (CTA_M / 4), q = i - s * (CTA_M / 4);
-    const float* src = sa + (size_t)(kb0 + s) * Mp + min(mbase + q * 4, Mp - 4);
-    const u32 dst = (u32)__cvta_generic_to_shared(ss + s * CTA_M + q * 4);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
-  }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
-  __syncthreads();
-#pragma unroll
-  for (int s = 0; s < STEPS; ++s) {
-    const int sh = (((kb0 + s) >> 2) & 1) * 16;
-    float sb[2][2];
-    u32 fa[2][4];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sb[h][0] = __uint_as_float(min(((sw[s][0] >> (sh + 8 * h)) & 0xFFu) + 6u, 255u) << 23);
-      sb[h][1] = __uint_as_float(min(((sw[s][1] >> (sh + 8 * h)) & 0xFFu) + 6u, 255u) << 23);
-      fa[h][0] = lo_e4m3(w[s][h][0]); fa[h][1] = lo_e4m3(w[s][h][1]);
-      fa[h][2] = hi_e4m3(w[s][h][0]); fa[h][3] = hi_e4m3(w[s][h][1]);
-    }
-#pragma unroll
-    for (int i = 0; i < NT8; ++i) {
-      const uint2 av = *reinterpret_cast<const uint2*>(arow + 8 * i * A_LD + s * 32);
-      const float2 s2 = *reinterpret_cast<const float2*>(srow + s * CTA_M + 8 * i);
+    for (int s = 0; s < STEPS; ++s) {
+      const int b = kb0 + s;
+      const size_t wofs = (size_t)(b >> 1) * 128 + (b & 1) * 64;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float p[4];
-        mma_e4m3(p, fa[h], av.x, av.y);
-        acc[h][i][0] = fmaf(p[0], sb[h][0] * s2.x, acc[h][i][0]);
-        acc[h][i][1] = fmaf(p[1], sb[h][0] * s2.y, acc[h][i][1]);
-        acc[h][i][2] = fmaf(p[2], sb[h][1] * s2.x, acc[h][i][2]);
-        acc[h][i][3] = fmaf(p[3], sb[h][1] * s2.y, acc[h][i][3]);
+        w[s][h][0] = __ldg(bw + h * bstride16 + wofs);
+        w[s][h][1] = __ldg(bw + h * bstride16 + wofs + 32);
+      }
+      const u8* sp = sbp + (b >> 3) * 256 + (b & 3) * 64;
+      sw[s][0] = __ldg(reinterpret_cast<const u32*>(sp));
+      sw[s][1] = __ldg(reinterpret_cast<const u32*>(sp + 32));
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");            // A's operands come from mma_quant_a
+    __syncthreads();                                               // the last chunk's A is read
+    for (int i = threadIdx.x; i < CTA_M * (KS / 8); i += 32 * WN * WM) {
+      const int r = i / (KS / 8), q = i - r * (KS / 8);
+      const u16* src = a16 + (size_t)min(mbase + r, M - 1) * K + kb0 * 32 + q * 8;
+      const u32 dst = (u32)__cvta_generic_to_shared(as + r * A_LD + q * 16);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+    }
+    for (int i = threadIdx.x; i < STEPS * (CTA_M / 4); i += 32 * WN * WM) {
+      const int s = i / (CTA_M / 4), q = i - s * (CTA_M / 4);
+      const float* src = sa + (size_t)(kb0 + s) * Mp + min(mbase + q * 4, Mp - 4);
+      const u32 dst = (u32)__cvta_generic_to_shared(ss + s * CTA_M + q * 4);
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+      const int sh = (((kb0 + s) >> 2) & 1) * 16;
+      float sb[2][2];
+      u32 fa[2][8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {                                // 2**(e - 127) * 2**14 (B's decode)
+        sb[h][0] = __uint_as_float(min(((sw[s][0] >> (sh + 8 * h)) & 0xFFu) + 14u, 255u) << 23);
+        sb[h][1] = __uint_as_float(min(((sw[s][1] >> (sh + 8 * h)) & 0xFFu) + 14u, 255u) << 23);
+        const u32 x = w[s][h][0], y = w[s][h][1];
+        fa[h][0] = pair04(x); fa[h][1] = pair04(y); fa[h][2] = pair26(x); fa[h][3] = pair26(y);
+        fa[h][4] = pair15(x); fa[h][5] = pair15(y); fa[h][6] = pair37(x); fa[h][7] = pair37(y);
+      }
+#pragma unroll
+      for (int i = 0; i < NT8; ++i) {
+        const uint4 av = *reinterpret_cast<const uint4*>(arow + 8 * i * A_LD + s * 64);
+        const float2 s2 = *reinterpret_cast<const float2*>(srow + s * CTA_M + 8 * i);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float p[4] = {0.f, 0.f, 0.f, 0.f};
+          mma_f16(p, fa[h][0], fa[h][1], fa[h][2], fa[h][3], av.x, av.y);
+          mma_f16(p, fa[h][4], fa[h][5], fa[h][6], fa[h][7], av.z, av.w);
+          acc[h][i][0] = fmaf(p[0], sb[h][0] * s2.x, acc[h][i][0]);
+          acc[h][i][1] = fmaf(p[1], sb[h][0] * s2.y, acc[h][i][1]);
+          acc[h][i][2] = fmaf(p[2], sb[h][1] * s2.x, acc[h][i][2]);
+          acc[h][i][3] = fmaf(p[3], sb[h][1] * s2.y, acc[h][i][3]);
+        }
       }
     }
-  }
   }
   __syncthreads();                                                 // red reuses A's slice
   // the partial tile, [CTA_M][CTA_N] (rows padded by 4 floats, so a warp's stores hit 32 banks)
@@ -925,7 +934,7 @@ def _cu_launch(launch, fn, grid, block, smem, stream, args, pdl):
 
 
 def _mma_mm(A, B_shuffle, bs, cfg):
-    """C = the MMA path's two launches: A quantized to a8 / sa, then the cluster GEMM (a dependent launch)."""
+    """C = the MMA path's two launches: A quantized to a16 / sa, then the cluster GEMM (a dependent launch)."""
     BN, BM, _, SPLIT, _, nw, _, _ = cfg
     M, K = A.shape
     N = B_shuffle.shape[0]
@@ -939,8 +948,9 @@ def _mma_mm(A, B_shuffle, bs, cfg):
     quant_fn, mm_fn, launch, _ = _mma_functions(wn, nt8, wm, SPLIT, steps)
     dev = A.device
     Mp = -(-M // 4) * 4
-    smem = max(BM * (32 * steps + 32) + steps * BM * 4, BM * (BN + 4) * 4)
-    a8 = _buffer(dev, "mma_a8", M * K, torch.uint8)
+    a_ld = 64 * steps + (0 if steps % 2 else 64)
+    smem = max(BM * a_ld + steps * BM * 4, BM * (BN + 4) * 4)
+    a16 = _buffer(dev, "mma_a16", M * K, torch.float16)
     sa = _buffer(dev, "mma_sa", (K // 32) * Mp, torch.float32)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=dev)
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
@@ -948,9 +958,9 @@ def _mma_mm(A, B_shuffle, bs, cfg):
     nthreads = M * (K // 32)
     _cu_launch(launch, quant_fn, ((nthreads + 127) // 128, 1, 1), 128, 0, stream,
                [ctypes.c_void_p(A.data_ptr()), i32(A.stride(0)), i32(M), i32(K), i32(Mp),
-                ctypes.c_void_p(a8.data_ptr()), ctypes.c_void_p(sa.data_ptr())], False)
+                ctypes.c_void_p(a16.data_ptr()), ctypes.c_void_p(sa.data_ptr())], False)
     _cu_launch(launch, mm_fn, (SPLIT, N // BN, -(-M // BM)), 32 * nw, smem, stream,
-               [ctypes.c_void_p(a8.data_ptr()), ctypes.c_void_p(sa.data_ptr()), ctypes.c_void_p(B_shuffle.data_ptr()),
+               [ctypes.c_void_p(a16.data_ptr()), ctypes.c_void_p(sa.data_ptr()), ctypes.c_void_p(B_shuffle.data_ptr()),
                 ctypes.c_void_p(bs.data_ptr()), ctypes.c_void_p(C.data_ptr()), i32(M), i32(N), i32(K), i32(Mp),
                 i32(C.stride(0)), i32(bs.shape[1] // 8)], _PDL)
     return C
