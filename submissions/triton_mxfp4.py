@@ -638,8 +638,8 @@ __device__ __forceinline__ u32 pair37(u32 w) { return ((w >> 3) & 0x0E000E00u) |
 __device__ __forceinline__ u32 e2m1_half(float q) {
   const float a = fabsf(q);
   const u32 c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
-  // codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6: fp16 exponent 13 + code / 2 and mantissa bit (code & 1) from code 2
-  const u32 mag = c == 0 ? 0u : (c == 1 ? 0x3800u : ((13u + (c >> 1)) << 10) | ((c & 1u) << 9));
+  // the fp16 high bytes of codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6 (the low bytes are 0)
+  const u32 mag = ((0x464442403E3C3800ull >> (8 * c)) & 0xFFu) << 8;
   return mag | ((__float_as_uint(q) >> 16) & 0x8000u);
 }
 

@@ -378,3 +378,63 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     assert read == [0x1000, 0x3000]
     assert (tuple(cfg.grid), tuple(cfg.block), cfg.shared) == ((2, 64, 1), (128, 1, 1), kernel.metadata.shared)
     assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)]) is None   # an argument short
+
+
+def _mma_source_expr(pattern: str) -> str:
+    """A C expression of triton_mxfp4's MMA source (CUDA C++, run only on the GPU) as Python: the integer
+    suffixes dropped (the expressions below use only shifts, masks, comparisons and sums)."""
+    src = load_example("triton_mxfp4")._MMA_SOURCE
+    (expr,) = re.findall(pattern, src)
+    return re.sub(r"\b(0x[0-9A-Fa-f]+|\d+)(ull|u)\b", r"\1", expr).replace("0.25f", "0.25").replace(
+        "0.75f", "0.75").replace("1.25f", "1.25").replace("1.75f", "1.75").replace("2.5f", "2.5").replace(
+        "3.5f", "3.5").replace("5.0f", "5.0")
+
+
+def test_mma_decode_pairs_are_fp16_of_e2m1_in_the_quantizer_k_order():
+    """The MMA path's B decode (four bit expressions of its CUDA source, evaluated here on every byte
+    value in every byte of a word) gives the fp16 bits of e2m1 * 2**-14 of the two elements its name says,
+    and mma_quant_a writes A's fp16 values in exactly the order the MMAs consume B's pairs (a0, a2 of the
+    first MMA, then of the second): the K permutation is the same on both sides."""
+    import numpy as np
+    import torch
+    from fp4_reference.fp4 import decode_e2m1
+    rng = np.random.default_rng(1)
+    words = np.concatenate([np.arange(256, dtype=np.uint64) << np.uint64(8 * j) for j in range(4)]
+                           + [rng.integers(0, 2**32, 4096, dtype=np.uint64)])
+    nibbles = [(words >> np.uint64(4 * e)) & np.uint64(15) for e in range(8)]
+
+    def want(e):   # the fp16 bits of element e's e2m1 value * 2**-14
+        codes = torch.tensor(nibbles[e].astype(np.int64)).to(torch.uint8)
+        return (decode_e2m1(codes) * 2.0 ** -14).to(torch.float16).view(torch.int16).numpy().astype(np.uint16)
+    src = load_example("triton_mxfp4")._MMA_SOURCE
+    pairs = re.findall(r"u32 pair(\d)(\d)\(u32 w\)", src)
+    assert len(pairs) == 4
+    for lo, hi in pairs:
+        expr = _mma_source_expr(rf"u32 pair{lo}{hi}\(u32 w\) {{ return (.*?); }}")
+        got = eval(expr, {"w": words}) & np.uint64(0xFFFFFFFF)  # noqa: S307 - the example's own source
+        np.testing.assert_array_equal((got & np.uint64(0xFFFF)).astype(np.uint16), want(int(lo)))
+        np.testing.assert_array_equal((got >> np.uint64(16)).astype(np.uint16), want(int(hi)))
+    # which pair each MMA operand register takes, and the pair each of A's four 32-bit words holds
+    taken = dict(re.findall(r"fa\[h\]\[(\d)\] = pair(\d\d)\(x\)", src))
+    written = re.findall(r"out\[4\*q(?:\+(\d))?\]\s*= e2m1_half\(x\[(\d)\]\) \| \(e2m1_half\(x\[(\d)\]\) << 16\)", src)
+    assert [taken[r] for r in "0246"] == [lo + hi for _, lo, hi in sorted(written, key=lambda w: int(w[0] or 0))]
+
+
+def test_mma_quantizer_rounds_like_the_reference():
+    """mma_quant_a's e2m1 rounding and fp16 table (expressions of its CUDA source) on every rounding
+    boundary, just above and below it, and on random values: the fp16 value equals the reference
+    quantizer's e2m1 value (fp4_reference, aiter's 'even' rounding)."""
+    import numpy as np
+    import torch
+    from fp4_reference.fp4 import decode_e2m1, encode_e2m1
+    code_expr = _mma_source_expr(r"const u32 c = (.*?);")
+    mag_expr = _mma_source_expr(r"const u32 mag = (.*?);")
+    edges = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 7.5], np.float32)
+    values = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, 10), [0.0],
+                             np.random.default_rng(2).uniform(0, 8, 2000).astype(np.float32)])
+    for a in values:
+        c = eval(code_expr, {"fabsf": abs, "a": float(a)})  # noqa: S307 - the example's own source
+        mag = eval(mag_expr, {"c": int(c)}) & 0xFFFF  # noqa: S307
+        got = torch.tensor([mag], dtype=torch.int16).view(torch.float16).item()
+        ref = decode_e2m1(encode_e2m1(torch.tensor([float(a)]))).item()
+        assert got == ref, (a, c, got, ref)
