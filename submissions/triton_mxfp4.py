@@ -625,28 +625,41 @@ typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned char u8;
 
-// B's packed codes -> fp16 pairs of e2m1 * 2**-14: an e2m1 code's three magnitude bits are fp16's two low
-// exponent bits and its top mantissa bit (codes 0 and 1: zero and the subnormal 2**-15), its sign bit fp16's.
+// B's packed codes -> bf16 pairs of e2m1 * 2**-126: an e2m1 code's three magnitude bits are bf16's two low
+// exponent bits and its top mantissa bit (codes 0 and 1: zero and the subnormal 2**-127), its sign bit bf16's.
 // From one 32-bit word t of a row (K = 8t .. 8t+7, element 2i in byte i's low nibble): the pairs (0, 4),
-// (2, 6), (1, 5) and (3, 7), each element in the high byte of its half.
-__device__ __forceinline__ u32 pair04(u32 w) { return ((w << 9) & 0x0E000E00u) | ((w << 12) & 0x80008000u); }
-__device__ __forceinline__ u32 pair26(u32 w) { return ((w << 1) & 0x0E000E00u) | ((w << 4) & 0x80008000u); }
-__device__ __forceinline__ u32 pair15(u32 w) { return ((w << 5) & 0x0E000E00u) | ((w << 8) & 0x80008000u); }
-__device__ __forceinline__ u32 pair37(u32 w) { return ((w >> 3) & 0x0E000E00u) | (w & 0x80008000u); }
+// (2, 6), (1, 5) and (3, 7), the first element of a pair in the low half.
+__device__ __forceinline__ u32 pair04(u32 w) { return ((w << 6) & 0x01C001C0u) | ((w << 12) & 0x80008000u); }
+__device__ __forceinline__ u32 pair26(u32 w) { return ((w >> 2) & 0x01C001C0u) | ((w << 4) & 0x80008000u); }
+__device__ __forceinline__ u32 pair15(u32 w) { return ((w << 2) & 0x01C001C0u) | ((w << 8) & 0x80008000u); }
+__device__ __forceinline__ u32 pair37(u32 w) { return ((w >> 6) & 0x01C001C0u) | (w & 0x80008000u); }
 
-// aiter's "even" rounding of an already scaled value to e2m1, as the fp16 bits of that value
-__device__ __forceinline__ u32 e2m1_half(float q) {
+__device__ __forceinline__ u32 bf16x2_mul(u32 a, u32 b) {
+  u32 d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// A pair of B times 2**126 (exact: e2m1 values) and the block's scale 2**(e - 127) (exact, bf16's range is
+// fp32's: e = 0 is the subnormal 2**-127), as a bf16 pair.
+__device__ __forceinline__ u32 scaled(u32 pair, u32 scale2) { return bf16x2_mul(bf16x2_mul(pair, 0x7E807E80u), scale2); }
+
+// aiter's "even" rounding of an already scaled value to e2m1, times 2**s, as bf16 bits (exact: an e2m1 value
+// times a power of two)
+__device__ __forceinline__ u32 e2m1_bf16(float q, float pow2s) {
   const float a = fabsf(q);
   const u32 c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
   // the fp16 high bytes of codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6 (the low bytes are 0)
   const u32 mag = ((0x464442403E3C3800ull >> (8 * c)) & 0xFFu) << 8;
-  return mag | ((__float_as_uint(q) >> 16) & 0x8000u);
+  float v;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"((u16)mag));
+  return (__float_as_uint(v * pow2s) >> 16) | ((__float_as_uint(q) >> 16) & 0x8000u);
 }
 
-// A [M, K] bf16 -> a16 [M, K] fp16: its e2m1 values, each group of 8 K in the order 0, 4, 2, 6, 1, 5, 3, 7 (B's
-// pairs above), and sa [K/32, Mp] fp32: 2**s per 1x32 block.  One thread a block.
+// A [M, K] bf16 -> a16 [M, K] bf16: A quantized to MXFP4 and dequantized (exact), each group of 8 K in the
+// order 0, 4, 2, 6, 1, 5, 3, 7 (B's pairs above).  One thread a 1x32 block.
 extern "C" __global__ void __launch_bounds__(128) mma_quant_a(const u16* __restrict__ a, int lda, int M, int K,
-                                                               int Mp, u16* __restrict__ a16, float* __restrict__ sa) {
+                                                               u16* __restrict__ a16) {
   const int nb = K >> 5;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx < M * nb) {
@@ -661,7 +674,8 @@ extern "C" __global__ void __launch_bounds__(128) mma_quant_a(const u16* __restr
       amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(w[i] << 16)), fabsf(__uint_as_float(w[i] & 0xFFFF0000u))));
     int s = (int)(((__float_as_uint(amax) + 0x200000u) >> 23) & 0xFF) - 129;
     s = max(-127, min(127, s));
-    const float inv = __uint_as_float((u32)(127 - s) << 23);   // 2**-s (s <= 126 for finite bf16)
+    const float inv = __uint_as_float((u32)(127 - s) << 23);    // 2**-s (s <= 126 for finite bf16)
+    const float pow2s = s > -127 ? __uint_as_float((u32)(s + 127) << 23) : __uint_as_float(0x00400000u);
     u32 out[16];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {          // elements 8q .. 8q+7 = the bf16 pairs in words 4q .. 4q+3
@@ -671,22 +685,21 @@ extern "C" __global__ void __launch_bounds__(128) mma_quant_a(const u16* __restr
         x[2*i] = __uint_as_float(w[4*q+i] << 16) * inv;
         x[2*i+1] = __uint_as_float(w[4*q+i] & 0xFFFF0000u) * inv;
       }
-      out[4*q]   = e2m1_half(x[0]) | (e2m1_half(x[4]) << 16);
-      out[4*q+1] = e2m1_half(x[2]) | (e2m1_half(x[6]) << 16);
-      out[4*q+2] = e2m1_half(x[1]) | (e2m1_half(x[5]) << 16);
-      out[4*q+3] = e2m1_half(x[3]) | (e2m1_half(x[7]) << 16);
+      out[4*q]   = e2m1_bf16(x[0], pow2s) | (e2m1_bf16(x[4], pow2s) << 16);
+      out[4*q+1] = e2m1_bf16(x[2], pow2s) | (e2m1_bf16(x[6], pow2s) << 16);
+      out[4*q+2] = e2m1_bf16(x[1], pow2s) | (e2m1_bf16(x[5], pow2s) << 16);
+      out[4*q+3] = e2m1_bf16(x[3], pow2s) | (e2m1_bf16(x[7], pow2s) << 16);
     }
     uint4* dst = reinterpret_cast<uint4*>(a16 + (size_t)m * K + b * 32);
 #pragma unroll
     for (int q = 0; q < 4; ++q) dst[q] = make_uint4(out[4*q], out[4*q+1], out[4*q+2], out[4*q+3]);
-    sa[(size_t)b * Mp + m] = __uint_as_float((u32)(s + 127) << 23);   // s = -127: 0, a block of zeros
   }
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-__device__ __forceinline__ void mma_f16(float* p, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(p[0]), "+f"(p[1]), "+f"(p[2]), "+f"(p[3])
+__device__ __forceinline__ void mma_bf16(float* acc, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
@@ -698,22 +711,21 @@ __device__ __forceinline__ void mma_f16(float* p, u32 a0, u32 a1, u32 a2, u32 a3
 
 // C [M, N] bf16 = A @ B^T.  A CTA: CTA_N rows of B x CTA_M rows of A x K / SPLIT; a warp: 32 rows of B (two MMA
 // tiles of 16) x 8 * NT8 rows of A.  The MMA's rows are B's rows: thread (g, t) of a warp holds packed word t
-// of B's rows g and g + 8 in each 32-element K block of B_shuffle (its 16 x 16-byte halves), decoded into the
-// fp16 pairs of two m16n8k16 MMAs; A's fp16 values were written in that K order by mma_quant_a, so thread
-// (g, t) reads its 8 with one 16-byte load.  A block's two MMAs share a fresh accumulator (exact: small
-// multiples of 2**-15), then the product is scaled by 2**(sA + sB) into fp32.  The CTA's K range goes in chunks
-// of STEPS blocks: every B word and scale of a chunk is loaded into registers before its first MMA (DRAM's
-// latency paid once a chunk), A's part is staged in shared memory, and the SPLIT CTAs of a cluster take K's
-// parts and sum their partial tiles through distributed shared memory: no workspace, no third launch.
+// of B's rows g and g + 8 in each 32-element K block of B_shuffle (its 16 x 16-byte halves), decoded with the
+// block's scale into the bf16 pairs of two m16n8k16 MMAs; A's bf16 values were written in that K order by
+// mma_quant_a, so thread (g, t) reads its 8 with one 16-byte load.  Both operands carry their scales exactly,
+// so the MMAs accumulate in fp32 over all of K.  The CTA's K range goes in chunks of STEPS blocks: every B word
+// and scale of a chunk is loaded into registers before its first MMA (DRAM's latency paid once a chunk), A's
+// part is staged in shared memory, and the SPLIT CTAs of a cluster take K's parts and sum their partial tiles
+// through distributed shared memory: no workspace, no third launch.
 extern "C" __global__ void __launch_bounds__(32 * WN * WM)
 #if SPLIT > 1
 __cluster_dims__(SPLIT, 1, 1)
 #endif
-mma_mxfp4(const u16* __restrict__ a16, const float* __restrict__ sa, const u32* __restrict__ bsh,
-          const u8* __restrict__ bsc, u16* __restrict__ c, int M, int N, int K, int Mp, int ldc, int c8n) {
+mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __restrict__ bsc,
+          u16* __restrict__ c, int M, int N, int K, int ldc, int c8n) {
   extern __shared__ __align__(16) unsigned char smem[];
-  unsigned char* as = smem;                                        // [CTA_M][A_LD bytes] fp16
-  float* ss = reinterpret_cast<float*>(smem + CTA_M * A_LD);       // [STEPS][CTA_M] A's scales
+  unsigned char* as = smem;                                        // [CTA_M][A_LD bytes] bf16
   float* red = reinterpret_cast<float*>(smem);                     // [CTA_M][RED_LD], after the loop
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -732,7 +744,6 @@ mma_mxfp4(const u16* __restrict__ a16, const float* __restrict__ sa, const u32* 
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[h][i][r] = 0.f;
   const unsigned char* arow = as + (wm * 8 * NT8 + g) * A_LD + t * 16;
-  const float* srow = ss + wm * 8 * NT8 + 2 * t;
   for (int kb0 = blockIdx.x * per; kb0 < (blockIdx.x + 1) * per; kb0 += STEPS) {
     u32 w[STEPS][2][2], sw[STEPS][2];
 #pragma unroll
@@ -748,7 +759,7 @@ mma_mxfp4(const u16* __restrict__ a16, const float* __restrict__ sa, const u32* 
       sw[s][0] = __ldg(reinterpret_cast<const u32*>(sp));
       sw[s][1] = __ldg(reinterpret_cast<const u32*>(sp + 32));
     }
-    asm volatile("griddepcontrol.wait;" ::: "memory");            // A's operands come from mma_quant_a
+    asm volatile("griddepcontrol.wait;" ::: "memory");            // A's operand comes from mma_quant_a
     __syncthreads();                                               // the last chunk's A is read
     for (int i = threadIdx.x; i < CTA_M * (KS / 8); i += 32 * WN * WM) {
       const int r = i / (KS / 8), q = i - r * (KS / 8);
@@ -756,40 +767,34 @@ mma_mxfp4(const u16* __restrict__ a16, const float* __restrict__ sa, const u32* 
       const u32 dst = (u32)__cvta_generic_to_shared(as + r * A_LD + q * 16);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
     }
-    for (int i = threadIdx.x; i < STEPS * (CTA_M / 4); i += 32 * WN * WM) {
-      const int s = i / (CTA_M / 4), q = i - s * (CTA_M / 4);
-      const float* src = sa + (size_t)(kb0 + s) * Mp + min(mbase + q * 4, Mp - 4);
-      const u32 dst = (u32)__cvta_generic_to_shared(ss + s * CTA_M + q * 4);
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
-    }
     asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
     __syncthreads();
 #pragma unroll
     for (int s = 0; s < STEPS; ++s) {
       const int sh = (((kb0 + s) >> 2) & 1) * 16;
-      float sb[2][2];
       u32 fa[2][8];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {                                // 2**(e - 127) * 2**14 (B's decode)
-        sb[h][0] = __uint_as_float(min(((sw[s][0] >> (sh + 8 * h)) & 0xFFu) + 14u, 255u) << 23);
-        sb[h][1] = __uint_as_float(min(((sw[s][1] >> (sh + 8 * h)) & 0xFFu) + 14u, 255u) << 23);
+      for (int h = 0; h < 2; ++h) {
+        u32 sc[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {                             // 2**(e - 127) as a bf16 pair
+          const u32 e = (sw[s][r] >> (sh + 8 * h)) & 0xFFu;
+          const u32 v = e ? e << 7 : 0x40u;
+          sc[r] = v | (v << 16);
+        }
         const u32 x = w[s][h][0], y = w[s][h][1];
-        fa[h][0] = pair04(x); fa[h][1] = pair04(y); fa[h][2] = pair26(x); fa[h][3] = pair26(y);
-        fa[h][4] = pair15(x); fa[h][5] = pair15(y); fa[h][6] = pair37(x); fa[h][7] = pair37(y);
+        fa[h][0] = scaled(pair04(x), sc[0]); fa[h][1] = scaled(pair04(y), sc[1]);
+        fa[h][2] = scaled(pair26(x), sc[0]); fa[h][3] = scaled(pair26(y), sc[1]);
+        fa[h][4] = scaled(pair15(x), sc[0]); fa[h][5] = scaled(pair15(y), sc[1]);
+        fa[h][6] = scaled(pair37(x), sc[0]); fa[h][7] = scaled(pair37(y), sc[1]);
       }
 #pragma unroll
       for (int i = 0; i < NT8; ++i) {
         const uint4 av = *reinterpret_cast<const uint4*>(arow + 8 * i * A_LD + s * 64);
-        const float2 s2 = *reinterpret_cast<const float2*>(srow + s * CTA_M + 8 * i);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float p[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_f16(p, fa[h][0], fa[h][1], fa[h][2], fa[h][3], av.x, av.y);
-          mma_f16(p, fa[h][4], fa[h][5], fa[h][6], fa[h][7], av.z, av.w);
-          acc[h][i][0] = fmaf(p[0], sb[h][0] * s2.x, acc[h][i][0]);
-          acc[h][i][1] = fmaf(p[1], sb[h][0] * s2.y, acc[h][i][1]);
-          acc[h][i][2] = fmaf(p[2], sb[h][1] * s2.x, acc[h][i][2]);
-          acc[h][i][3] = fmaf(p[3], sb[h][1] * s2.y, acc[h][i][3]);
+          mma_bf16(acc[h][i], fa[h][0], fa[h][1], fa[h][2], fa[h][3], av.x, av.y);
+          mma_bf16(acc[h][i], fa[h][4], fa[h][5], fa[h][6], fa[h][7], av.z, av.w);
         }
       }
     }
@@ -872,52 +877,60 @@ def _nvrtc():
     raise RuntimeError("the MMA path needs NVRTC (libnvrtc.so), which was not found")
 
 
-def _check(err, what, lib=None):
+def _check(err, what):
     if err:
         raise RuntimeError(f"{what} failed with error {err}")
+
+
+def _mma_cubin(wn, nt8, wm, split, steps, arch):
+    """The MMA kernels compiled by NVRTC for sm_<arch> with this tile: (cubin, the compiler's log, which
+    holds ptxas's register and spill counts)."""
+    nvrtc = _nvrtc()
+    prog = ctypes.c_void_p()
+    _check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), _MMA_SOURCE.encode(), b"mma_mxfp4.cu", 0, None, None),
+           "nvrtcCreateProgram")
+    opts = [f"--gpu-architecture=sm_{arch}", "--std=c++17", "-Xptxas=-v", f"-DWN={wn}", f"-DNT8={nt8}",
+            f"-DWM={wm}", f"-DSPLIT={split}", f"-DSTEPS={steps}"]
+    try:
+        err = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
+        size = ctypes.c_size_t()
+        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        log = log.value.decode(errors="replace")
+        if err:
+            raise RuntimeError(f"NVRTC could not compile the MMA kernels: {log[:2000]}")
+        _check(nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
+        cubin = ctypes.create_string_buffer(size.value)
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        return cubin.raw, log
+    finally:
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
 _MODULES = {}
 
 
 def _mma_functions(wn, nt8, wm, split, steps):
-    """The two kernels compiled for this GPU with this tile (cached per process)."""
+    """The two kernels compiled for this GPU with this tile and loaded (cached per process)."""
     key = (wn, nt8, wm, split, steps)
-    if key in _MODULES:
-        return _MODULES[key]
-    nvrtc, cuda = _nvrtc(), ctypes.CDLL("libcuda.so.1")
-    prog = ctypes.c_void_p()
-    _check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), _MMA_SOURCE.encode(), b"mma_mxfp4.cu", 0, None, None),
-           "nvrtcCreateProgram")
-    major, minor = torch.cuda.get_device_capability()
-    opts = [f"--gpu-architecture=sm_{major}{minor}", "--std=c++17", f"-DWN={wn}", f"-DNT8={nt8}", f"-DWM={wm}",
-            f"-DSPLIT={split}", f"-DSTEPS={steps}"]
-    arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-    err = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
-    if err:
-        size = ctypes.c_size_t()
-        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise RuntimeError(f"NVRTC could not compile the MMA kernels: {log.value.decode(errors='replace')[:2000]}")
-    size = ctypes.c_size_t()
-    _check(nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
-    cubin = ctypes.create_string_buffer(size.value)
-    _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
-    torch.cuda.current_stream()             # the primary context current on this thread
-    module = ctypes.c_void_p()
-    _check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
-    fns = []
-    for name in (b"mma_quant_a", b"mma_mxfp4"):
-        fn = ctypes.c_void_p()
-        _check(cuda.cuModuleGetFunction(ctypes.byref(fn), module, name), "cuModuleGetFunction")
-        # up to 227 KB of dynamic shared memory (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-        _check(cuda.cuFuncSetAttribute(fn, 8, 227 * 1024), "cuFuncSetAttribute")
-        fns.append(fn)
-    launch = cuda.cuLaunchKernelEx
-    launch.argtypes, launch.restype = [ctypes.c_void_p] * 4, ctypes.c_int
-    _MODULES[key] = (fns[0], fns[1], launch, module)
+    if key not in _MODULES:
+        major, minor = torch.cuda.get_device_capability()
+        cubin, _ = _mma_cubin(wn, nt8, wm, split, steps, f"{major}{minor}")
+        cuda = ctypes.CDLL("libcuda.so.1")
+        torch.cuda.current_stream()             # the primary context current on this thread
+        module = ctypes.c_void_p()
+        _check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+        fns = []
+        for name in (b"mma_quant_a", b"mma_mxfp4"):
+            fn = ctypes.c_void_p()
+            _check(cuda.cuModuleGetFunction(ctypes.byref(fn), module, name), "cuModuleGetFunction")
+            # up to 227 KB of dynamic shared memory (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+            _check(cuda.cuFuncSetAttribute(fn, 8, 227 * 1024), "cuFuncSetAttribute")
+            fns.append(fn)
+        launch = cuda.cuLaunchKernelEx
+        launch.argtypes, launch.restype = [ctypes.c_void_p] * 4, ctypes.c_int
+        _MODULES[key] = (fns[0], fns[1], launch, module)
     return _MODULES[key]
 
 
@@ -934,7 +947,8 @@ def _cu_launch(launch, fn, grid, block, smem, stream, args, pdl):
 
 
 def _mma_mm(A, B_shuffle, bs, cfg):
-    """C = the MMA path's two launches: A quantized to a16 / sa, then the cluster GEMM (a dependent launch)."""
+    """C = the MMA path's two launches: A quantized and dequantized to a16, then the cluster GEMM (a dependent
+    launch)."""
     BN, BM, _, SPLIT, _, nw, _, _ = cfg
     M, K = A.shape
     N = B_shuffle.shape[0]
@@ -947,22 +961,16 @@ def _mma_mm(A, B_shuffle, bs, cfg):
         raise ValueError(f"the MMA path does not take M={M} N={N} K={K} with {cfg}")
     quant_fn, mm_fn, launch, _ = _mma_functions(wn, nt8, wm, SPLIT, steps)
     dev = A.device
-    Mp = -(-M // 4) * 4
-    a_ld = 64 * steps + (0 if steps % 2 else 64)
-    smem = max(BM * a_ld + steps * BM * 4, BM * (BN + 4) * 4)
-    a16 = _buffer(dev, "mma_a16", M * K, torch.float16)
-    sa = _buffer(dev, "mma_sa", (K // 32) * Mp, torch.float32)
+    smem = max(BM * (64 * steps + (0 if steps % 2 else 64)), BM * (BN + 4) * 4)
+    a16 = _buffer(dev, "mma_a16", M * K, torch.bfloat16)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=dev)
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
-    i32 = ctypes.c_int32
-    nthreads = M * (K // 32)
-    _cu_launch(launch, quant_fn, ((nthreads + 127) // 128, 1, 1), 128, 0, stream,
-               [ctypes.c_void_p(A.data_ptr()), i32(A.stride(0)), i32(M), i32(K), i32(Mp),
-                ctypes.c_void_p(a16.data_ptr()), ctypes.c_void_p(sa.data_ptr())], False)
+    i32, ptr = ctypes.c_int32, ctypes.c_void_p
+    _cu_launch(launch, quant_fn, ((M * (K // 32) + 127) // 128, 1, 1), 128, 0, stream,
+               [ptr(A.data_ptr()), i32(A.stride(0)), i32(M), i32(K), ptr(a16.data_ptr())], False)
     _cu_launch(launch, mm_fn, (SPLIT, N // BN, -(-M // BM)), 32 * nw, smem, stream,
-               [ctypes.c_void_p(a16.data_ptr()), ctypes.c_void_p(sa.data_ptr()), ctypes.c_void_p(B_shuffle.data_ptr()),
-                ctypes.c_void_p(bs.data_ptr()), ctypes.c_void_p(C.data_ptr()), i32(M), i32(N), i32(K), i32(Mp),
-                i32(C.stride(0)), i32(bs.shape[1] // 8)], _PDL)
+               [ptr(a16.data_ptr()), ptr(B_shuffle.data_ptr()), ptr(bs.data_ptr()), ptr(C.data_ptr()), i32(M), i32(N),
+                i32(K), i32(C.stride(0)), i32(bs.shape[1] // 8)], _PDL)
     return C
 
 

@@ -392,8 +392,8 @@ def _mma_source_expr(pattern: str) -> str:
 
 def test_mma_decode_pairs_are_fp16_of_e2m1_in_the_quantizer_k_order():
     """The MMA path's B decode (four bit expressions of its CUDA source, evaluated here on every byte
-    value in every byte of a word) gives the fp16 bits of e2m1 * 2**-14 of the two elements its name says,
-    and mma_quant_a writes A's fp16 values in exactly the order the MMAs consume B's pairs (a0, a2 of the
+    value in every byte of a word) gives the bf16 bits of e2m1 * 2**-126 of the two elements its name says,
+    and mma_quant_a writes A's bf16 values in exactly the order the MMAs consume B's pairs (a0, a2 of the
     first MMA, then of the second): the K permutation is the same on both sides."""
     import numpy as np
     import torch
@@ -403,9 +403,9 @@ def test_mma_decode_pairs_are_fp16_of_e2m1_in_the_quantizer_k_order():
                            + [rng.integers(0, 2**32, 4096, dtype=np.uint64)])
     nibbles = [(words >> np.uint64(4 * e)) & np.uint64(15) for e in range(8)]
 
-    def want(e):   # the fp16 bits of element e's e2m1 value * 2**-14
+    def want(e):   # the bf16 bits of element e's e2m1 value * 2**-126
         codes = torch.tensor(nibbles[e].astype(np.int64)).to(torch.uint8)
-        return (decode_e2m1(codes) * 2.0 ** -14).to(torch.float16).view(torch.int16).numpy().astype(np.uint16)
+        return (decode_e2m1(codes) * 2.0 ** -126).to(torch.bfloat16).view(torch.int16).numpy().astype(np.uint16)
     src = load_example("triton_mxfp4")._MMA_SOURCE
     pairs = re.findall(r"u32 pair(\d)(\d)\(u32 w\)", src)
     assert len(pairs) == 4
@@ -415,8 +415,9 @@ def test_mma_decode_pairs_are_fp16_of_e2m1_in_the_quantizer_k_order():
         np.testing.assert_array_equal((got & np.uint64(0xFFFF)).astype(np.uint16), want(int(lo)))
         np.testing.assert_array_equal((got >> np.uint64(16)).astype(np.uint16), want(int(hi)))
     # which pair each MMA operand register takes, and the pair each of A's four 32-bit words holds
-    taken = dict(re.findall(r"fa\[h\]\[(\d)\] = pair(\d\d)\(x\)", src))
-    written = re.findall(r"out\[4\*q(?:\+(\d))?\]\s*= e2m1_half\(x\[(\d)\]\) \| \(e2m1_half\(x\[(\d)\]\) << 16\)", src)
+    taken = dict(re.findall(r"fa\[h\]\[(\d)\] = scaled\(pair(\d\d)\(x\)", src))
+    written = re.findall(r"out\[4\*q(?:\+(\d))?\]\s*= e2m1_bf16\(x\[(\d)\], pow2s\) \| "
+                         r"\(e2m1_bf16\(x\[(\d)\], pow2s\) << 16\)", src)
     assert [taken[r] for r in "0246"] == [lo + hi for _, lo, hi in sorted(written, key=lambda w: int(w[0] or 0))]
 
 
@@ -438,3 +439,23 @@ def test_mma_quantizer_rounds_like_the_reference():
         got = torch.tensor([mag], dtype=torch.int16).view(torch.float16).item()
         ref = decode_e2m1(encode_e2m1(torch.tensor([float(a)]))).item()
         assert got == ref, (a, c, got, ref)
+
+
+def test_mma_kernels_compile_for_hopper_without_spills():
+    """triton_mxfp4's MMA path compiles through NVRTC (the pip package here, no GPU needed) for sm_90 with
+    every MMA config the file picks, and ptxas spills no register in either kernel (a spill would put
+    B's prefetched words in local memory)."""
+    sub = load_example("triton_mxfp4")
+    try:
+        sub._nvrtc()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    configs = {cfg for cfg in sub.CONFIGS.values() if cfg[4] == sub.MMA}
+    assert configs, "no shape takes the MMA path"
+    for bn, bm, _, split, _, nw, steps, _ in sorted(configs):
+        wm = nw // (bn // 32)
+        cubin, log = sub._mma_cubin(bn // 32, bm // (8 * wm), wm, split, steps, "90")
+        assert cubin[:4] == b"\x7fELF"
+        entries = re.findall(r"Compiling entry function '(\w+)'", log)
+        assert sorted(entries) == ["mma_mxfp4", "mma_quant_a"], log
+        assert log.count("0 bytes spill stores, 0 bytes spill loads") == 2, log
