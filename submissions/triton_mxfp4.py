@@ -708,6 +708,7 @@ __device__ __forceinline__ void mma_bf16(float* acc, u32 a0, u32 a1, u32 a2, u32
 #define RED_LD (CTA_N + 4)
 #define KS (32 * STEPS)                             // K per chunk
 #define A_LD (2 * KS + ((STEPS & 1) ? 0 : 64))      // bytes a row of A's slice; % 128 == 64: two rows, 32 banks
+#define NC8 (STEPS / 8 + 2)                         // scale segments (8 blocks each) a chunk can touch
 
 // C [M, N] bf16 = A @ B^T.  A CTA: CTA_N rows of B x CTA_M rows of A x K / SPLIT; a warp: 32 rows of B (two MMA
 // tiles of 16) x 8 * NT8 rows of A.  The MMA's rows are B's rows: thread (g, t) of a warp holds packed word t
@@ -726,16 +727,14 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
           u16* __restrict__ c, int M, int N, int K, int ldc, int c8n) {
   extern __shared__ __align__(16) unsigned char smem[];
   unsigned char* as = smem;                                        // [CTA_M][A_LD bytes] bf16
+  unsigned char* bsm = smem + CTA_M * A_LD;                        // [2 WN][STEPS / 2][512 bytes] B_shuffle's tiles
+  unsigned char* ssm = bsm + 2 * WN * STEPS * 256;                 // [WN][NC8][256 bytes] B's scale segments
   float* red = reinterpret_cast<float*>(smem);                     // [CTA_M][RED_LD], after the loop
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wn = warp % WN, wm = warp / WN;
-  const int n0 = blockIdx.y * CTA_N + wn * 32;
   const int mbase = blockIdx.z * CTA_M, nbase = blockIdx.y * CTA_N;
   const int per = (K >> 5) / SPLIT;                                // K blocks per CTA, in chunks of STEPS
-  const size_t bstride16 = (size_t)(K >> 6) * 128;              // words per 16 rows of B_shuffle
-  const u32* bw = bsh + (size_t)(n0 >> 4) * bstride16 + g * 4 + t;
-  const u8* sbp = bsc + (size_t)(n0 >> 5) * c8n * 256 + g * 4;
   float acc[2][NT8][4];
 #pragma unroll
   for (int h = 0; h < 2; ++h)
@@ -745,23 +744,23 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
       for (int r = 0; r < 4; ++r) acc[h][i][r] = 0.f;
   const unsigned char* arow = as + (wm * 8 * NT8 + g) * A_LD + t * 16;
   for (int kb0 = blockIdx.x * per; kb0 < (blockIdx.x + 1) * per; kb0 += STEPS) {
-    u32 w[STEPS][2][2], sw[STEPS][2];
-#pragma unroll
-    for (int s = 0; s < STEPS; ++s) {
-      const int b = kb0 + s;
-      const size_t wofs = (size_t)(b >> 1) * 128 + (b & 1) * 64;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        w[s][h][0] = __ldg(bw + h * bstride16 + wofs);
-        w[s][h][1] = __ldg(bw + h * bstride16 + wofs + 32);
-      }
-      const u8* sp = sbp + (b >> 3) * 256 + (b & 3) * 64;
-      sw[s][0] = __ldg(reinterpret_cast<const u32*>(sp));
-      sw[s][1] = __ldg(reinterpret_cast<const u32*>(sp + 32));
+    // the chunk's B tiles and scale segments, then (once mma_quant_a is done) A's part: one round of cp.async
+    const int c80 = kb0 >> 3, nc8 = ((kb0 + STEPS - 1) >> 3) - c80 + 1;
+    __syncthreads();                                               // the last chunk's data is read
+    for (int i = tid; i < 2 * WN * STEPS * 16; i += 32 * WN * WM) {
+      const int j = i / (STEPS * 16), q = i - j * (STEPS * 16);
+      const u8* src = reinterpret_cast<const u8*>(bsh) + ((size_t)((nbase >> 4) + j) * (K >> 6) + (kb0 >> 1)) * 512 + q * 16;
+      const u32 dst = (u32)__cvta_generic_to_shared(bsm + j * STEPS * 256 + q * 16);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+    }
+    for (int i = tid; i < WN * nc8 * 16; i += 32 * WN * WM) {
+      const int r = i / (nc8 * 16), q = i - r * (nc8 * 16);
+      const u8* src = bsc + ((size_t)((nbase >> 5) + r) * c8n + c80) * 256 + q * 16;
+      const u32 dst = (u32)__cvta_generic_to_shared(ssm + r * NC8 * 256 + q * 16);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
     }
     asm volatile("griddepcontrol.wait;" ::: "memory");            // A's operand comes from mma_quant_a
-    __syncthreads();                                               // the last chunk's A is read
-    for (int i = threadIdx.x; i < CTA_M * (KS / 8); i += 32 * WN * WM) {
+    for (int i = tid; i < CTA_M * (KS / 8); i += 32 * WN * WM) {
       const int r = i / (KS / 8), q = i - r * (KS / 8);
       const u16* src = a16 + (size_t)min(mbase + r, M - 1) * K + kb0 * 32 + q * 8;
       const u32 dst = (u32)__cvta_generic_to_shared(as + r * A_LD + q * 16);
@@ -769,20 +768,26 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
     __syncthreads();
+    const u32* bwarp = reinterpret_cast<const u32*>(bsm) + 2 * wn * STEPS * 64 + g * 4 + t;
+    const unsigned char* swarp = ssm + wn * NC8 * 256 + g * 4;
 #pragma unroll
     for (int s = 0; s < STEPS; ++s) {
-      const int sh = (((kb0 + s) >> 2) & 1) * 16;
+      const int b = kb0 + s;
+      const int sh = ((b >> 2) & 1) * 16;
+      const unsigned char* sp = swarp + ((b >> 3) - c80) * 256 + (b & 3) * 64;
+      const u32 sw[2] = {*reinterpret_cast<const u32*>(sp), *reinterpret_cast<const u32*>(sp + 32)};
       u32 fa[2][8];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        const u32* wp = bwarp + h * STEPS * 64 + (s >> 1) * 128 + (s & 1) * 64;
+        const u32 x = wp[0], y = wp[32];
         u32 sc[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {                             // 2**(e - 127) as a bf16 pair
-          const u32 e = (sw[s][r] >> (sh + 8 * h)) & 0xFFu;
+          const u32 e = (sw[r] >> (sh + 8 * h)) & 0xFFu;
           const u32 v = e ? e << 7 : 0x40u;
           sc[r] = v | (v << 16);
         }
-        const u32 x = w[s][h][0], y = w[s][h][1];
         fa[h][0] = scaled(pair04(x), sc[0]); fa[h][1] = scaled(pair04(y), sc[1]);
         fa[h][2] = scaled(pair26(x), sc[0]); fa[h][3] = scaled(pair26(y), sc[1]);
         fa[h][4] = scaled(pair15(x), sc[0]); fa[h][5] = scaled(pair15(y), sc[1]);
@@ -816,6 +821,7 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
   __syncthreads();
 #endif
   const int total = CTA_M * CTA_N, part = total / SPLIT;
+#pragma unroll 4
   for (int e = blockIdx.x * part + threadIdx.x * 2; e < (blockIdx.x + 1) * part; e += 64 * WN * WM) {
     const int mm = e / CTA_N, nn = e - mm * CTA_N;
     float x = 0.f, y = 0.f;
@@ -825,8 +831,8 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
 #if SPLIT > 1
       const u32 local = (u32)__cvta_generic_to_shared(red + mm * RED_LD + nn);
       u32 remote;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(q));
-      asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(px), "=f"(py) : "r"(remote) : "memory");
+      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(q));
+      asm("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(px), "=f"(py) : "r"(remote));
 #else
       px = red[mm * RED_LD + nn]; py = red[mm * RED_LD + nn + 1];
 #endif
@@ -882,6 +888,9 @@ def _check(err, what):
         raise RuntimeError(f"{what} failed with error {err}")
 
 
+_MMA_DEFINES = []   # dev: extra -D options (timing probes)
+
+
 def _mma_cubin(wn, nt8, wm, split, steps, arch):
     """The MMA kernels compiled by NVRTC for sm_<arch> with this tile: (cubin, the compiler's log, which
     holds ptxas's register and spill counts)."""
@@ -890,7 +899,7 @@ def _mma_cubin(wn, nt8, wm, split, steps, arch):
     _check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), _MMA_SOURCE.encode(), b"mma_mxfp4.cu", 0, None, None),
            "nvrtcCreateProgram")
     opts = [f"--gpu-architecture=sm_{arch}", "--std=c++17", "-Xptxas=-v", f"-DWN={wn}", f"-DNT8={nt8}",
-            f"-DWM={wm}", f"-DSPLIT={split}", f"-DSTEPS={steps}"]
+            f"-DWM={wm}", f"-DSPLIT={split}", f"-DSTEPS={steps}", *_MMA_DEFINES]
     try:
         err = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
         size = ctypes.c_size_t()
@@ -956,12 +965,13 @@ def _mma_mm(A, B_shuffle, bs, cfg):
     wm = nw // wn
     nt8 = BM // (8 * wm)
     steps = cfg[6]
-    if N % BN or K % 64 or (K // 32) % (SPLIT * steps) or SPLIT not in (1, 2, 4, 8) or A.stride(1) != 1 \
+    if N % BN or K % 64 or steps % 2 or (K // 32) % (SPLIT * steps) or SPLIT not in (1, 2, 4, 8) or A.stride(1) != 1 \
             or not B_shuffle.is_contiguous() or not bs.is_contiguous() or bs.shape[1] % 8:
         raise ValueError(f"the MMA path does not take M={M} N={N} K={K} with {cfg}")
     quant_fn, mm_fn, launch, _ = _mma_functions(wn, nt8, wm, SPLIT, steps)
     dev = A.device
-    smem = max(BM * (64 * steps + (0 if steps % 2 else 64)), BM * (BN + 4) * 4)
+    smem = max(BM * (64 * steps + (0 if steps % 2 else 64)) + BN * steps * 16 + (BN // 32) * (steps // 8 + 2) * 256,
+               BM * (BN + 4) * 4)
     a16 = _buffer(dev, "mma_a16", M * K, torch.bfloat16)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=dev)
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)

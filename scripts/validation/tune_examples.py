@@ -69,6 +69,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             out.append((bn, bm, bk, split, pre_a, nw, stages, swap))
         # MMA (4): (BN, BM, 0, SPLIT, 4, warps, STEPS, 0), the CUDA mma.sync path: BN rows of B in warps of 32,
         # BM rows of A, K split over a cluster of SPLIT programs, each taking its part in chunks of STEPS blocks
+        # (all of a chunk staged in shared memory at once)
         for bn, bm, nw, split in itertools.product((32, 64, 128), (32, 64, 128, 256), (1, 2, 4, 8), (1, 2, 4, 8)):
             wn = bn // 32
             wm = nw // wn if nw % wn == 0 else 0
@@ -76,9 +77,10 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if M < 64 or not wm or not per or bm % (8 * wm) or not 2 <= bm // (8 * wm) <= 8 or bm > max(M, 32) \
                     or N % bn or not 100 <= split * N // bn * -(-M // bm) <= 1100:
                 continue
-            for steps in sorted({max(d for d in range(1, 17) if per % d == 0 and d <= cap) for cap in (8, 16)}):
-                if steps * 6 + bm // (8 * wm) * 8 <= 170:
-                    out.append((bn, bm, 0, split, 4, nw, steps, 0))
+            steps = max((d for d in range(2, 33, 2) if per % d == 0
+                         and bm * 64 * (d + 1) + bn * d * 16 + wn * (d // 8 + 2) * 256 <= 200 * 1024), default=0)
+            if steps:
+                out.append((bn, bm, 0, split, 4, nw, steps, 0))
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows of B, BM of A
             # each; BM = 0: BN), then cuBLAS (SWAP_AB = 1: cuBLAS computes C^T)
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
