@@ -747,6 +747,7 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
     // the chunk's B tiles and scale segments, then (once mma_quant_a is done) A's part: one round of cp.async
     const int c80 = kb0 >> 3, nc8 = ((kb0 + STEPS - 1) >> 3) - c80 + 1;
     __syncthreads();                                               // the last chunk's data is read
+#ifndef SKIP_B
     for (int i = tid; i < 2 * WN * STEPS * 16; i += 32 * WN * WM) {
       const int j = i / (STEPS * 16), q = i - j * (STEPS * 16);
       const u8* src = reinterpret_cast<const u8*>(bsh) + ((size_t)((nbase >> 4) + j) * (K >> 6) + (kb0 >> 1)) * 512 + q * 16;
@@ -759,13 +760,16 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
       const u32 dst = (u32)__cvta_generic_to_shared(ssm + r * NC8 * 256 + q * 16);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
     }
+#endif
     asm volatile("griddepcontrol.wait;" ::: "memory");            // A's operand comes from mma_quant_a
+#ifndef SKIP_A
     for (int i = tid; i < CTA_M * (KS / 8); i += 32 * WN * WM) {
       const int r = i / (KS / 8), q = i - r * (KS / 8);
       const u16* src = a16 + (size_t)min(mbase + r, M - 1) * K + kb0 * 32 + q * 8;
       const u32 dst = (u32)__cvta_generic_to_shared(as + r * A_LD + q * 16);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
     }
+#endif
     asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
     __syncthreads();
     const u32* bwarp = reinterpret_cast<const u32*>(bsm) + 2 * wn * STEPS * 64 + g * 4 + t;
@@ -815,7 +819,7 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
         const int mm = wm * 8 * NT8 + 8 * i + 2 * t + (r & 1), nn = wn * 32 + 16 * h + g + 8 * (r >> 1);
         red[mm * RED_LD + nn] = acc[h][i][r];
       }
-#if SPLIT > 1
+#if SPLIT > 1 && !defined(SKIP_RED)
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #else
   __syncthreads();
@@ -828,7 +832,7 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
 #pragma unroll
     for (int q = 0; q < SPLIT; ++q) {
       float px, py;
-#if SPLIT > 1
+#if SPLIT > 1 && !defined(SKIP_RED)
       const u32 local = (u32)__cvta_generic_to_shared(red + mm * RED_LD + nn);
       u32 remote;
       asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(q));
@@ -844,7 +848,7 @@ mma_mxfp4(const u16* __restrict__ a16, const u32* __restrict__ bsh, const u8* __
       *reinterpret_cast<u32*>(c + (size_t)(mbase + mm) * ldc + nbase + nn) = packed;
     }
   }
-#if SPLIT > 1
+#if SPLIT > 1 && !defined(SKIP_RED)
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
 }
