@@ -67,20 +67,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if swap and M < 64 and bm == 64:   # M < 64: BM = 64 only for C tiles (rows past M are masked)
                 continue
             out.append((bn, bm, bk, split, pre_a, nw, stages, swap))
-        # MMA (4): (BN, BM, 0, SPLIT, 4, warps, STEPS, 0), the CUDA mma.sync path: BN rows of B in warps of 32,
-        # BM rows of A, K split over a cluster of SPLIT programs, each taking its part in chunks of STEPS blocks
-        # (all of a chunk staged in shared memory at once)
-        for bn, bm, nw, split in itertools.product((32, 64, 128), (32, 64, 128, 256), (1, 2, 4, 8), (1, 2, 4, 8)):
-            wn = bn // 32
-            wm = nw // wn if nw % wn == 0 else 0
-            per = K // 32 // split if (K // 32) % split == 0 else 0
-            if M < 64 or not wm or not per or bm % (8 * wm) or not 2 <= bm // (8 * wm) <= 8 or bm > max(M, 32) \
-                    or N % bn or not 100 <= split * N // bn * -(-M // bm) <= 1100:
-                continue
-            steps = max((d for d in range(2, 33, 2) if per % d == 0
-                         and bm * 64 * (d + 1) + bn * d * 16 + wn * (d // 8 + 2) * 256 <= 200 * 1024), default=0)
-            if steps:
-                out.append((bn, bm, 0, split, 4, nw, steps, 0))
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows of B, BM of A
             # each; BM = 0: BN), then cuBLAS (SWAP_AB = 1: cuBLAS computes C^T)
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
@@ -190,8 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--m", type=int, action="append", dest="only_m", help="only the benchmark shapes of this m")
     ap.add_argument("--pre-a", type=int, help="mxfp4_mm: only configs with this PRE_A (0 fused, 1 first kernel, "
-                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands, "
-                                              "4 the CUDA mma.sync path)")
+                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands)")
     ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
                                                                  "register prefetch loop, >= 2: cp.async stages)")
     ap.add_argument("--swap", type=int, choices=(0, 1), help="mxfp4_mm: only configs with this SWAP_AB")
