@@ -59,6 +59,15 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
+try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, cp.async and async wgmma
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia import hopper
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
+    _GLUON = True
+except Exception:  # noqa: BLE001
+    _GLUON = False
+
 try:  # pragma: no cover
     from task import input_t, output_t  # noqa: F401
 except Exception:  # noqa: BLE001
@@ -191,19 +200,21 @@ def _i8_code(sf):
 
 
 # INT8: one 32-bit word of packed codes (8 elements in K order, one block's) and its block's integer
-# scale s in 0..10 -> two words of int8 2 * e2m1 * s in K order (elements 0..3, 4..7). Two constant
-# tables of 2 * e2m1 (0 1 2 3 | 4 6 8 12) times s (bytes of at most 120: no carry); prmt looks the 4 codes
-# of a half word up: with the code as selector a negative code gives 0 (its sign bit replicates the
-# table byte's, 0), with the sign bit flipped a positive one does. Per byte, p - q is then
-# ((p | 0x80) - q) ^ 0x80 (no borrow: q <= 120), the two's complement the int8 tensor cores take.
-_FOLD_I8_ASM = tl.constexpr(
-    "{ .reg .b32 t0, t1, n, p, q, w;\n"
-    "mul.lo.u32 t0, $3, 0x03020100; mul.lo.u32 t1, $3, 0x0C080604; xor.b32 n, $2, 0x88888888;\n"
+# scale s in 0..10 (the low byte of $3: the Gluon loop passes it in all four bytes) -> two words of int8
+# 2 * e2m1 * s in K order (elements 0..3, 4..7). Two constant tables of 2 * e2m1 (0 1 2 3 | 4 6 8 12)
+# times s (bytes of at most 120: no carry); prmt looks the 4 codes of a half word up: with the code as
+# selector a negative code gives 0 (its sign bit replicates the table byte's, 0), with the sign bit
+# flipped a positive one does. Per byte, p - q is then ((p | 0x80) - q) ^ 0x80 (no borrow: q <= 120),
+# the two's complement the int8 tensor cores take.
+_FOLD_I8 = (
+    "{ .reg .b32 s, t0, t1, n, p, q, w;\n"
+    "and.b32 s, $3, 0xFF; mul.lo.u32 t0, s, 0x03020100; mul.lo.u32 t1, s, 0x0C080604; xor.b32 n, $2, 0x88888888;\n"
     "prmt.b32 p, t0, t1, $2; prmt.b32 q, t0, t1, n;\n"
     "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $0, p, 0x80808080;\n"
     "shr.b32 w, $2, 16; shr.b32 n, n, 16;\n"
     "prmt.b32 p, t0, t1, w; prmt.b32 q, t0, t1, n;\n"
     "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $1, p, 0x80808080; }")
+_FOLD_I8_ASM = tl.constexpr(_FOLD_I8)
 
 
 @triton.jit
@@ -414,7 +425,163 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
     tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
 
 
-FP8, INT8 = 2, 3
+
+# ---- I8G: the INT8 path with B decoded in the loop, in Gluon (Hopper) --------------------------------------
+# Triton waits for each wgmma at once when an operand is computed in the loop, so the decode and the
+# tensor cores take turns. This kernel issues chunk i's wgmma, then decodes chunk i + 1 while it runs:
+# A (int8 2 * value in K order, written once by _prep_i8_kernel) and B's codes and scales reach shared
+# memory by cp.async, STAGES chunks of 128 K ahead; B is folded into int8 by _FOLD_I8 (prmt lookups in
+# tables times the block's integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows
+# of B, all 128 rows of A); one int32 accumulator, exact, so no partial sums leave the tensor cores.
+# A tile whose scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores
+# (exact products, as the reference): slow, and only adversarial inputs reach it.
+if _GLUON:
+    _cp_async = getattr(_async_copy, "async_load", None) or _async_copy.async_copy_global_to_shared
+    _gl_barrier = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier")
+    _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
+
+    @gluon.jit
+    def _gl_load_chunk(a_s, c_s, s_s, a_ptrs, b_ptrs, s_ptrs, kc, BK: gl.constexpr):
+        """Chunk kc's A tile, B codes and B scales into one stage of shared memory (cp.async)."""
+        _cp_async(a_s, a_ptrs + kc * BK)
+        _cp_async(c_s, b_ptrs + kc * (BK // 2))
+        _cp_async(s_s, s_ptrs + kc * (BK // 16))
+
+    @gluon.jit
+    def _gl_fold_chunk(c_s, s_s, b_s, bad, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
+        """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> int8 2 * value in K order into b_s
+        (fenced for the wgmma); bad |= 1 where a block's scale is not an integer 0..10."""
+        codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
+        v = s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))).to(gl.float8e4nv, bitcast=True).to(gl.float32)
+        s = v.to(gl.int32)
+        bad |= ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
+        s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
+        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
+                                           is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
+        b_s.store(gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]))
+        hopper.fence_async_shared()
+        return bad
+
+    @gluon.jit
+    def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
+                      layout: gl.constexpr):
+        """The fallback: the tile's dequantized products summed in fp32 on the CUDA cores, two K (one
+        byte) a step. *_ptr at the batch's element 0; rows_a / rows_b: the tile's rows (slices of layout)."""
+        acc = gl.zeros([rows_b.shape[0], rows_a.shape[0]], gl.float32, layout=layout)
+        two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
+        for k in range(k_lo, k_hi, 2):
+            pa = gl.load(a_ptr + rows_a * sam + k // 2).to(gl.int32)
+            pb = gl.load(b_ptr + rows_b * sbn + k // 2).to(gl.int32)
+            sa = gl.load(sa_ptr + rows_a * ssam + k // 16).to(gl.float8e4nv, bitcast=True).to(gl.float32) * two126
+            sb = gl.load(sb_ptr + rows_b * ssbn + k // 16).to(gl.float8e4nv, bitcast=True).to(gl.float32) * two126
+            for h in gl.static_range(2):
+                ca, cb = pa >> (4 * h), pb >> (4 * h)
+                va = (((ca & 7) << 22) | ((ca & 8) << 28)).to(gl.float32, bitcast=True) * sa
+                vb = (((cb & 7) << 22) | ((cb & 8) << 28)).to(gl.float32, bitcast=True) * sb
+                acc += gl.expand_dims(vb, 1) * gl.expand_dims(va, 0)
+        return acc
+
+    @gluon.jit
+    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
+                    sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
+                    BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
+                    PDL: gl.constexpr):
+        """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
+        a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
+        (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
+        BM: gl.constexpr = 128
+        BK: gl.constexpr = 128
+        num_warps: gl.constexpr = 4   # one warpgroup
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, BM, 32])
+        cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
+        bl: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, cl))
+        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
+        ldb: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 2]
+        lds: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 16]
+        op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
+        out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
+        pid_n, pid_m, pid_z = gl.program_id(0), gl.program_id(1), gl.program_id(2)
+        l = pid_z // SPLIT_K
+        pid_k = pid_z % SPLIT_K
+        chunks = K // BK
+        c_lo = pid_k * chunks // SPLIT_K
+        n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
+
+        a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
+        c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(8, 1, 8, [1, 0]))
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
+        rb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
+        b_ptrs = (b_ptr + l * sbl + gl.expand_dims(rb * sbn, 1)
+                  + gl.expand_dims(gl.arange(0, BK // 2, layout=gl.SliceLayout(0, ldb)), 0))
+        rs = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
+        s_ptrs = (sb_ptr + l * ssbl + gl.expand_dims(rs * ssbn, 1)
+                  + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0))
+        ra = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
+        a_ptrs = (a8_ptr + l * M * K + gl.expand_dims(ra * K, 1)
+                  + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0))
+        if PDL:   # the first kernel's A and flags
+            _cuda.gdc_wait()
+        # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
+        fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
+        fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
+        fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
+        fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
+        fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+        for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
+            if i < n_it:
+                _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs, c_lo + i, BK)
+            _async_copy.commit_group()
+        _async_copy.wait_group(STAGES - 2)
+        _gl_barrier()
+        bad = _gl_fold_chunk(c_smem.index(0), s_smem.index(0), b_smem.index(0),
+                             gl.zeros([BLOCK_N, BK // 16], gl.int32, layout=bl), cl, BLOCK_N, BK)
+        acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
+        for it in range(n_it):
+            _async_copy.wait_group(STAGES - 3)   # chunk it + 1 landed; b_smem[it % 2] stored by every warp
+            _gl_barrier()
+            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(it % STAGES).permute((1, 0)), acc,
+                                       is_async=True)
+            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+            nx = it + STAGES - 1
+            if nx < n_it:   # into the stage that chunk it - 1 used
+                sn = nx % STAGES
+                _gl_load_chunk(a_smem.index(sn), c_smem.index(sn), s_smem.index(sn), a_ptrs, b_ptrs, s_ptrs,
+                               c_lo + nx, BK)
+            _async_copy.commit_group()
+            if it + 1 < n_it:
+                st = (it + 1) % STAGES
+                bad = _gl_fold_chunk(c_smem.index(st), s_smem.index(st), b_smem.index((it + 1) % 2), bad, cl,
+                                     BLOCK_N, BK)
+        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        bad_a = gl.max(gl.max(fa, axis=1), axis=0)
+        on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
+        om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
+        if (gl.max(gl.max(bad, axis=1), axis=0) | bad_a) > 0:
+            res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om, on,
+                                c_lo * BK, (c_lo + n_it) * BK, sam, ssam, sbn, ssbn, out_l)
+        else:
+            res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
+        c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
+        if SPLIT_K == 1:
+            gl.store(c_ptrs, res.to(gl.float16))
+        else:
+            MN = M * N
+            ws_ptrs = ws_ptr + (l * SPLIT_K) * MN + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
+            gl.store(ws_ptrs + pid_k * MN, res)
+            _gl_barrier()
+            tile = (l * gl.num_programs(1) + pid_m) * gl.num_programs(0) + pid_n
+            old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if old == SPLIT_K - 1:
+                tot = gl.zeros([BLOCK_N, BM], gl.float32, layout=out_l)
+                for sk in range(SPLIT_K):
+                    tot += gl.load(ws_ptrs + sk * MN, cache_modifier=".cg")
+                gl.store(c_ptrs, tot.to(gl.float16))
+                gl.atomic_xchg(cnt_ptr + tile, 0)
+
+
+FP8, INT8, I8G = 2, 3, 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM, INT8 = both operands to int8 in a first kernel, then the int8 GEMM (both:
@@ -450,6 +617,7 @@ _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a met
 # _prep_i8_kernel) launches while that kernel runs and waits for it in the kernel (PDL), which hides
 # the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+_HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
 def _buffer(dev, name, numel, dtype):
@@ -504,14 +672,18 @@ def _launches(M, N, K, L, strides, dev):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    if a_dec == INT8 and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
-        a_dec, BK = FP8, 128
+    if a_dec == I8G and not (_GLUON and _HOPPER):   # the Gluon kernel is written for Hopper's wgmma
+        a_dec, BK, nw = INT8, 256, 8
+    if a_dec in (INT8, I8G) and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
+        a_dec, BK, nw = FP8, 128, 4
     out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
-    if a_dec == INT8:   # both operands folded into int8 once, with their bad-scale flags, by a first kernel
-        a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _buffer(dev, "b_i8", L * N * K, torch.int8)
+    if a_dec in (INT8, I8G):   # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags
+        a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _C
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
-        fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-        out.append((_prep_i8_kernel, (M // 64 + N // 64, K // 256, L),
+        if a_dec == INT8:
+            b8_arg = _buffer(dev, "b_i8", L * N * K, torch.int8)
+            fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
+        out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
                      ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": 4,
                             "num_stages": 1}))
@@ -528,6 +700,13 @@ def _launches(M, N, K, L, strides, dev):
             a8_arg = buf
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
+    if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (128 K) can touch
+        flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) // 2 + 2)
+        out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
+                                        sbn, sbl, ssbn, ssbl, scm, scl],
+                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "PDL": pdl, "num_warps": 4,
+                     **({"launch_pdl": True} if pdl else {})}))
+        return out
     out.append((_nvfp4_kernel, grid,
                 [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
                  ssal, ssbn, ssbl, scm, scl],
