@@ -93,11 +93,13 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                     and stages * (128 + bn) * bk <= 200 * 1024 and (nw == 8 or bn == 64):
                 out.append((128, bn, bk, split, nw, stages, 3))
         # I8G (A_DEC = 4: A folded into int8 by a first kernel, B decoded in the Gluon loop while the
-        # previous chunk's wgmma runs): one program of BN = 128 per SM or two of BN = 64, 4 warps, BK 128
-        for bn, stages, split in itertools.product((64, 128), (3, 4, 5), range(1, 17)):
+        # previous chunk's wgmma runs): one program of BN = 128 or 256 (8 warps) per SM or two of BN = 64,
+        # BK 128, the stages within shared memory
+        for bn, stages, split in itertools.product((64, 128, 256), (3, 4, 5), range(1, 17)):
             waves = N // bn * split / (132 * (2 if bn == 64 else 1))
-            if N % bn == 0 and K // 128 >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3:
-                out.append((128, bn, 128, split, 4, stages, 4))
+            if N % bn == 0 and K // 128 >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3 \
+                    and stages * (128 + bn // 2 + bn // 16) * 128 + 2 * bn * 128 <= 220 * 1024:
+                out.append((128, bn, 128, split, 8 if bn == 256 else 4, stages, 4))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
