@@ -485,13 +485,13 @@ if _GLUON:
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    PDL: gl.constexpr):
+                    WARPS: gl.constexpr, PDL: gl.constexpr):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
         BM: gl.constexpr = 128
         BK: gl.constexpr = 128
-        num_warps: gl.constexpr = 8 if BLOCK_N == 256 else 4   # a warpgroup per 128 rows of B at most
+        num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 32])
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
@@ -704,8 +704,8 @@ def _launches(M, N, K, L, strides, dev):
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) // 2 + 2)
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
-                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "PDL": pdl,
-                     "num_warps": 8 if BN == 256 else 4,
+                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
+                     "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
