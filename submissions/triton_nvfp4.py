@@ -448,19 +448,17 @@ if _GLUON:
         _cp_async(s_s, s_ptrs + kc * (BK // 16))
 
     @gluon.jit
-    def _gl_fold_chunk(c_s, s_s, b_s, bad, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
-        """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> int8 2 * value in K order into b_s
-        (fenced for the wgmma); bad |= 1 where a block's scale is not an integer 0..10."""
+    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
+        """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> (int8 2 * value [BLOCK_N, BK] in K
+        order, and 1 per block whose scale is not an integer 0..10)."""
         codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
         v = s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))).to(gl.float8e4nv, bitcast=True).to(gl.float32)
         s = v.to(gl.int32)
-        bad |= ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
+        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
         lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
                                            is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
-        b_s.store(gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]))
-        hopper.fence_async_shared()
-        return bad
+        return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
 
     @gluon.jit
     def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
@@ -529,31 +527,34 @@ if _GLUON:
         fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+        # The loop body has no branch, so that ptxas can schedule across it: past the last chunk the loads
+        # repeat it and its fold is thrown away (and so are its flags).
         for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
-            if i < n_it:
-                _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs, c_lo + i, BK)
+            _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs,
+                           c_lo + gl.minimum(i, n_it - 1), BK)
             _async_copy.commit_group()
         _async_copy.wait_group(STAGES - 2)
         _gl_barrier()
-        bad = _gl_fold_chunk(c_smem.index(0), s_smem.index(0), b_smem.index(0),
-                             gl.zeros([BLOCK_N, BK // 16], gl.int32, layout=bl), cl, BLOCK_N, BK)
+        vals, bad = _gl_fold(c_smem.index(0), s_smem.index(0), cl, BLOCK_N, BK)
+        b_smem.index(0).store(vals)
+        hopper.fence_async_shared()
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
+        rd = 0   # the stage of chunk it
         for it in range(n_it):
+            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
+            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
             _async_copy.wait_group(STAGES - 3)   # chunk it + 1 landed; b_smem[it % 2] stored by every warp
             _gl_barrier()
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(it % STAGES).permute((1, 0)), acc,
-                                       is_async=True)
+            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
+            vals, nb = _gl_fold(c_smem.index(nxt), s_smem.index(nxt), cl, BLOCK_N, BK)   # chunk it + 1's B
+            bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            nx = it + STAGES - 1
-            if nx < n_it:   # into the stage that chunk it - 1 used
-                sn = nx % STAGES
-                _gl_load_chunk(a_smem.index(sn), c_smem.index(sn), s_smem.index(sn), a_ptrs, b_ptrs, s_ptrs,
-                               c_lo + nx, BK)
+            _gl_load_chunk(a_smem.index(prv), c_smem.index(prv), s_smem.index(prv), a_ptrs, b_ptrs, s_ptrs,
+                           c_lo + gl.minimum(it + STAGES - 1, n_it - 1), BK)   # into chunk it - 1's stage
             _async_copy.commit_group()
-            if it + 1 < n_it:
-                st = (it + 1) % STAGES
-                bad = _gl_fold_chunk(c_smem.index(st), s_smem.index(st), b_smem.index((it + 1) % 2), bad, cl,
-                                     BLOCK_N, BK)
+            b_smem.index((it + 1) % 2).store(vals)
+            hopper.fence_async_shared()
+            rd = nxt
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
