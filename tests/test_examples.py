@@ -129,6 +129,27 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     assert ("cp.async" in ptx) == (a_dec >= 2)   # the fp8 and int8 loops' loads are staged by cp.async
 
 
+@pytest.mark.parametrize("block_n, warps", [(64, 4), (128, 8)])
+def test_nvfp4_i8g_kernel_keeps_one_wgmma_in_flight(block_n, warps):
+    """sm_90: the Gluon I8G kernel issues int8 wgmma from shared memory and waits for the previous chunk's
+    only (wait_group 1), while its loads are staged by cp.async; it waits for the first kernel (PDL)."""
+    sub = load_example("triton_nvfp4")
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    kern = sub._i8g_kernel
+    consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 4, "FLAGS": 32, "WARPS": warps, "PDL": True}
+    ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
+    sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
+           for n in kern.arg_names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}
+    src = GluonASTSource(kern, sig, constexprs=consts, attrs=attrs)
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}).asm["ptx"]
+    assert "wgmma.mma_async" in ptx and ".s32.s8.s8" in ptx
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx
+    assert "cp.async" in ptx and "griddepcontrol.wait" in ptx
+    assert "mul.lo.u32 t0, s, 0x03020100" in ptx     # the int8 fold of B's codes
+
+
 @pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
                                                            (1, 3, True, False), (1, 3, False, False),
                                                            (1, 3, False, True), (3, 3, False, True),
@@ -339,9 +360,10 @@ def test_fp8_decode_assembly_gives_the_exact_e4m3_values(name):
 
 
 def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
-    """triton_nvfp4's INT8 first kernel (inline PTX, GPU only) emulated on every 16-bit half word of codes
-    with every integer scale 0..10 it folds: the two output words hold 2 * e2m1 * s of the 8 codes, in K
-    order, as int8 (two's complement; -0 gives 0)."""
+    """triton_nvfp4's INT8 fold (inline PTX, GPU only: the first kernel's, and the I8G loop's with the
+    scale in all four bytes) emulated on every 16-bit half word of codes with every integer scale 0..10 it
+    folds: the two output words hold 2 * e2m1 * s of the 8 codes, in K order, as int8 (two's complement;
+    -0 gives 0)."""
     import numpy as np
     sub = load_example("triton_nvfp4")
     e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
@@ -349,11 +371,12 @@ def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
     low = np.tile(np.arange(1 << 16, dtype=np.uint32), 11)         # every half word, with every scale
     words = low | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << np.uint32(16))
     scale = np.repeat(np.arange(11, dtype=np.uint32), 1 << 16)
-    w0, w1 = _run_ptx(sub._FOLD_I8_ASM.value, [words, scale], 2)
-    for j in range(8):
-        got = ((w0 if j < 4 else w1) >> np.uint32(8 * (j % 4))) & 0xFF
-        want = 2 * e2m1[(words >> np.uint32(4 * j)) & 15] * scale
-        np.testing.assert_array_equal(got.astype(np.uint8).view(np.int8).astype(np.float32), want)
+    for scale_reg in (scale, scale * np.uint32(0x01010101)):   # Triton's int32 scale; the Gluon loop's 4 bytes
+        w0, w1 = _run_ptx(sub._FOLD_I8_ASM.value, [words, scale_reg], 2)
+        for j in range(8):
+            got = ((w0 if j < 4 else w1) >> np.uint32(8 * (j % 4))) & 0xFF
+            want = 2 * e2m1[(words >> np.uint32(4 * j)) & 15] * scale
+            np.testing.assert_array_equal(got.astype(np.uint8).view(np.int8).astype(np.float32), want)
 
 
 def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
