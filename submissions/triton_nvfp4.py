@@ -507,7 +507,7 @@ if _GLUON:
         n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
-        c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(8, 1, 8, [1, 0]))
+        c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(16, 1, 1, [1, 0]))
         s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
         b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         rb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
