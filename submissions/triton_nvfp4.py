@@ -549,13 +549,15 @@ if _GLUON:
             vals, nb = _gl_fold(c_smem.index(nxt), s_smem.index(nxt), cl, BLOCK_N, BK)   # chunk it + 1's B
             bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
+            b_smem.index((it + 1) % 2).store(vals)
+            hopper.fence_async_shared()   # (before the next loads: the fence waits for this thread's copies)
             _gl_load_chunk(a_smem.index(prv), c_smem.index(prv), s_smem.index(prv), a_ptrs, b_ptrs, s_ptrs,
                            c_lo + gl.minimum(it + STAGES - 1, n_it - 1), BK)   # into chunk it - 1's stage
             _async_copy.commit_group()
-            b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()
             rd = nxt
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        _async_copy.wait_group(0)   # the loads past the last chunk: none may land in the epilogue's scratch
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
         om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
