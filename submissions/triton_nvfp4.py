@@ -461,6 +461,19 @@ if _GLUON:
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
 
     @gluon.jit
+    def _gl_fold_regs(codes, sf, bad):
+        """_gl_fold on B's codes [BLOCK_N, BK / 16, 2, 4] and scales [BLOCK_N, BK / 16] held in registers;
+        bad |= its flags."""
+        v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
+        s = v.to(gl.int32)
+        bad |= ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
+        s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
+        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
+                                           is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
+        R: gl.constexpr = codes.shape[0]
+        return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [R, 16 * codes.shape[1]]), bad
+
+    @gluon.jit
     def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
                       layout: gl.constexpr):
         """The fallback: the tile's dequantized products summed in fp32 on the CUDA cores, two K (one
@@ -480,53 +493,18 @@ if _GLUON:
         return acc
 
     @gluon.jit
-    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
-                    sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
-                    BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr):
-        """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
-        a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
-        (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
-        BM: gl.constexpr = 128
-        BK: gl.constexpr = 128
-        num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                      instr_shape=[16, BM, 32])
-        cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
-        bl: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, cl))
-        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
+    def _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr, sb_ptr, n0, sbn, ssbn, acc, c_lo, n_it, cl: gl.constexpr,
+                      BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+        """The I8G loop with A, B's codes and B's scales staged by cp.async, STAGES chunks ahead."""
+        num_warps: gl.constexpr = cl.warps_per_cta[0]
         ldb: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 2]
         lds: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 16]
-        op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
-        out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
-        pid_n, pid_m, pid_z = gl.program_id(0), gl.program_id(1), gl.program_id(2)
-        l = pid_z // SPLIT_K
-        pid_k = pid_z % SPLIT_K
-        chunks = K // BK
-        c_lo = pid_k * chunks // SPLIT_K
-        n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
-
-        a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(16, 1, 1, [1, 0]))
         s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
-        rb = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
-        b_ptrs = (b_ptr + l * sbl + gl.expand_dims(rb * sbn, 1)
-                  + gl.expand_dims(gl.arange(0, BK // 2, layout=gl.SliceLayout(0, ldb)), 0))
-        rs = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
-        s_ptrs = (sb_ptr + l * ssbl + gl.expand_dims(rs * ssbn, 1)
-                  + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0))
-        ra = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
-        a_ptrs = (a8_ptr + l * M * K + gl.expand_dims(ra * K, 1)
-                  + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0))
-        if PDL:   # the first kernel's A and flags
-            _cuda.gdc_wait()
-        # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
-        fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
-        fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
-        fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
-        fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
-        fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+        rb = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
+        b_ptrs = b_ptr + gl.expand_dims(rb * sbn, 1) + gl.expand_dims(gl.arange(0, BK // 2, layout=gl.SliceLayout(0, ldb)), 0)
+        rs = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
+        s_ptrs = sb_ptr + gl.expand_dims(rs * ssbn, 1) + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0)
         # The loop body has no branch, so that ptxas can schedule across it: past the last chunk the loads
         # repeat it and its fold is thrown away (and so are its flags).
         for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
@@ -538,7 +516,6 @@ if _GLUON:
         vals, bad = _gl_fold(c_smem.index(0), s_smem.index(0), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
-        acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         rd = 0   # the stage of chunk it
         for it in range(n_it):
             nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
@@ -558,6 +535,89 @@ if _GLUON:
             rd = nxt
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         _async_copy.wait_group(0)   # the loads past the last chunk: none may land in the epilogue's scratch
+        return acc, bad
+
+    @gluon.jit
+    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
+                    sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
+                    BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
+                    WARPS: gl.constexpr, PDL: gl.constexpr):
+        """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
+        a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
+        (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
+        BM: gl.constexpr = 128
+        BK: gl.constexpr = 128
+        num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, BM, 32])
+        cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
+        bl: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, cl))
+        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
+        op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
+        out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
+        pid_n, pid_m, pid_z = gl.program_id(0), gl.program_id(1), gl.program_id(2)
+        l = pid_z // SPLIT_K
+        pid_k = pid_z % SPLIT_K
+        chunks = K // BK
+        c_lo = pid_k * chunks // SPLIT_K
+        n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
+
+        ra = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
+        a_ptrs = (a8_ptr + l * M * K + gl.expand_dims(ra * K, 1)
+                  + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0))
+        a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
+        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
+        if PDL:   # the first kernel's A and flags
+            _cuda.gdc_wait()
+        # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
+        fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
+        fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
+        fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
+        fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
+        fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+        acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
+        if STAGES == 2:
+            # no cp.async (a proxy fence waits for this thread's copies in flight): chunk it + 1's A, codes
+            # and scales reach registers two iterations ahead by plain loads, and are stored into shared
+            # memory (A) or folded and stored (B) while chunk it's wgmma runs
+            rows = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, bl))
+            blocks = gl.arange(0, BK // 16, layout=gl.SliceLayout(0, bl))
+            bs = sb_ptr + l * ssbl + gl.expand_dims(rows * ssbn, 1) + gl.expand_dims(blocks, 0)   # [BLOCK_N, blocks]
+            words = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, cl)))) * 4
+            nbytes = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, cl))))
+            bc = (gl.expand_dims(gl.expand_dims(b_ptr + l * sbl + gl.expand_dims(rows * sbn, 1) + gl.expand_dims(blocks * 8, 0),
+                                                2), 3)
+                  + gl.expand_dims(gl.expand_dims(gl.expand_dims(words, 0), 1), 3)
+                  + gl.expand_dims(gl.expand_dims(gl.expand_dims(nbytes, 0), 1), 2))   # [BLOCK_N, blocks, 2, 4]
+            a0 = gl.load(a_ptrs + c_lo * BK)
+            vals, bad = _gl_fold_regs(gl.load(bc + c_lo * (BK // 2)), gl.load(bs + c_lo * (BK // 16)),
+                                      gl.zeros([BLOCK_N, BK // 16], gl.int32, layout=bl))
+            a_smem.index(0).store(a0)
+            b_smem.index(0).store(vals)
+            hopper.fence_async_shared()
+            k1 = c_lo + gl.minimum(1, n_it - 1)
+            a1, c1, s1 = gl.load(a_ptrs + k1 * BK), gl.load(bc + k1 * (BK // 2)), gl.load(bs + k1 * (BK // 16))
+            k2 = c_lo + gl.minimum(2, n_it - 1)
+            a2, c2, s2 = gl.load(a_ptrs + k2 * BK), gl.load(bc + k2 * (BK // 2)), gl.load(bs + k2 * (BK // 16))
+            _gl_barrier()
+            for it in range(n_it):
+                acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(it % 2).permute((1, 0)), acc,
+                                           is_async=True)
+                k3 = c_lo + gl.minimum(it + 3, n_it - 1)
+                a3, c3, s3 = gl.load(a_ptrs + k3 * BK), gl.load(bc + k3 * (BK // 2)), gl.load(bs + k3 * (BK // 16))
+                vals, bad = _gl_fold_regs(c1, s1, bad)   # chunk it + 1 (past the last: the last again)
+                acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+                _gl_barrier()   # ... in every warp: the buffers stored next are free
+                a_smem.index((it + 1) % 2).store(a1)
+                b_smem.index((it + 1) % 2).store(vals)
+                hopper.fence_async_shared()
+                _gl_barrier()   # both stored by every warp before chunk it + 1's wgmma
+                a1, c1, s1, a2, c2, s2 = a2, c2, s2, a3, c3, s3
+            # the last chunk's extra fold read valid (repeated) data: its flags are the last chunk's own
+            acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        else:   # a ring of STAGES chunks staged by cp.async
+            acc, bad = _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr + l * sbl, sb_ptr + l * ssbl, pid_n * BLOCK_N,
+                                     sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
         om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
