@@ -461,19 +461,6 @@ if _GLUON:
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
 
     @gluon.jit
-    def _gl_fold_regs(codes, sf, bad):
-        """_gl_fold on B's codes [BLOCK_N, BK / 16, 2, 4] and scales [BLOCK_N, BK / 16] held in registers;
-        bad |= its flags."""
-        v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
-        s = v.to(gl.int32)
-        bad |= ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
-        s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
-        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
-                                           is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
-        R: gl.constexpr = codes.shape[0]
-        return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [R, 16 * codes.shape[1]]), bad
-
-    @gluon.jit
     def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
                       layout: gl.constexpr):
         """The fallback: the tile's dequantized products summed in fp32 on the CUDA cores, two K (one
@@ -506,32 +493,33 @@ if _GLUON:
         rs = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
         s_ptrs = sb_ptr + gl.expand_dims(rs * ssbn, 1) + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0)
         # The loop body has no branch, so that ptxas can schedule across it: past the last chunk the loads
-        # repeat it and its fold is thrown away (and so are its flags).
-        for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
+        # repeat it and its fold is thrown away (and so are its flags). One proxy fence an iteration, after
+        # the barrier: it waits for this thread's copies in flight (Nsight Compute), so the copies go out
+        # right after the wgmma, an iteration before that fence.
+        for i in gl.static_range(STAGES - 2):   # chunks 0 .. STAGES - 3 in flight
             _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs,
                            c_lo + gl.minimum(i, n_it - 1), BK)
             _async_copy.commit_group()
-        _async_copy.wait_group(STAGES - 2)
+        _async_copy.wait_group(STAGES - 3)
         _gl_barrier()
         vals, bad = _gl_fold(c_smem.index(0), s_smem.index(0), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
-        hopper.fence_async_shared()
         rd = 0   # the stage of chunk it
         for it in range(n_it):
             nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
-            _async_copy.wait_group(STAGES - 3)   # chunk it + 1 landed; b_smem[it % 2] stored by every warp
-            _gl_barrier()
+            old = gl.where(rd < 2, rd + STAGES - 2, rd - 2)   # chunk it - 2's stage, free: its wgmma is done
+            _async_copy.wait_group(STAGES - 4)   # chunk it + 1 landed
+            _gl_barrier()                        # ... for every warp, and b_smem[it % 2] stored
+            hopper.fence_async_shared()
             acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
+            _gl_load_chunk(a_smem.index(old), c_smem.index(old), s_smem.index(old), a_ptrs, b_ptrs, s_ptrs,
+                           c_lo + gl.minimum(it + STAGES - 2, n_it - 1), BK)
+            _async_copy.commit_group()
             vals, nb = _gl_fold(c_smem.index(nxt), s_smem.index(nxt), cl, BLOCK_N, BK)   # chunk it + 1's B
             bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
+            _gl_barrier()   # ... in every warp: the B buffer stored next is free
             b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()   # (before the next loads: the fence waits for this thread's copies)
-            _gl_load_chunk(a_smem.index(prv), c_smem.index(prv), s_smem.index(prv), a_ptrs, b_ptrs, s_ptrs,
-                           c_lo + gl.minimum(it + STAGES - 1, n_it - 1), BK)   # into chunk it - 1's stage
-            _async_copy.commit_group()
             rd = nxt
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         _async_copy.wait_group(0)   # the loads past the last chunk: none may land in the epilogue's scratch
@@ -576,48 +564,8 @@ if _GLUON:
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-        if STAGES == 2:
-            # no cp.async (a proxy fence waits for this thread's copies in flight): chunk it + 1's A, codes
-            # and scales reach registers two iterations ahead by plain loads, and are stored into shared
-            # memory (A) or folded and stored (B) while chunk it's wgmma runs
-            rows = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, bl))
-            blocks = gl.arange(0, BK // 16, layout=gl.SliceLayout(0, bl))
-            bs = sb_ptr + l * ssbl + gl.expand_dims(rows * ssbn, 1) + gl.expand_dims(blocks, 0)   # [BLOCK_N, blocks]
-            words = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, cl)))) * 4
-            nbytes = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, cl))))
-            bc = (gl.expand_dims(gl.expand_dims(b_ptr + l * sbl + gl.expand_dims(rows * sbn, 1) + gl.expand_dims(blocks * 8, 0),
-                                                2), 3)
-                  + gl.expand_dims(gl.expand_dims(gl.expand_dims(words, 0), 1), 3)
-                  + gl.expand_dims(gl.expand_dims(gl.expand_dims(nbytes, 0), 1), 2))   # [BLOCK_N, blocks, 2, 4]
-            a0 = gl.load(a_ptrs + c_lo * BK)
-            vals, bad = _gl_fold_regs(gl.load(bc + c_lo * (BK // 2)), gl.load(bs + c_lo * (BK // 16)),
-                                      gl.zeros([BLOCK_N, BK // 16], gl.int32, layout=bl))
-            a_smem.index(0).store(a0)
-            b_smem.index(0).store(vals)
-            hopper.fence_async_shared()
-            k1 = c_lo + gl.minimum(1, n_it - 1)
-            a1, c1, s1 = gl.load(a_ptrs + k1 * BK), gl.load(bc + k1 * (BK // 2)), gl.load(bs + k1 * (BK // 16))
-            k2 = c_lo + gl.minimum(2, n_it - 1)
-            a2, c2, s2 = gl.load(a_ptrs + k2 * BK), gl.load(bc + k2 * (BK // 2)), gl.load(bs + k2 * (BK // 16))
-            _gl_barrier()
-            for it in range(n_it):
-                acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(it % 2).permute((1, 0)), acc,
-                                           is_async=True)
-                k3 = c_lo + gl.minimum(it + 3, n_it - 1)
-                a3, c3, s3 = gl.load(a_ptrs + k3 * BK), gl.load(bc + k3 * (BK // 2)), gl.load(bs + k3 * (BK // 16))
-                vals, bad = _gl_fold_regs(c1, s1, bad)   # chunk it + 1 (past the last: the last again)
-                acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-                _gl_barrier()   # ... in every warp: the buffers stored next are free
-                a_smem.index((it + 1) % 2).store(a1)
-                b_smem.index((it + 1) % 2).store(vals)
-                hopper.fence_async_shared()
-                _gl_barrier()   # both stored by every warp before chunk it + 1's wgmma
-                a1, c1, s1, a2, c2, s2 = a2, c2, s2, a3, c3, s3
-            # the last chunk's extra fold read valid (repeated) data: its flags are the last chunk's own
-            acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-        else:   # a ring of STAGES chunks staged by cp.async
-            acc, bad = _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr + l * sbl, sb_ptr + l * ssbl, pid_n * BLOCK_N,
-                                     sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
+        acc, bad = _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr + l * sbl, sb_ptr + l * ssbl, pid_n * BLOCK_N,
+                                 sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
         om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
