@@ -4,7 +4,18 @@ C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements 
 16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
 on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
-* INT8 (A_DEC = INT8: the n=4096 and k=2048 benchmark shapes): an e2m1 value times an integer scale
+* I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes): INT8 as below, but only A is folded by
+  the first kernel; B is folded in the GEMM's loop, a Gluon kernel (_i8g_kernel), which Triton's own
+  pipeline cannot express: Triton waits for every wgmma at once when an operand is computed in the loop,
+  so the decode and the tensor cores took turns. Here chunk i's wgmma (128 K, int8, from shared memory)
+  runs while chunk i + 1's B codes are folded (_FOLD_I8) and stored, with A, B's codes and its scales
+  staged by cp.async STAGES chunks ahead; one int32 accumulator for the whole K, exact. Sweep
+  (results/probes/h200_tuning_nvfp4_i8g_3b724de.json): 64.7 and 25.4 us against FP8's 92.7 and INT8's
+  30.6 in the same run. What bounds it (results/probes/h200_ncu_nvfp4_i8g_*): one warp per scheduler
+  issuing about 0.27 instructions a cycle; the proxy fence that must precede a wgmma on data that
+  cp.async brought waits for the thread's copies still in flight, so the loads ahead barely overlap.
+  A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
+* INT8 (A_DEC = INT8: the k=2048 benchmark shape): an e2m1 value times an integer scale
   0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
   accumulate exactly in int32. A first kernel writes both operands that way, in K order, reading the
   codes and writing the values as 32-bit words (_FOLD_I8_ASM: prmt lookups in two tables times the
@@ -22,7 +33,7 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 13.9 us per call. The launch plan
   below calls cuLaunchKernelEx itself: a call then takes about 17 us of host time, and k=2048 ranks at
   17.6 against 26.6 us (h200_examples_ranked.json; probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
-* FP8 (A_DEC = FP8: the k=16384 shape, and the default): an e2m1 value times a scale 2**E * f is exact
+* FP8 (A_DEC = FP8: the default for other shapes): an e2m1 value times a scale 2**E * f is exact
   in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
   so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
   first kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in
@@ -493,33 +504,32 @@ if _GLUON:
         rs = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
         s_ptrs = sb_ptr + gl.expand_dims(rs * ssbn, 1) + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0)
         # The loop body has no branch, so that ptxas can schedule across it: past the last chunk the loads
-        # repeat it and its fold is thrown away (and so are its flags). One proxy fence an iteration, after
-        # the barrier: it waits for this thread's copies in flight (Nsight Compute), so the copies go out
-        # right after the wgmma, an iteration before that fence.
-        for i in gl.static_range(STAGES - 2):   # chunks 0 .. STAGES - 3 in flight
+        # repeat it and its fold is thrown away (and so are its flags).
+        for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
             _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs,
                            c_lo + gl.minimum(i, n_it - 1), BK)
             _async_copy.commit_group()
-        _async_copy.wait_group(STAGES - 3)
+        _async_copy.wait_group(STAGES - 2)
         _gl_barrier()
         vals, bad = _gl_fold(c_smem.index(0), s_smem.index(0), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
+        hopper.fence_async_shared()
         rd = 0   # the stage of chunk it
         for it in range(n_it):
             nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            old = gl.where(rd < 2, rd + STAGES - 2, rd - 2)   # chunk it - 2's stage, free: its wgmma is done
-            _async_copy.wait_group(STAGES - 4)   # chunk it + 1 landed
-            _gl_barrier()                        # ... for every warp, and b_smem[it % 2] stored
-            hopper.fence_async_shared()
+            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
+            _async_copy.wait_group(STAGES - 3)   # chunk it + 1 landed; b_smem[it % 2] stored by every warp
+            _gl_barrier()
             acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            _gl_load_chunk(a_smem.index(old), c_smem.index(old), s_smem.index(old), a_ptrs, b_ptrs, s_ptrs,
-                           c_lo + gl.minimum(it + STAGES - 2, n_it - 1), BK)
-            _async_copy.commit_group()
             vals, nb = _gl_fold(c_smem.index(nxt), s_smem.index(nxt), cl, BLOCK_N, BK)   # chunk it + 1's B
             bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            _gl_barrier()   # ... in every warp: the B buffer stored next is free
+            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
             b_smem.index((it + 1) % 2).store(vals)
+            hopper.fence_async_shared()   # (before the next loads: the fence waits for this thread's copies)
+            _gl_load_chunk(a_smem.index(prv), c_smem.index(prv), s_smem.index(prv), a_ptrs, b_ptrs, s_ptrs,
+                           c_lo + gl.minimum(it + STAGES - 1, n_it - 1), BK)   # into chunk it - 1's stage
+            _async_copy.commit_group()
             rd = nxt
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         _async_copy.wait_group(0)   # the loads past the last chunk: none may land in the epilogue's scratch
@@ -596,16 +606,19 @@ FP8, INT8, I8G = 2, 3, 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM, INT8 = both operands to int8 in a first kernel, then the int8 GEMM (both:
-# fp16 for a tile with a scale that the path cannot fold). INT8 configs:
+# fp16 for a tile with a scale that the path cannot fold), I8G = A to int8 in a first kernel, B folded
+# in the Gluon GEMM's loop (fp32 for such a tile). INT8 configs:
 # results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json.
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
 # and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
 # BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 (and B's scale codes
 # made by the first kernel) a ranked run failed: one output of 524288 off by 0.25 at n=4096
 # (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
+# I8G (BLOCK_K 128, num_warps = a warpgroup per 64 or 128 rows of B, num_stages = STAGES):
+# results/probes/h200_tuning_nvfp4_i8g_3b724de.json.
 CONFIGS = {
-    (128, 7168, 16384): (128, 64, 128, 2, 4, 3, FP8),
-    (128, 4096, 7168): (128, 64, 256, 2, 8, 3, INT8),
+    (128, 7168, 16384): (128, 128, 128, 2, 8, 5, I8G),
+    (128, 4096, 7168): (128, 64, 128, 4, 4, 4, I8G),
     (128, 7168, 2048): (128, 64, 256, 1, 8, 3, INT8),
 }
 

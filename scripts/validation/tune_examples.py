@@ -95,7 +95,7 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         # I8G (A_DEC = 4: A folded into int8 by a first kernel, B decoded in the Gluon loop while the
         # previous chunk's wgmma runs): BK 128, a warpgroup per 64 or 128 rows of B, as many programs per
         # SM as shared memory holds
-        for bn, nw, stages, split in itertools.product((64, 128, 256), (4, 8, 16), (4, 5, 6), range(1, 17)):
+        for bn, nw, stages, split in itertools.product((64, 128, 256), (4, 8, 16), (3, 4, 5), range(1, 17)):
             smem = stages * (128 + bn // 2 + bn // 16) * 128 + 2 * bn * 128
             waves = N // bn * split / (132 * max(1, min(2, 220 * 1024 // smem)))
             if N % bn == 0 and K // 128 >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3 \
