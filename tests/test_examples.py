@@ -65,14 +65,15 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
             print("mxfp4", cfg, mx.check(data, sub.custom_kernel(data))[0])
         nv = load_task("nvfp4_gemm")
         sub = load("triton_nvfp4", nv)
-        for cfg in [(128, 128, 64, 1, 4, 1, 0), (128, 128, 64, 2, 4, 1, 1)]:
+        for cfg in [(128, 128, 64, 1, 4, 1, 0), (128, 128, 64, 2, 4, 1, 1),
+                    (128, 128, 128, 2, 8, 4, 4)]:   # I8G (Gluon, Hopper only): INT8 here
             sub.CONFIGS[(128, 256, 512)] = cfg
             data = nv.generate_input({"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}, torch.device("cpu"))
             data[6].fill_(float("nan"))
             print("nvfp4", cfg, nv.check(data, sub.custom_kernel(data))[0])
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 12 and all(line.endswith("True") for line in lines), out
+    assert len(lines) == 13 and all(line.endswith("True") for line in lines), out
 
 
 def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int, num_stages: int = 3,
