@@ -130,24 +130,32 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     assert ("cp.async" in ptx) == (a_dec >= 2)   # the fp8 and int8 loops' loads are staged by cp.async
 
 
-@pytest.mark.parametrize("block_n, warps", [(64, 4), (128, 8)])
-def test_nvfp4_i8g_kernel_keeps_one_wgmma_in_flight(block_n, warps):
-    """sm_90: the Gluon I8G kernel issues int8 wgmma from shared memory and waits for the previous chunk's
-    only (wait_group 1), while its loads are staged by cp.async; it waits for the first kernel (PDL)."""
-    sub = load_example("triton_nvfp4")
+@pytest.mark.parametrize("block_n, warps, tma", [(64, 4, True), (128, 8, True), (128, 8, False)])
+def _i8g_compiled(sub, block_n, warps, tma):
+    """triton_nvfp4's Gluon I8G kernel compiled for sm_90 on the CPU, and its constexprs."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     kern = sub._i8g_kernel
-    consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 4, "FLAGS": 32, "WARPS": warps, "PDL": True}
+    consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 4, "FLAGS": 32, "WARPS": warps, "PDL": True, "TMA": tma}
     ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
            for n in kern.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}
     src = GluonASTSource(kern, sig, constexprs=consts, attrs=attrs)
-    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}).asm["ptx"]
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}), consts
+
+
+@pytest.mark.parametrize("block_n, warps, tma", [(64, 4, True), (128, 8, True), (128, 8, False)])
+def test_nvfp4_i8g_kernel_keeps_one_wgmma_in_flight(block_n, warps, tma):
+    """sm_90: the Gluon I8G kernel issues int8 wgmma from shared memory and waits for the previous chunk's
+    only (wait_group 1), while its loads are staged by TMA (descriptors made in the kernel, mbarriers, no
+    cp.async) or by cp.async; it waits for the first kernel (PDL)."""
+    ptx = _i8g_compiled(load_example("triton_nvfp4"), block_n, warps, tma)[0].asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".s32.s8.s8" in ptx
     assert "wgmma.wait_group.sync.aligned 1;" in ptx
-    assert "cp.async" in ptx and "griddepcontrol.wait" in ptx
+    assert "griddepcontrol.wait" in ptx
+    assert ("cp.async.bulk.tensor.2d" in ptx) == ("tensormap.replace" in ptx) == ("mbarrier.try_wait" in ptx) == tma
+    assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
     assert "mul.lo.u32 t0, s, 0x03020100" in ptx     # the int8 fold of B's codes
 
 
@@ -386,13 +394,16 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     scratch pointers; a call's data pointers land in their slots. A kernel whose PTX entry does not
     have that many parameters gets no block (the plan then keeps Triton's launchers)."""
     import ctypes
+    import torch
     sub = load_example("triton_nvfp4")
     sig = {"a_ptr": "*u8", "sa_ptr": "*u8", "out_ptr": "*fp8e4nv", "bad_ptr": "*i32",
            **{n: "i32" for n in ("M", "K", "sam", "sal", "ssam", "ssal")},
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "FP8", "PDL")}}
     kernel = _compile(sub._decode_a_kernel, sig, {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": True, "PDL": True}, 90, 4, 1)
     values = [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 64, 256, True, True]
-    cfg, _, params, slots, (objs, _) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)])
+    cfg, _, params, slots, (objs, _, scratch) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)],
+                                                                 torch.device("cpu"))
+    assert scratch is None and kernel.metadata.global_scratch_size == 0
     assert [type(o) for o in objs] == [ctypes.c_uint64] * 4 + [ctypes.c_uint32] * 6 + [ctypes.c_uint64] * 2
     assert [o.value for o in objs] == [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 0, 0]
     assert list(params) == [ctypes.addressof(o) for o in objs]
@@ -401,4 +412,20 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     read = [ctypes.c_uint64.from_address(params[n]).value for n in (0, 1)]
     assert read == [0x1000, 0x3000]
     assert (tuple(cfg.grid), tuple(cfg.block), cfg.shared) == ((2, 64, 1), (128, 1, 1), kernel.metadata.shared)
-    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)]) is None   # an argument short
+    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)], torch.device("cpu")) is None   # one short
+
+
+def test_nvfp4_direct_launch_gives_the_tma_kernel_its_global_scratch():
+    """I8G with TMA makes its descriptors in global scratch, which Triton's launcher would allocate per
+    launch: the plan's parameter block points at a grid-sized buffer of its own instead of at 0."""
+    import torch
+    sub = load_example("triton_nvfp4")
+    kernel, consts = _i8g_compiled(sub, 64, 4, True)
+    per_program = kernel.metadata.global_scratch_size
+    assert per_program >= 3 * 128                   # three 128-byte tensor maps
+    values = [0] * (len(sub._i8g_kernel.arg_names) - len(consts)) + list(consts.values())
+    step = sub._direct_step(kernel, (112, 1, 2), values, [], torch.device("cpu"))
+    assert step is not None
+    objs, _, scratch = step[4]
+    assert scratch.numel() >= 112 * 2 * per_program
+    assert objs[-2].value == scratch.data_ptr() != 0 and objs[-1].value == 0
