@@ -549,8 +549,8 @@ if _GLUON:
     @gluon.jit
     def _gl_tma_chunk(a_desc, b_desc, s_desc, a_s, c_s, s_s, bar, row_a, n0, kc, pred, WITH_A: gl.constexpr,
                       WITH_B: gl.constexpr):
-        """Chunk kc's A tile, B codes and B scales (16 bytes a row: this chunk's 8 and the next's) into
-        one stage by TMA, counted by mbarrier ``bar``; A and B apart so that B's may go before PDL's wait."""
+        """Chunk kc's A tile, B codes and B scales into one stage by TMA, counted by mbarrier ``bar``; A
+        and B apart so that B's may go before PDL's wait."""
         BK: gl.constexpr = a_desc.block_type.shape[1]
         if WITH_B:
             mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes + s_desc.block_type.nbytes,
@@ -568,12 +568,12 @@ if _GLUON:
         ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
         # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
         c_view = _gl_flat(c_smem, [STAGES, BLOCK_N, BK // 2])
-        s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, 16])
+        s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, BK // 16])
         for i in gl.static_range(STAGES - 1):
             _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
                           row_a, n0, c_lo + i, i < n_it, True, False)
         mbarrier.wait(ready.index(0), 0)
-        vals, bad = _gl_fold(c_view.index(0), s_view.index(0).slice(0, BK // 16, dim=1), cl, BLOCK_N, BK)
+        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
         rd = 0       # the stage of chunk it
@@ -585,7 +585,7 @@ if _GLUON:
             mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
             _gl_barrier()   # b_smem[it % 2] stored by every warp
             acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt).slice(0, BK // 16, dim=1), cl, BLOCK_N, BK)
+            vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
             _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
@@ -601,12 +601,12 @@ if _GLUON:
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr, TMA: gl.constexpr):
+                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
         BM: gl.constexpr = 128
-        BK: gl.constexpr = 128
+        BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
         num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 32])
@@ -631,9 +631,9 @@ if _GLUON:
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
             a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
             b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
-            s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, 16], raw)
+            s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
             c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], raw)
-            s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], raw)
+            s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], raw)
             ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
             for i in gl.static_range(STAGES):
                 mbarrier.init(ready.index(i), count=1)
@@ -721,7 +721,6 @@ _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a met
 # _prep_i8_kernel) launches while that kernel runs and waits for it in the kernel (PDL), which hides
 # the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-_I8G_TMA = 1   # I8G's loads: 1 = TMA, 0 = cp.async (tune_examples --set _I8G_TMA=0)
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
@@ -812,14 +811,14 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (128 K) can touch
-        flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) // 2 + 2)
-        tma = _I8G_TMA and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
+        flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
+        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
         if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
             triton.set_allocator(_scratch_alloc)
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "TMA": bool(tma), "num_warps": nw,
+                     "BLOCK_K": BK, "TMA": bool(tma), "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
