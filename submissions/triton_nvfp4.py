@@ -218,21 +218,14 @@ def _i8_code(sf):
 # selector a negative code gives 0 (its sign bit replicates the table byte's, 0), with the sign bit
 # flipped a positive one does. Per byte, p - q is then ((p | 0x80) - q) ^ 0x80 (no borrow: q <= 120),
 # the two's complement the int8 tensor cores take.
-def _fold_i8_asm(hi_scale_bits=""):
-    """hi_scale_bits: empty, or the bit field of $3 that holds the scale of elements 4..7 (the I8G
-    register path's words hold two blocks' halves)."""
-    tables = "mul.lo.u32 t0, s, 0x03020100; mul.lo.u32 t1, s, 0x0C080604;"
-    return ("{ .reg .b32 s, t0, t1, n, p, q, w;\n"
-            f"and.b32 s, $3, 0xFF; {tables} xor.b32 n, $2, 0x88888888;\n"
-            "prmt.b32 p, t0, t1, $2; prmt.b32 q, t0, t1, n;\n"
-            "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $0, p, 0x80808080;\n"
-            "shr.b32 w, $2, 16; shr.b32 n, n, 16;\n"
-            + (f"bfe.u32 s, $3, {hi_scale_bits}; {tables}\n" if hi_scale_bits else "") +
-            "prmt.b32 p, t0, t1, w; prmt.b32 q, t0, t1, n;\n"
-            "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $1, p, 0x80808080; }")
-
-
-_FOLD_I8 = _fold_i8_asm()
+_FOLD_I8 = (
+    "{ .reg .b32 s, t0, t1, n, p, q, w;\n"
+    "and.b32 s, $3, 0xFF; mul.lo.u32 t0, s, 0x03020100; mul.lo.u32 t1, s, 0x0C080604; xor.b32 n, $2, 0x88888888;\n"
+    "prmt.b32 p, t0, t1, $2; prmt.b32 q, t0, t1, n;\n"
+    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $0, p, 0x80808080;\n"
+    "shr.b32 w, $2, 16; shr.b32 n, n, 16;\n"
+    "prmt.b32 p, t0, t1, w; prmt.b32 q, t0, t1, n;\n"
+    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $1, p, 0x80808080; }")
 _FOLD_I8_ASM = tl.constexpr(_FOLD_I8)
 
 
@@ -468,36 +461,6 @@ if _GLUON:
         def _gl_flat(smem, shape: gl.constexpr):
             return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
-    _FOLD_I8_HALVES_GL = gl.constexpr(_fold_i8_asm("16, 8"))   # elements 0..3 scaled by byte 0, 4..7 by byte 2
-
-    @gluon.constexpr_function
-    def _dot_codes_layout(block_n, bk, num_warps):
-        """B's codes [block_n, bk / 16 blocks, 8 bytes] so that a thread's 32-bit word is the codes that
-        the int8 wgmma's register operand wants from it, 4 K of one block and the same 4 of the next:
-        thread t of warp w holds rows 16 w + t / 4 (+ 8), bytes 2 (t % 4) (+ 1) of blocks 2 s (+ 1)."""
-        log2 = lambda n: int(n).bit_length() - 1   # noqa: E731
-        reg = [[0, 0, 1], [0, 1, 0], [8, 0, 0]] + [[0, 2 << i, 0] for i in range(log2(bk // 32))]
-        lane = [[0, 0, 2], [0, 0, 4], [1, 0, 0], [2, 0, 0], [4, 0, 0]]
-        warp = [[16 << i, 0, 0] for i in range(log2(num_warps))]
-        return gl.DistributedLinearLayout(reg, lane, warp, [], [int(block_n), int(bk) // 16, 8])
-
-    @gluon.jit
-    def _gl_fold_dot(c_s, s_s, dot_l: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
-        """_gl_fold for the wgmma's register operand: B's codes and scales in shared memory -> (int8
-        2 * value [BLOCK_N, BK] in K order in layout dot_l, and 1 per block whose scale is not an integer
-        0..10). Each word folds K 4q..4q+3 of block 2s and of block 2s + 1 (two scales)."""
-        L3: gl.constexpr = _dot_codes_layout(BLOCK_N, BK, dot_l.parent.warps_per_cta[0])
-        codes = c_s.reshape([BLOCK_N, BK // 16, 8]).load(L3)
-        v = s_s.load(gl.SliceLayout(2, L3)).to(gl.float8e4nv, bitcast=True).to(gl.float32)
-        s = v.to(gl.int32)
-        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
-        s3 = gl.broadcast(gl.expand_dims(s.to(gl.uint8), 2), codes)[0]
-        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_HALVES_GL, "=r,=r,r,r", [codes, s3], dtype=(gl.int8, gl.int8),
-                                           is_pure=True, pack=4)
-        # lo at (row, block 2s + j, byte 2q + b) is K 32s + 4q + 2j + b; hi is 16 further
-        x = gl.reshape(gl.join(lo, hi), [BLOCK_N, BK // 32, 2, 4, 2, 2])   # row, s, j, q, b, h
-        x = gl.reshape(gl.permute(x, [0, 1, 5, 3, 2, 4]), [BLOCK_N, BK])   # row, s, h, q, j, b: K order
-        return gl.convert_layout(x, dot_l), bad
 
     @gluon.jit
     def _gl_load_chunk(a_s, c_s, s_s, a_ptrs, b_ptrs, s_ptrs, kc, BK: gl.constexpr):
@@ -598,39 +561,40 @@ if _GLUON:
             _tma_load(a_desc, [row_a, kc * BK], bar, a_s, pred=pred)
 
     @gluon.jit
-    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
-                     BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
-        """The I8G loop with TMA loads (the async proxy: a wgmma reads A once the stage's mbarrier has
-        flipped, no proxy fence) STAGES chunks ahead, and B folded into the wgmma's register operand (no
-        shared memory, no fence for it either): chunk it's wgmma runs while chunk it + 1 is folded. B's
-        first STAGES chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
-        dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc.type.layout, k_width=4)
+    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
+                     cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+        """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
+        once the stage's mbarrier has flipped, with no proxy fence waiting on the copies), STAGES chunks
+        ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
         # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
         c_view = _gl_flat(c_smem, [STAGES, BLOCK_N, BK // 2])
         s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, BK // 16])
-        for i in gl.static_range(STAGES):
+        for i in gl.static_range(STAGES - 1):
             _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
                           row_a, n0, c_lo + i, i < n_it, True, False)
         mbarrier.wait(ready.index(0), 0)
-        vals, bad = _gl_fold_dot(c_view.index(0), s_view.index(0), dot_l, BLOCK_N, BK)
+        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
+        b_smem.index(0).store(vals)
+        hopper.fence_async_shared()
         rd = 0       # the stage of chunk it
         phase = 0    # the parity of stage nxt's next flip
         for it in range(n_it):
             nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
+            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
             phase = phase ^ (nxt == 0).to(gl.int32)
             mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
-            acc = hopper.warpgroup_mma(vals, a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            nvals, nb = _gl_fold_dot(c_view.index(nxt), s_view.index(nxt), dot_l, BLOCK_N, BK)
+            _gl_barrier()   # b_smem[it % 2] stored by every warp
+            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
+            vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-            # the wgmma reads vals' registers until here: a use after the wait keeps them from being
-            # reused (Triton's wait takes no 8-bit deps)
-            gl.inline_asm_elementwise("// vals", "=r,0", [vals], dtype=gl.int8, is_pure=False, pack=4)
-            _gl_barrier()   # every warp is done with stage rd (its wgmma, and the fold of it before)
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(rd), c_smem.index(rd), s_smem.index(rd),
-                          ready.index(rd), row_a, n0, c_lo + it + STAGES, it + STAGES < n_it, True, True)
-            vals = nvals
+            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
+            b_smem.index((it + 1) % 2).store(vals)
+            hopper.fence_async_shared()
+            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(prv), c_smem.index(prv), s_smem.index(prv),
+                          ready.index(prv), row_a, n0, c_lo + it + STAGES - 1, it + STAGES - 1 < n_it, True, True)
             rd = nxt
+        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         return acc, bad
 
     @gluon.jit
@@ -644,10 +608,8 @@ if _GLUON:
         BM: gl.constexpr = 128
         BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
         num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
-        # a warpgroup per 64 rows of B, and more warps (as many more folding B) split A's 128 rows;
-        # TMA (B a register operand, which those would each fold again): BLOCK_N = 16 * num_warps
+        # a warpgroup per 64 rows of B, and more warps (as many more folding B) split A's 128 rows
         ROW_WARPS: gl.constexpr = BLOCK_N // 16 if num_warps > BLOCK_N // 16 else num_warps
-        gl.static_assert(not TMA or ROW_WARPS * 16 == BLOCK_N and ROW_WARPS == num_warps)
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[ROW_WARPS, num_warps // ROW_WARPS],
                                                       instr_shape=[16, BM // (num_warps // ROW_WARPS), 32])
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
@@ -666,6 +628,7 @@ if _GLUON:
         a_ptrs = (a8_ptr + l * M * K + gl.expand_dims(ra * K, 1)
                   + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0))
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
+        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
             a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
@@ -677,11 +640,9 @@ if _GLUON:
             for i in gl.static_range(STAGES):
                 mbarrier.init(ready.index(i), count=1)
             hopper.fence_async_shared()
-            for i in gl.static_range(STAGES):
+            for i in gl.static_range(STAGES - 1):
                 _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i),
                               ready.index(i), pid_m * BM, pid_n * BLOCK_N, c_lo + i, i < n_it, False, True)
-        else:
-            b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         if PDL:   # the first kernel's A and flags
             _cuda.gdc_wait()
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
@@ -692,8 +653,8 @@ if _GLUON:
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         if TMA:
-            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, c_smem, s_smem, ready, pid_m * BM,
-                                    pid_n * BLOCK_N, acc, c_lo, n_it, BLOCK_N, BK, STAGES)
+            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
+                                    pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr + l * sbl, sb_ptr + l * ssbl, pid_n * BLOCK_N,
                                      sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
