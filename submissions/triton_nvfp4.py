@@ -601,12 +601,11 @@ if _GLUON:
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_K: gl.constexpr,
-                    TMA: gl.constexpr):
+                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
-        BM: gl.constexpr = BLOCK_M   # 128 or 64 (half of A a stage: two programs an SM where they fit)
+        BM: gl.constexpr = 128
         BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
         num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
         # a warpgroup per 64 rows of B, and more warps (as many more folding B) split A's 128 rows
@@ -649,7 +648,7 @@ if _GLUON:
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
         fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
         fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
-        fr = l * (M // 64) + pid_m * (BM // 64) + gl.arange(0, BM // 64, layout=gl.SliceLayout(1, fl))
+        fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
@@ -821,7 +820,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_M": BM, "BLOCK_K": BK, "TMA": bool(tma), "num_warps": nw,
+                     "BLOCK_K": BK, "TMA": bool(tma), "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
