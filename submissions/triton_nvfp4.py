@@ -608,10 +608,8 @@ if _GLUON:
         BM: gl.constexpr = 128
         BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
         num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
-        # a warpgroup per 64 rows of B, and more warps (as many more folding B) split A's 128 rows
-        ROW_WARPS: gl.constexpr = BLOCK_N // 16 if num_warps > BLOCK_N // 16 else num_warps
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[ROW_WARPS, num_warps // ROW_WARPS],
-                                                      instr_shape=[16, BM // (num_warps // ROW_WARPS), 32])
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, BM, 32])
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
         bl: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, cl))
         lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
