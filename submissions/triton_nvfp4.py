@@ -7,13 +7,17 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
 * I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes): INT8 as below, but only A is folded by
   the first kernel; B is folded in the GEMM's loop, a Gluon kernel (_i8g_kernel), which Triton's own
   pipeline cannot express: Triton waits for every wgmma at once when an operand is computed in the loop,
-  so the decode and the tensor cores took turns. Here chunk i's wgmma (128 K, int8, from shared memory)
-  runs while chunk i + 1's B codes are folded (_FOLD_I8) and stored, with A, B's codes and its scales
-  staged by cp.async STAGES chunks ahead; one int32 accumulator for the whole K, exact. Sweep
-  (results/probes/h200_tuning_nvfp4_i8g_3b724de.json): 64.7 and 25.4 us against FP8's 92.7 and INT8's
-  30.6 in the same run. What bounds it (results/probes/h200_ncu_nvfp4_i8g_*): one warp per scheduler
-  issuing about 0.27 instructions a cycle; the proxy fence that must precede a wgmma on data that
-  cp.async brought waits for the thread's copies still in flight, so the loads ahead barely overlap.
+  so the decode and the tensor cores took turns. Here chunk i's wgmma (int8, from shared memory) runs
+  while chunk i + 1's B codes are folded (_FOLD_I8) and stored; one int32 accumulator for the whole K,
+  exact. A, B's codes and its scales come STAGES chunks ahead: by TMA at BLOCK_K 256 (descriptors made
+  in the kernel, one mbarrier a stage), else by cp.async (BLOCK_K 128). TMA matters because a wgmma on
+  data that cp.async brought must follow a proxy fence, and that fence waits for the thread's copies
+  still in flight (Nsight Compute, results/probes/h200_ncu_nvfp4_i8g_*), so those loads barely ran
+  ahead; TMA writes through the async proxy. It needs BLOCK_K 256: a box's rows start on 16 bytes, and
+  B's scales are BLOCK_K / 16 bytes a row (at 128 the H200 raised an illegal instruction). Sweeps
+  (results/probes/h200_tuning_nvfp4_i8g_tma_5691723.json): 58.6 and 24.8 us against the cp.async
+  loop's 64.3 and 25.4 and FP8's 92.7 (h200_tuning_nvfp4_i8g_3b724de.json); 4 stages against 3:
+  58.6 against 96.7 us at k=16384, so the loads' latency still bounds it.
   A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
 * INT8 (A_DEC = INT8: the k=2048 benchmark shape): an e2m1 value times an integer scale
   0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
@@ -442,9 +446,10 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 # Triton waits for each wgmma at once when an operand is computed in the loop, so the decode and the
 # tensor cores take turns. This kernel issues chunk i's wgmma, then decodes chunk i + 1 while it runs:
 # A (int8 2 * value in K order, written once by _prep_i8_kernel) and B's codes and scales reach shared
-# memory by cp.async, STAGES chunks of 128 K ahead; B is folded into int8 by _FOLD_I8 (prmt lookups in
-# tables times the block's integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows
-# of B, all 128 rows of A); one int32 accumulator, exact, so no partial sums leave the tensor cores.
+# memory STAGES chunks ahead, by TMA (chunks of 256 K) or by cp.async (128 K); B is folded into int8 by
+# _FOLD_I8 (prmt lookups in tables times the block's integer scale) and stored as the wgmma's first
+# operand (C^T tile: BLOCK_N rows of B, all 128 rows of A); one int32 accumulator, exact, so no partial
+# sums leave the tensor cores.
 # A tile whose scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores
 # (exact products, as the reference): slow, and only adversarial inputs reach it.
 if _GLUON:
@@ -694,11 +699,12 @@ FP8, INT8, I8G = 2, 3, 4
 # BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 (and B's scale codes
 # made by the first kernel) a ranked run failed: one output of 524288 off by 0.25 at n=4096
 # (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
-# I8G (BLOCK_K 128, num_warps = a warpgroup per 64 or 128 rows of B, num_stages = STAGES):
-# results/probes/h200_tuning_nvfp4_i8g_3b724de.json.
+# I8G (BLOCK_K 256: TMA, 128: cp.async; num_warps = a warpgroup per 64 or 128 rows of B, num_stages =
+# STAGES): results/probes/h200_tuning_nvfp4_i8g_tma_5691723.json (and _warps_47785e2.json, the same
+# configs again: 59.3 and 25.2 us).
 CONFIGS = {
-    (128, 7168, 16384): (128, 128, 128, 2, 8, 5, I8G),
-    (128, 4096, 7168): (128, 64, 128, 4, 4, 4, I8G),
+    (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8G),
+    (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8G),
     (128, 7168, 2048): (128, 64, 256, 1, 8, 3, INT8),
 }
 
