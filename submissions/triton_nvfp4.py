@@ -570,36 +570,36 @@ if _GLUON:
                      cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
         """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
         once the stage's mbarrier has flipped, with no proxy fence waiting on the copies), STAGES chunks
-        ahead; B's loads of the first STAGES chunks were issued by the caller (_gl_tma_chunk, WITH_A
-        False). One buffer of folded B (the shared memory goes to one more stage): chunk it + 1 is folded
-        in registers while chunk it's wgmma runs, and stored once that wgmma is done."""
+        ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
         # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
         c_view = _gl_flat(c_smem, [STAGES, BLOCK_N, BK // 2])
         s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, BK // 16])
-        for i in gl.static_range(STAGES):
+        for i in gl.static_range(STAGES - 1):
             _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
                           row_a, n0, c_lo + i, i < n_it, True, False)
         mbarrier.wait(ready.index(0), 0)
         vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
-        b_smem.store(vals)
+        b_smem.index(0).store(vals)
         hopper.fence_async_shared()
         rd = 0       # the stage of chunk it
         phase = 0    # the parity of stage nxt's next flip
         for it in range(n_it):
             nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
+            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
             phase = phase ^ (nxt == 0).to(gl.int32)
             mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
-            _gl_barrier()   # b_smem stored by every warp
-            acc = hopper.warpgroup_mma(b_smem, a_smem.index(rd).permute((1, 0)), acc, is_async=True)
+            _gl_barrier()   # b_smem[it % 2] stored by every warp
+            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
             vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])   # chunk it's is done
-            _gl_barrier()   # ... in every warp: b_smem and stage rd are free
-            b_smem.store(vals)
+            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
+            b_smem.index((it + 1) % 2).store(vals)
             hopper.fence_async_shared()
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(rd), c_smem.index(rd), s_smem.index(rd),
-                          ready.index(rd), row_a, n0, c_lo + it + STAGES, it + STAGES < n_it, True, True)
+            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(prv), c_smem.index(prv), s_smem.index(prv),
+                          ready.index(prv), row_a, n0, c_lo + it + STAGES - 1, it + STAGES - 1 < n_it, True, True)
             rd = nxt
+        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         return acc, bad
 
     @gluon.jit
@@ -631,7 +631,7 @@ if _GLUON:
         a_ptrs = (a8_ptr + l * M * K + gl.expand_dims(ra * K, 1)
                   + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0))
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
-        b_smem = gl.allocate_shared_memory(gl.int8, [1 if TMA else 2, BLOCK_N, BK], op_sl)   # folded B
+        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
             a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
@@ -643,7 +643,7 @@ if _GLUON:
             for i in gl.static_range(STAGES):
                 mbarrier.init(ready.index(i), count=1)
             hopper.fence_async_shared()
-            for i in gl.static_range(STAGES):
+            for i in gl.static_range(STAGES - 1):
                 _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i),
                               ready.index(i), pid_m * BM, pid_n * BLOCK_N, c_lo + i, i < n_it, False, True)
         if PDL:   # the first kernel's A and flags
@@ -656,7 +656,7 @@ if _GLUON:
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         if TMA:
-            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem.index(0), c_smem, s_smem, ready, pid_m * BM,
+            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
                                     pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr + l * sbl, sb_ptr + l * ssbl, pid_n * BLOCK_N,

@@ -97,10 +97,10 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         # 128 rows of B, as many programs per SM as shared memory holds
         for bn, bk, nw, stages, split in itertools.product((64, 128, 256), (128, 256), (4, 8, 16), (3, 4, 5),
                                                            range(1, 17)):
-            smem = stages * (128 + bn // 2 + bn // 16) * bk + (1 if bk == 256 else 2) * bn * bk   # (TMA: one B buffer)
+            smem = stages * (128 + bn // 2 + bn // 16) * bk + 2 * bn * bk
             waves = N // bn * split / (132 * max(1, min(2, 220 * 1024 // smem)))
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3 \
-                    and smem <= 226 * 1024 and bn // 128 <= nw // 4 <= bn // 64:
+                    and smem <= 220 * 1024 and bn // 128 <= nw // 4 <= bn // 64:
                 out.append((128, bn, bk, split, nw, stages, 4))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
