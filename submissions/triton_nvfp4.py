@@ -74,7 +74,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
-try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, cp.async and async wgmma
+try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA or cp.async, and async wgmma
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
@@ -816,7 +816,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             a8_arg = buf
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
-    if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (128 K) can touch
+    if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
         tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
         if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
