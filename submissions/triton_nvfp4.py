@@ -507,14 +507,19 @@ if _GLUON:
         return acc
 
     @gluon.jit
-    def _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr, sb_ptr, n0, sbn, ssbn, acc, c_lo, n_it, cl: gl.constexpr,
-                      BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
-        """The I8G loop with A, B's codes and B's scales staged by cp.async, STAGES chunks ahead."""
+    def _gl_ring_loop(a_smem, b_smem, a8_ptr, row_a, K, b_ptr, sb_ptr, n0, sbn, ssbn, acc, c_lo, n_it,
+                      cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+        """The I8G loop with A (a8_ptr: the batch's [M, K], rows from row_a), B's codes and B's scales
+        staged by cp.async, STAGES chunks ahead."""
         num_warps: gl.constexpr = cl.warps_per_cta[0]
+        BM: gl.constexpr = a_smem.shape[1]
+        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
         ldb: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 2]
         lds: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 16]
         c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(16, 1, 1, [1, 0]))
         s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        ra = row_a + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
+        a_ptrs = a8_ptr + gl.expand_dims(ra * K, 1) + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0)
         rb = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
         b_ptrs = b_ptr + gl.expand_dims(rb * sbn, 1) + gl.expand_dims(gl.arange(0, BK // 2, layout=gl.SliceLayout(0, ldb)), 0)
         rs = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
@@ -616,8 +621,6 @@ if _GLUON:
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 32])
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
-        bl: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, cl))
-        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
         op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
         out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
         pid_n, pid_m, pid_z = gl.program_id(0), gl.program_id(1), gl.program_id(2)
@@ -627,9 +630,6 @@ if _GLUON:
         c_lo = pid_k * chunks // SPLIT_K
         n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
 
-        ra = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
-        a_ptrs = (a8_ptr + l * M * K + gl.expand_dims(ra * K, 1)
-                  + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0))
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
@@ -659,8 +659,9 @@ if _GLUON:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
                                     pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
         else:
-            acc, bad = _gl_ring_loop(a_smem, b_smem, a_ptrs, b_ptr + l * sbl, sb_ptr + l * ssbl, pid_n * BLOCK_N,
-                                     sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
+            acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
+                                     sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
+                                     STAGES)
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
         om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
