@@ -592,6 +592,7 @@ if _GLUON:
         """C^T tile [64, BLOCK_M] (see above) from _prep_fp8_kernel's outputs: a8 [2, M, K/2] (A's e4m3
         planes), ab [M, K] (its bf16 planes, for the fallback), base [M + N] (the row bases; 1 << 20:
         outside the fp8 window) and sc [K / 256, NP, 8] (B's scale codes). K is a multiple of 256."""
+        gl.static_assert(STAGES >= 3, "the loop waits for chunk i + 1 before it loads chunk i + STAGES - 1")
         BN: gl.constexpr = 64
         BM: gl.constexpr = BLOCK_M
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 32])
