@@ -566,14 +566,16 @@ if _GLUON:
             _tma_load(a_desc, [M + m0, kc * 128], bar, a_odd, pred=pred)
 
     @gluon.jit
-    def _f8g_fp32_tile(ab_ptr, bq_ptr, bs_ptr, rows_a, rows_b, M, N, K, stride_bn, bs_stride, layout: gl.constexpr):
+    def _f8g_fp32_tile(ab_ptr, bq_ptr, bs_ptr, rows_a, rows_b, M, N, K, k_lo, k_hi, stride_bn, bs_stride,
+                       layout: gl.constexpr):
         """The fallback: the tile's products summed in fp32 on the CUDA cores, one byte of B's codes (two
-        K) a step; A from its exact bf16 planes, B's scales from the shuffled layout (_scale_row/_column)."""
+        K) a step over [k_lo, k_hi); A from its exact bf16 planes, B's scales from the shuffled layout
+        (_scale_row/_column)."""
         acc = gl.zeros([rows_b.shape[0], rows_a.shape[0]], gl.float32, layout=layout)
         mb = rows_b < N
         s_rows = (rows_b // 32) * (bs_stride * 32) + (rows_b % 16) * 4 + (rows_b // 16) % 2
         two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
-        for k in range(0, K, 2):
+        for k in range(k_lo, k_hi, 2):
             pb = gl.load(bq_ptr + rows_b * stride_bn + k // 2, mask=mb, other=0).to(gl.int32)
             c = k // 32
             e = gl.load(bs_ptr + s_rows + (c // 8) * 256 + (c % 4) * 64 + ((c // 4) % 2) * 2, mask=mb,
@@ -587,11 +589,14 @@ if _GLUON:
         return acc
 
     @gluon.jit
-    def _f8g_kernel(a8_ptr, ab_ptr, base_ptr, sc_ptr, bq_ptr, bs_ptr, c_ptr, M, N, K, NP, stride_bn, stride_cm,
-                    bs_stride, BLOCK_M: gl.constexpr, STAGES: gl.constexpr, PDL: gl.constexpr):
-        """C^T tile [64, BLOCK_M] (see above) from _prep_fp8_kernel's outputs: a8 [2, M, K/2] (A's e4m3
-        planes), ab [M, K] (its bf16 planes, for the fallback), base [M + N] (the row bases; 1 << 20:
-        outside the fp8 window) and sc [K / 256, NP, 8] (B's scale codes). K is a multiple of 256."""
+    def _f8g_kernel(a8_ptr, ab_ptr, base_ptr, sc_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, NP, stride_bn,
+                    stride_cm, bs_stride, BLOCK_M: gl.constexpr, STAGES: gl.constexpr, SPLIT_K: gl.constexpr,
+                    PDL: gl.constexpr):
+        """C^T tile [64, BLOCK_M] (see above) of K split pid_k from _prep_fp8_kernel's outputs: a8 [2, M,
+        K/2] (A's e4m3 planes), ab [M, K] (its bf16 planes, for the fallback), base [M + N] (the row bases;
+        1 << 20: outside the fp8 window) and sc [K / 256, NP, 8] (B's scale codes). K is a multiple of 256.
+        Split-K partials in ws (fp32), summed by the last split to arrive (cnt: per-tile counters, reset
+        by it), as in _mxfp4_mm_kernel."""
         gl.static_assert(STAGES >= 3, "the loop waits for chunk i + 1 before it loads chunk i + STAGES - 1")
         BN: gl.constexpr = 64
         BM: gl.constexpr = BLOCK_M
@@ -602,12 +607,14 @@ if _GLUON:
         out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 4], [0, 1])
         n0 = gl.program_id(0) * BN
         m0 = gl.program_id(1) * BM
-        n_it = K // 256
+        pid_k = gl.program_id(2)
+        c_lo = pid_k * (K // 256) // SPLIT_K   # this split's chunks: c_lo .. c_lo + n_it - 1
+        n_it = (pid_k + 1) * (K // 256) // SPLIT_K - c_lo
         # descriptors made here, in global scratch; A's planes as one [2M, K/2] tensor (a box past row M
         # reads the odd plane or zeros: C rows past M, masked at the store)
         a_desc = tma.make_tensor_descriptor(a8_ptr, [2 * M, K // 2], [K // 2, 1], [BM, 128], op_sl)
         b_desc = tma.make_tensor_descriptor(bq_ptr, [N, K // 2], [stride_bn, 1], [BN, 128], raw)
-        v_desc = tma.make_tensor_descriptor(sc_ptr, [n_it * (NP // 2), 16], [16, 1], [BN // 2, 16], raw)
+        v_desc = tma.make_tensor_descriptor(sc_ptr, [K // 256 * (NP // 2), 16], [16, 1], [BN // 2, 16], raw)
         a_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * STAGES, BM, 128], op_sl)
         b_smem = gl.allocate_shared_memory(gl.float8e4nv, [4, BN, 128], op_sl)   # (even, odd) x 2 buffers
         c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 128], raw)
@@ -618,12 +625,12 @@ if _GLUON:
         hopper.fence_async_shared()
         for i in gl.static_range(STAGES - 1):
             _f8g_chunk(a_desc, b_desc, v_desc, a_smem.index(2 * i), a_smem.index(2 * i + 1), c_smem.index(i),
-                       v_smem.index(i), ready.index(i), m0, n0, M, NP, i, i < n_it, False, True)
+                       v_smem.index(i), ready.index(i), m0, n0, M, NP, c_lo + i, i < n_it, False, True)
         if PDL:   # the first kernel's outputs
             _cuda.gdc_wait()
         for i in gl.static_range(STAGES - 1):
             _f8g_chunk(a_desc, b_desc, v_desc, a_smem.index(2 * i), a_smem.index(2 * i + 1), c_smem.index(i),
-                       v_smem.index(i), ready.index(i), m0, n0, M, NP, i, i < n_it, True, False)
+                       v_smem.index(i), ready.index(i), m0, n0, M, NP, c_lo + i, i < n_it, True, False)
         # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the decode
         c_view = _gl_flat(c_smem, [STAGES, BN, 128])
         v_view = _gl_flat(v_smem, [STAGES, BN, 8])
@@ -641,8 +648,8 @@ if _GLUON:
             mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
             _gl_barrier()   # every warp stored chunk it's B and is done with chunk it - 1's wgmmas
             _f8g_chunk(a_desc, b_desc, v_desc, a_smem.index(2 * prv), a_smem.index(2 * prv + 1), c_smem.index(prv),
-                       v_smem.index(prv), ready.index(prv), m0, n0, M, NP, it + STAGES - 1, it + STAGES - 1 < n_it,
-                       True, True)   # into chunk it - 1's stage
+                       v_smem.index(prv), ready.index(prv), m0, n0, M, NP, c_lo + it + STAGES - 1,
+                       it + STAGES - 1 < n_it, True, True)   # into chunk it - 1's stage
             cur = (it % 2) * 2
             part = hopper.warpgroup_mma(b_smem.index(cur), a_smem.index(2 * rd).permute((1, 0)), part, use_acc=False,
                                         is_async=True)
@@ -661,9 +668,24 @@ if _GLUON:
             e = gl.expand_dims(bb, 1) + gl.expand_dims(ba, 0) + 127
             res = gl.convert_layout(acc, out_l) * (e << 23).to(gl.float32, bitcast=True)
         else:
-            res = _f8g_fp32_tile(ab_ptr, bq_ptr, bs_ptr, om, on, M, N, K, stride_bn, bs_stride, out_l)
-        gl.store(c_ptr + gl.expand_dims(om * stride_cm, 0) + gl.expand_dims(on, 1), res.to(gl.bfloat16),
-                 mask=gl.expand_dims(on < N, 1) & gl.expand_dims(om < M, 0))
+            res = _f8g_fp32_tile(ab_ptr, bq_ptr, bs_ptr, om, on, M, N, K, c_lo * 256, (c_lo + n_it) * 256, stride_bn,
+                                 bs_stride, out_l)
+        c_ptrs = c_ptr + gl.expand_dims(om * stride_cm, 0) + gl.expand_dims(on, 1)
+        out_mask = gl.expand_dims(on < N, 1) & gl.expand_dims(om < M, 0)
+        if SPLIT_K == 1:
+            gl.store(c_ptrs, res.to(gl.bfloat16), mask=out_mask)
+        else:
+            ws_ptrs = ws_ptr + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
+            gl.store(ws_ptrs + pid_k * M * N, res, mask=out_mask)
+            _gl_barrier()
+            tile = gl.program_id(1) * gl.num_programs(0) + gl.program_id(0)
+            old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if old == SPLIT_K - 1:
+                tot = gl.zeros([BN, BM], gl.float32, layout=out_l)
+                for sk in range(SPLIT_K):
+                    tot += gl.load(ws_ptrs + sk * M * N, mask=out_mask, other=0.0, cache_modifier=".cg")
+                gl.store(c_ptrs, tot.to(gl.bfloat16), mask=out_mask)
+                gl.atomic_xchg(cnt_ptr + tile, 0)
 
 
 PREPARE, FP8, F8G = 2, 3, 4
@@ -825,9 +847,10 @@ def custom_kernel(data):
                  "CODES": pre_a == F8G, "num_warps": 4, "num_stages": 1})
         if pre_a == F8G:
             triton.set_allocator(_scratch_alloc)   # the kernel's global scratch: its TMA descriptors
-            _launch(_f8g_kernel, (g0, g1), (a8, a, base, sc, bq, bs, C, M, N, K, n_pad, bq.stride(0), C.stride(0),
-                                            bs.stride(0)), ("f8g",) + key,
-                    {"BLOCK_M": BM, "STAGES": stages, "PDL": pdl, "num_warps": 4, **({"launch_pdl": True} if pdl else {})})
+            _launch(_f8g_kernel, (g0, g1, SPLIT), (a8, a, base, sc, bq, bs, C, ws, cnt, M, N, K, n_pad, bq.stride(0),
+                                                   C.stride(0), bs.stride(0)), ("f8g",) + key,
+                    {"BLOCK_M": BM, "STAGES": stages, "SPLIT_K": SPLIT, "PDL": pdl, "num_warps": 4,
+                     **({"launch_pdl": True} if pdl else {})})
             return C
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]

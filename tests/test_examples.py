@@ -265,8 +265,9 @@ def _f8g_compiled(sub, block_m, stages):
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     kern = sub._f8g_kernel
-    consts = {"BLOCK_M": block_m, "STAGES": stages, "PDL": True}
-    ptrs = {"a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32", "c_ptr": "*bf16"}
+    consts = {"BLOCK_M": block_m, "STAGES": stages, "SPLIT_K": 2, "PDL": True}
+    ptrs = {"a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32", "c_ptr": "*bf16", "ws_ptr": "*fp32",
+            "cnt_ptr": "*i32"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
            for n in kern.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}

@@ -97,7 +97,8 @@ def test_triton_mxfp4_f8g_runs_and_falls_back_on_the_gpu():
     task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
     dev = torch.device("cuda")
     for m, n, k in [(20, 208, 1024), (64, 256, 512), (200, 320, 768)]:
-        for cfg in [(64, 64, 256, 1, sub.F8G, 4, 4, 1), (64, 128, 256, 1, sub.F8G, 4, 3, 1)]:
+        for cfg in [(64, 64, 256, 1, sub.F8G, 4, 4, 1), (64, 128, 256, 1, sub.F8G, 4, 3, 1),
+                    (64, 64, 256, 2, sub.F8G, 4, 3, 1)]:
             sub.CONFIGS[(m, n, k)] = cfg
             sub._HANDLES.clear()
             data = task.generate_input({"m": m, "n": n, "k": k, "seed": 7}, dev)

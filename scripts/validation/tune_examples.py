@@ -72,10 +72,11 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
                     itertools.product((4, 8, 16, 32, 64), (0, 2, 4, 8, 16), (64, 128, 256, 512), (1, 2, 4, 8), (0, 1))
                     if rows * bk <= 64 * 256 and rows_a != rows]
-        # F8G (4): the FP8 first kernel, then the Gluon loop (64 rows of B, BM of A, 256 K a chunk), as many
+        # F8G (4): the FP8 first kernel, then the Gluon loop (64 rows of B, BM of A, 256 K a chunk, split K), as many
         # stages as shared memory holds (3 at least: the loop loads chunk i + STAGES - 1 after waiting for i + 1)
-        out += [(64, bm, 256, 1, 4, 4, stages, 1) for bm in (64, 128, 256) for stages in range(3, 7)
-                if bm <= max(64, M) and stages * (256 * bm + 8 * 1024 + 512) + 32 * 1024 <= 220 * 1024]
+        out += [(64, bm, 256, split, 4, 4, stages, 1) for bm in (64, 128, 256) for stages in range(3, 7)
+                for split in (1, 2, 4) if bm <= max(64, M) and K // 256 >= 2 * split
+                and stages * (256 * bm + 8 * 1024 + 512) + 32 * 1024 <= 220 * 1024]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
