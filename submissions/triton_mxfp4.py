@@ -70,15 +70,6 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
-try:   # Gluon (Triton >= 3.5): F8G's explicit shared memory, TMA and async wgmma
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia import hopper
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
-    _GLUON = True
-except Exception:  # noqa: BLE001
-    _GLUON = False
-
 try:  # pragma: no cover - only on the competition server
     from task import input_t, output_t  # noqa: F401
 except Exception:  # noqa: BLE001
@@ -273,18 +264,15 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, sc_ptr, M, N, K, stride_am, bs_stride, NP,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False,
-                     CODES: tl.constexpr = False):
+def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
     ones: for tiles on the bf16 path).
     The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
     layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
-    of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel.
-    CODES (for F8G): B's scales also as the decode's per-block codes (d + 5) * 8, d = s - base, unshuffled:
-    sc [K / 256, NP, 8] (NP: N rounded up to 64), a 256-K chunk's 8 blocks of a row in 8 bytes."""
+    of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
@@ -317,12 +305,8 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, sc_ptr, M, N, K, s
         e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 3, 1)), (32, CP)).to(tl.int32)
         valid = (tl.arange(0, CP) < K // 32)[None, :]
         n = g * 32 + tl.arange(0, 32)
-        b_base = _base(tl.max(tl.where(valid, e, 0), axis=1) - 127, tl.min(tl.where(valid, e, 255), axis=1) - 127)
-        tl.store(base_ptr + M + n, b_base, mask=n < N)   # (named apart from A's: the branches' shapes differ)
-        if CODES:   # a flagged row's codes are never read (its tile takes the fp32 path)
-            code = tl.minimum(tl.maximum((e - 122 - b_base[:, None]) * 8, 0), 255).to(tl.uint8)
-            blk = tl.arange(0, CP)[None, :]
-            tl.store(sc_ptr + (blk // 8) * (NP * 8) + n[:, None] * 8 + blk % 8, code, mask=(n < N)[:, None] & valid)
+        tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
+                                         tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
     if PDL:
         _cuda.gdc_launch_dependents()
 
@@ -515,185 +499,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# ---- F8G: the FP8 path with B decoded in a Gluon loop (Hopper) -----------------------------------------
-# Triton waits for a wgmma at once when an operand is computed in the loop, so the decode and the tensor
-# cores take turns (the FP8 kernel above: one warp per scheduler issuing 0.3 instructions a cycle). Here
-# chunk i's two wgmmas (even and odd K: 256 K into one fresh accumulator, added in fp32 after) run while
-# chunk i + 1's B is decoded into e4m3 and stored. A's e4m3 planes, B's codes and B's scale codes
-# (written unshuffled by _prep_fp8_kernel with CODES) reach shared memory STAGES chunks ahead by TMA,
-# one mbarrier a stage; B's codes are loaded before PDL's wait. C^T tile [64 rows of B, BLOCK_M of A].
-# A tile with a row outside the fp8 window is computed again in fp32 on the CUDA cores (slow; only
-# adversarial inputs reach it).
-if _GLUON:
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    _gl_barrier = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier")
-    _DECODE_FP8_GL = gl.constexpr(_DECODE_FP8_ASM.value)
-
-    if hasattr(gl.shared_memory_descriptor, "reinterpret"):   # Triton >= 3.7; 3.6 has _reinterpret
-        @gluon.jit
-        def _gl_flat(smem, shape: gl.constexpr):
-            return smem.reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    else:
-        @gluon.jit
-        def _gl_flat(smem, shape: gl.constexpr):
-            return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-
-    @gluon.jit
-    def _f8g_decode(c_s, v_s, b_even, b_odd, cl: gl.constexpr):
-        """A chunk of B in shared memory, codes [64, 128] and scale codes [64, 8], decoded to e4m3 (the
-        even and odd K planes, _DECODE_FP8_ASM) and stored into b_even and b_odd."""
-        BN: gl.constexpr = c_s.shape[0]
-        codes = c_s.reshape([BN, 8, 4, 4]).load(cl)   # [rows, blocks, words, bytes]
-        v = v_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl)))
-        v4 = gl.broadcast(gl.expand_dims(gl.expand_dims(v, 2), 3), codes)[0]
-        lo, hi = gl.inline_asm_elementwise(_DECODE_FP8_GL, "=r,=r,r,r", [codes, v4], dtype=(gl.uint8, gl.uint8),
-                                           is_pure=True, pack=4)
-        b_even.store(gl.reshape(lo, [BN, 128]).to(gl.float8e4nv, bitcast=True))
-        b_odd.store(gl.reshape(hi, [BN, 128]).to(gl.float8e4nv, bitcast=True))
-
-    @gluon.jit
-    def _f8g_chunk(a_desc, b_desc, v_desc, a_even, a_odd, c_s, v_s, bar, m0, n0, M, NP, kc, pred,
-                   WITH_A: gl.constexpr, WITH_B: gl.constexpr):
-        """Chunk kc (256 K) into one stage by TMA, counted by mbarrier ``bar``: B's codes (WITH_B) apart
-        from what the first kernel writes (WITH_A: A's two planes, B's scale codes)."""
-        if WITH_B:
-            mbarrier.expect(bar, 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes + v_desc.block_type.nbytes,
-                            pred=pred)
-            _tma_load(b_desc, [n0, kc * 128], bar, c_s, pred=pred)
-        if WITH_A:
-            _tma_load(v_desc, [kc * (NP // 2) + n0 // 2, 0], bar, v_s, pred=pred)
-            _tma_load(a_desc, [m0, kc * 128], bar, a_even, pred=pred)
-            _tma_load(a_desc, [M + m0, kc * 128], bar, a_odd, pred=pred)
-
-    @gluon.jit
-    def _f8g_fp32_tile(ab_ptr, bq_ptr, bs_ptr, rows_a, rows_b, M, N, K, k_lo, k_hi, stride_bn, bs_stride,
-                       layout: gl.constexpr):
-        """The fallback: the tile's products summed in fp32 on the CUDA cores, one byte of B's codes (two
-        K) a step over [k_lo, k_hi); A from its exact bf16 planes, B's scales from the shuffled layout
-        (_scale_row/_column)."""
-        acc = gl.zeros([rows_b.shape[0], rows_a.shape[0]], gl.float32, layout=layout)
-        mb = rows_b < N
-        s_rows = (rows_b // 32) * (bs_stride * 32) + (rows_b % 16) * 4 + (rows_b // 16) % 2
-        two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
-        for k in range(k_lo, k_hi, 2):
-            pb = gl.load(bq_ptr + rows_b * stride_bn + k // 2, mask=mb, other=0).to(gl.int32)
-            c = k // 32
-            e = gl.load(bs_ptr + s_rows + (c // 8) * 256 + (c % 4) * 64 + ((c // 4) % 2) * 2, mask=mb,
-                        other=127).to(gl.int32)
-            sb = ((e + 1) << 23).to(gl.float32, bitcast=True) * (0.5 * two126)   # 2**(e - 127) * 2**126
-            for h in gl.static_range(2):
-                cb = pb >> (4 * h)
-                vb = (((cb & 7) << 22) | ((cb & 8) << 28)).to(gl.float32, bitcast=True) * sb
-                va = gl.load(ab_ptr + rows_a * K + h * (K // 2) + k // 2, mask=rows_a < M, other=0.0)
-                acc += gl.expand_dims(vb, 1) * gl.expand_dims(va.to(gl.float32), 0)
-        return acc
-
-    @gluon.jit
-    def _f8g_kernel(a8_ptr, ab_ptr, base_ptr, sc_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, NP, stride_bn,
-                    stride_cm, bs_stride, BLOCK_M: gl.constexpr, STAGES: gl.constexpr, SPLIT_K: gl.constexpr,
-                    PDL: gl.constexpr):
-        """C^T tile [64, BLOCK_M] (see above) of K split pid_k from _prep_fp8_kernel's outputs: a8 [2, M,
-        K/2] (A's e4m3 planes), ab [M, K] (its bf16 planes, for the fallback), base [M + N] (the row bases;
-        1 << 20: outside the fp8 window) and sc [K / 256, NP, 8] (B's scale codes). K is a multiple of 256.
-        Split-K partials in ws (fp32), summed by the last split to arrive (cnt: per-tile counters, reset
-        by it), as in _mxfp4_mm_kernel."""
-        gl.static_assert(STAGES >= 3, "the loop waits for chunk i + 1 before it loads chunk i + STAGES - 1")
-        BN: gl.constexpr = 64
-        BM: gl.constexpr = BLOCK_M
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 32])
-        cl: gl.constexpr = gl.BlockedLayout([1, 1, 4, 4], [4, 8, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])
-        op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
-        raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-        out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 4], [0, 1])
-        n0 = gl.program_id(0) * BN
-        m0 = gl.program_id(1) * BM
-        pid_k = gl.program_id(2)
-        c_lo = pid_k * (K // 256) // SPLIT_K   # this split's chunks: c_lo .. c_lo + n_it - 1
-        n_it = (pid_k + 1) * (K // 256) // SPLIT_K - c_lo
-        # descriptors made here, in global scratch; A's planes as one [2M, K/2] tensor (a box past row M
-        # reads the odd plane or zeros: C rows past M, masked at the store)
-        a_desc = tma.make_tensor_descriptor(a8_ptr, [2 * M, K // 2], [K // 2, 1], [BM, 128], op_sl)
-        b_desc = tma.make_tensor_descriptor(bq_ptr, [N, K // 2], [stride_bn, 1], [BN, 128], raw)
-        v_desc = tma.make_tensor_descriptor(sc_ptr, [K // 256 * (NP // 2), 16], [16, 1], [BN // 2, 16], raw)
-        a_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * STAGES, BM, 128], op_sl)
-        b_smem = gl.allocate_shared_memory(gl.float8e4nv, [4, BN, 128], op_sl)   # (even, odd) x 2 buffers
-        c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 128], raw)
-        v_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 2, 16], raw)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-        hopper.fence_async_shared()
-        for i in gl.static_range(STAGES - 1):
-            _f8g_chunk(a_desc, b_desc, v_desc, a_smem.index(2 * i), a_smem.index(2 * i + 1), c_smem.index(i),
-                       v_smem.index(i), ready.index(i), m0, n0, M, NP, c_lo + i, i < n_it, False, True)
-        if PDL:   # the first kernel's outputs
-            _cuda.gdc_wait()
-        for i in gl.static_range(STAGES - 1):
-            _f8g_chunk(a_desc, b_desc, v_desc, a_smem.index(2 * i), a_smem.index(2 * i + 1), c_smem.index(i),
-                       v_smem.index(i), ready.index(i), m0, n0, M, NP, c_lo + i, i < n_it, True, False)
-        # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the decode
-        c_view = _gl_flat(c_smem, [STAGES, BN, 128])
-        v_view = _gl_flat(v_smem, [STAGES, BN, 8])
-        mbarrier.wait(ready.index(0), 0)
-        _f8g_decode(c_view.index(0), v_view.index(0), b_smem.index(0), b_smem.index(1), cl)
-        hopper.fence_async_shared()
-        acc = gl.zeros([BN, BM], gl.float32, layout=mma)
-        part = gl.zeros([BN, BM], gl.float32, layout=mma)
-        rd = 0      # the stage of chunk it
-        phase = 0   # the parity of stage nxt's next flip
-        for it in range(n_it):
-            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
-            phase = phase ^ (nxt == 0).to(gl.int32)
-            mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
-            _gl_barrier()   # every warp stored chunk it's B and is done with chunk it - 1's wgmmas
-            _f8g_chunk(a_desc, b_desc, v_desc, a_smem.index(2 * prv), a_smem.index(2 * prv + 1), c_smem.index(prv),
-                       v_smem.index(prv), ready.index(prv), m0, n0, M, NP, c_lo + it + STAGES - 1,
-                       it + STAGES - 1 < n_it, True, True)   # into chunk it - 1's stage
-            cur = (it % 2) * 2
-            part = hopper.warpgroup_mma(b_smem.index(cur), a_smem.index(2 * rd).permute((1, 0)), part, use_acc=False,
-                                        is_async=True)
-            part = hopper.warpgroup_mma(b_smem.index(cur + 1), a_smem.index(2 * rd + 1).permute((1, 0)), part,
-                                        is_async=True)
-            _f8g_decode(c_view.index(nxt), v_view.index(nxt), b_smem.index(2 - cur), b_smem.index(3 - cur), cl)
-            hopper.fence_async_shared()
-            part = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[part])
-            acc += part   # Hopper's fp8 accumulator keeps fewer bits than fp32: 256 K each
-            rd = nxt
-        om = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
-        on = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, out_l))
-        ba = gl.load(base_ptr + om, mask=om < M, other=0)
-        bb = gl.load(base_ptr + M + on, mask=on < N, other=0)
-        if gl.maximum(gl.max(ba, axis=0), gl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
-            e = gl.expand_dims(bb, 1) + gl.expand_dims(ba, 0) + 127
-            res = gl.convert_layout(acc, out_l) * (e << 23).to(gl.float32, bitcast=True)
-        else:
-            res = _f8g_fp32_tile(ab_ptr, bq_ptr, bs_ptr, om, on, M, N, K, c_lo * 256, (c_lo + n_it) * 256, stride_bn,
-                                 bs_stride, out_l)
-        c_ptrs = c_ptr + gl.expand_dims(om * stride_cm, 0) + gl.expand_dims(on, 1)
-        out_mask = gl.expand_dims(on < N, 1) & gl.expand_dims(om < M, 0)
-        if SPLIT_K == 1:
-            gl.store(c_ptrs, res.to(gl.bfloat16), mask=out_mask)
-        else:
-            ws_ptrs = ws_ptr + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
-            gl.store(ws_ptrs + pid_k * M * N, res, mask=out_mask)
-            _gl_barrier()
-            tile = gl.program_id(1) * gl.num_programs(0) + gl.program_id(0)
-            old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
-            if old == SPLIT_K - 1:
-                tot = gl.zeros([BN, BM], gl.float32, layout=out_l)
-                for sk in range(SPLIT_K):
-                    tot += gl.load(ws_ptrs + sk * M * N, mask=out_mask, other=0.0, cache_modifier=".cg")
-                gl.store(c_ptrs, tot.to(gl.bfloat16), mask=out_mask)
-                gl.atomic_xchg(cnt_ptr + tile, 0)
-
-
-PREPARE, FP8, F8G = 2, 3, 4
+PREPARE, FP8 = 2, 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
-# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window),
-# F8G = the same first kernel, then _f8g_kernel (BN = 64, BK = 256, swap 1: C^T tiles; the FP8 kernel
-# with this config where Gluon or TMA is not there: the CPU's interpreter, other GPUs, unaligned B).
+# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
@@ -742,7 +551,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-_HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 _BUFFERS = {}
 
 
@@ -753,12 +561,6 @@ def _buffer(dev, name, numel, dtype):
     if buf is None or buf.numel() < numel:
         buf = _BUFFERS[(dev, name)] = torch.zeros(numel, dtype=dtype, device=dev)
     return buf
-
-
-def _scratch_alloc(size, alignment, stream):
-    """Triton's allocator for a kernel's global scratch (F8G's TMA descriptors): one buffer, reused by
-    every launch (they follow each other on the stream)."""
-    return _buffer(torch.device("cuda", torch.cuda.current_device()), "tma_scratch", size, torch.int8)
 
 
 def _scratch(dev, nws, ncnt):
@@ -820,10 +622,6 @@ def custom_kernel(data):
     BN, BM, BK, SPLIT, pre_a, nw, stages, swap = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
-    if pre_a == F8G and not (_HOPPER and _GLUON and K % 256 == 0 and bq.data_ptr() % 16 == 0
-                             and bq.stride(0) % 16 == 0):
-        cfg = (BN, BM, BK, SPLIT, FP8, nw, stages, 0)
-        pre_a, swap = FP8, 0
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
     if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key, rows_a=BM)
@@ -832,26 +630,17 @@ def custom_kernel(data):
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
-    pdl = _PDL and pre_a in (1, FP8, F8G)   # the GEMM launches while the first kernel runs
-    if pre_a in (FP8, F8G):   # A's e4m3 planes and the row bases of A and B (F8G: B's scale codes too)
+    pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
+    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
-        n_pad = triton.cdiv(N, 64) * 64
-        sc = _buffer(A.device, "fp8_codes", K // 32 * n_pad, torch.uint8) if pre_a == F8G else bs
         kp = triton.next_power_of_2(K)
         rows = max(1, 2048 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
-                (A, bs, a8, a, base, sc, M, N, K, A.stride(0), bs.stride(0), n_pad), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl,
-                 "CODES": pre_a == F8G, "num_warps": 4, "num_stages": 1})
-        if pre_a == F8G:
-            triton.set_allocator(_scratch_alloc)   # the kernel's global scratch: its TMA descriptors
-            _launch(_f8g_kernel, (g0, g1, SPLIT), (a8, a, base, sc, bq, bs, C, ws, cnt, M, N, K, n_pad, bq.stride(0),
-                                                   C.stride(0), bs.stride(0)), ("f8g",) + key,
-                    {"BLOCK_M": BM, "STAGES": stages, "SPLIT_K": SPLIT, "PDL": pdl, "num_warps": 4,
-                     **({"launch_pdl": True} if pdl else {})})
-            return C
+                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
+                 "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K

@@ -72,11 +72,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
                     itertools.product((4, 8, 16, 32, 64), (0, 2, 4, 8, 16), (64, 128, 256, 512), (1, 2, 4, 8), (0, 1))
                     if rows * bk <= 64 * 256 and rows_a != rows]
-        # F8G (4): the FP8 first kernel, then the Gluon loop (64 rows of B, BM of A, 256 K a chunk, split K), as many
-        # stages as shared memory holds (3 at least: the loop loads chunk i + STAGES - 1 after waiting for i + 1)
-        out += [(64, bm, 256, split, 4, 4, stages, 1) for bm in (64, 128, 256) for stages in range(3, 7)
-                for split in (1, 2, 4) if bm <= max(64, M) and K // 256 >= 2 * split
-                and stages * (256 * bm + 8 * 1024 + 512) + 32 * 1024 <= 220 * 1024]
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
@@ -191,8 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--m", type=int, action="append", dest="only_m", help="only the benchmark shapes of this m")
     ap.add_argument("--pre-a", type=int, help="mxfp4_mm: only configs with this PRE_A (0 fused, 1 first kernel, "
-                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands, "
-                                              "4 FP8 operands and the Gluon loop)")
+                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands)")
     ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
                                                                  "register prefetch loop, >= 2: cp.async stages)")
     ap.add_argument("--swap", type=int, choices=(0, 1), help="mxfp4_mm: only configs with this SWAP_AB")
