@@ -70,15 +70,6 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
-try:   # Gluon (Triton >= 3.5): PREPARE_TMA's GEMM (TMA loads, async wgmma)
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia import hopper
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
-    _GLUON = True
-except Exception:  # noqa: BLE001
-    _GLUON = False
-
 try:  # pragma: no cover - only on the competition server
     from task import input_t, output_t  # noqa: F401
 except Exception:  # noqa: BLE001
@@ -508,65 +499,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# ---- PREPARE_TMA's GEMM, in Gluon (Hopper) ------------------------------------------------------------
-if _GLUON:
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-
-    @gluon.jit
-    def _bf16_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_cm, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                         BLOCK_K: gl.constexpr, STAGES: gl.constexpr, PDL: gl.constexpr):
-        """C [M, N] = a [M, K] @ b [N, K]^T on PREPARE's bf16 operands (row stride K, a multiple of
-        BLOCK_K), launched while _prepare_kernel runs (PDL). Both tiles come by TMA, STAGES chunks ahead
-        (descriptors made here, in global scratch, before PDL's wait), one mbarrier a stage; one async
-        wgmma stays in flight while the next chunk's loads are issued."""
-        gl.static_assert(STAGES >= 2, "one stage is loaded while another is read")
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                      instr_shape=[16, BLOCK_N, 16])
-        sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-        m0 = gl.program_id(1) * BLOCK_M
-        n0 = gl.program_id(0) * BLOCK_N
-        n_it = K // BLOCK_K
-        a_desc = tma.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK_M, BLOCK_K], sl)
-        b_desc = tma.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BLOCK_N, BLOCK_K], sl)
-        a_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_M, BLOCK_K], sl)
-        b_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_N, BLOCK_K], sl)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(STAGES):
-            mbarrier.init(ready.index(i), count=1)
-        hopper.fence_async_shared()
-        if PDL:   # the operands are _prepare_kernel's
-            _cuda.gdc_wait()
-        for i in gl.static_range(STAGES - 1):
-            mbarrier.expect(ready.index(i), a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=i < n_it)
-            _tma_load(a_desc, [m0, i * BLOCK_K], ready.index(i), a_smem.index(i), pred=i < n_it)
-            _tma_load(b_desc, [n0, i * BLOCK_K], ready.index(i), b_smem.index(i), pred=i < n_it)
-        acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=mma)
-        rd = 0      # the stage of chunk it
-        phase = 0   # the parity of its flip
-        for it in range(n_it):
-            mbarrier.wait(ready.index(rd), phase)
-            acc = hopper.warpgroup_mma(a_smem.index(rd), b_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            prv = gl.where(rd == 0, STAGES - 1, rd - 1)   # ... so its stage takes chunk it + STAGES - 1
-            nk = it + STAGES - 1
-            mbarrier.expect(ready.index(prv), a_desc.block_type.nbytes + b_desc.block_type.nbytes, pred=nk < n_it)
-            _tma_load(a_desc, [m0, nk * BLOCK_K], ready.index(prv), a_smem.index(prv), pred=nk < n_it)
-            _tma_load(b_desc, [n0, nk * BLOCK_K], ready.index(prv), b_smem.index(prv), pred=nk < n_it)
-            rd = gl.where(rd == STAGES - 1, 0, rd + 1)
-            phase = phase ^ (rd == 0).to(gl.int32)
-        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-        om = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, mma))
-        on = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma))
-        gl.store(c_ptr + gl.expand_dims(om * stride_cm, 1) + gl.expand_dims(on, 0), acc.to(gl.bfloat16),
-                 mask=gl.expand_dims(om < M, 1) & gl.expand_dims(on < N, 0))
-
-
-PREPARE, FP8, PREPARE_TMA = 2, 3, 5
+PREPARE, FP8 = 2, 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
-# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window),
-# PREPARE_TMA = _prepare_kernel (8 rows of B or 4 of A a program, 256 K, 2 warps), then _bf16_tma_kernel
-# (BM x BN tiles, BK, STAGES) as a dependent launch; PREPARE (cuBLAS) where Gluon or Hopper is missing.
+# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
@@ -615,7 +551,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-_HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 _BUFFERS = {}
 
 
@@ -626,12 +561,6 @@ def _buffer(dev, name, numel, dtype):
     if buf is None or buf.numel() < numel:
         buf = _BUFFERS[(dev, name)] = torch.zeros(numel, dtype=dtype, device=dev)
     return buf
-
-
-def _scratch_alloc(size, alignment, stream):
-    """Triton's allocator for a kernel's global scratch (PREPARE_TMA's TMA descriptors): one buffer,
-    reused by every launch (they follow each other on the stream)."""
-    return _buffer(torch.device("cuda", torch.cuda.current_device()), "tma_scratch", size, torch.int8)
 
 
 def _scratch(dev, nws, ncnt):
@@ -693,17 +622,7 @@ def custom_kernel(data):
     BN, BM, BK, SPLIT, pre_a, nw, stages, swap = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
-    if pre_a == PREPARE_TMA and not (_HOPPER and _GLUON):
-        cfg = BN, BM, BK, SPLIT, pre_a, nw, stages, swap = 8, 4, 256, 0, PREPARE, 2, 1, 0
     key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
-    if pre_a == PREPARE_TMA:   # the same operands, then the Gluon GEMM, launched while they are made
-        ap, bp = _prepare(A, bq, bs, N, 8, 256, 2, key, _PDL, rows_a=4)
-        C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
-        triton.set_allocator(_scratch_alloc)   # the kernel's global scratch: its TMA descriptors
-        _launch(_bf16_tma_kernel, (triton.cdiv(N, BN), triton.cdiv(M, BM)), (ap, bp, C, M, N, K, C.stride(0)),
-                ("bf16_tma",) + key, {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "STAGES": stages, "PDL": _PDL,
-                                      "num_warps": 4, **({"launch_pdl": True} if _PDL else {})})
-        return C
     if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key, rows_a=BM)
         return (bp @ ap.T).T if swap else ap @ bp.T   # SWAP_AB: cuBLAS computes C^T (C a transposed view)

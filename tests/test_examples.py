@@ -162,25 +162,6 @@ def test_nvfp4_i8g_kernel_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
 
 
-def test_mxfp4_prepare_tma_gemm_compiles_to_tma_and_async_wgmma():
-    """sm_90: PREPARE_TMA's Gluon GEMM loads both bf16 tiles by TMA (tensor maps made in the kernel,
-    mbarriers), keeps one wgmma in flight while it issues the next loads, and waits for the first kernel
-    (PDL)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    kern = load_example("triton_mxfp4")._bf16_tma_kernel
-    consts = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "STAGES": 4, "PDL": True}
-    sig = {n: "constexpr" if n in consts else "*bf16" if n.endswith("_ptr") else "i32" for n in kern.arg_names}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}
-    ptx = triton.compile(GluonASTSource(kern, sig, constexprs=consts, attrs=attrs), target=GPUTarget("cuda", 90, 32),
-                         options={"num_warps": 4}).asm["ptx"]
-    assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 8   # 128 x 64 x 64 a chunk
-    waited = ptx.index("wgmma.wait_group.sync.aligned")
-    assert ptx[waited:].startswith("wgmma.wait_group.sync.aligned 1;")
-    assert "cp.async.bulk.tensor.2d" in ptx[waited:]                 # the next chunk's loads after that wait
-    assert "tensormap.replace" in ptx and "mbarrier.try_wait" in ptx and "griddepcontrol.wait" in ptx
-
-
 @pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
                                                            (1, 3, True, False), (1, 3, False, False),
                                                            (1, 3, False, True), (3, 3, False, True),

@@ -88,22 +88,6 @@ def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
         assert sub._FAST[0], f"the direct launch was turned off at {case}"
 
 
-def test_triton_mxfp4_prepare_tma_gemm_runs_on_the_gpu():
-    """triton_mxfp4's PREPARE_TMA (its Gluon GEMM, TMA and wgmma, runs only on Hopper): the GEMM ran
-    and matches the reference, with partial tiles of A and of B too."""
-    import torch
-    task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
-    for m, n, k in [(256, 3072, 1536), (200, 320, 768), (20, 208, 1024)]:
-        for cfg in [(64, 128, 64, 1, sub.PREPARE_TMA, 4, 4, 0), (32, 64, 128, 1, sub.PREPARE_TMA, 4, 8, 0),
-                    (128, 64, 64, 1, sub.PREPARE_TMA, 4, 3, 0)]:
-            sub.CONFIGS[(m, n, k)] = cfg
-            sub._HANDLES.clear()
-            data = task.generate_input({"m": m, "n": n, "k": k, "seed": 7}, torch.device("cuda"))
-            assert task.check(data, sub.custom_kernel(data))[0], (m, n, k, cfg)
-            assert task.check(data, sub.custom_kernel(data))[0], (m, n, k, cfg)   # the direct launch
-            assert any(key[0] == "bf16_tma" for key in sub._HANDLES), "the Gluon GEMM did not run"
-
-
 def test_triton_nvfp4_launches_through_libcuda_on_every_benchmark_shape():
     """After a first call triton_nvfp4 launches its kernels by cuLaunchKernelEx with parameter blocks it
     built from the kernels' PTX; a kernel whose parameters it cannot lay out sends the plan back to

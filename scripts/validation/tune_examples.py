@@ -72,12 +72,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
                     itertools.product((4, 8, 16, 32, 64), (0, 2, 4, 8, 16), (64, 128, 256, 512), (1, 2, 4, 8), (0, 1))
                     if rows * bk <= 64 * 256 and rows_a != rows]
-        if M >= 128:                      # PREPARE_TMA (5): the same operands, then the Gluon GEMM (BN x BM tiles)
-            out += [(bn, bm, bk, 1, 5, 4, stages, 0) for bn, bm, bk, stages in itertools.product(
-                (32, 64, 128), (64, 128, 256), (64, 128), range(3, 9))
-                if 64 <= -(-N // bn) * -(-M // bm) <= 400 and bm * bn <= 128 * 64   # one warpgroup's accumulator
-                and stages * (bm + bn) * bk * 2 <= 200 * 1024
-                and (stages in (3, 4) or (stages + 1) * (bm + bn) * bk * 2 > 200 * 1024)]   # 3, 4 or the most
     else:                                 # (BM, BN, BK, SPLIT, warps, stages, A_DEC)
         for bn, bk, split, a_dec in itertools.product((64, 128, 256), (64, 128), (2, 4, 8, 16), (0, 1)):
             programs = N // bn * split
@@ -192,8 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--m", type=int, action="append", dest="only_m", help="only the benchmark shapes of this m")
     ap.add_argument("--pre-a", type=int, help="mxfp4_mm: only configs with this PRE_A (0 fused, 1 first kernel, "
-                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands, "
-                                              "5 both prepared, then the Gluon GEMM)")
+                                              "2 both operands prepared, then cuBLAS, 3 FP8 operands)")
     ap.add_argument("--stages", type=int, action="append", help="mxfp4_mm: only configs with this STAGES (1: the "
                                                                  "register prefetch loop, >= 2: cp.async stages)")
     ap.add_argument("--swap", type=int, choices=(0, 1), help="mxfp4_mm: only configs with this SWAP_AB")
