@@ -155,22 +155,28 @@ def _decode_b(b, e, INTERP: tl.constexpr):
     return lo, hi
 
 
-# B's fp8 decode, 4 bytes (8 elements) per instance, each byte with its own scale (no assumption on
-# which bytes Triton packs together). prmt looks the 8 magnitudes up (in K order) in a constant table of
-# e4m3 bytes, e2m1 * 2**-5: 0, 0x08, 0x10, 0x14, 0x18, 0x1C, 0x20, 0x24, all normal numbers; a second
-# prmt in a table of 0x00, 0xFF x 7 masks zeros out of 8 * (d + 5) (per byte, $3), which is added to
-# the exponent fields (no carry: the largest byte is 0x7C, 6 * 2**6); two more prmt split even from odd,
-# and the sign bits are or-ed back in.
+# B's fp8 decode, 4 code bytes (8 elements) per instance, all of one 32-element block (a thread's 16-byte
+# vector of B is one block, and Triton packs 4 consecutive bytes of it). The block's scale is in its two
+# lookup tables ($3, $7; the other table operands are the same values): prmt looks up the 8 magnitudes
+# (in K order) in the 8 bytes {H, L} = e4m3 of e2m1 * 2**d for the block's power of two d, two more prmt
+# split even from odd, and the sign bits are or-ed back in.
 _DECODE_FP8_ASM = tl.constexpr(
-    "{ .reg .b32 m, x, y, z, w, l, h, zl, zh;\n"
-    "mov.b32 l, 0x14100800; mov.b32 h, 0x24201C18; mov.b32 zl, 0xFFFFFF00; mov.b32 zh, 0xFFFFFFFF;\n"
+    "{ .reg .b32 m, x, y, w;\n"
     "and.b32 m, $2, 0x77777777;\n"
-    "prmt.b32 x, l, h, m; prmt.b32 z, zl, zh, m; prmt.b32 w, $3, 0, 0x1100; and.b32 w, w, z; add.u32 x, x, w;\n"
-    "shr.b32 m, m, 16;\n"
-    "prmt.b32 y, l, h, m; prmt.b32 z, zl, zh, m; prmt.b32 w, $3, 0, 0x3322; and.b32 w, w, z; add.u32 y, y, w;\n"
+    "prmt.b32 x, $3, $7, m; shr.b32 m, m, 16; prmt.b32 y, $3, $7, m;\n"
     "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
     "shl.b32 w, $2, 4; and.b32 w, w, 0x80808080; or.b32 $0, $0, w;\n"
     "and.b32 w, $2, 0x80808080; or.b32 $1, $1, w; }")
+
+
+@triton.jit
+def _fp8_tables(v):
+    """The decode's lookup tables for blocks with v = 8 + d, d in -5..6: L (magnitude codes 0..3) and H
+    (codes 4..7), e4m3 bytes of e2m1 * 2**d. Those of e2m1 * 2**-5 (0, 0x08, 0x10, 0x14 | 0x18, 0x1C,
+    0x20, 0x24) are normal numbers, so adding 8 * (d + 5) to their exponent fields (no carry: the largest
+    byte is 0x7C, 6 * 2**6) scales them; 0 stays 0."""
+    s8 = (v - 3) * 8
+    return s8 * 0x01010100 + 0x14100800, s8 * 0x01010101 + 0x24201C18
 
 
 @triton.jit
@@ -180,8 +186,8 @@ def _decode_b_fp8(b, v, INTERP: tl.constexpr):
     and high-nibble (odd) elements, exact."""
     R: tl.constexpr = b.shape[0]
     C: tl.constexpr = b.shape[1]
-    v = tl.reshape(tl.broadcast_to(tl.reshape(v, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
     if INTERP:  # the same values through fp32
+        v = tl.reshape(tl.broadcast_to(tl.reshape(v, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
         bi = b.to(tl.int32)
         f = _pow2(v - 8)
         two126 = 8.507059173023462e37
@@ -189,7 +195,10 @@ def _decode_b_fp8(b, v, INTERP: tl.constexpr):
         hi = (((bi & 0x70) << 18) | ((bi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f
         lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
     else:
-        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [b, ((v - 3) * 8).to(tl.uint8)],
+        lut_lo, lut_hi = _fp8_tables(v)
+        lut_lo = tl.reshape(tl.broadcast_to(tl.reshape(lut_lo, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
+        lut_hi = tl.reshape(tl.broadcast_to(tl.reshape(lut_hi, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
+        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r,r,r,r,r,r,r,r", [b, lut_lo, lut_hi],
                                            dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
     return lo, hi

@@ -186,11 +186,28 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
     assert (".e4m3.e4m3" in ptx) == fp8
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
-    assert ("prmt.b32 x, l, h, m" in ptx) == fp8                # the fp8 decode's table lookup
+    assert bool(re.search(r"prmt\.b32 x, %r\d+, %r\d+, m;", ptx)) == fp8   # the fp8 decode's table lookup
+    if fp8:   # one pair of tables per asm instance, whose 4 bytes must be 4 K bytes of one row, 4-aligned
+        ttgir = kernel.asm["ttgir"]
+        layout = re.search(r"prmt\.b32 x, \$3, \$7, m;.*?tensor<\d+x\d+xi8, (#\w+)>", ttgir).group(1)
+        assert _packs_four_aligned_k_bytes(re.search(rf"^{layout} = (.*)$", ttgir, re.M).group(1)), layout
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
     assert ("griddepcontrol.wait" in ptx) == bool(pre_a)   # after a first kernel: waits for it (PDL)
     if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
         assert fp8 or not re.search(r"ld\.global[.a-z0-9:]*\.[ub]8", ptx)
+
+
+def _packs_four_aligned_k_bytes(layout: str) -> bool:
+    """Whether a 2-D TTGIR layout (K the last dimension) gives each thread's registers, in groups of 4,
+    4 consecutive K elements of one row starting at a multiple of 4 (what a pack = 4 instance sees)."""
+    blocked = re.match(r"#ttg\.blocked<\{sizePerThread = \[1, (\d+)\].*order = \[1, 0\]", layout)
+    if blocked:
+        return int(blocked.group(1)) % 4 == 0
+    linear = re.match(r"#ttg\.linear<\{register = (\[.*?\]\]), lane = (\[.*?\]\]), warp = (\[.*?\]\])", layout)
+    if not linear:
+        return False
+    register, lane, warp = (json.loads(g) for g in linear.groups())
+    return register[:2] == [[0, 1], [0, 2]] and all(k % 4 == 0 for _, k in register[2:] + lane + warp)
 
 
 def test_mxfp4_fp8_path_runs_and_falls_back_to_bf16_outside_its_window():
@@ -327,48 +344,90 @@ def _run_ptx(asm: str, inputs, n_out: int):
     return [regs[f"${i}"] for i in range(n_out)]
 
 
-@pytest.mark.parametrize("name", ["triton_mxfp4", "triton_nvfp4"])
-def test_fp8_decode_assembly_gives_the_exact_e4m3_values(name):
-    """The GPU-only fp8 decodes (inline PTX) emulated on every code byte with every scale the fp8 path
-    takes (4 bytes per instance, each with its own scale, as the kernels pass them): the even and odd
-    elements equal torch's e4m3 of e2m1 * scale."""
+def _e2m1_values():
+    import numpy as np
+    return np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def _as_e4m3(v):
     import numpy as np
     import torch
-    sub = load_example(name)
-    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
-    if name == "triton_mxfp4":   # per byte (d + 5) * 8 for a block power of two d in -5..6
-        per_byte = (np.arange(-5, 7) + 5) * 8
-        scale = 2.0 ** np.arange(-5, 7)
-    else:                        # per byte the kernel's own _fp8_code: q of every scale byte that it finds good
-        q, bad = (np.array(v) for v in json.loads(_interpreted("""
-            import json, triton, triton.language as tl
-            sub = load("triton_nvfp4", load_task("nvfp4_gemm"))
-            @triton.jit
-            def fp8_codes(s_ptr, q_ptr, bad_ptr):
-                o = tl.arange(0, 256)
-                q, bad = sub._fp8_code(tl.load(s_ptr + o))
-                tl.store(q_ptr + o, q)
-                tl.store(bad_ptr + o, bad)
-            s, q, bad = torch.arange(256, dtype=torch.uint8), torch.empty(256, dtype=torch.uint8), torch.empty(256, dtype=torch.int8)
-            fp8_codes[(1,)](s, q, bad)
-            print(json.dumps([q.tolist(), bad.tolist()]))
-        """)))
-        good = bad == 0
-        per_byte = q[good]
-        scale = torch.tensor(np.arange(256)[good], dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
-        assert set(scale) >= {0.0, 1.0, 2.0, 3.0}    # the task's scales
+    return torch.tensor(v.astype(np.uint8)).view(torch.float8_e4m3fn).float().numpy()
+
+
+def _packed(v):
+    return v[:, 0] | v[:, 1] << 8 | v[:, 2] << 16 | v[:, 3] << 24
+
+
+def test_mxfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
+    """triton_mxfp4's fp8 decode (inline PTX, GPU only) emulated on every code byte with every block
+    power of two d in -5..6 that the fp8 path takes, with the lookup tables that _fp8_tables makes for
+    the block (run by the interpreter): the even and odd elements equal torch's e4m3 of e2m1 * 2**d."""
+    import numpy as np
+    sub = load_example("triton_mxfp4")
+    lut_lo, lut_hi = (np.array(t, dtype=np.int64).astype(np.uint32) for t in json.loads(_interpreted("""
+        import json, triton, triton.language as tl
+        sub = load("triton_mxfp4", load_task("mxfp4_mm"))
+        @triton.jit
+        def tables(lo_ptr, hi_ptr):
+            o = tl.arange(0, 16)
+            lo, hi = sub._fp8_tables(o + 3)   # v = 8 + d for d = -5 .. 10 (the path takes d <= 6)
+            tl.store(lo_ptr + o, lo)
+            tl.store(hi_ptr + o, hi)
+        lo, hi = torch.empty(16, dtype=torch.int32), torch.empty(16, dtype=torch.int32)
+        tables[(1,)](lo, hi)
+        print(json.dumps([lo.tolist(), hi.tolist()]))
+    """)))
+    d = np.arange(-5, 7)
+    rng = np.random.default_rng(0)
+    codes = np.repeat(np.arange(256), len(d))              # every code byte with every d, in byte 0
+    which = np.tile(np.arange(len(d)), 256)
+    words = rng.integers(0, 256, (len(codes), 4)).astype(np.uint32)
+    words[:, 0] = codes
+    tables = [lut_lo[which]] * 4 + [lut_hi[which]] * 4     # $3..$6 and $7..$10: one block per instance
+    lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [_packed(words)] + tables, 2)
+    e2m1 = _e2m1_values()
+    for j in range(4):
+        for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
+            np.testing.assert_array_equal(_as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * 2.0 ** d[which])
+
+
+def test_nvfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
+    """triton_nvfp4's fp8 decode (inline PTX, GPU only) emulated on every code byte with every scale its
+    fp8 path takes (4 bytes per instance, each with its own scale, as the kernel passes them): per byte
+    the kernel's own _fp8_code of every scale byte that it finds good; the even and odd elements equal
+    torch's e4m3 of e2m1 * scale."""
+    import numpy as np
+    import torch
+    sub = load_example("triton_nvfp4")
+    q, bad = (np.array(v) for v in json.loads(_interpreted("""
+        import json, triton, triton.language as tl
+        sub = load("triton_nvfp4", load_task("nvfp4_gemm"))
+        @triton.jit
+        def fp8_codes(s_ptr, q_ptr, bad_ptr):
+            o = tl.arange(0, 256)
+            q, bad = sub._fp8_code(tl.load(s_ptr + o))
+            tl.store(q_ptr + o, q)
+            tl.store(bad_ptr + o, bad)
+        s, q, bad = torch.arange(256, dtype=torch.uint8), torch.empty(256, dtype=torch.uint8), torch.empty(256, dtype=torch.int8)
+        fp8_codes[(1,)](s, q, bad)
+        print(json.dumps([q.tolist(), bad.tolist()]))
+    """)))
+    good = bad == 0
+    per_byte = q[good]
+    scale = torch.tensor(np.arange(256)[good], dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
+    assert set(scale) >= {0.0, 1.0, 2.0, 3.0}    # the task's scales
     rng = np.random.default_rng(0)
     codes = np.repeat(np.arange(256), len(scale))          # every code byte with every scale, in byte 0
     which = np.tile(np.arange(len(scale)), 256)
     words = rng.integers(0, 256, (len(codes), 4)).astype(np.uint32)
     picks = rng.integers(0, len(scale), (len(codes), 4))
     words[:, 0], picks[:, 0] = codes, which
-    packed = lambda v: v[:, 0] | v[:, 1] << 8 | v[:, 2] << 16 | v[:, 3] << 24  # noqa: E731
-    lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [packed(words), packed(per_byte[picks].astype(np.uint32))], 2)
-    as_e4m3 = lambda v: torch.tensor(v.astype(np.uint8)).view(torch.float8_e4m3fn).float().numpy()  # noqa: E731
+    lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [_packed(words), _packed(per_byte[picks].astype(np.uint32))], 2)
+    e2m1 = _e2m1_values()
     for j in range(4):
         for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
-            np.testing.assert_array_equal(as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * scale[picks[:, j]])
+            np.testing.assert_array_equal(_as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * scale[picks[:, j]])
 
 
 def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
