@@ -58,7 +58,9 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if swap and (bn < 64 or (nw == 8 and bn * max(bm, bk) < 128 * 128)):   # 8 warps: big tiles only
                 continue
             # the PIPELINED loop: at least two chunks per split, its stages within 160 KB of shared memory
-            if stages > 1 and (K // split < 2 * bk or stages * (bn * bk // 2 + bm * bk * 2) > 160 * 1024):
+            # (A: bf16, or e4m3 on the FP8 path)
+            a_bytes = bm * bk * (1 if pre_a == 3 else 2)
+            if stages > 1 and (K // split < 2 * bk or stages * (bn * bk // 2 + a_bytes) > 160 * 1024):
                 continue
             if pre_a == 0 and M >= 64:    # A quantized again by every N tile: slower at M >= 64 in every sweep
                 continue
