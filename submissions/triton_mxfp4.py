@@ -274,7 +274,8 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 @triton.jit
 def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False,
+                     EARLY: tl.constexpr = False):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
@@ -284,6 +285,8 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
     of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
+    if PDL and EARLY:
+        _cuda.gdc_launch_dependents()
     if pid < na:
         rows = pid * ROWS + tl.arange(0, ROWS)
         cols = tl.arange(0, KP)
@@ -316,8 +319,19 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         n = g * 32 + tl.arange(0, 32)
         tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
                                          tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
-    if PDL:
+    if PDL and not EARLY:
         _cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _b_row_bases(bs_ptr, rows, mask, K, bs_stride, CP: tl.constexpr):
+    """The FP8 row bases of B's rows (as _prep_fp8_kernel finds them), from their scale bytes in the
+    shuffled layout (CP as there)."""
+    cols = tl.arange(0, CP)
+    valid = (cols < K // 32)[None, :]
+    e = tl.load(bs_ptr + _scale_row(rows, bs_stride)[:, None] + _scale_column(cols)[None, :],
+                mask=mask[:, None] & valid, other=127).to(tl.int32)
+    return _base(tl.max(tl.where(valid, e, 0), axis=1) - 127, tl.min(tl.where(valid, e, 255), axis=1) - 127)
 
 
 @triton.jit
@@ -436,7 +450,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, B_BASES: tl.constexpr = False,
+                     CP: tl.constexpr = 8):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -464,11 +479,14 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
+    if FP8 and B_BASES:   # B's row bases from its scales (the call's input: before the wait)
+        bb = _b_row_bases(bs_ptr, offs_n, n_mask, K, bs_stride, CP)
     if PDL:
         _cuda.gdc_wait()
     if FP8:
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
-        bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
+        if not B_BASES:
+            bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
         if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
             half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
@@ -561,6 +579,9 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
 _BUFFERS = {}
+# FP8 probes (tune_examples.py --set): B's row bases found by the GEMM, before its PDL wait, instead of
+# by the first kernel; the first kernel lets the GEMM launch at its start instead of after its stores
+_B_BASES_IN_GEMM, _EARLY_TRIGGER = 0, 0
 
 
 def _buffer(dev, name, numel, dtype):
@@ -640,15 +661,16 @@ def custom_kernel(data):
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
     pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
+    cp = max(8, triton.next_power_of_2(K // 32))
     if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
         kp = triton.next_power_of_2(K)
         rows = max(1, 2048 // kp)
-        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
+        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + (0 if _B_BASES_IN_GEMM else triton.cdiv(N, 32)),),
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
+                {"ROWS": rows, "KP": kp, "CP": cp, "PDL": pdl, "EARLY": bool(_EARLY_TRIGGER), "num_warps": 4,
                  "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
@@ -660,5 +682,6 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PDL": pdl, "B_BASES": pre_a == FP8 and bool(_B_BASES_IN_GEMM), "CP": cp,
+                            "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -162,6 +162,33 @@ def test_nvfp4_i8g_kernel_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
 
 
+def _mxfp4_compiled(sub, bn, bm, bk, split, pre_a, warps, stages, swap, segments):
+    """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config."""
+    ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
+    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
+           "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
+           **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
+                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL", "B_BASES", "CP")}}
+    return _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split,
+                                                "B_BASES": False, "CP": 8,
+                                                "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
+                                                "PIPELINED": stages > 1, "SWAP_AB": bool(swap),
+                                                "FP8": pre_a == sub.FP8, "SEGMENTS": segments,
+                                                "PDL": bool(pre_a)}, 90, warps, stages,
+                    aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
+
+
+def _fp8_decode_layout_ok(kernel) -> bool:
+    """The fp8 decode takes one pair of lookup tables per asm instance, so the 4 code bytes that Triton
+    packs into an instance must be 4 K bytes of one row, 4-aligned (one scale block)."""
+    ttgir = kernel.asm["ttgir"]
+    layout = re.search(r"prmt\.b32 x, \$3, \$7, m;.*?: tensor<\d+x\d+xi8, (#ttg\.dot_op<\{[^}]*\}>|#\w+)>",
+                       ttgir).group(1)
+    if not layout.startswith("#ttg."):   # a named layout: its definition
+        layout = re.search(rf"^{layout} = (.*)$", ttgir, re.M).group(1)
+    return _packs_four_aligned_k_bytes(layout)
+
+
 @pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
                                                            (1, 3, True, False), (1, 3, False, False),
                                                            (1, 3, False, True), (3, 3, False, True),
@@ -170,31 +197,34 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products,
     or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
     sub = load_example("triton_mxfp4")
-    ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
-    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
-           "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
-           **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL")}}
     fp8 = pre_a == sub.FP8
-    kernel = _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": 64, "BLOCK_M": 64 if pre_a else 16,
-                                                  "BLOCK_K": 256 if segments else 128, "SPLIT_K": 2,
-                                                  "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
-                                                  "PIPELINED": stages > 1, "SWAP_AB": swap, "FP8": fp8,
-                                                  "SEGMENTS": segments, "PDL": bool(pre_a)}, 90, 4, stages,
-                      aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
+    kernel = _mxfp4_compiled(sub, 64, 64 if pre_a else 16, 256 if segments else 128, 2, pre_a, 4, stages, swap,
+                             segments)
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
     assert (".e4m3.e4m3" in ptx) == fp8
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
     assert bool(re.search(r"prmt\.b32 x, %r\d+, %r\d+, m;", ptx)) == fp8   # the fp8 decode's table lookup
-    if fp8:   # one pair of tables per asm instance, whose 4 bytes must be 4 K bytes of one row, 4-aligned
-        ttgir = kernel.asm["ttgir"]
-        layout = re.search(r"prmt\.b32 x, \$3, \$7, m;.*?tensor<\d+x\d+xi8, (#\w+)>", ttgir).group(1)
-        assert _packs_four_aligned_k_bytes(re.search(rf"^{layout} = (.*)$", ttgir, re.M).group(1)), layout
+    assert not fp8 or _fp8_decode_layout_ok(kernel)
     assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
     assert ("griddepcontrol.wait" in ptx) == bool(pre_a)   # after a first kernel: waits for it (PDL)
     if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
         assert fp8 or not re.search(r"ld\.global[.a-z0-9:]*\.[ub]8", ptx)
+
+
+def test_mxfp4_fp8_configs_of_the_file_decode_one_scale_block_per_instance():
+    """Every FP8 config in CONFIGS compiles (sm_90) to a decode whose asm instances each see one scale
+    block. Some configs do not (8 warps, or 32-row tiles of 4 warps, pack two rows): on the H200 they gave
+    wrong output (results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json), so none may be chosen."""
+    sub = load_example("triton_mxfp4")
+    fp8 = {shape: cfg for shape, cfg in sub.CONFIGS.items() if cfg[4] == sub.FP8}
+    assert fp8
+    for (m, n, k), (bn, bm, bk, split, pre_a, warps, stages, swap) in fp8.items():
+        kernel = _mxfp4_compiled(sub, bn, bm, bk, split, pre_a, warps, stages, swap,
+                                 sub._segments(bk, split, k, stages))
+        assert _fp8_decode_layout_ok(kernel), (m, n, k)
+    kernel = _mxfp4_compiled(sub, 64, 64, 256, 1, sub.FP8, 8, 3, 1, True)   # a config that packs two rows
+    assert not _fp8_decode_layout_ok(kernel)
 
 
 def _packs_four_aligned_k_bytes(layout: str) -> bool:
@@ -203,6 +233,9 @@ def _packs_four_aligned_k_bytes(layout: str) -> bool:
     blocked = re.match(r"#ttg\.blocked<\{sizePerThread = \[1, (\d+)\].*order = \[1, 0\]", layout)
     if blocked:
         return int(blocked.group(1)) % 4 == 0
+    dot_a = re.match(r"#ttg\.dot_op<\{opIdx = 0, parent = #mma\w*, kWidth = (\d+)\}>", layout)
+    if dot_a:   # the wgmma's register operand: kWidth consecutive K elements a register group
+        return int(dot_a.group(1)) % 4 == 0
     linear = re.match(r"#ttg\.linear<\{register = (\[.*?\]\]), lane = (\[.*?\]\]), warp = (\[.*?\]\])", layout)
     if not linear:
         return False
@@ -264,8 +297,8 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
     ptx = kernel.asm["ptx"]   # B's scales as 256-byte segments: no byte-wide gather is left
     assert "ld.global.v4.b32" in ptx and "ld.global.b8" not in ptx and "griddepcontrol" not in ptx
     sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
-           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
-    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL", "EARLY")}}
+    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True, "EARLY": False}, 90, 4, 1)
     assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
     assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
 
