@@ -14,23 +14,30 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
 * A: quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
   saturation at 6) and dequantized in registers; fused into the GEMM for small M, or (PRE_A) once in a
   first kernel that writes A's even and odd columns as two planes, when many N tiles would repeat it.
-* FP8 (the M = 64 benchmark shape): both operands reach the FP8 tensor cores as e4m3 with the e8m0
-  scales folded in, relative to a power-of-two base per row (the row's largest scale / 2**6), which the
-  epilogue applies once. B: a prmt table lookup per byte gives e2m1 * 2**-5 and an add to the exponent
-  fields applies the block's scale (_DECODE_FP8_ASM); A: written as e4m3 by _prep_fp8_kernel, which
-  also finds every row's base. Exact while a row's blocks span at most 12 binades (e4m3's normal
-  range for e2m1 * 2**d); a tile with a row outside that takes the bf16 path in the same kernel. Each
-  dot gets a fresh accumulator, added in fp32 (Hopper's fp8 accumulator keeps fewer bits).
-* PREPARE (the M = 256 benchmark shape): one kernel writes both operands as exact bf16 (B decoded,
-  A quantize-dequantized, K reordered to even | odd columns, which leaves A @ B^T unchanged), then one
-  cuBLAS bf16 GEMM; the prepared operands stay in L2 for cuBLAS.  There it beats the decode-in-the-loop
-  GEMM below, which is bound by instruction issue (results/h200_tuning_mxfp4_pipelined_large_m.json).
-  Small programs (8 rows of B or 4 of A, 2 warps) and A's quantizing programs first in the grid, not
-  trailing it: m=256 14.14 against 15.17 us (results/h200_tuning_mxfp4_prepare_a_first.json).
+* FP8 (the M = 64 and M = 256 benchmark shapes): both operands reach the FP8 tensor cores as e4m3 with
+  the e8m0 scales folded in, relative to a power-of-two base per row (the row's largest scale / 2**6),
+  which the epilogue applies once. B: per 32-element block, two 4-byte tables hold the e4m3 bytes of
+  e2m1 * 2**d for the block's power of two d (_fp8_tables), and prmt looks the codes up in them,
+  9 instructions per 8 elements (_DECODE_FP8_ASM; the loop body at m=64 went from 580 to 406 SASS
+  instructions, m=64 14.32 -> 13.38 us and m=256 now 14.06 against PREPARE's 14.26:
+  results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json). An asm instance takes one pair of tables
+  for its 4 code bytes, so the decode needs a layout that packs 4 K bytes of one row per instance:
+  configs with 8 warps, or 32-row tiles of 4 warps, do not, and gave wrong output (a CPU test checks
+  the file's FP8 configs). A: written as e4m3 by _prep_fp8_kernel, which also finds every row's base.
+  Exact while a row's blocks span at most 12 binades (e4m3's normal range for e2m1 * 2**d); a tile
+  with a row outside that takes the bf16 path in the same kernel. Each dot gets a fresh accumulator,
+  added in fp32 (Hopper's fp8 accumulator keeps fewer bits).
+* PREPARE: one kernel writes both operands as exact bf16 (B decoded, A quantize-dequantized, K
+  reordered to even | odd columns, which leaves A @ B^T unchanged), then one cuBLAS bf16 GEMM; the
+  prepared operands stay in L2 for cuBLAS. It was m=256's path until the FP8 decode above got cheaper
+  (the decode-in-the-loop bf16 GEMM below is bound by instruction issue there:
+  results/h200_tuning_mxfp4_pipelined_large_m.json). Small programs (8 rows of B or 4 of A, 2 warps)
+  and A's quantizing programs first in the grid, not trailing it: m=256 14.14 against 15.17 us
+  (results/h200_tuning_mxfp4_prepare_a_first.json).
 * Swap-AB (SWAP_AB = 1): a program computes a C^T tile, N rows on the MMA's M side, the decoded B its
   register operand (M is 4..256 here).  With SWAP_AB = 0 (M >= 64) a program computes a C tile and the
   decoded B is the MMA's shared-memory operand, which spares the register operand's trip through shared
-  memory (the best config for M = 64).
+  memory (M = 64's best config with the older fp8 decode; with the table decode SWAP_AB = 1 is faster).
 * Small programs at M = 16 and 32: 64 rows of B and 4 warps each, two or more to an SM, rather than one
   program of 128 rows and 8 warps (134 registers a thread, so one to an SM: two warps per scheduler,
   issuing 0.46 instructions a cycle): m=16 14.34 against 16.59 us, m=32 8.45 / 8.22 against 9.25 / 9.02
@@ -539,7 +546,8 @@ PREPARE, FP8 = 2, 3
 # 256 with the scale segments: h200_tuning_mxfp4_scale_segments.json; FP8: h200_tuning_mxfp4_fp8_segments.json;
 # with PDL: h200_tuning_mxfp4_fp8_pdl.json (m=64) and h200_tuning_mxfp4_pre_a_pdl_m*.json; PREPARE with
 # A's programs first and its own row blocks: h200_tuning_mxfp4_prepare_a_first.json; C tiles at m=16:
-# h200_tuning_mxfp4_c_tiles_m16.json, slower; four-warp programs at m <= 32: h200_tuning_mxfp4_four_warps_*.json).
+# h200_tuning_mxfp4_c_tiles_m16.json, slower; four-warp programs at m <= 32: h200_tuning_mxfp4_four_warps_*.json;
+# FP8 with the table decode at m=64 and m=256: probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json).
 CONFIGS = {
     (4, 2880, 512): (64, 16, 64, 8, 0, 4, 1, 1),
     (16, 2112, 7168): (64, 16, 256, 7, 1, 4, 3, 1),
