@@ -18,9 +18,9 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   the e8m0 scales folded in, relative to a power-of-two base per row (the row's largest scale / 2**6),
   which the epilogue applies once. B: per 32-element block, two 4-byte tables hold the e4m3 bytes of
   e2m1 * 2**d for the block's power of two d (_fp8_tables), and prmt looks the codes up in them,
-  9 instructions per 8 elements (_DECODE_FP8_ASM; the loop body at m=64 went from 580 to 406 SASS
-  instructions, m=64 14.32 -> 13.38 us and m=256 now 14.06 against PREPARE's 14.26:
-  results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json). An asm instance takes one pair of tables
+  9 instructions per 8 elements (_DECODE_FP8_ASM; m=64's loop went from 576 to 405 SASS instructions
+  a chunk, results/probes/cpu_sass_mxfp4_m64_*.json; m=64 14.32 -> 13.38 us and m=256 now 14.06
+  against PREPARE's 14.26: results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json). An asm instance takes one pair of tables
   for its 4 code bytes, so the decode needs a layout that packs 4 K bytes of one row per instance:
   configs with 8 warps, or 32-row tiles of 4 warps, do not, and gave wrong output (a CPU test checks
   the file's FP8 configs). A: written as e4m3 by _prep_fp8_kernel, which also finds every row's base.
