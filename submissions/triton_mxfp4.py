@@ -458,7 +458,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
                      SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, B_BASES: tl.constexpr = False,
-                     CP: tl.constexpr = 8):
+                     CP: tl.constexpr = 8, PREFETCH: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -488,6 +488,11 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     k_lo = pid_k * K_SPLIT
     if FP8 and B_BASES:   # B's row bases from its scales (the call's input: before the wait)
         bb = _b_row_bases(bs_ptr, offs_n, n_mask, K, bs_stride, CP)
+    if PREFETCH and not INTERP:   # this program's B codes into L2 while the first kernel runs
+        rows = bq_ptr + tl.minimum(offs_n, N - 1).to(tl.int64) * stride_bn
+        for kb in range(k_lo // 2, (k_lo + K_SPLIT) // 2, 128):   # one 128-byte line a row
+            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [rows + kb],
+                                      dtype=tl.int32, is_pure=False, pack=1)
     if PDL:
         _cuda.gdc_wait()
     if FP8:
@@ -587,9 +592,10 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
 _BUFFERS = {}
-# FP8 probes (tune_examples.py --set): B's row bases found by the GEMM, before its PDL wait, instead of
-# by the first kernel; the first kernel lets the GEMM launch at its start instead of after its stores
-_B_BASES_IN_GEMM, _EARLY_TRIGGER = 0, 0
+# Probes (tune_examples.py --set): B's row bases found by the GEMM, before its PDL wait, instead of by
+# the first kernel (FP8); the first kernel lets the GEMM launch at its start instead of after its stores
+# (FP8); the GEMM prefetches its B codes into L2 before its PDL wait
+_B_BASES_IN_GEMM, _EARLY_TRIGGER, _PREFETCH_B = 0, 0, 0
 
 
 def _buffer(dev, name, numel, dtype):
@@ -691,5 +697,5 @@ def custom_kernel(data):
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
                             "PDL": pdl, "B_BASES": pre_a == FP8 and bool(_B_BASES_IN_GEMM), "CP": cp,
-                            "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PREFETCH": pdl and bool(_PREFETCH_B), "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

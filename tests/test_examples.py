@@ -168,9 +168,9 @@ def _mxfp4_compiled(sub, bn, bm, bk, split, pre_a, warps, stages, swap, segments
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL", "B_BASES", "CP")}}
+                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL", "B_BASES", "CP", "PREFETCH")}}
     return _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split,
-                                                "B_BASES": False, "CP": 8,
+                                                "B_BASES": False, "CP": 8, "PREFETCH": False,
                                                 "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
                                                 "PIPELINED": stages > 1, "SWAP_AB": bool(swap),
                                                 "FP8": pre_a == sub.FP8, "SEGMENTS": segments,

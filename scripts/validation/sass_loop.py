@@ -50,8 +50,9 @@ def compile_gemm(sub, shape: tuple, cfg: tuple):
               "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": fp8,
               "SEGMENTS": sub._segments(bk, split, k, stages), "PDL": bool(pre_a)}
     params = sub._mxfp4_mm_kernel.arg_names
-    if "CP" in params:   # the FP8 probes' constexprs, where the file has them
-        consts.update(B_BASES=False, CP=max(8, triton.next_power_of_2(k // 32)))
+    for p in sub._mxfp4_mm_kernel.params:   # the other constexprs (probe switches): their defaults
+        if p.is_constexpr and p.name not in consts:
+            consts[p.name] = p.default
     sig = {p: "constexpr" if p in consts else POINTERS.get(p, "i32") for p in params}
     aligned = [p for p in params if p.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"]
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
