@@ -58,7 +58,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   h200_tuning_mxfp4_fp8_pdl_m16.json), and B written as e4m3 by the first kernel too, leaving a plain
   fp8 GEMM (m=64 20.0 us, m=256 15.07 against PREPARE's 15.10; results/probes/h200_tuning_mxfp4_b8_974a1c2.json,
   commit 974a1c2); at m=256, a Triton bf16 GEMM after PREPARE as a dependent launch (17.33 against 15.39 us,
-  results/probes/h200_tuning_mxfp4_prepare_pdl_0e2504f.json, commit 0e2504f).
+  results/probes/h200_tuning_mxfp4_prepare_pdl_0e2504f.json, commit 0e2504f); with the table decode, B's
+  L2 prefetch by the GEMM before its PDL wait and the first kernel's trigger at its start (m=64 13.81
+  and 15.73 against 13.39 us; B's row bases found by the GEMM changed the decode's layout and gave wrong
+  output: results/probes/h200_tuning_mxfp4_probe_*_95fc505.json, commit 95fc505).
 * Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
   while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
   launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
@@ -281,8 +284,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 @triton.jit
 def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False,
-                     EARLY: tl.constexpr = False):
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
@@ -292,8 +294,6 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
     of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
-    if PDL and EARLY:
-        _cuda.gdc_launch_dependents()
     if pid < na:
         rows = pid * ROWS + tl.arange(0, ROWS)
         cols = tl.arange(0, KP)
@@ -326,19 +326,8 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         n = g * 32 + tl.arange(0, 32)
         tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
                                          tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
-    if PDL and not EARLY:
+    if PDL:
         _cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def _b_row_bases(bs_ptr, rows, mask, K, bs_stride, CP: tl.constexpr):
-    """The FP8 row bases of B's rows (as _prep_fp8_kernel finds them), from their scale bytes in the
-    shuffled layout (CP as there)."""
-    cols = tl.arange(0, CP)
-    valid = (cols < K // 32)[None, :]
-    e = tl.load(bs_ptr + _scale_row(rows, bs_stride)[:, None] + _scale_column(cols)[None, :],
-                mask=mask[:, None] & valid, other=127).to(tl.int32)
-    return _base(tl.max(tl.where(valid, e, 0), axis=1) - 127, tl.min(tl.where(valid, e, 255), axis=1) - 127)
 
 
 @triton.jit
@@ -457,8 +446,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, B_BASES: tl.constexpr = False,
-                     CP: tl.constexpr = 8, PREFETCH: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -486,19 +474,11 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    if FP8 and B_BASES:   # B's row bases from its scales (the call's input: before the wait)
-        bb = _b_row_bases(bs_ptr, offs_n, n_mask, K, bs_stride, CP)
-    if PREFETCH and not INTERP:   # this program's B codes into L2 while the first kernel runs
-        rows = bq_ptr + tl.minimum(offs_n, N - 1).to(tl.int64) * stride_bn
-        for kb in range(k_lo // 2, (k_lo + K_SPLIT) // 2, 128):   # one 128-byte line a row
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [rows + kb],
-                                      dtype=tl.int32, is_pure=False, pack=1)
     if PDL:
         _cuda.gdc_wait()
     if FP8:
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
-        if not B_BASES:
-            bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
+        bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
         if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
             half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
@@ -592,10 +572,6 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
 _BUFFERS = {}
-# Probes (tune_examples.py --set): B's row bases found by the GEMM, before its PDL wait, instead of by
-# the first kernel (FP8); the first kernel lets the GEMM launch at its start instead of after its stores
-# (FP8); the GEMM prefetches its B codes into L2 before its PDL wait
-_B_BASES_IN_GEMM, _EARLY_TRIGGER, _PREFETCH_B = 0, 0, 0
 
 
 def _buffer(dev, name, numel, dtype):
@@ -675,16 +651,15 @@ def custom_kernel(data):
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
     pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
-    cp = max(8, triton.next_power_of_2(K // 32))
     if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
         kp = triton.next_power_of_2(K)
         rows = max(1, 2048 // kp)
-        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + (0 if _B_BASES_IN_GEMM else triton.cdiv(N, 32)),),
+        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": cp, "PDL": pdl, "EARLY": bool(_EARLY_TRIGGER), "num_warps": 4,
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
                  "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
@@ -696,6 +671,5 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "B_BASES": pre_a == FP8 and bool(_B_BASES_IN_GEMM), "CP": cp,
-                            "PREFETCH": pdl and bool(_PREFETCH_B), "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

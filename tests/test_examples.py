@@ -168,9 +168,8 @@ def _mxfp4_compiled(sub, bn, bm, bk, split, pre_a, warps, stages, swap, segments
     sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
            **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL", "B_BASES", "CP", "PREFETCH")}}
+                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL")}}
     return _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split,
-                                                "B_BASES": False, "CP": 8, "PREFETCH": False,
                                                 "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
                                                 "PIPELINED": stages > 1, "SWAP_AB": bool(swap),
                                                 "FP8": pre_a == sub.FP8, "SEGMENTS": segments,
@@ -297,8 +296,8 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
     ptx = kernel.asm["ptx"]   # B's scales as 256-byte segments: no byte-wide gather is left
     assert "ld.global.v4.b32" in ptx and "ld.global.b8" not in ptx and "griddepcontrol" not in ptx
     sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
-           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL", "EARLY")}}
-    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True, "EARLY": False}, 90, 4, 1)
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
+    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)
     assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
     assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
 
