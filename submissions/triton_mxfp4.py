@@ -180,32 +180,34 @@ _DECODE_FP8_ASM = tl.constexpr(
 
 
 @triton.jit
-def _fp8_tables(v):
-    """The decode's lookup tables for blocks with v = 8 + d, d in -5..6: L (magnitude codes 0..3) and H
-    (codes 4..7), e4m3 bytes of e2m1 * 2**d. Those of e2m1 * 2**-5 (0, 0x08, 0x10, 0x14 | 0x18, 0x1C,
-    0x20, 0x24) are normal numbers, so adding 8 * (d + 5) to their exponent fields (no carry: the largest
-    byte is 0x7C, 6 * 2**6) scales them; 0 stays 0."""
-    s8 = (v - 3) * 8
-    return s8 * 0x01010100 + 0x14100800, s8 * 0x01010101 + 0x24201C18
+def _fp8_tables(e, bb):
+    """The decode's lookup tables for blocks with scale bytes e [R, C] (int32) of rows with bases bb [R],
+    whose powers of two d = e - 127 - bb are in -5..6: L (magnitude codes 0..3) and H (codes 4..7), the
+    e4m3 bytes of e2m1 * 2**d. Those of e2m1 * 2**-5 (0, 0x08, 0x10, 0x14 | 0x18, 0x1C, 0x20, 0x24) are
+    normal numbers, so adding 8 * (d + 5) to their exponent fields (no carry: the largest byte is 0x7C,
+    6 * 2**6) scales them; 0 stays 0. One multiply-add each: the rows' terms are loop invariants
+    (the products wrap modulo 2**32, which leaves the sum right)."""
+    r = (122 + bb)[:, None]
+    return e * 0x08080800 + (0x14100800 - r * 0x08080800), e * 0x08080808 + (0x24201C18 - r * 0x08080808)
 
 
 @triton.jit
-def _decode_b_fp8(b, v, INTERP: tl.constexpr):
-    """b: uint8 [R, BK/2] packed codes, v: int32 [R, BK/32] = 8 + d, d in -5..6 the block's power of two
-    relative to its row's base -> float8e4nv ([R, BK/2], [R, BK/2]) = e2m1 * 2**d of the low-nibble (even)
-    and high-nibble (odd) elements, exact."""
+def _decode_b_fp8(b, e, bb, INTERP: tl.constexpr):
+    """b: uint8 [R, BK/2] packed codes, e: int32 [R, BK/32] the blocks' scale bytes, bb: int32 [R] the
+    rows' bases, d = e - 127 - bb in -5..6 -> float8e4nv ([R, BK/2], [R, BK/2]) = e2m1 * 2**d of the
+    low-nibble (even) and high-nibble (odd) elements, exact."""
     R: tl.constexpr = b.shape[0]
     C: tl.constexpr = b.shape[1]
     if INTERP:  # the same values through fp32
-        v = tl.reshape(tl.broadcast_to(tl.reshape(v, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
+        d = tl.reshape(tl.broadcast_to(tl.reshape(e - 127 - bb[:, None], (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
         bi = b.to(tl.int32)
-        f = _pow2(v - 8)
+        f = _pow2(d)
         two126 = 8.507059173023462e37
         lo = (((bi & 7) << 22) | ((bi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * f
         hi = (((bi & 0x70) << 18) | ((bi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * f
         lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
     else:
-        lut_lo, lut_hi = _fp8_tables(v)
+        lut_lo, lut_hi = _fp8_tables(e, bb)
         lut_lo = tl.reshape(tl.broadcast_to(tl.reshape(lut_lo, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
         lut_hi = tl.reshape(tl.broadcast_to(tl.reshape(lut_hi, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
         lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r,r,r,r,r,r,r,r", [b, lut_lo, lut_hi],
@@ -342,9 +344,13 @@ def _load_scale_segments(k, seg_ptrs, g_mask):
     """B's e8m0 bytes [BN, 8] of the BLOCK_K = 256 chunk at k: in the shuffled layout the scales of 32
     rows x 8 blocks (r = r1*16 + r2, c = c0*8 + c1*4 + c2) are one contiguous 256-byte segment, at
     c2*64 + r2*4 + c1*2 + r1. seg_ptrs [BN/32, 256] point at the segments of c0 = 0; the loads are
-    16-byte vectors that Triton's pipeliner stages with cp.async like B's codes."""
+    16-byte vectors that Triton's pipeliner stages with cp.async like B's codes. g_mask [BN/32]: which
+    groups exist (None: all of them)."""
     G: tl.constexpr = seg_ptrs.shape[0]
-    x = tl.load(seg_ptrs + (k // 256) * 256, mask=g_mask[:, None], other=127)
+    if g_mask is None:
+        x = tl.load(seg_ptrs + (k // 256) * 256)
+    else:
+        x = tl.load(seg_ptrs + (k // 256) * 256, mask=g_mask[:, None], other=127)
     x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))   # [g, r1, r2, c1, c2]
     return tl.reshape(x, (G * 32, 8))
 
@@ -393,8 +399,8 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
         a_even, a_odd = a, a2
     else:
         a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))
-    if FP8:   # v = 8 + (e - 127) - base
-        b_even, b_odd = _decode_b_fp8(b, e.to(tl.int32) - (119 + bb)[:, None], INTERP)
+    if FP8:
+        b_even, b_odd = _decode_b_fp8(b, e.to(tl.int32), bb, INTERP)
     else:
         b_even, b_odd = _decode_b(b, e, INTERP)
     if SWAP_AB:
@@ -459,9 +465,11 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     n_mask = offs_n < N
     m_mask = offs_m < M
     s_ptrs = (bs_ptr + _scale_row(offs_n, bs_stride))[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
-    groups = pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)   # 32-row groups of B's scales
+    # 32-row groups of B's scales; past N the last one again, so that the segments need no mask (its
+    # rows, and rows >= N in it, are stored nowhere; the shuffled scales have R' >= N rounded to 32 rows)
+    groups = tl.minimum(pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32), (N - 1) // 32)
     seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
-    g_mask = groups * 32 < N
+    g_mask = None
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
     if PRE_A:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]

@@ -403,9 +403,10 @@ def test_mxfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
         @triton.jit
         def tables(lo_ptr, hi_ptr):
             o = tl.arange(0, 16)
-            lo, hi = sub._fp8_tables(o + 3)   # v = 8 + d for d = -5 .. 10 (the path takes d <= 6)
-            tl.store(lo_ptr + o, lo)
-            tl.store(hi_ptr + o, hi)
+            # scale bytes 122 + o of rows with base 0: d = -5 .. 10 (the path takes d <= 6)
+            lo, hi = sub._fp8_tables((122 + o)[:, None], tl.zeros((16,), tl.int32))
+            tl.store(lo_ptr + o[:, None], lo)
+            tl.store(hi_ptr + o[:, None], hi)
         lo, hi = torch.empty(16, dtype=torch.int32), torch.empty(16, dtype=torch.int32)
         tables[(1,)](lo, hi)
         print(json.dumps([lo.tolist(), hi.tolist()]))
