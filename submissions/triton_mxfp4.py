@@ -20,7 +20,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   e2m1 * 2**d for the block's power of two d (_fp8_tables), and prmt looks the codes up in them,
   9 instructions per 8 elements (_DECODE_FP8_ASM; m=64's loop went from 576 to 405 SASS instructions
   a chunk, results/probes/cpu_sass_mxfp4_m64_*.json; m=64 14.32 -> 13.38 us and m=256 now 14.06
-  against PREPARE's 14.26: results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json). An asm instance takes one pair of tables
+  against PREPARE's 14.26: results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json). The tables
+  cost one multiply-add each (the rows' terms are loop invariants) and B's scale segments need no mask
+  (432 -> 394 instructions in the C^T config; m=64 13.26 -> 13.07, m=256 13.81 -> 13.41 us in one run:
+  results/probes/h200_tuning_mxfp4_fp8_{old,new}_ab42d70.json). An asm instance takes one pair of tables
   for its 4 code bytes, so the decode needs a layout that packs 4 K bytes of one row per instance:
   configs with 8 warps, or 32-row tiles of 4 warps, do not, and gave wrong output (a CPU test checks
   the file's FP8 configs). A: written as e4m3 by _prep_fp8_kernel, which also finds every row's base.
