@@ -272,9 +272,9 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
         mask = rows < N
         b = tl.load(bq_ptr + rows[:, None] * stride_bn + offs_h[None, :], mask=mask[:, None], other=0)
         if BLOCK_K == 256 and BLOCK_R % 32 == 0:
-            groups = (pid - na) * (BLOCK_R // 32) + tl.arange(0, BLOCK_R // 32)
+            groups = _scale_groups((pid - na) * (BLOCK_R // 32), BLOCK_R // 32, N)
             seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
-            e = _load_scale_segments(k0, seg_ptrs, groups * 32 < N)
+            e = _load_scale_segments(k0, seg_ptrs)
         else:
             s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
             e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
@@ -343,17 +343,21 @@ def _load_scales(k, s_ptrs, n_mask):
 
 
 @triton.jit
-def _load_scale_segments(k, seg_ptrs, g_mask):
+def _scale_groups(first, G: tl.constexpr, N):
+    """The 32-row groups first .. first + G - 1 of B's shuffled scales; past N the last one again, so
+    that their segments need no mask (the scales have R' >= N rounded up to 32 rows; the rows of a
+    repeated group, and rows >= N, are stored nowhere)."""
+    return tl.minimum(first + tl.arange(0, G), (N - 1) // 32)
+
+
+@triton.jit
+def _load_scale_segments(k, seg_ptrs):
     """B's e8m0 bytes [BN, 8] of the BLOCK_K = 256 chunk at k: in the shuffled layout the scales of 32
     rows x 8 blocks (r = r1*16 + r2, c = c0*8 + c1*4 + c2) are one contiguous 256-byte segment, at
     c2*64 + r2*4 + c1*2 + r1. seg_ptrs [BN/32, 256] point at the segments of c0 = 0; the loads are
-    16-byte vectors that Triton's pipeliner stages with cp.async like B's codes. g_mask [BN/32]: which
-    groups exist (None: all of them)."""
+    16-byte vectors that Triton's pipeliner stages with cp.async like B's codes."""
     G: tl.constexpr = seg_ptrs.shape[0]
-    if g_mask is None:
-        x = tl.load(seg_ptrs + (k // 256) * 256)
-    else:
-        x = tl.load(seg_ptrs + (k // 256) * 256, mask=g_mask[:, None], other=127)
+    x = tl.load(seg_ptrs + (k // 256) * 256)
     x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))   # [g, r1, r2, c1, c2]
     return tl.reshape(x, (G * 32, 8))
 
@@ -414,14 +418,14 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
 
 
 @triton.jit
-def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask, k_lo, K_SPLIT,
+def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT,
           BLOCK_K: tl.constexpr, PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr,
           SEGMENTS: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
     """acc plus this program's K range [k_lo, k_lo + K_SPLIT), chunk by chunk."""
     k_last = k_lo + K_SPLIT - BLOCK_K
     if PIPELINED and SEGMENTS:   # BLOCK_K = 256, every load a plain one, staged by the pipeliner
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
-            e = _load_scale_segments(k, seg_ptrs, g_mask)
+            e = _load_scale_segments(k, seg_ptrs)
             b = _load_b(k, b_ptrs, n_mask)
             a, a2 = _load_a(k, a_ptrs, a2_ptrs, m_mask, PRE_A)
             acc = _chunk_dots(acc, b, e, a, a2, bb, PRE_A, FP8, SWAP_AB, INTERP)
@@ -468,11 +472,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     n_mask = offs_n < N
     m_mask = offs_m < M
     s_ptrs = (bs_ptr + _scale_row(offs_n, bs_stride))[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
-    # 32-row groups of B's scales; past N the last one again, so that the segments need no mask (its
-    # rows, and rows >= N in it, are stored nowhere; the shuffled scales have R' >= N rounded to 32 rows)
-    groups = tl.minimum(pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32), (N - 1) // 32)
+    groups = _scale_groups(pid_n * (BLOCK_N // 32), BLOCK_N // 32, N)   # 32-row groups of B's scales
     seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
-    g_mask = None
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
     if PRE_A:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
@@ -493,7 +494,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
         if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
             half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask,
+            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
                         k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
@@ -501,10 +502,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
         else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
-            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, bb, n_mask, m_mask, k_lo,
+            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo,
                         K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
     else:
-        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, g_mask, 0, n_mask, m_mask, k_lo, K_SPLIT,
+        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT,
                     BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
     if SWAP_AB:   # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]

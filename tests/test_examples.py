@@ -7,6 +7,7 @@ sm_100).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -162,19 +163,12 @@ def test_nvfp4_i8g_kernel_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
 
 
-def _mxfp4_compiled(sub, bn, bm, bk, split, pre_a, warps, stages, swap, segments):
-    """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config."""
-    ints = {name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn", "stride_cm", "bs_stride", "K_SPLIT")}
-    sig = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
-           "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", **ints,
-           **{c: "constexpr" for c in ("BLOCK_N", "BLOCK_M", "BLOCK_K", "SPLIT_K", "PRE_A", "INTERP", "PIPELINED",
-                                       "SWAP_AB", "FP8", "SEGMENTS", "PDL")}}
-    return _compile(sub._mxfp4_mm_kernel, sig, {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split,
-                                                "PRE_A": pre_a in (1, sub.FP8), "INTERP": False,
-                                                "PIPELINED": stages > 1, "SWAP_AB": bool(swap),
-                                                "FP8": pre_a == sub.FP8, "SEGMENTS": segments,
-                                                "PDL": bool(pre_a)}, 90, warps, stages,
-                    aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"])
+def _mxfp4_compiled(sub, cfg: tuple, segments: bool):
+    """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config (scripts/validation/sass_loop.py's)."""
+    spec = importlib.util.spec_from_file_location("sass_loop", ROOT / "scripts" / "validation" / "sass_loop.py")
+    sass_loop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sass_loop)
+    return sass_loop.compile_gemm(sub, cfg, segments)
 
 
 def _fp8_decode_layout_ok(kernel) -> bool:
@@ -197,7 +191,7 @@ def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, 
     or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
     sub = load_example("triton_mxfp4")
     fp8 = pre_a == sub.FP8
-    kernel = _mxfp4_compiled(sub, 64, 64 if pre_a else 16, 256 if segments else 128, 2, pre_a, 4, stages, swap,
+    kernel = _mxfp4_compiled(sub, (64, 64 if pre_a else 16, 256 if segments else 128, 2, pre_a, 4, stages, swap),
                              segments)
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
@@ -218,11 +212,10 @@ def test_mxfp4_fp8_configs_of_the_file_decode_one_scale_block_per_instance():
     sub = load_example("triton_mxfp4")
     fp8 = {shape: cfg for shape, cfg in sub.CONFIGS.items() if cfg[4] == sub.FP8}
     assert fp8
-    for (m, n, k), (bn, bm, bk, split, pre_a, warps, stages, swap) in fp8.items():
-        kernel = _mxfp4_compiled(sub, bn, bm, bk, split, pre_a, warps, stages, swap,
-                                 sub._segments(bk, split, k, stages))
+    for (m, n, k), cfg in fp8.items():
+        kernel = _mxfp4_compiled(sub, cfg, sub._segments(cfg[2], cfg[3], k, cfg[6]))
         assert _fp8_decode_layout_ok(kernel), (m, n, k)
-    kernel = _mxfp4_compiled(sub, 64, 64, 256, 1, sub.FP8, 8, 3, 1, True)   # a config that packs two rows
+    kernel = _mxfp4_compiled(sub, (64, 64, 256, 1, sub.FP8, 8, 3, 1), True)   # a config that packs two rows
     assert not _fp8_decode_layout_ok(kernel)
 
 

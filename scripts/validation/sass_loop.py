@@ -41,14 +41,13 @@ def load(path: Path):
     return task, module
 
 
-def compile_gemm(sub, shape: tuple, cfg: tuple):
-    """The GEMM for sm_90 as custom_kernel would launch it (its constexprs for this config)."""
-    m, n, k = shape
+def compile_gemm(sub, cfg: tuple, segments: bool):
+    """triton_mxfp4's GEMM (module sub) for sm_90 as custom_kernel would launch it with config cfg
+    (segments: whether it loads B's scales as segments, sub._segments for the shape)."""
     bn, bm, bk, split, pre_a, warps, stages, swap = cfg
-    fp8 = pre_a == sub.FP8
     consts = {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split, "PRE_A": pre_a in (1, sub.FP8),
-              "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": fp8,
-              "SEGMENTS": sub._segments(bk, split, k, stages), "PDL": bool(pre_a)}
+              "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == sub.FP8,
+              "SEGMENTS": segments, "PDL": bool(pre_a)}
     params = sub._mxfp4_mm_kernel.arg_names
     for p in sub._mxfp4_mm_kernel.params:   # the other constexprs (probe switches): their defaults
         if p.is_constexpr and p.name not in consts:
@@ -92,7 +91,7 @@ def main(argv=None) -> int:
     if cfg[4] == sub.PREPARE:
         print(f"sass_loop: config {cfg} is PREPARE (cuBLAS), which has no Triton GEMM loop", file=sys.stderr)
         return 2
-    kernel = compile_gemm(sub, shape, cfg)
+    kernel = compile_gemm(sub, cfg, sub._segments(cfg[2], cfg[3], shape[2], cfg[6]))
     nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
     with open(args.out.with_suffix(".cubin"), "wb") as f:
         f.write(kernel.asm["cubin"])
