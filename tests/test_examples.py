@@ -7,6 +7,7 @@ sm_100).
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -163,12 +164,17 @@ def test_nvfp4_i8g_kernel_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
 
 
+@functools.cache
+def _sass_loop():
+    spec = importlib.util.spec_from_file_location("sass_loop", ROOT / "scripts" / "validation" / "sass_loop.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _mxfp4_compiled(sub, cfg: tuple, segments: bool):
     """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config (scripts/validation/sass_loop.py's)."""
-    spec = importlib.util.spec_from_file_location("sass_loop", ROOT / "scripts" / "validation" / "sass_loop.py")
-    sass_loop = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sass_loop)
-    return sass_loop.compile_gemm(sub, cfg, segments)
+    return _sass_loop().compile_gemm(sub, cfg, segments)
 
 
 def _fp8_decode_layout_ok(kernel) -> bool:
@@ -369,19 +375,20 @@ def _run_ptx(asm: str, inputs, n_out: int):
     return [regs[f"${i}"] for i in range(n_out)]
 
 
-def _e2m1_values():
-    import numpy as np
-    return np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
-
-
-def _as_e4m3(v):
-    import numpy as np
-    import torch
-    return torch.tensor(v.astype(np.uint8)).view(torch.float8_e4m3fn).float().numpy()
-
-
 def _packed(v):
     return v[:, 0] | v[:, 1] << 8 | v[:, 2] << 16 | v[:, 3] << 24
+
+
+def _assert_decoded(lo, hi, words, scales):
+    """The fp8 decode's outputs lo / hi (4 e4m3 bytes a word) are e2m1 of the low / high nibbles of the
+    code words' bytes [n, 4] times their scales [n, 4], exactly."""
+    import numpy as np
+    import torch
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    for j in range(4):
+        for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
+            got = torch.tensor(((out >> np.uint32(8 * j)) & 0xFF).astype(np.uint8)).view(torch.float8_e4m3fn)
+            np.testing.assert_array_equal(got.float().numpy(), e2m1[nibble] * scales[:, j])
 
 
 def test_mxfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
@@ -412,10 +419,7 @@ def test_mxfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
     words[:, 0] = codes
     tables = [lut_lo[which]] * 4 + [lut_hi[which]] * 4     # $3..$6 and $7..$10: one block per instance
     lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [_packed(words)] + tables, 2)
-    e2m1 = _e2m1_values()
-    for j in range(4):
-        for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
-            np.testing.assert_array_equal(_as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * 2.0 ** d[which])
+    _assert_decoded(lo, hi, words, np.repeat((2.0 ** d[which])[:, None], 4, axis=1))
 
 
 def test_nvfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
@@ -450,10 +454,7 @@ def test_nvfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
     picks = rng.integers(0, len(scale), (len(codes), 4))
     words[:, 0], picks[:, 0] = codes, which
     lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [_packed(words), _packed(per_byte[picks].astype(np.uint32))], 2)
-    e2m1 = _e2m1_values()
-    for j in range(4):
-        for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
-            np.testing.assert_array_equal(_as_e4m3((out >> np.uint32(8 * j)) & 0xFF), e2m1[nibble] * scale[picks[:, j]])
+    _assert_decoded(lo, hi, words, scale[picks])
 
 
 def test_int8_fold_assembly_gives_twice_the_values_in_k_order():

@@ -18,6 +18,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import triton
@@ -49,9 +50,6 @@ def compile_gemm(sub, cfg: tuple, segments: bool):
               "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == sub.FP8,
               "SEGMENTS": segments, "PDL": bool(pre_a)}
     params = sub._mxfp4_mm_kernel.arg_names
-    for p in sub._mxfp4_mm_kernel.params:   # the other constexprs (probe switches): their defaults
-        if p.is_constexpr and p.name not in consts:
-            consts[p.name] = p.default
     sig = {p: "constexpr" if p in consts else POINTERS.get(p, "i32") for p in params}
     aligned = [p for p in params if p.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"]
     attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p in aligned}
@@ -93,12 +91,10 @@ def main(argv=None) -> int:
         return 2
     kernel = compile_gemm(sub, cfg, sub._segments(cfg[2], cfg[3], shape[2], cfg[6]))
     nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
-    with open(args.out.with_suffix(".cubin"), "wb") as f:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
-    try:
+        f.flush()
         sass = subprocess.run([str(nvdisasm), "-c", f.name], capture_output=True, text=True, check=True).stdout
-    finally:
-        Path(f.name).unlink()
     ops = loop_opcodes(sass)
     doc = {"script": "scripts/validation/sass_loop.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), "triton": triton.__version__, "target": "sm_90", "submission": str(args.submission),
