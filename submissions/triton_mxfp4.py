@@ -485,7 +485,8 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
                      SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-                     ROWS: tl.constexpr = 1, KP: tl.constexpr = 64, CP: tl.constexpr = 8):
+                     ROWS: tl.constexpr = 1, KP: tl.constexpr = 64, CP: tl.constexpr = 8,
+                     PREFETCH: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -515,6 +516,11 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
+    if PREFETCH:   # this program's B codes into L2 (one 128-byte line a row and 256 K) while A is prepared
+        rows = bq_ptr + tl.minimum(offs_n, N - 1).to(tl.int64) * stride_bn
+        for kb in range(k_lo // 2, (k_lo + K_SPLIT) // 2, 128):
+            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [rows + kb],
+                                      dtype=tl.int32, is_pure=False, pack=1)
     if ONE_LAUNCH:
         pid = pid_n + (pid_m + pid_k * tl.num_programs(1)) * tl.num_programs(0)   # the order programs start in
         _prep_a_rows(pid * ROWS + tl.arange(0, ROWS), a_in_ptr, a8_ptr, a_ptr, base_ptr, M, K, stride_a_in, KP)
@@ -620,6 +626,8 @@ _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
 # FP8: the first kernel's work done by the GEMM's own programs, which then wait at a grid barrier
 # (tune_examples.py --set _ONE_LAUNCH=0: two launches)
 _ONE_LAUNCH = True
+# FP8 in one launch: the GEMM prefetches its B codes into L2 before it prepares A (a probe, --set _PREFETCH_B=1)
+_PREFETCH_B = False
 _BUFFERS, _SMS, _SYNC = {}, {}, {}
 
 
@@ -724,7 +732,7 @@ def custom_kernel(data):
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
     pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
-    one = {"ONE_LAUNCH": False, "ROWS": 1, "KP": 64, "CP": 8}   # every constexpr: the direct launch passes them all
+    one = {"ONE_LAUNCH": False, "ROWS": 1, "KP": 64, "CP": 8, "PREFETCH": False}   # the direct launch passes them all
     sync, target = C, 0
     if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel or in the GEMM
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
@@ -734,7 +742,7 @@ def custom_kernel(data):
         rows = _one_launch_rows(A.device, M, kp, g0 * g1 * SPLIT, BN)
         if rows:
             sync, target = _grid_barrier_target(A.device, triton.cdiv(M, rows))
-            one, pdl = {"ONE_LAUNCH": True, "ROWS": rows, "KP": kp, "CP": cp}, False
+            one, pdl = {"ONE_LAUNCH": True, "ROWS": rows, "KP": kp, "CP": cp, "PREFETCH": bool(_PREFETCH_B)}, False
         else:
             rows = max(1, 2048 // kp)
             _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
@@ -747,7 +755,7 @@ def custom_kernel(data):
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, a8, base, bq, bs, C, ws, cnt, A, sync, M, N, K, stride_am, bq.stride(0), C.stride(0),
              bs.stride(0), K // SPLIT, A.stride(0), target),
-            ("mm", one["ONE_LAUNCH"]) + key,
+            ("mm", one["ONE_LAUNCH"], one["PREFETCH"]) + key,
             {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": pre_a in (1, FP8),
              "INTERP": _INTERP, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == FP8,
              "SEGMENTS": _segments(BK, SPLIT, K, stages), "PDL": pdl, **one, "num_warps": nw, "num_stages": stages,

@@ -109,7 +109,7 @@ def test_triton_mxfp4_fp8_in_one_launch_waits_for_every_row_of_a():
             assert task.check(data, sub.custom_kernel(data))[0], (case, i)
             if i == 20:
                 sub._SYNC[data[0].device] = (1 << 30) - 1   # the next call zeroes the counter first
-        assert any(key[:2] == ("mm", True) and key[2] == case["m"] for key in sub._HANDLES), case
+        assert any(key[:2] == ("mm", True) and key[3] == case["m"] for key in sub._HANDLES), case
         torch.cuda.synchronize()
         d = inputs[0][0].device   # (cuda:0, the key of the file's buffers)
         assert sub._BUFFERS[(d, "grid_barrier")].item() == sub._SYNC[d] < 1 << 20, case

@@ -51,7 +51,7 @@ def compile_gemm(sub, cfg: tuple, segments: bool, one_launch: dict | None = None
     consts = {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split, "PRE_A": pre_a in (1, sub.FP8),
               "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == sub.FP8,
               "SEGMENTS": segments, "PDL": bool(pre_a) and not one_launch, "ONE_LAUNCH": bool(one_launch),
-              **(one_launch or {"ROWS": 1, "KP": 64, "CP": 8})}
+              **(one_launch or {"ROWS": 1, "KP": 64, "CP": 8}), "PREFETCH": False}
     params = sub._mxfp4_mm_kernel.arg_names
     sig = {p: "constexpr" if p in consts else POINTERS.get(p, "i32") for p in params}
     aligned = [p for p in params if p.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"]
