@@ -288,76 +288,51 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _prep_a_rows(rows, a_ptr, a8_ptr, ab_ptr, base_ptr, M, K, stride_am, KP: tl.constexpr):
-    """FP8: rows of A (those >= M are skipped) quantized and written as e4m3 values e2m1 * 2**(s - base)
-    (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's base (_base) in base[m], and as
-    exact bf16 (ab [M, K], per row its even columns, then its odd ones: for tiles on the bf16 path).
-    KP: K rounded up to a power of two."""
-    ROWS: tl.constexpr = rows.shape[0]
-    cols = tl.arange(0, KP)
-    a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :],
-                other=0.0)
-    r, s, nz = _quant_mxfp4(a.to(tl.float32))
-    base = _base(tl.max(tl.where(nz, s, -1000), axis=1), tl.min(tl.where(nz, s, 1000), axis=1))
-    d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
-    even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
-    offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
-    mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
-    tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
-    tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
-    offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
-    even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
-                          .to(tl.bfloat16))
-    tl.store(ab_ptr + offs, even, mask=mask)
-    tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
-    tl.store(base_ptr + rows, base, mask=rows < M)
-
-
-@triton.jit
-def _b_bases(first, G: tl.constexpr, bs_ptr, base_ptr, M, N, K, bs_stride, CP: tl.constexpr):
-    """FP8: base[M + n] of B's rows in the 32-row groups first .. first + G - 1, from their scale bytes.
-    A group's scales are 32 * C' contiguous bytes (C' = bs_stride), 256-byte segments of 8 columns each,
-    at c0*256 + c2*64 + r2*4 + c1*2 + r1 (r = r1*16 + r2, c = c0*8 + c1*4 + c2): loaded flat (16-byte
-    vectors; the mask is per segment), then permuted to [32 rows, CP columns] ([c0, c2, r2, c1, r1] ->
-    [r1, r2, c0, c1, c2]), and the padding columns (c >= K/32) dropped. CP: K/32 rounded up to a power of
-    two, at least 8 (>= C', which is K/32 rounded up to a multiple of 8)."""
-    o = tl.arange(0, 32 * CP)
-    src = _scale_groups(first, G, N)
-    e = tl.load(bs_ptr + src[:, None] * (32 * bs_stride) + o[None, :], mask=(o // 256 < bs_stride // 8)[None, :],
-                other=0)
-    e = tl.reshape(tl.permute(tl.reshape(e, (G, CP // 8, 4, 16, 2, 2)), (0, 5, 3, 1, 4, 2)), (G * 32, CP))
-    e = e.to(tl.int32)
-    valid = (tl.arange(0, CP) < K // 32)[None, :]
-    n = first * 32 + tl.arange(0, G * 32)
-    tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
-                                     tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
-
-
-@triton.jit
 def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
                      ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
-    """FP8, the first kernel: programs 0 .. cdiv(M, ROWS) - 1 take ROWS rows of A each (_prep_a_rows),
-    the rest a 32-row group of B each (_b_bases). PDL: as in _prepare_kernel."""
+    """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
+    e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
+    base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
+    ones: for tiles on the bf16 path).
+    The rest: 32-row groups of B, whose base[M + n] comes from B's scale bytes (read from the shuffled
+    layout). KP: K rounded up to a power of two, CP: K/32 rounded up to one, at least 8 (>= the row stride
+    of the shuffled scales, K/32 rounded up to a multiple of 8). PDL: as in _prepare_kernel."""
     pid = tl.program_id(0)
     na = tl.cdiv(M, ROWS)
     if pid < na:
-        _prep_a_rows(pid * ROWS + tl.arange(0, ROWS), a_ptr, a8_ptr, ab_ptr, base_ptr, M, K, stride_am, KP)
+        rows = pid * ROWS + tl.arange(0, ROWS)
+        cols = tl.arange(0, KP)
+        a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :],
+                    other=0.0)
+        r, s, nz = _quant_mxfp4(a.to(tl.float32))
+        base = _base(tl.max(tl.where(nz, s, -1000), axis=1), tl.min(tl.where(nz, s, 1000), axis=1))
+        d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
+        offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
+        mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
+        tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
+        tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
+        offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
+                              .to(tl.bfloat16))
+        tl.store(ab_ptr + offs, even, mask=mask)
+        tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
+        tl.store(base_ptr + rows, base, mask=rows < M)
     else:
-        _b_bases(pid - na, 1, bs_ptr, base_ptr, M, N, K, bs_stride, CP)
+        # a 32-row group of B: its scales are 32 * C' contiguous bytes (C' = bs_stride), 256-byte segments
+        # of 8 columns each, at c0*256 + c2*64 + r2*4 + c1*2 + r1 (r = r1*16 + r2, c = c0*8 + c1*4 + c2):
+        # loaded flat (16-byte vectors; the mask is per segment), then permuted to [32 rows, CP columns]
+        # ([c0, c2, r2, c1, r1] -> [r1, r2, c0, c1, c2]), and the padding columns (c >= K/32) dropped
+        g = pid - na
+        o = tl.arange(0, 32 * CP)
+        e = tl.load(bs_ptr + g * 32 * bs_stride + o, mask=o // 256 < bs_stride // 8, other=0)
+        e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 3, 1)), (32, CP)).to(tl.int32)
+        valid = (tl.arange(0, CP) < K // 32)[None, :]
+        n = g * 32 + tl.arange(0, 32)
+        tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
+                                         tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
     if PDL:
         _cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def _grid_barrier(sync_ptr, arrive, target):
-    """Waits until the counter at sync_ptr reaches target; arrive: this program adds 1 to it once its
-    stores are done. Every program that arrives must be resident while the others wait (the host keeps
-    the arriving programs first in the grid and at most one per SM)."""
-    tl.debug_barrier()   # every thread's stores before the arrival (release, as in the split-K sum)
-    if arrive:
-        tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")
-    while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < target:
-        pass
 
 
 @triton.jit
@@ -478,22 +453,17 @@ def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_
     return acc
 
 
-@triton.jit(do_not_specialize=["target"])
-def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr, a_in_ptr, sync_ptr,
-                     M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT, stride_a_in, target,
+@triton.jit
+def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
+                     M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-                     ROWS: tl.constexpr = 1, KP: tl.constexpr = 64, CP: tl.constexpr = 8,
-                     PREFETCH: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, CHECK_AFTER: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
     # the first load of what that kernel writes
-    # ONE_LAUNCH (FP8): no first kernel; this grid does its work: the first cdiv(M, ROWS) programs quantize
-    # ROWS rows of A (a_in_ptr, row stride stride_a_in) each, every program finds the bases of its own
-    # rows of B, and all wait at a grid barrier (the counter at sync_ptr reaches target)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -516,34 +486,32 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_lo = pid_k * K_SPLIT
-    if PREFETCH:   # this program's B codes into L2 (one 128-byte line a row and 256 K) while A is prepared
-        rows = bq_ptr + tl.minimum(offs_n, N - 1).to(tl.int64) * stride_bn
-        for kb in range(k_lo // 2, (k_lo + K_SPLIT) // 2, 128):
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [rows + kb],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-    if ONE_LAUNCH:
-        pid = pid_n + (pid_m + pid_k * tl.num_programs(1)) * tl.num_programs(0)   # the order programs start in
-        _prep_a_rows(pid * ROWS + tl.arange(0, ROWS), a_in_ptr, a8_ptr, a_ptr, base_ptr, M, K, stride_a_in, KP)
-        _b_bases(pid_n * (BLOCK_N // 32), BLOCK_N // 32, bs_ptr, base_ptr, M, N, K, bs_stride, CP)
-        _grid_barrier(sync_ptr, pid * ROWS < M, target)
-    elif PDL:
+    if PDL:
         _cuda.gdc_wait()
-    if FP8:   # (.cg: from L2, where the other programs' stores are)
-        ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0, cache_modifier=".cg")
-        bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0, cache_modifier=".cg")
-        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
-            half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
-            a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
+    if FP8:
+        ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
+        bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
+        half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
+        a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
+        if CHECK_AFTER:   # the fp8 loop first, so that its first loads wait with the bases' (which the
+            # window check would wait for, then reduce over the program, before the loop's first load)
             acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
                         k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
+            fp8_ok = tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20)
+        else:
+            fp8_ok = tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20)
+            if fp8_ok:
+                acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
+                            k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
+        if fp8_ok:   # every row in the fp8 window
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
         else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
-            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo,
-                        K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
+            acc = _tile(tl.zeros(acc.shape, dtype=tl.float32), a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb,
+                        n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
     else:
         acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT,
                     BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
@@ -623,12 +591,9 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-# FP8: the first kernel's work done by the GEMM's own programs, which then wait at a grid barrier
-# (tune_examples.py --set _ONE_LAUNCH=0: two launches)
-_ONE_LAUNCH = True
-# FP8 in one launch: the GEMM prefetches its B codes into L2 before it prepares A (a probe, --set _PREFETCH_B=1)
-_PREFETCH_B = False
-_BUFFERS, _SMS, _SYNC = {}, {}, {}
+# FP8: the fp8 loop runs before the check that every row is in the fp8 window (a probe, --set)
+_CHECK_AFTER = True
+_BUFFERS = {}
 
 
 def _buffer(dev, name, numel, dtype):
@@ -675,30 +640,6 @@ def _launch(kernel, grid, args, key, meta):
         _HANDLES[key] = h
 
 
-def _one_launch_rows(dev, M, kp, programs, block_n):
-    """FP8 in one launch (_ONE_LAUNCH): the rows of A each of the first programs quantizes, so that at
-    most one program per SM quantizes (those wait at the grid barrier for each other, so they must all be
-    resident: the GPU starts programs in order, and every SM holds one); 0: two launches instead (the
-    interpreter runs programs one after another, so a barrier would never open)."""
-    if not _ONE_LAUNCH or _INTERP or block_n % 32:
-        return 0
-    if dev not in _SMS:
-        _SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
-    rows = triton.next_power_of_2(triton.cdiv(M, min(programs, _SMS[dev])))
-    return rows if rows * kp <= 8192 else 0
-
-
-def _grid_barrier_target(dev, arrivals):
-    """The grid barrier's counter (never reset by the kernel) and what it reaches in this call: the host
-    keeps the count, and zeroes the counter (in stream order) long before it could overflow."""
-    sync = _buffer(dev, "grid_barrier", 1, torch.int32)
-    target = _SYNC.get(dev, 0) + arrivals
-    if target >= 1 << 30:
-        sync.zero_()
-        target = arrivals
-    return sync, target
-
-
 def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
     """Launches _prepare_kernel on A and the first N rows of B (N = 0: A alone), BLOCK_R = rows of B
     and BLOCK_RA = rows_a of A (0: rows) per program; returns the bf16 operands (ap [M, K], bp [N, K],
@@ -732,34 +673,25 @@ def custom_kernel(data):
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
     pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
-    one = {"ONE_LAUNCH": False, "ROWS": 1, "KP": 64, "CP": 8, "PREFETCH": False}   # the direct launch passes them all
-    sync, target = C, 0
-    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel or in the GEMM
+    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
-        kp, cp = triton.next_power_of_2(K), max(8, triton.next_power_of_2(K // 32))
-        rows = _one_launch_rows(A.device, M, kp, g0 * g1 * SPLIT, BN)
-        if rows:
-            sync, target = _grid_barrier_target(A.device, triton.cdiv(M, rows))
-            one, pdl = {"ONE_LAUNCH": True, "ROWS": rows, "KP": kp, "CP": cp, "PREFETCH": bool(_PREFETCH_B)}, False
-        else:
-            rows = max(1, 2048 // kp)
-            _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
-                    (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                    {"ROWS": rows, "KP": kp, "CP": cp, "PDL": pdl, "num_warps": 4, "num_stages": 1})
+        kp = triton.next_power_of_2(K)
+        rows = max(1, 2048 // kp)
+        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
+                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
+                 "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
-            (a, a2, a8, base, bq, bs, C, ws, cnt, A, sync, M, N, K, stride_am, bq.stride(0), C.stride(0),
-             bs.stride(0), K // SPLIT, A.stride(0), target),
-            ("mm", one["ONE_LAUNCH"], one["PREFETCH"]) + key,
-            {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT, "PRE_A": pre_a in (1, FP8),
-             "INTERP": _INTERP, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == FP8,
-             "SEGMENTS": _segments(BK, SPLIT, K, stages), "PDL": pdl, **one, "num_warps": nw, "num_stages": stages,
-             **({"launch_pdl": True} if pdl else {})})
-    if one["ONE_LAUNCH"]:
-        _SYNC[A.device] = target
+            (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
+             K // SPLIT),
+            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
+                            "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
+                            "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
+                            "PDL": pdl, "CHECK_AFTER": bool(_CHECK_AFTER), "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -172,9 +172,9 @@ def _sass_loop():
     return module
 
 
-def _mxfp4_compiled(sub, cfg: tuple, segments: bool, one_launch: dict | None = None):
+def _mxfp4_compiled(sub, cfg: tuple, segments: bool):
     """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config (scripts/validation/sass_loop.py's)."""
-    return _sass_loop().compile_gemm(sub, cfg, segments, one_launch)
+    return _sass_loop().compile_gemm(sub, cfg, segments)
 
 
 def _fp8_decode_layout_ok(kernel) -> bool:
@@ -223,24 +223,6 @@ def test_mxfp4_fp8_configs_of_the_file_decode_one_scale_block_per_instance():
         assert _fp8_decode_layout_ok(kernel), (m, n, k)
     kernel = _mxfp4_compiled(sub, (64, 64, 256, 1, sub.FP8, 8, 3, 1), True)   # a config that packs two rows
     assert not _fp8_decode_layout_ok(kernel)
-
-
-def test_mxfp4_fp8_in_one_launch_quantizes_a_then_waits_at_a_grid_barrier():
-    """The file's FP8 configs with the first kernel's work in the GEMM (_ONE_LAUNCH): no PDL wait; one
-    thread per program adds its arrival with release semantics after a CTA barrier, and the wait is an
-    acquire load; the decode keeps its one-block-per-instance layout."""
-    sub = load_example("triton_mxfp4")
-    for (m, n, k), cfg in sub.CONFIGS.items():
-        if cfg[4] != sub.FP8:
-            continue
-        one = {"ROWS": 2, "KP": 1 << (k - 1).bit_length(), "CP": max(8, 1 << (k // 32 - 1).bit_length())}
-        kernel = _mxfp4_compiled(sub, cfg, sub._segments(cfg[2], cfg[3], k, cfg[6]), one)
-        ptx = kernel.asm["ptx"]
-        assert "griddepcontrol" not in ptx and "cvt.rn.satfinite.e4m3x2.f32" in ptx   # A quantized here
-        arrive = re.search(r"bar\.sync\s+0;(?:(?!bar\.sync)[\s\S])*?(?:atom|red)\.global\.gpu\.release\.add", ptx)
-        assert arrive, (m, n, k)
-        assert re.search(r"ld\.global\.gpu\.acquire\.b32[\s\S]*?setp\.lt\.s32[\s\S]*?bra", ptx[arrive.end():])
-        assert _fp8_decode_layout_ok(kernel), (m, n, k)
 
 
 def _packs_four_aligned_k_bytes(layout: str) -> bool:

@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT))
 from tasks import load_task  # noqa: E402
 
 POINTERS = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
-            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32", "a_in_ptr": "*bf16",
-            "sync_ptr": "*i32"}
+            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
 
 
 def load(path: Path):
@@ -43,15 +42,13 @@ def load(path: Path):
     return task, module
 
 
-def compile_gemm(sub, cfg: tuple, segments: bool, one_launch: dict | None = None):
+def compile_gemm(sub, cfg: tuple, segments: bool):
     """triton_mxfp4's GEMM (module sub) for sm_90 as custom_kernel would launch it with config cfg
-    (segments: whether it loads B's scales as segments, sub._segments for the shape; one_launch: the FP8
-    prep in the GEMM, {"ROWS": .., "KP": .., "CP": ..}, else after a first kernel)."""
+    (segments: whether it loads B's scales as segments, sub._segments for the shape)."""
     bn, bm, bk, split, pre_a, warps, stages, swap = cfg
     consts = {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split, "PRE_A": pre_a in (1, sub.FP8),
               "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == sub.FP8,
-              "SEGMENTS": segments, "PDL": bool(pre_a) and not one_launch, "ONE_LAUNCH": bool(one_launch),
-              **(one_launch or {"ROWS": 1, "KP": 64, "CP": 8}), "PREFETCH": False}
+              "SEGMENTS": segments, "PDL": bool(pre_a), "CHECK_AFTER": bool(sub._CHECK_AFTER)}
     params = sub._mxfp4_mm_kernel.arg_names
     sig = {p: "constexpr" if p in consts else POINTERS.get(p, "i32") for p in params}
     aligned = [p for p in params if p.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"]
