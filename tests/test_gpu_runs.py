@@ -88,6 +88,24 @@ def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
         assert sub._FAST[0], f"the direct launch was turned off at {case}"
 
 
+def test_triton_mxfp4_fp8_shapes_fall_back_to_bf16_on_the_gpu():
+    """The FP8 benchmark shapes with a row of A whose blocks span more than 12 binades: its base is the
+    flag (the fallback fired) and the output, whose tile the fp8 loop computed first and the bf16 loop
+    then redid, is right."""
+    import torch
+    task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
+    shapes = [c for c in task.benchmarks if sub._pick_config(c["m"], c["n"], c["k"])[4] == sub.FP8]
+    assert shapes
+    for case in shapes:
+        data = task.generate_input(case, torch.device("cuda"))
+        A = data[0].clone()
+        A[3, :32] *= 2.0 ** -14
+        data = (A,) + tuple(data[1:])
+        assert task.check(data, sub.custom_kernel(data))[0], case
+        base = sub._BUFFERS[(A.device, "fp8_base")][:case["m"]]
+        assert (base == 1 << 20).nonzero().flatten().tolist() == [3], case
+
+
 def test_triton_nvfp4_launches_through_libcuda_on_every_benchmark_shape():
     """After a first call triton_nvfp4 launches its kernels by cuLaunchKernelEx with parameter blocks it
     built from the kernels' PTX; a kernel whose parameters it cannot lay out sends the plan back to
