@@ -64,7 +64,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   results/probes/h200_tuning_mxfp4_prepare_pdl_0e2504f.json, commit 0e2504f); with the table decode, B's
   L2 prefetch by the GEMM before its PDL wait and the first kernel's trigger at its start (m=64 13.81
   and 15.73 against 13.39 us; B's row bases found by the GEMM changed the decode's layout and gave wrong
-  output: results/probes/h200_tuning_mxfp4_probe_*_95fc505.json, commit 95fc505).
+  output: results/probes/h200_tuning_mxfp4_probe_*_95fc505.json, commit 95fc505); FP8 in one launch,
+  the GEMM's first programs quantizing A and every program waiting at a grid barrier (m=64 15.20 and
+  m=256 15.76 against 13.84 and 14.22 us with two launches: results/probes/h200_tuning_mxfp4_one_launch_*_94bf4f1.json,
+  commit 94bf4f1).
 * Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
   while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
   launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
