@@ -462,7 +462,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, CHECK_AFTER: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -494,27 +494,19 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     if FP8:
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
         bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
-        half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
-        a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-        if CHECK_AFTER:   # the fp8 loop first, so that its first loads wait with the bases' (which the
-            # window check would wait for, then reduce over the program, before the loop's first load)
+        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
+            half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
+            a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
             acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
                         k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
-            fp8_ok = tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20)
-        else:
-            fp8_ok = tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20)
-            if fp8_ok:
-                acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
-                            k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
-        if fp8_ok:   # every row in the fp8 window
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
         else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
-            acc = _tile(tl.zeros(acc.shape, dtype=tl.float32), a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb,
-                        n_mask, m_mask, k_lo, K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
+            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo,
+                        K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
     else:
         acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT,
                     BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
@@ -594,8 +586,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-# FP8: the fp8 loop runs before the check that every row is in the fp8 window (a probe, --set)
-_CHECK_AFTER = True
 _BUFFERS = {}
 
 
@@ -696,5 +686,5 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "CHECK_AFTER": bool(_CHECK_AFTER), "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -90,8 +90,7 @@ def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
 
 def test_triton_mxfp4_fp8_shapes_fall_back_to_bf16_on_the_gpu():
     """The FP8 benchmark shapes with a row of A whose blocks span more than 12 binades: its base is the
-    flag (the fallback fired) and the output, whose tile the fp8 loop computed first and the bf16 loop
-    then redid, is right."""
+    flag (the fallback fired) and the output, whose tile took the bf16 loop, is right."""
     import torch
     task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
     shapes = [c for c in task.benchmarks if sub._pick_config(c["m"], c["n"], c["k"])[4] == sub.FP8]
