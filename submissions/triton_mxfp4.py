@@ -67,7 +67,10 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   output: results/probes/h200_tuning_mxfp4_probe_*_95fc505.json, commit 95fc505); FP8 in one launch,
   the GEMM's first programs quantizing A and every program waiting at a grid barrier (m=64 15.20 and
   m=256 15.76 against 13.84 and 14.22 us with two launches: results/probes/h200_tuning_mxfp4_one_launch_*_94bf4f1.json,
-  commit 94bf4f1).
+  commit 94bf4f1); the fp8 loop issued before the fp8-window check (no faster: m=64 13.01 / 13.10
+  against 13.06 / 13.06 us, results/probes/h200_tuning_mxfp4_check_after_*_929eb0b_run*.json) and
+  the bf16 fallback quantizing A itself, so that the first kernel writes no bf16 planes (slower: m=64
+  13.49 / 13.42 against 13.26 / 13.10, results/probes/h200_tuning_mxfp4_raw_a_*_e158afb_run*.json).
 * Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
   while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
   launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
@@ -292,8 +295,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 @triton.jit
 def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False,
-                     WRITE_AB: tl.constexpr = True):
+                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
@@ -316,12 +318,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
         tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
         tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
-        if WRITE_AB:
-            offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
-            even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
-                                  .to(tl.bfloat16))
-            tl.store(ab_ptr + offs, even, mask=mask)
-            tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
+        offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
+        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
+                              .to(tl.bfloat16))
+        tl.store(ab_ptr + offs, even, mask=mask)
+        tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
     else:
         # a 32-row group of B: its scales are 32 * C' contiguous bytes (C' = bs_stride), 256-byte segments
@@ -464,7 +465,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                      SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
                      PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False, RAW_A: tl.constexpr = False):
+                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -480,7 +481,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     groups = _scale_groups(pid_n * (BLOCK_N // 32), BLOCK_N // 32, N)   # 32-row groups of B's scales
     seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
-    if PRE_A and not RAW_A:
+    if PRE_A:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
         a2_ptrs = a2_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
     else:
@@ -508,7 +509,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
         else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
             acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo,
-                        K_SPLIT, BLOCK_K, not RAW_A, False, False, False, SWAP_AB, INTERP)
+                        K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
     else:
         acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT,
                     BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
@@ -588,9 +589,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 # PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-# FP8: the bf16 fallback quantizes A from its bf16 rows in the loop, so the first kernel writes no bf16
-# planes of A (a probe, --set _RAW_A=0/1)
-_RAW_A = True
 _BUFFERS = {}
 
 
@@ -679,13 +677,11 @@ def custom_kernel(data):
         rows = max(1, 2048 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
                 (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl,
-                 "WRITE_AB": not _RAW_A, "num_warps": 4, "num_stages": 1})
+                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl, "num_warps": 4,
+                 "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
-    if pre_a == FP8 and _RAW_A:   # the bf16 fallback quantizes A itself
-        a = A
-    elif pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
+    if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
@@ -693,5 +689,5 @@ def custom_kernel(data):
             ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "RAW_A": pre_a == FP8 and bool(_RAW_A), "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
     return C

@@ -295,9 +295,8 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
     ptx = kernel.asm["ptx"]   # B's scales as 256-byte segments: no byte-wide gather is left
     assert "ld.global.v4.b32" in ptx and "ld.global.b8" not in ptx and "griddepcontrol" not in ptx
     sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
-           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL", "WRITE_AB")}}
-    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True, "WRITE_AB": True},
-                      90, 4, 1)
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
+    kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)
     assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
     assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
 

@@ -48,7 +48,7 @@ def compile_gemm(sub, cfg: tuple, segments: bool):
     bn, bm, bk, split, pre_a, warps, stages, swap = cfg
     consts = {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split, "PRE_A": pre_a in (1, sub.FP8),
               "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == sub.FP8,
-              "SEGMENTS": segments, "PDL": bool(pre_a), "RAW_A": pre_a == sub.FP8 and bool(sub._RAW_A)}
+              "SEGMENTS": segments, "PDL": bool(pre_a)}
     params = sub._mxfp4_mm_kernel.arg_names
     sig = {p: "constexpr" if p in consts else POINTERS.get(p, "i32") for p in params}
     aligned = [p for p in params if p.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"]
