@@ -67,10 +67,12 @@ C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
   output: results/probes/h200_tuning_mxfp4_probe_*_95fc505.json, commit 95fc505); FP8 in one launch,
   the GEMM's first programs quantizing A and every program waiting at a grid barrier (m=64 15.20 and
   m=256 15.76 against 13.84 and 14.22 us with two launches:
-  results/probes/h200_tuning_mxfp4_one_launch_*_94bf4f1.json, commit 94bf4f1); the fp8 loop issued before the fp8-window check (no faster: m=64 13.01 / 13.10
-  against 13.06 / 13.06 us, results/probes/h200_tuning_mxfp4_check_after_*_929eb0b_run*.json) and
-  the bf16 fallback quantizing A itself, so that the first kernel writes no bf16 planes (slower: m=64
-  13.49 / 13.42 against 13.26 / 13.10, results/probes/h200_tuning_mxfp4_raw_a_*_e158afb_run*.json).
+  results/probes/h200_tuning_mxfp4_one_launch_*_94bf4f1.json, commit 94bf4f1); the fp8 loop issued
+  before the fp8-window check (no faster: m=64 13.01 / 13.10 against 13.06 / 13.06 us,
+  results/probes/h200_tuning_mxfp4_check_after_*_929eb0b_run*.json); the bf16 fallback quantizing A
+  itself, so that the first kernel writes no bf16 planes (slower: m=64 13.49 / 13.42 against 13.26 /
+  13.10, results/probes/h200_tuning_mxfp4_raw_a_*_e158afb_run*.json); split-K 2 on the FP8 path (m=64
+  15.78 against 13.46: results/probes/h200_tuning_mxfp4_fp8_split2_ae30a14.json).
 * Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
   while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
   launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
