@@ -280,8 +280,7 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
         mask = rows < N
         b = tl.load(bq_ptr + rows[:, None] * stride_bn + offs_h[None, :], mask=mask[:, None], other=0)
         if BLOCK_K == 256 and BLOCK_R % 32 == 0:
-            groups = _scale_groups((pid - na) * (BLOCK_R // 32), BLOCK_R // 32, N)
-            seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
+            seg_ptrs = _segment_ptrs(bs_ptr, (pid - na) * (BLOCK_R // 32), BLOCK_R // 32, N, bs_stride)
             e = _load_scale_segments(k0, seg_ptrs)
         else:
             s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
@@ -351,11 +350,13 @@ def _load_scales(k, s_ptrs, n_mask):
 
 
 @triton.jit
-def _scale_groups(first, G: tl.constexpr, N):
-    """The 32-row groups first .. first + G - 1 of B's shuffled scales; past N the last one again, so
-    that their segments need no mask (the scales have R' >= N rounded up to 32 rows; the rows of a
-    repeated group, and rows >= N, are stored nowhere)."""
-    return tl.minimum(first + tl.arange(0, G), (N - 1) // 32)
+def _segment_ptrs(bs_ptr, first, G: tl.constexpr, N, bs_stride):
+    """[G, 256] pointers to the first 256-byte segments (c0 = 0) of the 32-row groups first .. first +
+    G - 1 of B's shuffled scales (row stride C' = bs_stride, so a group is 32 * C' bytes); past N the
+    last group again, so that their segments need no mask (the scales have R' >= N rounded up to 32
+    rows; the rows of a repeated group, and rows >= N, are stored nowhere)."""
+    groups = tl.minimum(first + tl.arange(0, G), (N - 1) // 32)
+    return bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
 
 
 @triton.jit
@@ -480,8 +481,7 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     n_mask = offs_n < N
     m_mask = offs_m < M
     s_ptrs = (bs_ptr + _scale_row(offs_n, bs_stride))[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :]
-    groups = _scale_groups(pid_n * (BLOCK_N // 32), BLOCK_N // 32, N)   # 32-row groups of B's scales
-    seg_ptrs = bs_ptr + groups[:, None] * (bs_stride * 32) + tl.arange(0, 256)[None, :]
+    seg_ptrs = _segment_ptrs(bs_ptr, pid_n * (BLOCK_N // 32), BLOCK_N // 32, N, bs_stride)
     b_ptrs = bq_ptr + offs_n[:, None] * stride_bn + tl.arange(0, BLOCK_K // 2)[None, :]
     if PRE_A:
         a_ptrs = a_ptr + offs_m[:, None] * stride_am + tl.arange(0, BLOCK_K // 2)[None, :]
