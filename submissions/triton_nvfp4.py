@@ -585,16 +585,17 @@ if _GLUON:
             st = (g + i) % STAGES
             _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(st), c_smem.index(st), s_smem.index(st),
                           ready.index(st), row_a, n0, c_lo + i, i < n_it, True, False)
-        mbarrier.wait(ready.index(g % STAGES), (g // STAGES) & 1)
-        vals, bad = _gl_fold(c_view.index(g % STAGES), s_view.index(g % STAGES), cl, BLOCK_N, BK)
+        rd = g % STAGES            # the stage of chunk it
+        phase = (g // STAGES) & 1  # the parity of that stage's flip for it
+        mbarrier.wait(ready.index(rd), phase)
+        vals, bad = _gl_fold(c_view.index(rd), s_view.index(rd), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
         for it in range(n_it):
-            j = g + it
-            rd = j % STAGES
-            nxt = (j + 1) % STAGES
-            prv = (j + STAGES - 1) % STAGES
-            mbarrier.wait(ready.index(nxt), ((j + 1) // STAGES) & 1, pred=it + 1 < n_it)   # chunk it + 1 landed
+            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
+            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
+            phase = phase ^ (nxt == 0).to(gl.int32)
+            mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
             _gl_barrier()   # b_smem[it % 2] stored by every warp
             acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
             vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK)
@@ -605,6 +606,7 @@ if _GLUON:
             hopper.fence_async_shared()
             _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(prv), c_smem.index(prv), s_smem.index(prv),
                           ready.index(prv), row_a, n0, c_lo + it + STAGES - 1, it + STAGES - 1 < n_it, True, True)
+            rd = nxt
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         return acc, bad
 
@@ -666,52 +668,54 @@ if _GLUON:
         if PDL:   # the first kernel's A and flags
             _cuda.gdc_wait()
         g = 0   # the chunks this program has run
-        for t in range(t0, (u1 - 1) // chunks + 1):
-            l, pid_m, pid_n, c_lo, n_it = _i8g_range(t, u0, u1, chunks, tiles_m, tiles_n)
-            # A's flags (64 rows x 256 K each) over this range: FLAGS covers the blocks it touches
-            fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
-            fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
-            fr = l * tiles_m * 2 + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
-            fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
-            fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
-            acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-            if TMA:
-                if t > t0:   # this range's first loads of B (the first range's went before PDL's wait)
-                    for i in gl.static_range(STAGES - 1):
-                        st = (g + i) % STAGES
-                        _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(st), c_smem.index(st),
-                                      s_smem.index(st), ready.index(st), l * M + pid_m * BM, l * N + pid_n * BLOCK_N,
-                                      c_lo + i, i < n_it, False, True)
-                acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready,
-                                        l * M + pid_m * BM, l * N + pid_n * BLOCK_N, acc, c_lo, n_it, g, cl, BLOCK_N,
-                                        BK, STAGES)
-            else:
-                acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
-                                         sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N,
-                                         BK, STAGES)
-            g += n_it
-            bad = gl.max(gl.max(bad, axis=1), axis=0) | gl.max(gl.max(fa, axis=1), axis=0)
-            on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
-            om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
-            c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
-            ws_ptrs = ws_ptr + l * M * N + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
-            total = n_it + (bad > 0).to(gl.int32) * BAD   # this range's count (the tile's if it is whole)
-            if n_it < chunks:   # the tile is shared: add the sum, then the count
-                gl.atomic_add(ws_ptrs, gl.convert_layout(acc, out_l), sem="relaxed", scope="gpu")
-                _gl_barrier()
-                total += gl.atomic_add(cnt_ptr + t, total, sem="acq_rel", scope="gpu")
-            if total % BAD == chunks:   # the tile's last range: every other one has added its sum
-                if total >= BAD:
-                    res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om,
-                                        on, 0, K, sam, ssam, sbn, ssbn, out_l)
-                elif n_it == chunks:
-                    res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
+        for i in gl.static_range(2):   # at most two tiles a range (the host makes no fewer programs than tiles);
+            t = t0 + i                 # unrolled: in a loop nest ptxas kept the loop's stage addresses in vector registers
+            if t <= (u1 - 1) // chunks:
+                l, pid_m, pid_n, c_lo, n_it = _i8g_range(t, u0, u1, chunks, tiles_m, tiles_n)
+                # A's flags (64 rows x 256 K each) over this range: FLAGS covers the blocks it touches
+                fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
+                fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
+                fr = l * tiles_m * 2 + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
+                fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
+                fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+                acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
+                if TMA:
+                    if i > 0:   # this range's first loads of B (the first range's went before PDL's wait)
+                        for j in gl.static_range(STAGES - 1):
+                            st = (g + j) % STAGES
+                            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(st), c_smem.index(st),
+                                          s_smem.index(st), ready.index(st), l * M + pid_m * BM, l * N + pid_n * BLOCK_N,
+                                          c_lo + j, j < n_it, False, True)
+                    acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready,
+                                            l * M + pid_m * BM, l * N + pid_n * BLOCK_N, acc, c_lo, n_it, g, cl, BLOCK_N,
+                                            BK, STAGES)
                 else:
-                    res = gl.load(ws_ptrs, cache_modifier=".cg").to(gl.float32) * 0.25
-                gl.store(c_ptrs, res.to(gl.float16))
-                if n_it < chunks:
-                    gl.store(ws_ptrs, gl.zeros([BLOCK_N, BM], gl.int32, layout=out_l))
-                    gl.atomic_xchg(cnt_ptr + t, 0)
+                    acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
+                                             sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N,
+                                             BK, STAGES)
+                g += n_it
+                bad = gl.max(gl.max(bad, axis=1), axis=0) | gl.max(gl.max(fa, axis=1), axis=0)
+                on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
+                om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
+                c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
+                ws_ptrs = ws_ptr + l * M * N + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
+                total = n_it + (bad > 0).to(gl.int32) * BAD   # this range's count (the tile's if it is whole)
+                if n_it < chunks:   # the tile is shared: add the sum, then the count
+                    gl.atomic_add(ws_ptrs, gl.convert_layout(acc, out_l), sem="relaxed", scope="gpu")
+                    _gl_barrier()
+                    total += gl.atomic_add(cnt_ptr + t, total, sem="acq_rel", scope="gpu")
+                if total % BAD == chunks:   # the tile's last range: every other one has added its sum
+                    if total >= BAD:
+                        res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om,
+                                            on, 0, K, sam, ssam, sbn, ssbn, out_l)
+                    elif n_it == chunks:
+                        res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
+                    else:
+                        res = gl.load(ws_ptrs, cache_modifier=".cg").to(gl.float32) * 0.25
+                    gl.store(c_ptrs, res.to(gl.float16))
+                    if n_it < chunks:
+                        gl.store(ws_ptrs, gl.zeros([BLOCK_N, BM], gl.int32, layout=out_l))
+                        gl.atomic_xchg(cnt_ptr + t, 0)
 
 FP8, INT8, I8G = 2, 3, 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
@@ -842,7 +846,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             a8_arg = buf
     if a_dec == I8G:   # stream-K over tiles * SPLIT programs, or one per SM (SPLIT 0)
         tiles, chunks = L * (M // BM) * (N // BN), K // BK
-        programs = min(tiles * chunks, tiles * SPLIT or torch.cuda.get_device_properties(dev).multi_processor_count)
+        programs = min(tiles * chunks, tiles * SPLIT or max(tiles, torch.cuda.get_device_properties(dev).multi_processor_count))
         longest = min(chunks, -(-tiles * chunks // programs))   # chunks of a program's longest range in one tile
         flags = triton.next_power_of_2(longest * BK // 256 + 2)   # A's flag blocks (256 K) that it can touch
         tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) \
