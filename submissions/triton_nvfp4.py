@@ -619,6 +619,11 @@ if _GLUON:
         return t // (tiles_m * tiles_n), tm // tiles_n, tm % tiles_n, c_lo, n_it
 
     @gluon.jit
+    def _i8g_owner(u, work, P):
+        """The program whose range [p * work // P, (p + 1) * work // P) holds unit u."""
+        return ((u + 1) * P - 1) // work
+
+    @gluon.jit
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, L,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
@@ -627,10 +632,11 @@ if _GLUON:
         above), A from a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel). Stream-K:
         the (tile, K chunk) pairs, tile by tile, are shared out evenly, a program taking one range of
         them (grid = the tiles times a split count, or one program per SM), so that a range may end one
-        tile and start the next. A tile computed in one range is stored at once; else each range adds
-        its exact int32 sum into ws (int32 [L, M, N], zero) and its chunk count into cnt[tile], and the
-        range that completes the count stores the tile and zeroes both (a range with a bad scale adds
-        1 << 20 there, and the tile is then computed again in fp32)."""
+        tile and start the next. A tile computed in one range is stored at once; else each range stores
+        its exact int32 sum in its program's slot of ws (int32 [programs, 2, BLOCK_N, 128]) and adds its
+        chunk count to cnt[tile], and the range that completes the count sums the tile's slots, stores
+        it and zeroes the count (a range with a bad scale adds 1 << 20 there, and the tile is then
+        computed again in fp32)."""
         BM: gl.constexpr = 128
         BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
         BAD: gl.constexpr = 1 << 20  # cnt's bad-scale unit (a tile has at most K / 128 <= 1024 chunks)
@@ -642,8 +648,9 @@ if _GLUON:
         out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
         tiles_m, tiles_n, chunks = M // BM, N // BLOCK_N, K // BK
         work = L * tiles_m * tiles_n * chunks
-        u0 = gl.program_id(0) * work // gl.num_programs(0)
-        u1 = (gl.program_id(0) + 1) * work // gl.num_programs(0)
+        P = gl.num_programs(0)
+        u0 = gl.program_id(0) * work // P
+        u1 = (gl.program_id(0) + 1) * work // P
         t0 = u0 // chunks
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
@@ -698,23 +705,27 @@ if _GLUON:
                 on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
                 om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
                 c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
-                ws_ptrs = ws_ptr + l * M * N + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
+                # the slots of int32 partial tiles: two a program (its first tile and the next)
+                tile_offs = gl.expand_dims((om - pid_m * BM) * BLOCK_N, 0) + gl.expand_dims(on - pid_n * BLOCK_N, 1)
                 total = n_it + (bad > 0).to(gl.int32) * BAD   # this range's count (the tile's if it is whole)
-                if n_it < chunks:   # the tile is shared: add the sum, then the count
-                    gl.atomic_add(ws_ptrs, gl.convert_layout(acc, out_l), sem="relaxed", scope="gpu")
+                if n_it < chunks:   # the tile is shared: store the sum, then add the count
+                    gl.store(ws_ptr + (gl.program_id(0) * 2 + i) * (BLOCK_N * BM) + tile_offs, gl.convert_layout(acc, out_l))
                     _gl_barrier()
                     total += gl.atomic_add(cnt_ptr + t, total, sem="acq_rel", scope="gpu")
-                if total % BAD == chunks:   # the tile's last range: every other one has added its sum
+                if total % BAD == chunks:   # the tile's last range: every other one has stored its sum
                     if total >= BAD:
                         res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om,
                                             on, 0, K, sam, ssam, sbn, ssbn, out_l)
                     elif n_it == chunks:
                         res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
-                    else:
-                        res = gl.load(ws_ptrs, cache_modifier=".cg").to(gl.float32) * 0.25
+                    else:   # the programs whose ranges hold the tile's first and last chunks, and those between
+                        tot = gl.zeros([BLOCK_N, BM], gl.int32, layout=out_l)
+                        for q in range(_i8g_owner(t * chunks, work, P), _i8g_owner(t * chunks + chunks - 1, work, P) + 1):
+                            slot = q * 2 + t - (q * work // P) // chunks
+                            tot += gl.load(ws_ptr + slot * (BLOCK_N * BM) + tile_offs, cache_modifier=".cg")
+                        res = tot.to(gl.float32) * 0.25
                     gl.store(c_ptrs, res.to(gl.float16))
                     if n_it < chunks:
-                        gl.store(ws_ptrs, gl.zeros([BLOCK_N, BM], gl.int32, layout=out_l))
                         gl.atomic_xchg(cnt_ptr + t, 0)
 
 FP8, INT8, I8G = 2, 3, 4
@@ -853,7 +864,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))   # the descriptors run over the batches' rows
         if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
             triton.set_allocator(_scratch_alloc)
-        ws = _buffer(dev, "ws_i32", L * M * N, torch.int32)
+        ws = _buffer(dev, "ws_i32", programs * 2 * BN * BM, torch.int32)
         cnt = _buffer(dev, "cnt_i8g", tiles, torch.int32)
         out.append((_i8g_kernel, (programs, 1, 1),
                     [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, L, sam, sal, ssam, ssal, sbn, sbl,
