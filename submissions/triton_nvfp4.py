@@ -571,26 +571,23 @@ if _GLUON:
             _tma_load(a_desc, [row_a, kc * BK], bar, a_s, pred=pred)
 
     @gluon.jit
-    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it, g,
+    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
                      cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
         """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
         once the stage's mbarrier has flipped, with no proxy fence waiting on the copies), STAGES chunks
-        ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False).
-        g: the chunks the program loaded before this range; chunk it is the program's chunk g + it, in
-        stage (g + it) % STAGES, whose mbarrier then flips for the ((g + it) // STAGES)-th time."""
+        ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
         # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
         c_view = _gl_flat(c_smem, [STAGES, BLOCK_N, BK // 2])
         s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, BK // 16])
         for i in gl.static_range(STAGES - 1):
-            st = (g + i) % STAGES
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(st), c_smem.index(st), s_smem.index(st),
-                          ready.index(st), row_a, n0, c_lo + i, i < n_it, True, False)
-        rd = g % STAGES            # the stage of chunk it
-        phase = (g // STAGES) & 1  # the parity of that stage's flip for it
-        mbarrier.wait(ready.index(rd), phase)
-        vals, bad = _gl_fold(c_view.index(rd), s_view.index(rd), cl, BLOCK_N, BK)
+            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
+                          row_a, n0, c_lo + i, i < n_it, True, False)
+        mbarrier.wait(ready.index(0), 0)
+        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
+        rd = 0       # the stage of chunk it
+        phase = 0    # the parity of stage nxt's next flip
         for it in range(n_it):
             nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
             prv = gl.where(rd == 0, STAGES - 1, rd - 1)
@@ -611,122 +608,85 @@ if _GLUON:
         return acc, bad
 
     @gluon.jit
-    def _i8g_range(t, u0, u1, chunks, tiles_m, tiles_n):
-        """Tile t's part of a program's (tile, chunk) range [u0, u1): (l, pid_m, pid_n, c_lo, n_it)."""
-        c_lo = gl.maximum(u0, t * chunks) - t * chunks
-        n_it = gl.minimum(u1, (t + 1) * chunks) - t * chunks - c_lo
-        tm = t % (tiles_m * tiles_n)
-        return t // (tiles_m * tiles_n), tm // tiles_n, tm % tiles_n, c_lo, n_it
-
-    @gluon.jit
-    def _i8g_owner(u, work, P):
-        """The program whose range [p * work // P, (p + 1) * work // P) holds unit u."""
-        return ((u + 1) * P - 1) // work
-
-    @gluon.jit
-    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, L,
+    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
-                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
+                    BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr):
-        """C^T tiles [BLOCK_N, 128] (batch l, B's rows pid_n, A's rows pid_m): B decoded in the loop (see
-        above), A from a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel). Stream-K:
-        the (tile, K chunk) pairs, tile by tile, are shared out evenly, a program taking one range of
-        them (grid = the tiles times a split count, or one program per SM), so that a range may end one
-        tile and start the next. A tile computed in one range is stored at once; else each range stores
-        its exact int32 sum in its program's slot of ws (int32 [programs, 2, BLOCK_N, 128]) and adds its
-        chunk count to cnt[tile], and the range that completes the count sums the tile's slots, stores
-        it and zeroes the count (a range with a bad scale adds 1 << 20 there, and the tile is then
-        computed again in fp32)."""
+        """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
+        a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
+        (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
         BM: gl.constexpr = 128
         BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
-        BAD: gl.constexpr = 1 << 20  # cnt's bad-scale unit (a tile has at most K / 128 <= 1024 chunks)
         num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 32])
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
         op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
         out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
-        tiles_m, tiles_n, chunks = M // BM, N // BLOCK_N, K // BK
-        work = L * tiles_m * tiles_n * chunks
-        P = gl.num_programs(0)
-        u0 = gl.program_id(0) * work // P
-        u1 = (gl.program_id(0) + 1) * work // P
-        t0 = u0 // chunks
+        pid_n, pid_m, pid_z = gl.program_id(0), gl.program_id(1), gl.program_id(2)
+        l = pid_z // SPLIT_K
+        pid_k = pid_z % SPLIT_K
+        chunks = K // BK
+        c_lo = pid_k * chunks // SPLIT_K
+        n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
-        if TMA:   # descriptors made here (in global scratch), over the batches' rows (the host checks that
-            # the batches follow each other); the first range's loads of B go before PDL's wait
+        if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            a_desc = tma.make_tensor_descriptor(a8_ptr, [L * M, K], [K, 1], [BM, BK], op_sl)
-            b_desc = tma.make_tensor_descriptor(b_ptr, [L * N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
-            s_desc = tma.make_tensor_descriptor(sb_ptr, [L * N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
+            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
+            b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
+            s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
             c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], raw)
             s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], raw)
             ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
             for i in gl.static_range(STAGES):
                 mbarrier.init(ready.index(i), count=1)
             hopper.fence_async_shared()
-            l, pid_m, pid_n, c_lo, n_it = _i8g_range(t0, u0, u1, chunks, tiles_m, tiles_n)
             for i in gl.static_range(STAGES - 1):
                 _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i),
-                              ready.index(i), l * M + pid_m * BM, l * N + pid_n * BLOCK_N, c_lo + i, i < n_it,
-                              False, True)
+                              ready.index(i), pid_m * BM, pid_n * BLOCK_N, c_lo + i, i < n_it, False, True)
         if PDL:   # the first kernel's A and flags
             _cuda.gdc_wait()
-        g = 0   # the chunks this program has run
-        for i in gl.static_range(2):   # at most two tiles a range (the host makes no fewer programs than tiles);
-            t = t0 + i                 # unrolled: in a loop nest ptxas kept the loop's stage addresses in vector registers
-            if t <= (u1 - 1) // chunks:
-                l, pid_m, pid_n, c_lo, n_it = _i8g_range(t, u0, u1, chunks, tiles_m, tiles_n)
-                # A's flags (64 rows x 256 K each) over this range: FLAGS covers the blocks it touches
-                fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
-                fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
-                fr = l * tiles_m * 2 + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
-                fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
-                fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
-                acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-                if TMA:
-                    if i > 0:   # this range's first loads of B (the first range's went before PDL's wait)
-                        for j in gl.static_range(STAGES - 1):
-                            st = (g + j) % STAGES
-                            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(st), c_smem.index(st),
-                                          s_smem.index(st), ready.index(st), l * M + pid_m * BM, l * N + pid_n * BLOCK_N,
-                                          c_lo + j, j < n_it, False, True)
-                    acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready,
-                                            l * M + pid_m * BM, l * N + pid_n * BLOCK_N, acc, c_lo, n_it, g, cl, BLOCK_N,
-                                            BK, STAGES)
-                else:
-                    acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
-                                             sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N,
-                                             BK, STAGES)
-                g += n_it
-                bad = gl.max(gl.max(bad, axis=1), axis=0) | gl.max(gl.max(fa, axis=1), axis=0)
-                on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
-                om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
-                c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
-                # the slots of int32 partial tiles: two a program (its first tile and the next)
-                tile_offs = gl.expand_dims((om - pid_m * BM) * BLOCK_N, 0) + gl.expand_dims(on - pid_n * BLOCK_N, 1)
-                total = n_it + (bad > 0).to(gl.int32) * BAD   # this range's count (the tile's if it is whole)
-                if n_it < chunks:   # the tile is shared: store the sum, then add the count
-                    gl.store(ws_ptr + (gl.program_id(0) * 2 + i) * (BLOCK_N * BM) + tile_offs, gl.convert_layout(acc, out_l))
-                    _gl_barrier()
-                    total += gl.atomic_add(cnt_ptr + t, total, sem="acq_rel", scope="gpu")
-                if total % BAD == chunks:   # the tile's last range: every other one has stored its sum
-                    if total >= BAD:
-                        res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om,
-                                            on, 0, K, sam, ssam, sbn, ssbn, out_l)
-                    elif n_it == chunks:
-                        res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
-                    else:   # the programs whose ranges hold the tile's first and last chunks, and those between
-                        tot = gl.zeros([BLOCK_N, BM], gl.int32, layout=out_l)
-                        for q in range(_i8g_owner(t * chunks, work, P), _i8g_owner(t * chunks + chunks - 1, work, P) + 1):
-                            slot = q * 2 + t - (q * work // P) // chunks
-                            tot += gl.load(ws_ptr + slot * (BLOCK_N * BM) + tile_offs, cache_modifier=".cg")
-                        res = tot.to(gl.float32) * 0.25
-                    gl.store(c_ptrs, res.to(gl.float16))
-                    if n_it < chunks:
-                        gl.atomic_xchg(cnt_ptr + t, 0)
+        # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
+        fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
+        fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
+        fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
+        fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
+        fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+        acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
+        if TMA:
+            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
+                                    pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
+        else:
+            acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
+                                     sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
+                                     STAGES)
+        bad_a = gl.max(gl.max(fa, axis=1), axis=0)
+        on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
+        om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
+        if (gl.max(gl.max(bad, axis=1), axis=0) | bad_a) > 0:
+            res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om, on,
+                                c_lo * BK, (c_lo + n_it) * BK, sam, ssam, sbn, ssbn, out_l)
+        else:
+            res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
+        c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
+        if SPLIT_K == 1:
+            gl.store(c_ptrs, res.to(gl.float16))
+        else:
+            MN = M * N
+            ws_ptrs = ws_ptr + (l * SPLIT_K) * MN + gl.expand_dims(om * N, 0) + gl.expand_dims(on, 1)
+            gl.store(ws_ptrs + pid_k * MN, res)
+            _gl_barrier()
+            tile = (l * gl.num_programs(1) + pid_m) * gl.num_programs(0) + pid_n
+            old = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if old == SPLIT_K - 1:
+                tot = gl.zeros([BLOCK_N, BM], gl.float32, layout=out_l)
+                for sk in range(SPLIT_K):
+                    tot += gl.load(ws_ptrs + sk * MN, cache_modifier=".cg")
+                gl.store(c_ptrs, tot.to(gl.float16))
+                gl.atomic_xchg(cnt_ptr + tile, 0)
+
 
 FP8, INT8, I8G = 2, 3, 4
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
@@ -855,25 +815,19 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             a_arg, sam, sal = buf, K, M * K
         else:
             a8_arg = buf
-    if a_dec == I8G:   # stream-K over tiles * SPLIT programs, or one per SM (SPLIT 0)
-        tiles, chunks = L * (M // BM) * (N // BN), K // BK
-        programs = min(tiles * chunks, tiles * SPLIT or max(tiles, torch.cuda.get_device_properties(dev).multi_processor_count))
-        longest = min(chunks, -(-tiles * chunks // programs))   # chunks of a program's longest range in one tile
-        flags = triton.next_power_of_2(longest * BK // 256 + 2)   # A's flag blocks (256 K) that it can touch
-        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) \
-            and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))   # the descriptors run over the batches' rows
-        if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
-            triton.set_allocator(_scratch_alloc)
-        ws = _buffer(dev, "ws_i32", programs * 2 * BN * BM, torch.int32)
-        cnt = _buffer(dev, "cnt_i8g", tiles, torch.int32)
-        out.append((_i8g_kernel, (programs, 1, 1),
-                    [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, L, sam, sal, ssam, ssal, sbn, sbl,
-                     ssbn, ssbl, scm, scl],
-                    {"BLOCK_N": BN, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl, "BLOCK_K": BK,
-                     "TMA": bool(tma), "num_warps": nw, **({"launch_pdl": True} if pdl else {})}))
-        return out
     grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
+    if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
+        flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
+        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
+        if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
+            triton.set_allocator(_scratch_alloc)
+        out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
+                                        sbn, sbl, ssbn, ssbl, scm, scl],
+                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
+                     "BLOCK_K": BK, "TMA": bool(tma), "num_warps": nw,
+                     **({"launch_pdl": True} if pdl else {})}))
+        return out
     out.append((_nvfp4_kernel, grid,
                 [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
                  ssal, ssbn, ssbl, scm, scl],

@@ -137,9 +137,9 @@ def _i8g_compiled(sub, block_n, warps, tma):
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     kern = sub._i8g_kernel
-    consts = {"BLOCK_N": block_n, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
+    consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
               "BLOCK_K": 256 if tma else 128, "TMA": tma}   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
-    ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*i32", "cnt_ptr": "*i32"}
+    ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
            for n in kern.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}

@@ -135,8 +135,7 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     spec_ = {"m": 128, "n": 256, "k": 512, "l": 1, "seed": 3}
     for cfg in [(128, 64, 128, 2, 4, 3, sub.FP8), (128, 64, 256, 1, 8, 3, sub.INT8),
                 (128, 128, 128, 3, 8, 3, sub.INT8), (128, 128, 128, 2, 4, 4, sub.I8G), (128, 64, 128, 1, 4, 4, sub.I8G),
-                (128, 128, 128, 2, 8, 5, sub.I8G), (128, 128, 256, 2, 8, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8G),
-                (128, 64, 256, 0, 4, 4, sub.I8G), (128, 64, 128, 0, 4, 3, sub.I8G)]:
+                (128, 128, 128, 2, 8, 5, sub.I8G), (128, 128, 256, 2, 8, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8G)]:
         sub.CONFIGS[(128, 256, 512)] = cfg
         sub._PLANS.clear()
         data = nv.generate_input(spec_, dev)
@@ -153,34 +152,3 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
             assert not nv.check(d, nvfp4_path_alone(d, cfg[6]))[0], (cfg, operand, r)   # the bad scale matters
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)         # through the launch plan
-
-
-def test_triton_nvfp4_stream_k_ranges_sum_exactly_on_the_gpu():
-    """triton_nvfp4's I8G GEMM with one program per SM (split 0): the (tile, chunk) pairs shared out so
-    that programs' ranges end one tile and start the next, each range's int32 sum stored in its
-    program's slot and the slots summed by the last range to arrive. Exact, so the output must equal,
-    bit for bit, that of one program per tile (split 1), for one batch and two, by TMA and by cp.async,
-    on a second call too; the kernel must leave its counters at zero."""
-    import torch
-    nv, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
-    programs = torch.cuda.get_device_properties(0).multi_processor_count
-    for l in (1, 2):
-        case = {"m": 128, "n": 1536, "k": 7168, "l": l, "seed": 5}
-        data = nv.generate_input(case, torch.device("cuda"))
-        dev = data[0].device
-        for bk, stages in ((256, 4), (128, 3)):
-            outs = {}
-            for split in (1, 0):
-                sub.CONFIGS[(128, 1536, 7168)] = (128, 64, bk, split, 4, stages, sub.I8G)
-                sub._PLANS.clear()
-                for _ in range(2 if split == 0 else 1):   # the second call through the launch plan
-                    data[6].fill_(float("nan"))
-                    outs.setdefault(split, []).append(sub.custom_kernel(data).clone())
-                gemm = next(iter(sub._PLANS.values())).steps[-1]
-                assert gemm[0].name == "_i8g_kernel" and gemm[1][0] == (24 * l if split else programs), gemm[1]
-                assert ("cp.async.bulk.tensor" in gemm[0].asm["ptx"]) == (bk == 256)   # TMA over both batches
-            assert (24 * l * (7168 // bk)) % programs != 0   # so ranges do end and start inside tiles
-            assert nv.check(data, outs[1][0])[0], (l, bk)
-            for out in outs[0]:
-                assert torch.equal(out, outs[1][0]), (l, bk)
-            assert not sub._BUFFERS[(dev, "cnt_i8g")].any()

@@ -96,12 +96,11 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 out.append((128, bn, bk, split, nw, stages, 3))
         # I8G (A_DEC = 4: A folded into int8 by a first kernel, B decoded in the Gluon loop while the
         # previous chunk's wgmma runs): BK 128 (loads by cp.async) or 256 (by TMA), a warpgroup per 64 or
-        # 128 rows of B, as many programs per SM as shared memory holds; split 0: one program per SM,
-        # the (tile, chunk) pairs shared out evenly (stream-K)
+        # 128 rows of B, as many programs per SM as shared memory holds
         for bn, bk, nw, stages, split in itertools.product((64, 128, 256), (128, 256), (4, 8, 16), (3, 4, 5),
-                                                           range(17)):
+                                                           range(1, 17)):
             smem = stages * (128 + bn // 2 + bn // 16) * bk + 2 * bn * bk
-            waves = N // bn * split / (132 * max(1, min(2, 220 * 1024 // smem))) if split else 1.0
+            waves = N // bn * split / (132 * max(1, min(2, 220 * 1024 // smem)))
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3 \
                     and smem <= 220 * 1024 and bn // 128 <= nw // 4 <= bn // 64:
                 out.append((128, bn, bk, split, nw, stages, 4))
