@@ -17,7 +17,10 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   B's scales are BLOCK_K / 16 bytes a row (at 128 the H200 raised an illegal instruction). Sweeps
   (results/probes/h200_tuning_nvfp4_i8g_tma_5691723.json): 58.6 and 24.8 us against the cp.async
   loop's 64.3 and 25.4 and FP8's 92.7 (h200_tuning_nvfp4_i8g_3b724de.json); 4 stages against 3:
-  58.6 against 96.7 us at k=16384, so the loads' latency still bounds it.
+  58.6 against 96.7 us at k=16384, so the loads' latency still bounds it. Stream-K (one program per
+  SM, a tile's K ranges summed exactly in int32) was slower: 70.3 against 58.9 us at k=16384
+  (results/probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, with this file in the same runs:
+  h200_tuning_nvfp4_file_d19a3f2_*_185a864.json; code at 185a864).
   A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
 * INT8 (A_DEC = INT8: the k=2048 benchmark shape): an e2m1 value times an integer scale
   0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
