@@ -725,6 +725,7 @@ def _pick(M, N, K, L):
     return (BM, BN, BK, split, 4, 3, FP8)
 
 
+_PREP_WARPS = 4   # probe (tune_examples.py --set _PREP_WARPS=8): the int8 first kernel's warps a program
 _BUFFERS = {}
 _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
 # Programmatic dependent launch (Hopper on): the GEMM after a first kernel (_decode_a_kernel,
@@ -805,7 +806,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": 4,
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": _PREP_WARPS,
                             "num_stages": 1}))
     elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
