@@ -20,7 +20,11 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   58.6 against 96.7 us at k=16384, so the loads' latency still bounds it. Stream-K (one program per
   SM, a tile's K ranges summed exactly in int32) was slower: 70.3 against 58.9 us at k=16384
   (results/probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, with this file in the same runs:
-  h200_tuning_nvfp4_file_d19a3f2_*_185a864.json; code at 185a864).
+  h200_tuning_nvfp4_file_d19a3f2_*_185a864.json; code at 185a864). B folded straight into the
+  wgmma's register operand (no folded-B buffers, so BLOCK_N 128 fits 4 stages) was slower too: 85.0
+  (BLOCK_N 64) and 86.8 us (128) against 59.3 (results/probes/h200_tuning_nvfp4_b_regs_591361c.json,
+  code at 591361c). A's first kernel runs 8 warps a program here (4 for INT8): 0.3 us faster at
+  k=16384 and n=4096 in four rounds (results/probes/h200_tuning_nvfp4_prep_warps_*_591361c.json).
   A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
 * INT8 (A_DEC = INT8: the k=2048 benchmark shape): an e2m1 value times an integer scale
   0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
@@ -468,14 +472,6 @@ if _GLUON:
         @gluon.jit
         def _gl_flat(smem, shape: gl.constexpr):
             return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    if hasattr(gl.shared_memory_descriptor, "reinterpret"):
-        @gluon.jit
-        def _gl_flat16(smem, shape: gl.constexpr):
-            return smem.reinterpret(gl.int16, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    else:
-        @gluon.jit
-        def _gl_flat16(smem, shape: gl.constexpr):
-            return smem._reinterpret(gl.int16, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
 
     @gluon.jit
@@ -497,60 +493,6 @@ if _GLUON:
         lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
                                            is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
-
-    # I8G with B in registers, a word (4 K of one row) at a time: $1 = the quad's two codes bytes (low
-    # halfword), $2 = its block's integer scale; the lookups of _FOLD_I8 but the last xor, which
-    # _gl_words_to_dot does: the wgmma's registers are then made just before it, not by the fold that
-    # runs while the wgmma before reads them (ptxas would serialize the wgmmas).
-    _FOLD_I8_WORD_GL = gl.constexpr(
-        "{ .reg .b32 t0, t1, n, p, q;\n"
-        "and.b32 t1, $2, 0xFF; mul.lo.u32 t0, t1, 0x03020100; mul.lo.u32 t1, t1, 0x0C080604; xor.b32 n, $1, 0x8888;\n"
-        "prmt.b32 p, t0, t1, $1; prmt.b32 q, t0, t1, n;\n"
-        "or.b32 p, p, 0x80808080; sub.u32 $0, p, q; }")
-
-    @gluon.constexpr_function
-    def _frag_layout(block_n, bk, num_warps, unit, inner):
-        """The int8 wgmma's register fragment of B [block_n, bk] (gl.DotOperandLayout k_width 4), for a
-        tensor whose element holds `unit` K (1, or 4: a word of int8): [block_n, bk // unit] when inner
-        is 0, else [block_n, bk // unit // inner, inner] with element (r, o, i) at K unit * (inner * o + i)."""
-        log2 = lambda n: int(n).bit_length() - 1   # noqa: E731
-
-        def k(d):
-            e = d // unit
-            return [0, e] if not inner else [0, e // inner, e % inner]
-        row = lambda d: [d, 0] if not inner else [d, 0, 0]   # noqa: E731
-        reg = [k(d) for d in (1, 2) if d >= unit] + [row(8)] + [k(16 << i) for i in range(log2(bk // 16))] \
-            + [row(16 * num_warps << i) for i in range(log2(block_n // (16 * num_warps)))]   # row repeats last
-        lane = [k(4), k(8)] + [row(1), row(2), row(4)]
-        warp = [row(16 << i) for i in range(log2(num_warps))]
-        shape = [int(block_n), int(bk) // unit] if not inner else [int(block_n), int(bk) // unit // inner, inner]
-        return gl.DistributedLinearLayout(reg, lane, warp, [], shape)
-
-    @gluon.jit
-    def _gl_fold_words(c_s16, s_s, W: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
-        """_gl_fold for the wgmma's register operand: B's codes (as halfwords, [BLOCK_N, BK / 4]) and
-        scales in shared memory -> (int32 words of int8 2 * value, 4 K of one row each, [BLOCK_N, BK / 4]
-        laid out as the fragment holds them, and 1 per block whose scale is not an integer 0..10)."""
-        LW: gl.constexpr = gl.SliceLayout(2, _frag_layout(BLOCK_N, BK, W, 1, 4))   # (the words of _gl_words_to_dot)
-        LS: gl.constexpr = _frag_layout(BLOCK_N, BK, W, 4, 4)   # [rows, blocks, quads of a block]
-        h = c_s16.load(LW).to(gl.int32)
-        v = s_s.load(gl.SliceLayout(2, LS)).to(gl.float8e4nv, bitcast=True).to(gl.float32)
-        s = v.to(gl.int32)
-        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
-        s = gl.reshape(gl.broadcast(gl.expand_dims(s, 2), gl.zeros([BLOCK_N, BK // 16, 4], gl.int32, LS))[0],
-                       [BLOCK_N, BK // 4])
-        w = gl.inline_asm_elementwise(_FOLD_I8_WORD_GL, "=r,r,r", [h, gl.convert_layout(s, LW)], dtype=gl.int32,
-                                      is_pure=True, pack=1)
-        return w, bad
-
-    @gluon.jit
-    def _gl_words_to_dot(w, dot_l: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
-        """The words of _gl_fold_words, their last xor done, as the int8 operand tensor [BLOCK_N, BK] in dot_l."""
-        L4: gl.constexpr = _frag_layout(BLOCK_N, BK, dot_l.parent.warps_per_cta[0], 1, 4)
-        x = gl.reshape(gl.broadcast(gl.expand_dims(w, 2), gl.zeros([BLOCK_N, BK // 4, 4], gl.int32, L4))[0],
-                       [BLOCK_N, BK])
-        return gl.inline_asm_elementwise("xor.b32 $0, $1, 0x80808080;", "=r,r,r,r,r", [gl.convert_layout(x, dot_l)],
-                                         dtype=gl.int8, is_pure=True, pack=4)
 
     @gluon.jit
     def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
@@ -636,42 +578,6 @@ if _GLUON:
             _tma_load(a_desc, [row_a, kc * BK], bar, a_s, pred=pred)
 
     @gluon.jit
-    def _gl_tma_regs_loop(a_desc, b_desc, s_desc, a_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
-                          BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
-        """The I8G loop by TMA with B folded into the wgmma's register operand (_gl_fold_words: no shared
-        memory for it, no proxy fence): chunk it + 1 is folded while chunk it's wgmma runs, and each
-        stage is reloaded once its wgmma is done, STAGES chunks ahead (the caller issued B's first STAGES)."""
-        dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc.type.layout, k_width=4)
-        W: gl.constexpr = dot_l.parent.warps_per_cta[0]
-        c_view = _gl_flat16(c_smem, [STAGES, BLOCK_N, BK // 4])
-        s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, BK // 16])
-        for i in gl.static_range(STAGES):
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
-                          row_a, n0, c_lo + i, i < n_it, True, False)
-        mbarrier.wait(ready.index(0), 0)
-        w, bad = _gl_fold_words(c_view.index(0), s_view.index(0), W, BLOCK_N, BK)
-        rd = 0       # the stage of chunk it
-        phase = 0    # the parity of stage nxt's next flip
-        for it in range(n_it):
-            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            phase = phase ^ (nxt == 0).to(gl.int32)
-            mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
-            b_regs = _gl_words_to_dot(w, dot_l, BLOCK_N, BK)
-            acc = hopper.warpgroup_mma(b_regs, a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            nw, nb = _gl_fold_words(c_view.index(nxt), s_view.index(nxt), W, BLOCK_N, BK)
-            bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])   # chunk it's is done
-            # the wgmma read b_regs until now: a use here keeps ptxas from giving them to the fold above
-            # (it would then serialize the wgmmas)
-            gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [b_regs], dtype=gl.int8, is_pure=False, pack=4)
-            _gl_barrier()   # ... in every warp: stage rd is free
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(rd), c_smem.index(rd), s_smem.index(rd),
-                          ready.index(rd), row_a, n0, c_lo + it + STAGES, it + STAGES < n_it, True, True)
-            w = nw
-            rd = nxt
-        return acc, bad
-
-    @gluon.jit
     def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
                      cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
         """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
@@ -712,8 +618,7 @@ if _GLUON:
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
-                    B_REGS: gl.constexpr = False):
+                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
@@ -733,8 +638,7 @@ if _GLUON:
         n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
-        if not B_REGS:
-            b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
+        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
             a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
@@ -746,7 +650,7 @@ if _GLUON:
             for i in gl.static_range(STAGES):
                 mbarrier.init(ready.index(i), count=1)
             hopper.fence_async_shared()
-            for i in gl.static_range(STAGES if B_REGS else STAGES - 1):
+            for i in gl.static_range(STAGES - 1):
                 _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i),
                               ready.index(i), pid_m * BM, pid_n * BLOCK_N, c_lo + i, i < n_it, False, True)
         if PDL:   # the first kernel's A and flags
@@ -758,10 +662,7 @@ if _GLUON:
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-        if B_REGS:
-            acc, bad = _gl_tma_regs_loop(a_desc, b_desc, s_desc, a_smem, c_smem, s_smem, ready, pid_m * BM,
-                                         pid_n * BLOCK_N, acc, c_lo, n_it, BLOCK_N, BK, STAGES)
-        elif TMA:
+        if TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
                                     pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
         else:
@@ -828,8 +729,6 @@ def _pick(M, N, K, L):
     return (BM, BN, BK, split, 4, 3, FP8)
 
 
-_I8G_B_REGS = False   # probe (tune_examples.py --set _I8G_B_REGS=1): I8G by TMA with B in the wgmma's registers
-_PREP_WARPS = 4   # probe (tune_examples.py --set _PREP_WARPS=8): the int8 first kernel's warps a program
 _BUFFERS = {}
 _OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
 # Programmatic dependent launch (Hopper on): the GEMM after a first kernel (_decode_a_kernel,
@@ -910,7 +809,8 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "num_warps": _PREP_WARPS,
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl,
+                            "num_warps": 8 if a_dec == I8G else 4,   # (A alone: 8 warps, 0.3 us faster)
                             "num_stages": 1}))
     elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
@@ -933,7 +833,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": bool(tma), "B_REGS": bool(tma and _I8G_B_REGS), "num_warps": nw,
+                     "BLOCK_K": BK, "TMA": bool(tma), "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
