@@ -482,7 +482,7 @@ if _GLUON:
         _cp_async(s_s, s_ptrs + kc * (BK // 16))
 
     @gluon.jit
-    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
+    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, PROBE: gl.constexpr = 0):
         """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> (int8 2 * value [BLOCK_N, BK] in K
         order, and 1 per block whose scale is not an integer 0..10)."""
         codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
@@ -490,8 +490,12 @@ if _GLUON:
         s = v.to(gl.int32)
         bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
-        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
-                                           is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
+        if PROBE & 2:   # PROBE: no fold (wrong values; times the loop without the fold's ALU work)
+            lo = (codes ^ s4).to(gl.int8, bitcast=True)
+            hi = lo
+        else:
+            lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
+                                               is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
 
     @gluon.jit
@@ -575,11 +579,12 @@ if _GLUON:
             _tma_load(b_desc, [n0, kc * (BK // 2)], bar, c_s, pred=pred)
             _tma_load(s_desc, [n0, kc * (BK // 16)], bar, s_s, pred=pred)
         if WITH_A:
-            _tma_load(a_desc, [row_a, kc * BK], bar, a_s, pred=pred)
+            _tma_load(a_desc, [row_a, kc * BK], bar, a_s.slice(0, a_desc.block_type.shape[0]), pred=pred)
 
     @gluon.jit
     def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
-                     cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+                     cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                     PROBE: gl.constexpr = 0):
         """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
         once the stage's mbarrier has flipped, with no proxy fence waiting on the copies), STAGES chunks
         ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
@@ -590,7 +595,7 @@ if _GLUON:
             _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
                           row_a, n0, c_lo + i, i < n_it, True, False)
         mbarrier.wait(ready.index(0), 0)
-        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
+        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK, PROBE)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
         rd = 0       # the stage of chunk it
@@ -602,7 +607,7 @@ if _GLUON:
             mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
             _gl_barrier()   # b_smem[it % 2] stored by every warp
             acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK)
+            vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK, PROBE)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
             _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
@@ -618,7 +623,8 @@ if _GLUON:
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr):
+                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
+                    PROBE: gl.constexpr = 0):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
@@ -641,7 +647,8 @@ if _GLUON:
         b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
+            a_rows: gl.constexpr = BM // 2 if PROBE & 1 else BM   # PROBE: half of A's bytes (wrong values)
+            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [a_rows, BK], op_sl)
             b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
             s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
             c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], raw)
@@ -664,7 +671,7 @@ if _GLUON:
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         if TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
-                                    pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES)
+                                    pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, PROBE)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
                                      sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
@@ -778,6 +785,7 @@ class _In:
 
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+_PROBE = 0   # timing probes only (wrong outputs): 1 = A's TMA loads half the rows, 2 = B not folded
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
@@ -833,7 +841,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": bool(tma), "num_warps": nw,
+                     "BLOCK_K": BK, "TMA": bool(tma), "PROBE": _PROBE, "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
