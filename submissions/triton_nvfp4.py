@@ -568,54 +568,55 @@ if _GLUON:
         return acc, bad
 
     @gluon.jit
-    def _gl_tma_chunk(a_desc, b_desc, s_desc, a_s, c_s, s_s, bar, row_a, n0, kc, pred, WITH_A: gl.constexpr,
-                      WITH_B: gl.constexpr):
-        """Chunk kc's A tile, B codes and B scales into one stage by TMA, counted by mbarrier ``bar``; A
-        and B apart so that B's may go before PDL's wait."""
-        BK: gl.constexpr = a_desc.block_type.shape[1]
-        if WITH_B:
-            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes + s_desc.block_type.nbytes,
-                            pred=pred)
-            _tma_load(b_desc, [n0, kc * (BK // 2)], bar, c_s, pred=pred)
-            _tma_load(s_desc, [n0, kc * (BK // 16)], bar, s_s, pred=pred)
-        if WITH_A:
-            _tma_load(a_desc, [row_a, kc * BK], bar, a_s.slice(0, a_desc.block_type.shape[0]), pred=pred)
+    def _gl_tma_a(a_desc, a_s, bar, row_a, kc, pred):
+        """Chunk kc's A tile into one stage of A's ring by TMA, counted by mbarrier ``bar``."""
+        mbarrier.expect(bar, a_desc.block_type.nbytes, pred=pred)
+        _tma_load(a_desc, [row_a, kc * a_desc.block_type.shape[1]], bar, a_s.slice(0, a_desc.block_type.shape[0]),
+                  pred=pred)
 
     @gluon.jit
-    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, row_a, n0, acc, c_lo, n_it,
-                     cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                     PROBE: gl.constexpr = 0):
+    def _gl_tma_b(b_desc, s_desc, c_s, s_s, bar, n0, kc, pred):
+        """Chunk kc's B codes and B scales into one stage of B's ring by TMA, counted by mbarrier ``bar``."""
+        mbarrier.expect(bar, b_desc.block_type.nbytes + s_desc.block_type.nbytes, pred=pred)
+        _tma_load(b_desc, [n0, kc * b_desc.block_type.shape[1]], bar, c_s, pred=pred)
+        _tma_load(s_desc, [n0, kc * s_desc.block_type.shape[1]], bar, s_s, pred=pred)
+
+    @gluon.jit
+    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b, row_a, n0, acc,
+                     c_lo, n_it, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                     B_STAGES: gl.constexpr, PROBE: gl.constexpr = 0):
         """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
-        once the stage's mbarrier has flipped, with no proxy fence waiting on the copies), STAGES chunks
-        ahead; B's first STAGES - 1 chunks were issued by the caller (_gl_tma_chunk, WITH_A False)."""
+        once the stage's mbarrier has flipped, with no proxy fence waiting on the copies). A and B have
+        rings of their own: A (32 KB a chunk, from L2) STAGES chunks ahead, B (9 KB a chunk, from DRAM)
+        B_STAGES; B's first B_STAGES chunks were issued by the caller before PDL's wait."""
         # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
-        c_view = _gl_flat(c_smem, [STAGES, BLOCK_N, BK // 2])
-        s_view = _gl_flat(s_smem, [STAGES, BLOCK_N, BK // 16])
+        c_view = _gl_flat(c_smem, [B_STAGES, BLOCK_N, BK // 2])
+        s_view = _gl_flat(s_smem, [B_STAGES, BLOCK_N, BK // 16])
         for i in gl.static_range(STAGES - 1):
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i), ready.index(i),
-                          row_a, n0, c_lo + i, i < n_it, True, False)
-        mbarrier.wait(ready.index(0), 0)
+            _gl_tma_a(a_desc, a_smem.index(i), ready_a.index(i), row_a, c_lo + i, i < n_it)
+        mbarrier.wait(ready_b.index(0), 0)
         vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK, PROBE)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
-        rd = 0       # the stage of chunk it
-        phase = 0    # the parity of stage nxt's next flip
         for it in range(n_it):
-            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
-            phase = phase ^ (nxt == 0).to(gl.int32)
-            mbarrier.wait(ready.index(nxt), phase, pred=it + 1 < n_it)   # chunk it + 1 landed
+            ra = it % STAGES            # chunk it's A stage
+            rb = (it + 1) % B_STAGES    # chunk it + 1's B stage
+            mbarrier.wait(ready_a.index(ra), (it // STAGES) & 1)
             _gl_barrier()   # b_smem[it % 2] stored by every warp
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            vals, nb = _gl_fold(c_view.index(nxt), s_view.index(nxt), cl, BLOCK_N, BK, PROBE)
+            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
+            fb = it % B_STAGES   # chunk it's B stage: folded last iteration, and fenced since
+            _gl_tma_b(b_desc, s_desc, c_smem.index(fb), s_smem.index(fb), ready_b.index(fb), n0,
+                      c_lo + it + B_STAGES, it + B_STAGES < n_it)
+            mbarrier.wait(ready_b.index(rb), ((it + 1) // B_STAGES) & 1, pred=it + 1 < n_it)
+            vals, nb = _gl_fold(c_view.index(rb), s_view.index(rb), cl, BLOCK_N, BK, PROBE)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
             _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
             b_smem.index((it + 1) % 2).store(vals)
             hopper.fence_async_shared()
-            _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(prv), c_smem.index(prv), s_smem.index(prv),
-                          ready.index(prv), row_a, n0, c_lo + it + STAGES - 1, it + STAGES - 1 < n_it, True, True)
-            rd = nxt
+            pa = (it + STAGES - 1) % STAGES   # chunk it - 1's A stage
+            _gl_tma_a(a_desc, a_smem.index(pa), ready_a.index(pa), row_a, c_lo + it + STAGES - 1,
+                      it + STAGES - 1 < n_it)
         acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
         return acc, bad
 
@@ -624,7 +625,7 @@ if _GLUON:
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
-                    PROBE: gl.constexpr = 0):
+                    B_STAGES: gl.constexpr = 0, PROBE: gl.constexpr = 0):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
@@ -651,15 +652,18 @@ if _GLUON:
             a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [a_rows, BK], op_sl)
             b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
             s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
-            c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], raw)
-            s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], raw)
-            ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+            c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
+            s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
+            ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+            ready_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
             for i in gl.static_range(STAGES):
-                mbarrier.init(ready.index(i), count=1)
+                mbarrier.init(ready_a.index(i), count=1)
+            for i in gl.static_range(B_STAGES):
+                mbarrier.init(ready_b.index(i), count=1)
             hopper.fence_async_shared()
-            for i in gl.static_range(STAGES - 1):
-                _gl_tma_chunk(a_desc, b_desc, s_desc, a_smem.index(i), c_smem.index(i), s_smem.index(i),
-                              ready.index(i), pid_m * BM, pid_n * BLOCK_N, c_lo + i, i < n_it, False, True)
+            for i in gl.static_range(B_STAGES):
+                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), pid_n * BLOCK_N,
+                          c_lo + i, i < n_it)
         if PDL:   # the first kernel's A and flags
             _cuda.gdc_wait()
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
@@ -670,8 +674,9 @@ if _GLUON:
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         if TMA:
-            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready, pid_m * BM,
-                                    pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, PROBE)
+            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
+                                    pid_m * BM, pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES,
+                                    PROBE)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
                                      sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
@@ -745,6 +750,12 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
+def _b_stages(a_stages, BN, BK, smem=220 * 1024):
+    """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the two
+    folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales."""
+    return _B_STAGES or (smem - a_stages * 128 * BK - 2 * BN * BK) // (BN * BK // 2 + BN * BK // 16)
+
+
 def _buffer(dev, name, numel, dtype):
     """Scratch memory reused by every call (grown when too small, zero-filled when made); nothing is
     cached by input identity or content."""
@@ -785,6 +796,7 @@ class _In:
 
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+_B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
 _PROBE = 0   # timing probes only (wrong outputs): 1 = A's TMA loads half the rows, 2 = B not folded
 _PLANS = {}
 _FAST = [not _INTERP]
@@ -841,7 +853,8 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": bool(tma), "PROBE": _PROBE, "num_warps": nw,
+                     "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK) if tma else 0,
+                     "PROBE": _PROBE, "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,

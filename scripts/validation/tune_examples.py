@@ -96,10 +96,14 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                 out.append((128, bn, bk, split, nw, stages, 3))
         # I8G (A_DEC = 4: A folded into int8 by a first kernel, B decoded in the Gluon loop while the
         # previous chunk's wgmma runs): BK 128 (loads by cp.async) or 256 (by TMA), a warpgroup per 64 or
-        # 128 rows of B, as many programs per SM as shared memory holds
-        for bn, bk, nw, stages, split in itertools.product((64, 128, 256), (128, 256), (4, 8, 16), (3, 4, 5),
+        # 128 rows of B, as many programs per SM as shared memory holds. By TMA, stages are A's and B's
+        # ring takes the rest (two stages at least; the submission's _b_stages)
+        for bn, bk, nw, stages, split in itertools.product((64, 128, 256), (128, 256), (4, 8, 16), (2, 3, 4, 5),
                                                            range(1, 17)):
-            smem = stages * (128 + bn // 2 + bn // 16) * bk + 2 * bn * bk
+            b_stages = 2 if bk == 256 else stages
+            smem = stages * 128 * bk + b_stages * (bn // 2 + bn // 16) * bk + 2 * bn * bk
+            if bk == 128 and stages == 2:
+                continue
             waves = N // bn * split / (132 * max(1, min(2, 220 * 1024 // smem)))
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3 \
                     and smem <= 220 * 1024 and bn // 128 <= nw // 4 <= bn // 64:
