@@ -603,17 +603,22 @@ if _GLUON:
             rb = (it + 1) % B_STAGES    # chunk it + 1's B stage
             mbarrier.wait(ready_a.index(ra), (it // STAGES) & 1)
             _gl_barrier()   # b_smem[it % 2] stored by every warp
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
+            if not PROBE & 4:   # PROBE 4: no wgmma
+                acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
             fb = it % B_STAGES   # chunk it's B stage: folded last iteration, and fenced since
             _gl_tma_b(b_desc, s_desc, c_smem.index(fb), s_smem.index(fb), ready_b.index(fb), n0,
                       c_lo + it + B_STAGES, it + B_STAGES < n_it)
             mbarrier.wait(ready_b.index(rb), ((it + 1) // B_STAGES) & 1, pred=it + 1 < n_it)
             vals, nb = _gl_fold(c_view.index(rb), s_view.index(rb), cl, BLOCK_N, BK, PROBE)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+            if not PROBE & 4:
+                acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
             _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
-            b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()
+            if PROBE & 8:   # PROBE 8: the folded values not stored (kept live by a sum)
+                bad |= (gl.max(gl.max(vals.to(gl.int32), axis=1), axis=0) == 999).to(gl.int32)
+            else:
+                b_smem.index((it + 1) % 2).store(vals)
+                hopper.fence_async_shared()
             pa = (it + STAGES - 1) % STAGES   # chunk it - 1's A stage
             _gl_tma_a(a_desc, a_smem.index(pa), ready_a.index(pa), row_a, c_lo + it + STAGES - 1,
                       it + STAGES - 1 < n_it)
@@ -797,7 +802,8 @@ class _In:
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
-_PROBE = 0   # timing probes only (wrong outputs): 1 = A's TMA loads half the rows, 2 = B not folded
+_PROBE = 0   # timing probes only (wrong outputs), bits: 1 = A's TMA loads half the rows, 2 = B not folded,
+# 4 = no wgmma, 8 = folded B not stored
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
