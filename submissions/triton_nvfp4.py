@@ -626,11 +626,72 @@ if _GLUON:
         return acc, bad
 
     @gluon.jit
+    def _ws_mma(acc, a_smem, f_smem, bars, n_it):
+        """Warp-specialized I8G, the default partition (one warpgroup): chunk c's wgmma once its A tile and
+        its folded B are in; a chunk's A stage and folded-B slot are released when its wgmma is done."""
+        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        SA: gl.constexpr = a_smem.shape[0]
+        SF: gl.constexpr = f_smem.shape[0]
+        for c in range(n_it):
+            mbarrier.wait(a_ready.index(c % SA), (c // SA) & 1)
+            mbarrier.wait(f_ready.index(c % SF), (c // SF) & 1)
+            acc = hopper.warpgroup_mma(f_smem.index(c % SF), a_smem.index(c % SA).permute((1, 0)), acc,
+                                       is_async=True)
+            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk c - 1's is done
+            mbarrier.arrive(a_empty.index((c + SA - 1) % SA), pred=c > 0)
+            mbarrier.arrive(f_empty.index((c + SF - 1) % SF), pred=c > 0)
+        return (hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]),)
+
+    @gluon.jit
+    def _ws_load(descs, smems, bars, row_a, n0, c_lo, n_it, part):
+        """Warp-specialized I8G, the load partition (one warp): A's chunks into A's ring and B's codes and
+        scales (chunk c + B_STAGES once chunk c is folded; the first B_STAGES came before PDL's wait)."""
+        a_desc, b_desc, s_desc = descs
+        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
+        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        SA: gl.constexpr = a_smem.shape[0]
+        SB: gl.constexpr = c_smem.shape[0]
+        for c in range(n_it):
+            mbarrier.wait(a_empty.index(c % SA), ((c // SA) & 1) ^ 1)
+            _gl_tma_a(a_desc, a_smem.index(c % SA), a_ready.index(c % SA), row_a, c_lo + c, True)
+            more = c + SB < n_it
+            mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1, pred=more)
+            _gl_tma_b(b_desc, s_desc, c_smem.index(c % SB), s_smem.index(c % SB), b_ready.index(c % SB), n0,
+                      c_lo + c + SB, more)
+
+    @gluon.jit
+    def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, part):
+        """Warp-specialized I8G, a fold partition (one warpgroup; two of them take alternate chunks):
+        chunk c's B codes to int8 (_gl_fold) into the folded-B ring; its flags go to bad_smem[part]."""
+        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
+        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        SB: gl.constexpr = c_smem.shape[0]
+        SF: gl.constexpr = f_smem.shape[0]
+        BLOCK_N: gl.constexpr = c_smem.shape[1]
+        BK: gl.constexpr = c_smem.shape[2] * 2
+        cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])   # as the kernel's
+        c_view = _gl_flat(c_smem, [SB, BLOCK_N, BK // 2])
+        s_view = _gl_flat(s_smem, [SB, BLOCK_N, BK // 16])
+        bad = gl.zeros([BLOCK_N, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
+        for c in range(part, n_it, 2):
+            mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
+            vals, nb = _gl_fold(c_view.index(c % SB), s_view.index(c % SB), cl, BLOCK_N, BK)
+            bad |= nb
+            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
+            mbarrier.arrive(b_empty.index(c % SB))
+            mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
+            f_smem.index(c % SF).store(vals)
+            hopper.fence_async_shared()
+            mbarrier.arrive(f_ready.index(c % SF))
+        bad_smem.index(part).store(gl.max(bad, axis=1))
+
+    @gluon.jit
     def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
-                    B_STAGES: gl.constexpr = 0, PROBE: gl.constexpr = 0):
+                    B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
+                    WS_REGS: gl.constexpr = 152, PROBE: gl.constexpr = 0):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
@@ -650,7 +711,7 @@ if _GLUON:
         n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
-        b_smem = gl.allocate_shared_memory(gl.int8, [2, BLOCK_N, BK], op_sl)
+        b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
             a_rows: gl.constexpr = BM // 2 if PROBE & 1 else BM   # PROBE: half of A's bytes (wrong values)
@@ -665,6 +726,19 @@ if _GLUON:
                 mbarrier.init(ready_a.index(i), count=1)
             for i in gl.static_range(B_STAGES):
                 mbarrier.init(ready_b.index(i), count=1)
+            if WS:   # the slots' "free" barriers, and the folded-B ring's
+                empty_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+                empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
+                ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+                empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+                bad_smem = gl.allocate_shared_memory(gl.int32, [2, BLOCK_N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+                for i in gl.static_range(STAGES):
+                    mbarrier.init(empty_a.index(i), count=1)
+                for i in gl.static_range(B_STAGES):
+                    mbarrier.init(empty_b.index(i), count=1)
+                for i in gl.static_range(F_STAGES):
+                    mbarrier.init(ready_f.index(i), count=1)
+                    mbarrier.init(empty_f.index(i), count=1)
             hopper.fence_async_shared()
             for i in gl.static_range(B_STAGES):
                 _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), pid_n * BLOCK_N,
@@ -678,7 +752,19 @@ if _GLUON:
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-        if TMA:
+        if WS:
+            bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
+            descs = (a_desc, b_desc, s_desc)
+            smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
+            wargs = (descs, smems, bars, pid_m * BM, pid_n * BLOCK_N, c_lo, n_it)
+            p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
+            acc = gl.warp_specialize([(_ws_mma, (acc, a_smem, b_smem, bars, n_it)), (_ws_load, wargs + (p0,)),
+                                      (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
+                                     [1, 4, 4], [24, WS_REGS, WS_REGS])[0]
+            bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+            bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
+                                            bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
+        elif TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
                                     pid_m * BM, pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES,
                                     PROBE)
@@ -755,10 +841,15 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
+def _f_stages():
+    """I8G by TMA: the folded-B buffers (three when warp-specialized, else two)."""
+    return _F_STAGES if _WS else 2
+
+
 def _b_stages(a_stages, BN, BK, smem=220 * 1024):
-    """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the two
+    """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the
     folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales."""
-    return _B_STAGES or (smem - a_stages * 128 * BK - 2 * BN * BK) // (BN * BK // 2 + BN * BK // 16)
+    return _B_STAGES or (smem - a_stages * 128 * BK - _f_stages() * BN * BK) // (BN * BK // 2 + BN * BK // 16)
 
 
 def _buffer(dev, name, numel, dtype):
@@ -801,6 +892,9 @@ class _In:
 
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+_WS = 1   # I8G by TMA: warp-specialized (a load warp, two fold warpgroups, the wgmma warpgroup)
+_F_STAGES = 3   # ... its folded-B buffers
+_WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
 _PROBE = 0   # timing probes only (wrong outputs), bits: 1 = A's TMA loads half the rows, 2 = B not folded,
 # 4 = no wgmma, 8 = folded B not stored
@@ -860,6 +954,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
                      "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK) if tma else 0,
+                     "WS": bool(tma and _WS and nw == 4), "F_STAGES": _f_stages(), "WS_REGS": _WS_REGS,
                      "PROBE": _PROBE, "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
