@@ -849,7 +849,12 @@ def _f_stages():
 def _b_stages(a_stages, BN, BK, smem=220 * 1024):
     """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the
     folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales."""
-    return _B_STAGES or (smem - a_stages * 128 * BK - _f_stages() * BN * BK) // (BN * BK // 2 + BN * BK // 16)
+    stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages() * BN * BK) // (BN * BK // 2 + BN * BK // 16)
+    if _WS:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
+        stages -= stages % 2   # (a wait on its mbarrier then never finds it two phases behind)
+    if stages < 2:
+        raise ValueError(f"I8G: {a_stages} stages of A leave too little shared memory for two stages of B")
+    return stages
 
 
 def _buffer(dev, name, numel, dtype):
