@@ -842,7 +842,7 @@ _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_ca
 
 
 def _f_stages():
-    """I8G by TMA: the folded-B buffers (three when warp-specialized, else two)."""
+    """I8G by TMA: the folded-B buffers."""
     return _F_STAGES if _WS else 2
 
 
@@ -898,7 +898,7 @@ class _In:
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
 _WS = 1   # I8G by TMA: warp-specialized (a load warp, two fold warpgroups, the wgmma warpgroup)
-_F_STAGES = 3   # ... its folded-B buffers
+_F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
 _PROBE = 0   # timing probes only (wrong outputs), bits: 1 = A's TMA loads half the rows, 2 = B not folded,
