@@ -626,10 +626,13 @@ if _GLUON:
         return acc, bad
 
     @gluon.jit
-    def _ws_mma(acc, a_smem, f_smem, bars, n_it):
-        """Warp-specialized I8G, the default partition (one warpgroup): chunk c's wgmma once its A tile and
-        its folded B are in; a chunk's A stage and folded-B slot are released when its wgmma is done."""
+    def _ws_mma(acc, a_smem, f_smem, bars, n_it, fa_ptrs, fmask):
+        """Warp-specialized I8G, the default partition (one warpgroup): A's flags once the first kernel is
+        done (PDL), then chunk c's wgmma once its A tile and its folded B are in; a chunk's A stage and
+        folded-B slot are released when its wgmma is done. Returns the accumulator and A's flags."""
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        _cuda.gdc_wait()
+        fa = gl.load(fa_ptrs, mask=fmask, other=0)
         SA: gl.constexpr = a_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
         for c in range(n_it):
@@ -640,24 +643,33 @@ if _GLUON:
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk c - 1's is done
             mbarrier.arrive(a_empty.index((c + SA - 1) % SA), pred=c > 0)
             mbarrier.arrive(f_empty.index((c + SF - 1) % SF), pred=c > 0)
-        return (hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]),)
+        return hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]), fa
 
     @gluon.jit
-    def _ws_load(descs, smems, bars, row_a, n0, c_lo, n_it, part):
-        """Warp-specialized I8G, the load partition (one warp): A's chunks into A's ring and B's codes and
-        scales (chunk c + B_STAGES once chunk c is folded; the first B_STAGES came before PDL's wait)."""
+    def _ws_load_a(descs, smems, bars, row_a, n0, c_lo, n_it, part):
+        """Warp-specialized I8G, A's load warp: waits for the first kernel (PDL; a no-op without it), then
+        A's chunks into A's ring as the wgmmas free its stages."""
         a_desc, b_desc, s_desc = descs
         a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SA: gl.constexpr = a_smem.shape[0]
-        SB: gl.constexpr = c_smem.shape[0]
+        _cuda.gdc_wait()
         for c in range(n_it):
             mbarrier.wait(a_empty.index(c % SA), ((c // SA) & 1) ^ 1)
             _gl_tma_a(a_desc, a_smem.index(c % SA), a_ready.index(c % SA), row_a, c_lo + c, True)
-            more = c + SB < n_it
-            mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1, pred=more)
+
+    @gluon.jit
+    def _ws_load_b(descs, smems, bars, row_a, n0, c_lo, n_it, part):
+        """Warp-specialized I8G, B's load warp: B's codes and scales of chunk c + B_STAGES once chunk c is
+        folded (the first B_STAGES chunks came before the partitions, and before PDL's wait)."""
+        a_desc, b_desc, s_desc = descs
+        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
+        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        SB: gl.constexpr = c_smem.shape[0]
+        for c in range(n_it - SB):
+            mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1)
             _gl_tma_b(b_desc, s_desc, c_smem.index(c % SB), s_smem.index(c % SB), b_ready.index(c % SB), n0,
-                      c_lo + c + SB, more)
+                      c_lo + c + SB, True)
 
     @gluon.jit
     def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, part):
@@ -743,14 +755,16 @@ if _GLUON:
             for i in gl.static_range(B_STAGES):
                 _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), pid_n * BLOCK_N,
                           c_lo + i, i < n_it)
-        if PDL:   # the first kernel's A and flags
-            _cuda.gdc_wait()
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
         fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
         fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
         fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
-        fa = gl.load(fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0), mask=fmask, other=0)
+        fa_ptrs = fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0)
+        if PDL and not WS:   # the first kernel's A and flags (warp-specialized: in the partitions)
+            _cuda.gdc_wait()
+        if not WS:
+            fa = gl.load(fa_ptrs, mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         if WS:
             bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
@@ -758,9 +772,9 @@ if _GLUON:
             smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
             wargs = (descs, smems, bars, pid_m * BM, pid_n * BLOCK_N, c_lo, n_it)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
-            acc = gl.warp_specialize([(_ws_mma, (acc, a_smem, b_smem, bars, n_it)), (_ws_load, wargs + (p0,)),
-                                      (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
-                                     [1, 4, 4], [24, WS_REGS, WS_REGS])[0]
+            acc, fa = gl.warp_specialize([(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask)), (_ws_load_a, wargs + (p0,)),
+                                      (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)),
+                                      (_ws_fold, wargs + (p0 + 1,))], [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
             bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
             bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
                                             bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)

@@ -132,13 +132,15 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     assert ("cp.async" in ptx) == (a_dec >= 2)   # the fp8 and int8 loops' loads are staged by cp.async
 
 
-def _i8g_compiled(sub, block_n, warps, tma):
+def _i8g_compiled(sub, block_n, warps, tma, ws=False):
     """triton_nvfp4's Gluon I8G kernel compiled for sm_90 on the CPU, and its constexprs."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     kern = sub._i8g_kernel
     consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
-              "BLOCK_K": 256 if tma else 128, "TMA": tma}   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
+              "BLOCK_K": 256 if tma else 128, "TMA": tma,   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
+              "B_STAGES": sub._b_stages(3, block_n, 256) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(),
+              "WS_REGS": sub._WS_REGS, "PROBE": 0}
     ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
            for n in kern.arg_names}
@@ -148,7 +150,7 @@ def _i8g_compiled(sub, block_n, warps, tma):
 
 
 @pytest.mark.parametrize("block_n, warps, tma", [(64, 4, True), (128, 8, True), (128, 8, False)])
-def test_nvfp4_i8g_kernel_folds_b_while_its_wgmma_runs(block_n, warps, tma):
+def test_nvfp4_i8g_loop_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     """sm_90: the Gluon I8G kernel issues its int8 wgmma from shared memory and folds the next chunk of B
     before it waits, for the wgmma before (two buffers of folded B, one wgmma left in flight); its loads
     are staged by TMA (descriptors made in the kernel, mbarriers, no cp.async) or by cp.async; it waits
@@ -162,6 +164,22 @@ def test_nvfp4_i8g_kernel_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     assert "griddepcontrol.wait" in ptx
     assert ("cp.async.bulk.tensor.2d" in ptx) == ("tensormap.replace" in ptx) == ("mbarrier.try_wait" in ptx) == tma
     assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
+
+
+def test_nvfp4_i8g_warp_specialized_kernel_hands_chunks_over_by_mbarriers():
+    """sm_90, the file's I8G by TMA: warp-specialized (register budgets set per partition), the int8 wgmma
+    from shared memory with one left in flight, B folded in other warps (the fold's asm and the wgmma in
+    different partitions), every hand-over an mbarrier, and A's loads after the first kernel (PDL)."""
+    sub = load_example("triton_nvfp4")
+    ptx = _i8g_compiled(sub, 64, 4, True, ws=True)[0].asm["ptx"]
+    assert "setmaxnreg.inc.sync.aligned" in ptx and "setmaxnreg.dec.sync.aligned" in ptx
+    assert ".s32.s8.s8" in ptx and "wgmma.wait_group.sync.aligned 1;" in ptx
+    issued = ptx.index("wgmma.commit_group")
+    waited = ptx.index("wgmma.wait_group.sync.aligned", issued)
+    assert "mul.lo.u32 t0, s, 0x03020100" in ptx and "mul.lo.u32 t0, s, 0x03020100" not in ptx[issued:waited]
+    assert "mbarrier.try_wait" in ptx and "mbarrier.arrive.shared" in ptx
+    assert "cp.async.bulk.tensor.2d" in ptx and "griddepcontrol.wait" in ptx
+    assert sub._WS and sub._b_stages(4, 64, 256) % 2 == 0   # the file's choice; B's stages stay even
 
 
 @functools.cache
