@@ -482,7 +482,7 @@ if _GLUON:
         _cp_async(s_s, s_ptrs + kc * (BK // 16))
 
     @gluon.jit
-    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, PROBE: gl.constexpr = 0):
+    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
         """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> (int8 2 * value [BLOCK_N, BK] in K
         order, and 1 per block whose scale is not an integer 0..10)."""
         codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
@@ -490,12 +490,8 @@ if _GLUON:
         s = v.to(gl.int32)
         bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
-        if PROBE & 2:   # PROBE: no fold (wrong values; times the loop without the fold's ALU work)
-            lo = (codes ^ s4).to(gl.int8, bitcast=True)
-            hi = lo
-        else:
-            lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
-                                               is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
+        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
+                                           is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
 
     @gluon.jit
@@ -571,8 +567,7 @@ if _GLUON:
     def _gl_tma_a(a_desc, a_s, bar, row_a, kc, pred):
         """Chunk kc's A tile into one stage of A's ring by TMA, counted by mbarrier ``bar``."""
         mbarrier.expect(bar, a_desc.block_type.nbytes, pred=pred)
-        _tma_load(a_desc, [row_a, kc * a_desc.block_type.shape[1]], bar, a_s.slice(0, a_desc.block_type.shape[0]),
-                  pred=pred)
+        _tma_load(a_desc, [row_a, kc * a_desc.block_type.shape[1]], bar, a_s, pred=pred)
 
     @gluon.jit
     def _gl_tma_b(b_desc, s_desc, c_s, s_s, bar, n0, kc, pred):
@@ -584,7 +579,7 @@ if _GLUON:
     @gluon.jit
     def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b, row_a, n0, acc,
                      c_lo, n_it, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                     B_STAGES: gl.constexpr, PROBE: gl.constexpr = 0):
+                     B_STAGES: gl.constexpr):
         """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
         once the stage's mbarrier has flipped, with no proxy fence waiting on the copies). A and B have
         rings of their own: A (32 KB a chunk, from L2) STAGES chunks ahead, B (9 KB a chunk, from DRAM)
@@ -595,7 +590,7 @@ if _GLUON:
         for i in gl.static_range(STAGES - 1):
             _gl_tma_a(a_desc, a_smem.index(i), ready_a.index(i), row_a, c_lo + i, i < n_it)
         mbarrier.wait(ready_b.index(0), 0)
-        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK, PROBE)
+        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
         b_smem.index(0).store(vals)
         hopper.fence_async_shared()
         for it in range(n_it):
@@ -603,22 +598,17 @@ if _GLUON:
             rb = (it + 1) % B_STAGES    # chunk it + 1's B stage
             mbarrier.wait(ready_a.index(ra), (it // STAGES) & 1)
             _gl_barrier()   # b_smem[it % 2] stored by every warp
-            if not PROBE & 4:   # PROBE 4: no wgmma
-                acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
+            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
             fb = it % B_STAGES   # chunk it's B stage: folded last iteration, and fenced since
             _gl_tma_b(b_desc, s_desc, c_smem.index(fb), s_smem.index(fb), ready_b.index(fb), n0,
                       c_lo + it + B_STAGES, it + B_STAGES < n_it)
             mbarrier.wait(ready_b.index(rb), ((it + 1) // B_STAGES) & 1, pred=it + 1 < n_it)
-            vals, nb = _gl_fold(c_view.index(rb), s_view.index(rb), cl, BLOCK_N, BK, PROBE)
+            vals, nb = _gl_fold(c_view.index(rb), s_view.index(rb), cl, BLOCK_N, BK)
             bad |= nb * (it + 1 < n_it).to(gl.int32)
-            if not PROBE & 4:
-                acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
+            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
             _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
-            if PROBE & 8:   # PROBE 8: the folded values not stored (kept live by a sum)
-                bad |= (gl.max(gl.max(vals.to(gl.int32), axis=1), axis=0) == 999).to(gl.int32)
-            else:
-                b_smem.index((it + 1) % 2).store(vals)
-                hopper.fence_async_shared()
+            b_smem.index((it + 1) % 2).store(vals)
+            hopper.fence_async_shared()
             pa = (it + STAGES - 1) % STAGES   # chunk it - 1's A stage
             _gl_tma_a(a_desc, a_smem.index(pa), ready_a.index(pa), row_a, c_lo + it + STAGES - 1,
                       it + STAGES - 1 < n_it)
@@ -703,7 +693,7 @@ if _GLUON:
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
                     B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
-                    WS_REGS: gl.constexpr = 152, PROBE: gl.constexpr = 0):
+                    WS_REGS: gl.constexpr = 152):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
@@ -726,8 +716,7 @@ if _GLUON:
         b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
         if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            a_rows: gl.constexpr = BM // 2 if PROBE & 1 else BM   # PROBE: half of A's bytes (wrong values)
-            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [a_rows, BK], op_sl)
+            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
             b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
             s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
             c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
@@ -780,8 +769,7 @@ if _GLUON:
                                             bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
         elif TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
-                                    pid_m * BM, pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES,
-                                    PROBE)
+                                    pid_m * BM, pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
                                      sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
@@ -915,8 +903,6 @@ _WS = 1   # I8G by TMA: warp-specialized (a load warp, two fold warpgroups, the 
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
-_PROBE = 0   # timing probes only (wrong outputs), bits: 1 = A's TMA loads half the rows, 2 = B not folded,
-# 4 = no wgmma, 8 = folded B not stored
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
@@ -974,7 +960,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
                      "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK) if tma else 0,
                      "WS": bool(tma and _WS and nw == 4), "F_STAGES": _f_stages(), "WS_REGS": _WS_REGS,
-                     "PROBE": _PROBE, "num_warps": nw,
+                     "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,

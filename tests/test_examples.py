@@ -140,7 +140,7 @@ def _i8g_compiled(sub, block_n, warps, tma, ws=False):
     consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
               "BLOCK_K": 256 if tma else 128, "TMA": tma,   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
               "B_STAGES": sub._b_stages(3, block_n, 256) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(),
-              "WS_REGS": sub._WS_REGS, "PROBE": 0}
+              "WS_REGS": sub._WS_REGS}
     ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
            for n in kern.arg_names}
