@@ -5,26 +5,31 @@ C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements 
 on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
 * I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes): INT8 as below, but only A is folded by
-  the first kernel; B is folded in the GEMM's loop, a Gluon kernel (_i8g_kernel), which Triton's own
-  pipeline cannot express: Triton waits for every wgmma at once when an operand is computed in the loop,
-  so the decode and the tensor cores took turns. Here chunk i's wgmma (int8, from shared memory) runs
-  while chunk i + 1's B codes are folded (_FOLD_I8) and stored; one int32 accumulator for the whole K,
-  exact. A, B's codes and its scales come STAGES chunks ahead: by TMA at BLOCK_K 256 (descriptors made
-  in the kernel, one mbarrier a stage), else by cp.async (BLOCK_K 128). TMA matters because a wgmma on
-  data that cp.async brought must follow a proxy fence, and that fence waits for the thread's copies
-  still in flight (Nsight Compute, results/probes/h200_ncu_nvfp4_i8g_*), so those loads barely ran
-  ahead; TMA writes through the async proxy. It needs BLOCK_K 256: a box's rows start on 16 bytes, and
-  B's scales are BLOCK_K / 16 bytes a row (at 128 the H200 raised an illegal instruction). Sweeps
-  (results/probes/h200_tuning_nvfp4_i8g_tma_5691723.json): 58.6 and 24.8 us against the cp.async
-  loop's 64.3 and 25.4 and FP8's 92.7 (h200_tuning_nvfp4_i8g_3b724de.json); 4 stages against 3:
-  58.6 against 96.7 us at k=16384, so the loads' latency still bounds it. Stream-K (one program per
-  SM, a tile's K ranges summed exactly in int32) was slower: 70.3 against 58.9 us at k=16384
-  (results/probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, with this file in the same runs:
-  h200_tuning_nvfp4_file_d19a3f2_*_185a864.json; code at 185a864). B folded straight into the
-  wgmma's register operand (no folded-B buffers, so BLOCK_N 128 fits 4 stages) was slower too: 85.0
-  (BLOCK_N 64) and 86.8 us (128) against 59.3 (results/probes/h200_tuning_nvfp4_b_regs_591361c.json,
-  code at 591361c). A's first kernel runs 8 warps a program here (4 for INT8): 0.3 us faster at
-  k=16384 and n=4096 in four rounds (results/probes/h200_tuning_nvfp4_prep_warps_*_591361c.json).
+  the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
+  cannot express (it waits for every wgmma at once when an operand is computed in the loop, so the
+  decode and the tensor cores took turns). With TMA (BLOCK_K 256) and one warpgroup of wgmma (4 warps)
+  the kernel is warp-specialized, its hand-overs mbarriers: a warp loads A's chunks (int8, from L2)
+  into A's ring of STAGES, another B's codes and scales (from DRAM) into B's ring, which takes the
+  shared memory left (_b_stages); two fold warpgroups take alternate chunks of B to int8 (_FOLD_I8)
+  into two folded-B buffers; the wgmma warpgroup multiplies each chunk from shared memory into one
+  int32 accumulator for the whole K (exact) and frees its stages. In one run at 6ab5ed0: 49.2 against
+  59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
+  h200_tuning_nvfp4_i8g_ws_6ab5ed0.json, _nows_6ab5ed0.json, which has 25.8 at n=4096); with two
+  folded-B buffers instead of three 47.0 and 23.3 (_ws_fe1ce8f.json). What bounded that loop, by
+  probes that time wrong outputs on purpose (h200_probe_nvfp4_i8g_probe*_2b6bab2/5b3d110.json, switches at 5b3d110):
+  one warp per scheduler ran the fold, the wgmma and the loads' waits in turn. Without the fold 52.8 us,
+  without the wgmma 46.8, without both 39.0 (the loads alone), half of A's bytes 58.0: A read by every
+  program from L2 was not the bound. Other schedules, slower: rings of their own for A and B in the
+  one loop (57.0-59.6, h200_tuning_nvfp4_i8g_rings_*_996a03d.json); stream-K (70.3 against 58.9,
+  probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, code at 185a864); B folded straight into
+  the wgmma's register operand (85.0 against 59.3, h200_tuning_nvfp4_b_regs_591361c.json). Without
+  TMA (BLOCK_K 128) or with 8 warps the loop runs in every warp: chunk i's wgmma runs while chunk
+  i + 1's B is folded, its loads by TMA (one mbarrier a stage) or by cp.async. TMA matters there
+  because a wgmma on data that cp.async brought must follow a proxy fence, which waits for the
+  thread's copies still in flight (Nsight Compute, results/probes/h200_ncu_nvfp4_i8g_*). A box's rows
+  start on 16 bytes and B's scales are BLOCK_K / 16 bytes a row, hence BLOCK_K 256 for TMA (at 128 the
+  H200 raised an illegal instruction). A's first kernel runs 8 warps a program here (4 for INT8): 0.3
+  us faster in four rounds (results/probes/h200_tuning_nvfp4_prep_warps_*_591361c.json).
   A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
 * INT8 (A_DEC = INT8: the k=2048 benchmark shape): an e2m1 value times an integer scale
   0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
@@ -449,14 +454,15 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 
 
 
-# ---- I8G: the INT8 path with B decoded in the loop, in Gluon (Hopper) --------------------------------------
+# ---- I8G: the INT8 path with B decoded in the GEMM, in Gluon (Hopper) --------------------------------------
 # Triton waits for each wgmma at once when an operand is computed in the loop, so the decode and the
-# tensor cores take turns. This kernel issues chunk i's wgmma, then decodes chunk i + 1 while it runs:
-# A (int8 2 * value in K order, written once by _prep_i8_kernel) and B's codes and scales reach shared
-# memory STAGES chunks ahead, by TMA (chunks of 256 K) or by cp.async (128 K); B is folded into int8 by
-# _FOLD_I8 (prmt lookups in tables times the block's integer scale) and stored as the wgmma's first
-# operand (C^T tile: BLOCK_N rows of B, all 128 rows of A); one int32 accumulator, exact, so no partial
-# sums leave the tensor cores.
+# tensor cores take turns. Here they overlap: A (int8 2 * value in K order, written once by
+# _prep_i8_kernel) and B's codes and scales reach shared memory ahead of use, by TMA (chunks of 256 K)
+# or by cp.async (128 K); B is folded into int8 by _FOLD_I8 (prmt lookups in tables times the block's
+# integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows of B, all 128 rows of
+# A); one int32 accumulator, exact, so no partial sums leave the tensor cores. By TMA with one
+# warpgroup of wgmma the kernel is warp-specialized (_ws_*: load warps, fold warpgroups, the wgmma
+# warpgroup); otherwise one loop in every warp issues chunk i's wgmma and folds chunk i + 1 meanwhile.
 # A tile whose scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores
 # (exact products, as the reference): slow, and only adversarial inputs reach it.
 if _GLUON:
@@ -813,8 +819,8 @@ FP8, INT8, I8G = 2, 3, 4
 # made by the first kernel) a ranked run failed: one output of 524288 off by 0.25 at n=4096
 # (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
 # I8G (BLOCK_K 256: TMA, 128: cp.async; num_warps = a warpgroup per 64 or 128 rows of B, num_stages =
-# STAGES): results/probes/h200_tuning_nvfp4_i8g_tma_5691723.json (and _warps_47785e2.json, the same
-# configs again: 59.3 and 25.2 us).
+# STAGES, A's stages when warp-specialized): results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json
+# (47.0 and 23.3 us; 3 stages of A 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6).
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8G),
     (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8G),
