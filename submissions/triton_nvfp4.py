@@ -16,11 +16,12 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
   h200_tuning_nvfp4_i8g_ws_6ab5ed0.json, _nows_6ab5ed0.json, which has 25.8 at n=4096); with two
   folded-B buffers instead of three 47.0 and 23.3 (_ws_fe1ce8f.json). What bounded that loop, by
-  probes that time wrong outputs on purpose (h200_probe_nvfp4_i8g_probe*_2b6bab2/5b3d110.json, switches at 5b3d110):
-  one warp per scheduler ran the fold, the wgmma and the loads' waits in turn. Without the fold 52.8 us,
-  without the wgmma 46.8, without both 39.0 (the loads alone), half of A's bytes 58.0: A read by every
-  program from L2 was not the bound. Other schedules, slower: rings of their own for A and B in the
-  one loop (57.0-59.6, h200_tuning_nvfp4_i8g_rings_*_996a03d.json); stream-K (70.3 against 58.9,
+  probes that time wrong outputs on purpose (h200_probe_nvfp4_i8g_probe*_2b6bab2.json and
+  _5b3d110.json, switches at 5b3d110): one warp per scheduler ran the fold, the wgmma and the loads'
+  waits in turn. Without the fold 52.8 us, without the wgmma 46.8, without both 39.0 (the loads
+  alone), half of A's bytes 58.0: A read by every program from L2 was not the bound. Other schedules,
+  slower: rings of their own for A and B in the one loop (57.0-59.6,
+  h200_tuning_nvfp4_i8g_rings_*_996a03d.json); stream-K (70.3 against 58.9,
   probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, code at 185a864); B folded straight into
   the wgmma's register operand (85.0 against 59.3, h200_tuning_nvfp4_b_regs_591361c.json). Without
   TMA (BLOCK_K 128) or with 8 warps the loop runs in every warp: chunk i's wgmma runs while chunk
@@ -641,6 +642,7 @@ if _GLUON:
             mbarrier.arrive(f_empty.index((c + SF - 1) % SF), pred=c > 0)
         return hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]), fa
 
+    # The worker partitions share one signature (Gluon's rule for warp_specialize); each takes what it needs.
     @gluon.jit
     def _ws_load_a(descs, smems, bars, row_a, n0, c_lo, n_it, part):
         """Warp-specialized I8G, A's load warp: waits for the first kernel (PDL; a no-op without it), then
@@ -767,9 +769,10 @@ if _GLUON:
             smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
             wargs = (descs, smems, bars, pid_m * BM, pid_n * BLOCK_N, c_lo, n_it)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
-            acc, fa = gl.warp_specialize([(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask)), (_ws_load_a, wargs + (p0,)),
-                                      (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)),
-                                      (_ws_fold, wargs + (p0 + 1,))], [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
+            acc, fa = gl.warp_specialize(
+                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask)), (_ws_load_a, wargs + (p0,)),
+                 (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
+                [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
             bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
             bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
                                             bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
@@ -905,7 +908,7 @@ class _In:
 
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
-_WS = 1   # I8G by TMA: warp-specialized (a load warp, two fold warpgroups, the wgmma warpgroup)
+_WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
