@@ -758,9 +758,9 @@ if _GLUON:
         fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa_ptrs = fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0)
-        if PDL and not WS:   # the first kernel's A and flags (warp-specialized: in the partitions)
-            _cuda.gdc_wait()
-        if not WS:
+        if not WS:   # the first kernel's A and flags (warp-specialized: waited for in the partitions)
+            if PDL:
+                _cuda.gdc_wait()
             fa = gl.load(fa_ptrs, mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
         if WS:
@@ -852,16 +852,17 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-def _f_stages():
-    """I8G by TMA: the folded-B buffers."""
-    return _F_STAGES if _WS else 2
+def _f_stages(ws):
+    """I8G: the folded-B buffers (the one-loop kernel alternates two)."""
+    return _F_STAGES if ws else 2
 
 
-def _b_stages(a_stages, BN, BK, smem=220 * 1024):
+def _b_stages(a_stages, BN, BK, ws, smem=220 * 1024):
     """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the
-    folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales."""
-    stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages() * BN * BK) // (BN * BK // 2 + BN * BK // 16)
-    if _WS:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
+    folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales.
+    ws: the kernel is warp-specialized."""
+    stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages(ws) * BN * BK) // (BN * BK // 2 + BN * BK // 16)
+    if ws:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
         stages -= stages % 2   # (a wait on its mbarrier then never finds it two phases behind)
     if stages < 2:
         raise ValueError(f"I8G: {a_stages} stages of A leave too little shared memory for two stages of B")
@@ -962,13 +963,14 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
         tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
+        spec = bool(tma and _WS and nw == 4)   # warp-specialized: one warpgroup of wgmma
         if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
             triton.set_allocator(_scratch_alloc)
         out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
                                         sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK) if tma else 0,
-                     "WS": bool(tma and _WS and nw == 4), "F_STAGES": _f_stages(), "WS_REGS": _WS_REGS,
+                     "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
+                     "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS,
                      "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out

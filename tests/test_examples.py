@@ -139,7 +139,7 @@ def _i8g_compiled(sub, block_n, warps, tma, ws=False):
     kern = sub._i8g_kernel
     consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
               "BLOCK_K": 256 if tma else 128, "TMA": tma,   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
-              "B_STAGES": sub._b_stages(3, block_n, 256) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(),
+              "B_STAGES": sub._b_stages(3, block_n, 256, ws) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(ws),
               "WS_REGS": sub._WS_REGS}
     ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
@@ -179,7 +179,7 @@ def test_nvfp4_i8g_warp_specialized_kernel_hands_chunks_over_by_mbarriers():
     assert "mul.lo.u32 t0, s, 0x03020100" in ptx and "mul.lo.u32 t0, s, 0x03020100" not in ptx[issued:waited]
     assert "mbarrier.try_wait" in ptx and "mbarrier.arrive.shared" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "griddepcontrol.wait" in ptx
-    assert sub._WS and sub._b_stages(4, 64, 256) % 2 == 0   # the file's choice; B's stages stay even
+    assert sub._WS and sub._b_stages(4, 64, 256, True) % 2 == 0   # the file's choice; B's stages stay even
 
 
 @functools.cache

@@ -100,8 +100,8 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
         # ring takes the rest (two stages at least; the submission's _b_stages)
         for bn, bk, nw, stages, split in itertools.product((64, 128, 256), (128, 256), (4, 8, 16), (2, 3, 4, 5),
                                                            range(1, 17)):
-            b_stages, f_stages = (2, 2) if bk == 256 else (stages, 2)   # TMA: B has a ring of its own
-            smem = stages * 128 * bk + b_stages * (bn // 2 + bn // 16) * bk + f_stages * bn * bk
+            b_stages = 2 if bk == 256 else stages   # TMA: B has a ring of its own
+            smem = stages * 128 * bk + b_stages * (bn // 2 + bn // 16) * bk + 2 * bn * bk
             if bk == 128 and stages == 2:
                 continue
             waves = N // bn * split / (132 * max(1, min(2, 220 * 1024 // smem)))
