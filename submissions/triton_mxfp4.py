@@ -817,8 +817,11 @@ def _f8w_ok(M, N, K, BN, BM, bq):
 
 
 def _scratch_alloc(size, alignment, stream):
-    """Triton's allocator for a kernel's global scratch (F8W's TMA descriptors)."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+    """Triton's allocator for a kernel's global scratch (F8W's TMA descriptors), which its launcher calls
+    on every launch: one buffer reused, not a fresh tensor each time (host time). The kernel writes its
+    descriptors there before it reads them, and two calls' GEMMs never overlap (stream order; PDL lets a
+    GEMM start only beside its own first kernel)."""
+    return _buffer(torch.device("cuda", torch.cuda.current_device()), "tma_scratch", size, torch.int8)
 _BUFFERS = {}
 
 
