@@ -590,14 +590,21 @@ if _GLUON:
             acc = acc + t0 + t1
         return (acc,)   # (warp_specialize takes a tuple from the default partition)
 
+    @gluon.jit
+    def _f8w_tma_b(b_desc, s_desc, c_s, s_s, bar, n0, c, pred):
+        """Chunk c's B codes [BN, 128 bytes] and scales (BN / 32 segments of 256 bytes of the shuffled
+        layout) into one stage of B's ring by TMA, counted by mbarrier ``bar``."""
+        mbarrier.expect(bar, b_desc.block_type.nbytes + s_desc.block_type.nbytes, pred=pred)
+        _tma_load(b_desc, [n0, c * 128], bar, c_s, pred=pred)
+        _tma_load(s_desc, [n0 // 32, c * 256], bar, s_s, pred=pred)
+
     # The worker partitions share one signature (Gluon's rule for warp_specialize); each takes what it needs.
     @gluon.jit
-    def _f8w_load_a(descs, smems, bars, scal, n_it, part):
+    def _f8w_load_a(descs, smems, bars, base_ptr, M, m0, n0, n_it, part):
         """A's load warp: after the first kernel (PDL), chunk c's even and odd e4m3 tiles into A's ring."""
-        a_desc, b_desc = descs
-        a_smem, c_smem, f_smem = smems
+        a_desc, b_desc, s_desc = descs
+        a_smem, c_smem, s_smem, f_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        base_ptr, bs_ptr, M, m0, n0, bs_stride = scal
         SA: gl.constexpr = a_smem.shape[0] // 2
         _cuda.gdc_wait()
         for c in range(n_it):
@@ -608,52 +615,49 @@ if _GLUON:
             _tma_load(a_desc, [M + m0, c * 128], a_ready.index(s), a_smem.index(2 * s + 1))
 
     @gluon.jit
-    def _f8w_load_b(descs, smems, bars, scal, n_it, part):
-        """B's load warp: chunk c + B_STAGES's codes once chunk c is decoded (the first B_STAGES chunks
-        were issued before the partitions, and before PDL's wait)."""
-        a_desc, b_desc = descs
-        a_smem, c_smem, f_smem = smems
+    def _f8w_load_b(descs, smems, bars, base_ptr, M, m0, n0, n_it, part):
+        """B's load warp: chunk c + B_STAGES once chunk c is decoded (the first B_STAGES chunks were
+        issued before the partitions, and before PDL's wait)."""
+        a_desc, b_desc, s_desc = descs
+        a_smem, c_smem, s_smem, f_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        base_ptr, bs_ptr, M, m0, n0, bs_stride = scal
         SB: gl.constexpr = c_smem.shape[0]
         for c in range(n_it - SB):
             mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1)
-            mbarrier.expect(b_ready.index(c % SB), b_desc.block_type.nbytes)
-            _tma_load(b_desc, [n0, (c + SB) * 128], b_ready.index(c % SB), c_smem.index(c % SB))
+            _f8w_tma_b(b_desc, s_desc, c_smem.index(c % SB), s_smem.index(c % SB), b_ready.index(c % SB),
+                       n0, c + SB, True)
 
     @gluon.jit
-    def _f8w_decode(descs, smems, bars, scal, n_it, part):
+    def _f8w_decode(descs, smems, bars, base_ptr, M, m0, n0, n_it, part):
         """A decode warpgroup (two take alternate chunks, part = 0 / 1): chunk c's codes to e4m3 even and
         odd planes relative to the rows' bases (_fp8_tables, _DECODE_FP8_ASM), into the decoded-B ring."""
-        a_smem, c_smem, f_smem = smems
+        a_smem, c_smem, s_smem, f_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        base_ptr, bs_ptr, M, m0, n0, bs_stride = scal
         SB: gl.constexpr = c_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0] // 2
         BN: gl.constexpr = c_smem.shape[1]
+        G: gl.constexpr = BN // 32
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 8, 4], [4, 1, 1], [2, 1, 0])   # [rows, blocks, bytes]
         el: gl.constexpr = gl.SliceLayout(2, cl)
-        rows = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, el))
-        blocks = gl.arange(0, 8, layout=gl.SliceLayout(0, el))
-        # the shuffled scales: row r = r0*32 + r1*16 + r2 at r0*(32 C') + r2*4 + r1, block j < 8 of chunk c
-        # (j = j1*4 + j2) at c*256 + j2*64 + j1*2
-        s_ptrs = bs_ptr + gl.expand_dims((rows // 32) * (bs_stride * 32) + (rows % 16) * 4 + (rows // 16) % 2, 1) \
-            + gl.expand_dims((blocks % 4) * 64 + (blocks // 4) * 2, 0)
-        e_next = gl.load(s_ptrs + part * 256).to(gl.int32)
+        sl: gl.constexpr = gl.BlockedLayout([1, 2], [1, 32], [1, 4], [1, 0])   # [G, 256] scale segments
         _cuda.gdc_wait()
-        r = 122 + gl.load(base_ptr + M + rows)   # the rows' bases, from the first kernel
+        r = 122 + gl.load(base_ptr + M + n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, el)))   # the rows' bases
         t_lo = gl.expand_dims(0x14100800 - r * 0x08080800, 1)
         t_hi = gl.expand_dims(0x24201C18 - r * 0x08080808, 1)
         c_view = _gl_flat(c_smem, [SB, BN, 128])
+        s_view = _gl_flat(s_smem, [SB, G, 256])
         for c in range(part, n_it, 2):
-            e = e_next
-            e_next = gl.load(s_ptrs + gl.minimum(c + 2, n_it - 1) * 256).to(gl.int32)
+            st = c % SB
+            mbarrier.wait(b_ready.index(st), (c // SB) & 1)
+            codes = c_view.index(st).reshape([BN, 8, 16]).load(cl)
+            seg = s_view.index(st).load(sl)
+            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
+            mbarrier.arrive(b_empty.index(st))
+            # a segment holds rows r = r1*16 + r2 and blocks j = j1*4 + j2 at j2*64 + r2*4 + j1*2 + r1
+            e = gl.reshape(gl.permute(gl.reshape(seg, [G, 4, 16, 2, 2]), [0, 4, 2, 3, 1]), [BN, 8])
+            e = gl.convert_layout(e, el).to(gl.int32)
             lut_lo = gl.expand_dims(e * 0x08080800 + t_lo, 2)
             lut_hi = gl.expand_dims(e * 0x08080808 + t_hi, 2)
-            mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
-            codes = c_view.index(c % SB).reshape([BN, 8, 16]).load(cl)
-            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
-            mbarrier.arrive(b_empty.index(c % SB))
             lo, hi = gl.inline_asm_elementwise(
                 _DECODE_FP8_GL, "=r,=r,r,r,r,r,r,r,r,r,r",
                 [codes, gl.broadcast(lut_lo, codes)[0], gl.broadcast(lut_hi, codes)[0]],
@@ -701,8 +705,12 @@ if _GLUON:
         # descriptors made here (in global scratch): a8 as [2M, K/2] (the odd plane's rows from M)
         a_desc = tma.make_tensor_descriptor(a8_ptr, [2 * M, K // 2], [K // 2, 1], [BM, 128], op_sl)
         b_desc = tma.make_tensor_descriptor(bq_ptr, [N, K // 2], [stride_bn, 1], [BN, 128], raw)
+        # B's shuffled scales as [32-row groups, 32 C'] (C' = bs_stride): a chunk's are BN / 32 segments
+        s_desc = tma.make_tensor_descriptor(bs_ptr, [(N + 31) // 32, 32 * bs_stride], [32 * bs_stride, 1],
+                                            [BN // 32, 256], raw)
         a_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * A_STAGES, BM, 128], op_sl)
         c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BN, 128], raw)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BN // 32, 256], raw)
         f_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * F_STAGES, BN, 128], op_sl)
         a_ready = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
         a_empty = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
@@ -721,11 +729,10 @@ if _GLUON:
             mbarrier.init(f_empty.index(i), count=1)
         hopper.fence_async_shared()
         for i in gl.static_range(B_STAGES):   # B's first chunks: B is the call's input, not the first kernel's
-            mbarrier.expect(b_ready.index(i), b_desc.block_type.nbytes, pred=i < n_it)
-            _tma_load(b_desc, [n0, i * 128], b_ready.index(i), c_smem.index(i), pred=i < n_it)
+            _f8w_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), b_ready.index(i), n0, i, i < n_it)
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 32])
         bars = (a_ready, a_empty, b_ready, b_empty, f_ready, f_empty)
-        wargs = ((a_desc, b_desc), (a_smem, c_smem, f_smem), bars, (base_ptr, bs_ptr, M, m0, n0, bs_stride), n_it)
+        wargs = ((a_desc, b_desc, s_desc), (a_smem, c_smem, s_smem, f_smem), bars, base_ptr, M, m0, n0, n_it)
         p0 = m0 * 0   # the decode partitions' parity (worker arguments are values, not constants)
         acc = gl.warp_specialize(
             [(_f8w_mma, (gl.zeros([BN, BM], gl.float32, layout=mma), a_smem, f_smem, bars, n_it)),
@@ -809,11 +816,12 @@ _F8W_B_STAGES, _F8W_F_STAGES, _F8W_REGS = 4, 2, 152
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-def _f8w_ok(M, N, K, BN, BM, bq):
+def _f8w_ok(M, N, K, BN, BM, bq, bs):
     """Whether _f8w_kernel takes this call: Hopper with Gluon, whole tiles, at least two 256-K chunks, and
-    B's codes as TMA reads them (16-byte aligned rows of unit stride)."""
-    return (_GLUON and _HOPPER and M % BM == 0 and N % BN == 0 and K % 256 == 0 and K >= 512
-            and bq.stride(1) == 1 and bq.stride(0) % 16 == 0 and bq.data_ptr() % 16 == 0)
+    B's codes and shuffled scales as TMA reads them (16-byte aligned rows of unit stride)."""
+    return (_GLUON and _HOPPER and M % BM == 0 and N % BN == 0 and BN % 32 == 0 and K % 256 == 0 and K >= 512
+            and bq.stride(1) == bs.stride(1) == 1 and bq.stride(0) % 16 == 0 and bs.stride(0) % 8 == 0
+            and bq.data_ptr() % 16 == 0 and bs.data_ptr() % 16 == 0)
 
 
 def _scratch_alloc(size, alignment, stream):
@@ -901,7 +909,7 @@ def custom_kernel(data):
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
-    if pre_a == F8W and not _f8w_ok(M, N, K, BN, BM, bq):
+    if pre_a == F8W and not _f8w_ok(M, N, K, BN, BM, bq, bs):
         pre_a = FP8
     pdl = _PDL and pre_a in (1, FP8, F8W)   # the GEMM launches while the first kernel runs
     if pre_a in (FP8, F8W):   # A's e4m3 planes and the row bases of A and B, in a first kernel
