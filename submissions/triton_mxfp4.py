@@ -96,6 +96,7 @@ try:   # Gluon (Triton >= 3.5): the F8W path's warp-specialized kernel (shared m
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _TensorDescriptor
     _GLUON = True
 except Exception:  # noqa: BLE001
     _GLUON = False
@@ -691,9 +692,9 @@ if _GLUON:
         return acc
 
     @gluon.jit
-    def _f8w_kernel(a8_ptr, ab_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, M, N, K, stride_bn, stride_cm, bs_stride,
-                    BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, A_STAGES: gl.constexpr, B_STAGES: gl.constexpr,
-                    F_STAGES: gl.constexpr, DEC_REGS: gl.constexpr):
+    def _f8w_kernel(a_desc, b_desc, s_desc, ab_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, M, N, K, stride_bn, stride_cm,
+                    bs_stride, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, A_STAGES: gl.constexpr,
+                    B_STAGES: gl.constexpr, F_STAGES: gl.constexpr, DEC_REGS: gl.constexpr):
         """C^T tile [BLOCK_N, BLOCK_M] (see above); a8 [2, M, K/2] A's e4m3 planes, ab [M, K] its bf16 ones,
         base [M + N] the rows' bases (_prep_fp8_kernel). M % BLOCK_M = N % BLOCK_N = K % 256 = 0."""
         BN: gl.constexpr = BLOCK_N
@@ -702,12 +703,6 @@ if _GLUON:
         n_it = K // 256
         op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
         raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-        # descriptors made here (in global scratch): a8 as [2M, K/2] (the odd plane's rows from M)
-        a_desc = tma.make_tensor_descriptor(a8_ptr, [2 * M, K // 2], [K // 2, 1], [BM, 128], op_sl)
-        b_desc = tma.make_tensor_descriptor(bq_ptr, [N, K // 2], [stride_bn, 1], [BN, 128], raw)
-        # B's shuffled scales as [32-row groups, 32 C'] (C' = bs_stride): a chunk's are BN / 32 segments
-        s_desc = tma.make_tensor_descriptor(bs_ptr, [(N + 31) // 32, 32 * bs_stride], [32 * bs_stride, 1],
-                                            [BN // 32, 256], raw)
         a_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * A_STAGES, BM, 128], op_sl)
         c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BN, 128], raw)
         s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BN // 32, 256], raw)
@@ -824,13 +819,44 @@ def _f8w_ok(M, N, K, BN, BM, bq, bs):
             and bq.data_ptr() % 16 == 0 and bs.data_ptr() % 16 == 0)
 
 
-def _scratch_alloc(size, alignment, stream):
-    """Triton's allocator for a kernel's global scratch (F8W's TMA descriptors), which its launcher calls
-    on every launch: one buffer reused, not a fresh tensor each time (host time). The kernel writes its
-    descriptors there before it reads them, and two calls' GEMMs never overlap (stream order; PDL lets a
-    GEMM start only beside its own first kernel)."""
-    return _buffer(torch.device("cuda", torch.cuda.current_device()), "tma_scratch", size, torch.int8)
-_BUFFERS = {}
+class _Address:
+    """What a TensorDescriptor reads of its base tensor: the address and the element type (so that a
+    cached descriptor keeps no tensor alive)."""
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+
+_DESCRIPTORS = {}
+
+
+def _descriptor(t, shape, strides, block, swizzle):
+    """A TMA descriptor of tensor t's memory (address, dtype, shape, strides, box: a pure function of them,
+    so one made for an earlier call with the same values is the same descriptor); making one costs several
+    microseconds of host time in Triton's checks, more than a call's GPU time can hide."""
+    key = (t.data_ptr(), t.dtype, tuple(shape), tuple(strides), tuple(block), swizzle)
+    desc = _DESCRIPTORS.get(key)
+    if desc is None:
+        if len(_DESCRIPTORS) > 256:
+            _DESCRIPTORS.clear()
+        desc = _DESCRIPTORS[key] = _TensorDescriptor(
+            _Address(t.data_ptr(), t.dtype), list(shape), list(strides), list(block),
+            gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2))
+    return desc
+
+
+def _f8w_descriptors(a8, bq, bs, M, N, K, BN, BM):
+    """F8W's TMA descriptors, made on the host (made in the kernel, each program wrote and fenced three
+    before its first load): A's e4m3 planes as [2M, K/2] (the odd plane's rows from M; 128-byte swizzle,
+    as the wgmma reads them), B's codes, and B's shuffled scales as [32-row groups, 32 C'] (C' = the
+    scales' row stride), whose chunk of 256 K is BN / 32 segments of 256 bytes."""
+    return (_descriptor(a8, (2 * M, K // 2), (K // 2, 1), (BM, 128), 128),
+            _descriptor(bq, (N, K // 2), (bq.stride(0), 1), (BN, 128), 0),
+            _descriptor(bs, ((N + 31) // 32, 32 * bs.stride(0)), (32 * bs.stride(0), 1), (BN // 32, 256), 0))
 
 
 def _buffer(dev, name, numel, dtype):
@@ -925,8 +951,8 @@ def custom_kernel(data):
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
     if pre_a == F8W:
-        triton.set_allocator(_scratch_alloc)   # the kernel makes its TMA descriptors in global scratch
-        _launch(_f8w_kernel, (g0, g1), (a8, a, base, bq, bs, C, M, N, K, bq.stride(0), C.stride(0), bs.stride(0)),
+        _launch(_f8w_kernel, (g0, g1), _f8w_descriptors(a8, bq, bs, M, N, K, BN, BM)
+                + (a, base, bq, bs, C, M, N, K, bq.stride(0), C.stride(0), bs.stride(0)),
                 ("f8w",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "A_STAGES": stages, "B_STAGES": _F8W_B_STAGES,
                                  "F_STAGES": _F8W_F_STAGES, "DEC_REGS": _F8W_REGS, "num_warps": 4, "num_stages": 1,
                                  **({"launch_pdl": True} if pdl else {})})
