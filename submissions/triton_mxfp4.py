@@ -859,6 +859,9 @@ def _f8w_descriptors(a8, bq, bs, M, N, K, BN, BM):
             _descriptor(bs, ((N + 31) // 32, 32 * bs.stride(0)), (32 * bs.stride(0), 1), (BN // 32, 256), 0))
 
 
+_BUFFERS = {}
+
+
 def _buffer(dev, name, numel, dtype):
     """Scratch memory reused by every call (grown when too small, zero-filled when made); nothing is
     cached by input identity or content."""
