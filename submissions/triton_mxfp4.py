@@ -91,16 +91,6 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
-try:   # Gluon (Triton >= 3.5): the F8W path's warp-specialized kernel (shared memory, TMA, mbarriers, wgmma)
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia import hopper
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _TensorDescriptor
-    _GLUON = True
-except Exception:  # noqa: BLE001
-    _GLUON = False
-
 try:  # pragma: no cover - only on the competition server
     from task import input_t, output_t  # noqa: F401
 except Exception:  # noqa: BLE001
@@ -548,213 +538,10 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-# ---- F8W: the FP8 path warp-specialized, in Gluon (Hopper) ------------------------------------------------
-# Triton's loop above waits for each wgmma at once (B is decoded in the loop), so the decode and the tensor
-# cores take turns in one warp per scheduler. Here each job has warps of its own, and every hand-over is an
-# mbarrier pair (ready / free): a warp loads A's e4m3 planes (even and odd K, from _prep_fp8_kernel) by TMA
-# into A's ring, another B's packed codes into B's ring; two decode warpgroups take alternate chunks and
-# write them as e4m3 even / odd planes (_DECODE_FP8_ASM, B's scales read straight from the shuffled
-# layout, one chunk ahead); the wgmma warpgroup (the default partition) multiplies each chunk's two planes
-# with fresh accumulators (Hopper's fp8 accumulator keeps fewer bits) and adds them to the fp32 tile.
-# C^T tiles [BLOCK_N rows of B, BLOCK_M of A], chunks of 256 K, one program per tile (no split).
-if _GLUON:
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    _DECODE_FP8_GL = gl.constexpr(_DECODE_FP8_ASM.value)
-
-    if hasattr(gl.shared_memory_descriptor, "reinterpret"):   # Triton >= 3.7; 3.6 has _reinterpret
-        @gluon.jit
-        def _gl_flat(smem, shape: gl.constexpr):
-            return smem.reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    else:
-        @gluon.jit
-        def _gl_flat(smem, shape: gl.constexpr):
-            return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-
-    @gluon.jit
-    def _f8w_mma(acc, a_smem, f_smem, bars, n_it):
-        """The default partition: chunk c's two wgmmas (even K, odd K; fresh accumulators) once its A
-        planes and its decoded B are in, then their stages are freed and the products added in fp32."""
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        SA: gl.constexpr = a_smem.shape[0] // 2
-        SF: gl.constexpr = f_smem.shape[0] // 2
-        for c in range(n_it):
-            sa, sf = c % SA, c % SF
-            mbarrier.wait(a_ready.index(sa), (c // SA) & 1)
-            mbarrier.wait(f_ready.index(sf), (c // SF) & 1)
-            t0 = hopper.warpgroup_mma(f_smem.index(2 * sf), a_smem.index(2 * sa).permute((1, 0)), acc,
-                                      use_acc=False, is_async=True)
-            t1 = hopper.warpgroup_mma(f_smem.index(2 * sf + 1), a_smem.index(2 * sa + 1).permute((1, 0)), acc,
-                                      use_acc=False, is_async=True)
-            t0, t1 = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[t0, t1])
-            mbarrier.arrive(a_empty.index(sa))
-            mbarrier.arrive(f_empty.index(sf))
-            acc = acc + t0 + t1
-        return (acc,)   # (warp_specialize takes a tuple from the default partition)
-
-    @gluon.jit
-    def _f8w_tma_b(b_desc, s_desc, c_s, s_s, bar, n0, c, pred):
-        """Chunk c's B codes [BN, 128 bytes] and scales (BN / 32 segments of 256 bytes of the shuffled
-        layout) into one stage of B's ring by TMA, counted by mbarrier ``bar``."""
-        mbarrier.expect(bar, b_desc.block_type.nbytes + s_desc.block_type.nbytes, pred=pred)
-        _tma_load(b_desc, [n0, c * 128], bar, c_s, pred=pred)
-        _tma_load(s_desc, [n0 // 32, c * 256], bar, s_s, pred=pred)
-
-    # The worker partitions share one signature (Gluon's rule for warp_specialize); each takes what it needs.
-    @gluon.jit
-    def _f8w_load_a(descs, smems, bars, base_ptr, M, m0, n0, n_it, part):
-        """A's load warp: after the first kernel (PDL), chunk c's even and odd e4m3 tiles into A's ring."""
-        a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        SA: gl.constexpr = a_smem.shape[0] // 2
-        _cuda.gdc_wait()
-        for c in range(n_it):
-            s = c % SA
-            mbarrier.wait(a_empty.index(s), ((c // SA) & 1) ^ 1)
-            mbarrier.expect(a_ready.index(s), 2 * a_desc.block_type.nbytes)
-            _tma_load(a_desc, [m0, c * 128], a_ready.index(s), a_smem.index(2 * s))
-            _tma_load(a_desc, [M + m0, c * 128], a_ready.index(s), a_smem.index(2 * s + 1))
-
-    @gluon.jit
-    def _f8w_load_b(descs, smems, bars, base_ptr, M, m0, n0, n_it, part):
-        """B's load warp: chunk c + B_STAGES once chunk c is decoded (the first B_STAGES chunks were
-        issued before the partitions, and before PDL's wait)."""
-        a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        SB: gl.constexpr = c_smem.shape[0]
-        for c in range(n_it - SB):
-            mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1)
-            _f8w_tma_b(b_desc, s_desc, c_smem.index(c % SB), s_smem.index(c % SB), b_ready.index(c % SB),
-                       n0, c + SB, True)
-
-    @gluon.jit
-    def _f8w_decode(descs, smems, bars, base_ptr, M, m0, n0, n_it, part):
-        """A decode warpgroup (two take alternate chunks, part = 0 / 1): chunk c's codes to e4m3 even and
-        odd planes relative to the rows' bases (_fp8_tables, _DECODE_FP8_ASM), into the decoded-B ring."""
-        a_smem, c_smem, s_smem, f_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        SB: gl.constexpr = c_smem.shape[0]
-        SF: gl.constexpr = f_smem.shape[0] // 2
-        BN: gl.constexpr = c_smem.shape[1]
-        G: gl.constexpr = BN // 32
-        cl: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 8, 4], [4, 1, 1], [2, 1, 0])   # [rows, blocks, bytes]
-        el: gl.constexpr = gl.SliceLayout(2, cl)
-        sl: gl.constexpr = gl.BlockedLayout([1, 2], [1, 32], [1, 4], [1, 0])   # [G, 256] scale segments
-        _cuda.gdc_wait()
-        r = 122 + gl.load(base_ptr + M + n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, el)))   # the rows' bases
-        t_lo = gl.expand_dims(0x14100800 - r * 0x08080800, 1)
-        t_hi = gl.expand_dims(0x24201C18 - r * 0x08080808, 1)
-        c_view = _gl_flat(c_smem, [SB, BN, 128])
-        s_view = _gl_flat(s_smem, [SB, G, 256])
-        for c in range(part, n_it, 2):
-            st = c % SB
-            mbarrier.wait(b_ready.index(st), (c // SB) & 1)
-            codes = c_view.index(st).reshape([BN, 8, 16]).load(cl)
-            seg = s_view.index(st).load(sl)
-            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
-            mbarrier.arrive(b_empty.index(st))
-            # a segment holds rows r = r1*16 + r2 and blocks j = j1*4 + j2 at j2*64 + r2*4 + j1*2 + r1
-            e = gl.reshape(gl.permute(gl.reshape(seg, [G, 4, 16, 2, 2]), [0, 4, 2, 3, 1]), [BN, 8])
-            e = gl.convert_layout(e, el).to(gl.int32)
-            lut_lo = gl.expand_dims(e * 0x08080800 + t_lo, 2)
-            lut_hi = gl.expand_dims(e * 0x08080808 + t_hi, 2)
-            lo, hi = gl.inline_asm_elementwise(
-                _DECODE_FP8_GL, "=r,=r,r,r,r,r,r,r,r,r,r",
-                [codes, gl.broadcast(lut_lo, codes)[0], gl.broadcast(lut_hi, codes)[0]],
-                dtype=(gl.uint8, gl.uint8), is_pure=True, pack=4)
-            sf = c % SF
-            mbarrier.wait(f_empty.index(sf), ((c // SF) & 1) ^ 1)
-            f_smem.index(2 * sf).store(gl.reshape(lo, [BN, 128]).to(gl.float8e4nv, bitcast=True))
-            f_smem.index(2 * sf + 1).store(gl.reshape(hi, [BN, 128]).to(gl.float8e4nv, bitcast=True))
-            hopper.fence_async_shared()
-            mbarrier.arrive(f_ready.index(sf))
-
-    @gluon.jit
-    def _f8w_fp32_tile(ab_ptr, bq_ptr, bs_ptr, om, on, K, stride_bn, bs_stride, layout: gl.constexpr):
-        """The fallback for a tile with a row outside the fp8 window: C^T [rows on, rows om] summed in fp32
-        on the CUDA cores, one code byte (two K) a step, from A's exact bf16 planes (ab: per row its even
-        columns, then its odd ones) and B dequantized from its codes and e8m0 scales. Slow; only inputs
-        whose scales span more than 12 binades in a row reach it."""
-        acc = gl.zeros([on.shape[0], om.shape[0]], gl.float32, layout=layout)
-        two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
-        s_row = (on // 32) * (bs_stride * 32) + (on % 16) * 4 + (on // 16) % 2
-        for kh in range(0, K // 2):
-            j = kh // 16   # the scale block (32 elements, 16 bytes)
-            e = gl.load(bs_ptr + s_row + (j // 8) * 256 + (j % 4) * 64 + ((j // 4) % 2) * 2).to(gl.int32)
-            s = gl.where(e > 0, e << 23, 0x00400000).to(gl.float32, bitcast=True)   # 2**(e - 127)
-            p = gl.load(bq_ptr + on * stride_bn + kh).to(gl.int32)
-            lo = (((p & 7) << 22) | ((p & 8) << 28)).to(gl.float32, bitcast=True) * two126 * s
-            hi = (((p & 0x70) << 18) | ((p & 0x80) << 24)).to(gl.float32, bitcast=True) * two126 * s
-            a_even = gl.load(ab_ptr + om * K + kh).to(gl.float32)
-            a_odd = gl.load(ab_ptr + om * K + K // 2 + kh).to(gl.float32)
-            acc += gl.expand_dims(lo, 1) * gl.expand_dims(a_even, 0) + gl.expand_dims(hi, 1) * gl.expand_dims(a_odd, 0)
-        return acc
-
-    @gluon.jit
-    def _f8w_kernel(a_desc, b_desc, s_desc, ab_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, M, N, K, stride_bn, stride_cm,
-                    bs_stride, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, A_STAGES: gl.constexpr,
-                    B_STAGES: gl.constexpr, F_STAGES: gl.constexpr, DEC_REGS: gl.constexpr):
-        """C^T tile [BLOCK_N, BLOCK_M] (see above); a8 [2, M, K/2] A's e4m3 planes, ab [M, K] its bf16 ones,
-        base [M + N] the rows' bases (_prep_fp8_kernel). M % BLOCK_M = N % BLOCK_N = K % 256 = 0."""
-        BN: gl.constexpr = BLOCK_N
-        BM: gl.constexpr = BLOCK_M
-        n0, m0 = gl.program_id(0) * BN, gl.program_id(1) * BM
-        n_it = K // 256
-        op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
-        raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-        a_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * A_STAGES, BM, 128], op_sl)
-        c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BN, 128], raw)
-        s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BN // 32, 256], raw)
-        f_smem = gl.allocate_shared_memory(gl.float8e4nv, [2 * F_STAGES, BN, 128], op_sl)
-        a_ready = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
-        a_empty = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
-        b_ready = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
-        b_empty = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
-        f_ready = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-        f_empty = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(A_STAGES):
-            mbarrier.init(a_ready.index(i), count=1)
-            mbarrier.init(a_empty.index(i), count=1)
-        for i in gl.static_range(B_STAGES):
-            mbarrier.init(b_ready.index(i), count=1)
-            mbarrier.init(b_empty.index(i), count=1)
-        for i in gl.static_range(F_STAGES):
-            mbarrier.init(f_ready.index(i), count=1)
-            mbarrier.init(f_empty.index(i), count=1)
-        hopper.fence_async_shared()
-        for i in gl.static_range(B_STAGES):   # B's first chunks: B is the call's input, not the first kernel's
-            _f8w_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), b_ready.index(i), n0, i, i < n_it)
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 32])
-        bars = (a_ready, a_empty, b_ready, b_empty, f_ready, f_empty)
-        wargs = ((a_desc, b_desc, s_desc), (a_smem, c_smem, s_smem, f_smem), bars, base_ptr, M, m0, n0, n_it)
-        p0 = m0 * 0   # the decode partitions' parity (worker arguments are values, not constants)
-        acc = gl.warp_specialize(
-            [(_f8w_mma, (gl.zeros([BN, BM], gl.float32, layout=mma), a_smem, f_smem, bars, n_it)),
-             (_f8w_load_a, wargs + (p0,)), (_f8w_load_b, wargs + (p0,)), (_f8w_decode, wargs + (p0,)),
-             (_f8w_decode, wargs + (p0 + 1,))],
-            [1, 1, 4, 4], [24, 24, DEC_REGS, DEC_REGS])[0]
-        _cuda.gdc_wait()
-        out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 4], [0, 1])
-        on = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, out_l))
-        om = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
-        ba = gl.load(base_ptr + om)
-        bb = gl.load(base_ptr + M + on)
-        if gl.maximum(gl.max(ba, axis=0), gl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
-            scale = ((gl.expand_dims(bb, 1) + gl.expand_dims(ba, 0) + 127) << 23).to(gl.float32, bitcast=True)
-            res = gl.convert_layout(acc, out_l) * scale
-        else:
-            res = _f8w_fp32_tile(ab_ptr, bq_ptr, bs_ptr, om, on, K, stride_bn, bs_stride, out_l)
-        gl.store(c_ptr + gl.expand_dims(om * stride_cm, 0) + gl.expand_dims(on, 1), res.to(gl.bfloat16))
-
-
-PREPARE, FP8, F8W = 2, 3, 4
+PREPARE, FP8 = 2, 3
 # (BLOCK_N, BLOCK_M, BLOCK_K, SPLIT_K, PRE_A, num_warps, STAGES, SWAP_AB) per (M, N, K); a rule for the rest.
 # PRE_A: 0 = A quantized in the GEMM, 1 = in a first kernel, PREPARE = _prepare_kernel, then cuBLAS,
-# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window),
-# F8W = the same first kernel, then the warp-specialized Gluon GEMM (_f8w_kernel; STAGES: A's stages; fp32
-# on the CUDA cores for such tiles); where it cannot run (no Gluon, not Hopper, shapes or strides it does
-# not take) the FP8 path with the same tiles.
+# FP8 = _prep_fp8_kernel, then the GEMM on e4m3 operands (bf16 for tiles whose rows leave the fp8 window).
 # STAGES: 1 = the register prefetch loop, >= 2 = the PIPELINED loop with that many cp.async stages.
 # SWAP_AB: 1 = C^T tiles (N on the MMA's M side, B decoded into its register operand), 0 = C tiles (the
 # decoded B is the MMA's shared-memory operand).
@@ -806,59 +593,6 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 _PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
 # FP8: the first kernel's rows of A (0: 2048 elements a program) and warps per program (tune_examples.py --set)
 _FP8_PREP_ROWS, _FP8_PREP_WARPS = 0, 4
-# F8W: B's stages (even: a decode warpgroup keeps its stages), decoded-B buffers (even), a decode thread's registers
-_F8W_B_STAGES, _F8W_F_STAGES, _F8W_REGS = 4, 2, 152
-_HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-
-
-def _f8w_ok(M, N, K, BN, BM, bq, bs):
-    """Whether _f8w_kernel takes this call: Hopper with Gluon, whole tiles, at least two 256-K chunks, and
-    B's codes and shuffled scales as TMA reads them (16-byte aligned rows of unit stride)."""
-    return (_GLUON and _HOPPER and M % BM == 0 and N % BN == 0 and BN % 32 == 0 and K % 256 == 0 and K >= 512
-            and bq.stride(1) == bs.stride(1) == 1 and bq.stride(0) % 16 == 0 and bs.stride(0) % 8 == 0
-            and bq.data_ptr() % 16 == 0 and bs.data_ptr() % 16 == 0)
-
-
-class _Address:
-    """What a TensorDescriptor reads of its base tensor: the address and the element type (so that a
-    cached descriptor keeps no tensor alive)."""
-    __slots__ = ("ptr", "dtype")
-
-    def __init__(self, ptr, dtype):
-        self.ptr, self.dtype = ptr, dtype
-
-    def data_ptr(self):
-        return self.ptr
-
-
-_DESCRIPTORS = {}
-
-
-def _descriptor(t, shape, strides, block, swizzle):
-    """A TMA descriptor of tensor t's memory (address, dtype, shape, strides, box: a pure function of them,
-    so one made for an earlier call with the same values is the same descriptor); making one costs several
-    microseconds of host time in Triton's checks, more than a call's GPU time can hide."""
-    key = (t.data_ptr(), t.dtype, tuple(shape), tuple(strides), tuple(block), swizzle)
-    desc = _DESCRIPTORS.get(key)
-    if desc is None:
-        if len(_DESCRIPTORS) > 256:
-            _DESCRIPTORS.clear()
-        desc = _DESCRIPTORS[key] = _TensorDescriptor(
-            _Address(t.data_ptr(), t.dtype), list(shape), list(strides), list(block),
-            gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2))
-    return desc
-
-
-def _f8w_descriptors(a8, bq, bs, M, N, K, BN, BM):
-    """F8W's TMA descriptors, made on the host (made in the kernel, each program wrote and fenced three
-    before its first load): A's e4m3 planes as [2M, K/2] (the odd plane's rows from M; 128-byte swizzle,
-    as the wgmma reads them), B's codes, and B's shuffled scales as [32-row groups, 32 C'] (C' = the
-    scales' row stride), whose chunk of 256 K is BN / 32 segments of 256 bytes."""
-    return (_descriptor(a8, (2 * M, K // 2), (K // 2, 1), (BM, 128), 128),
-            _descriptor(bq, (N, K // 2), (bq.stride(0), 1), (BN, 128), 0),
-            _descriptor(bs, ((N + 31) // 32, 32 * bs.stride(0)), (32 * bs.stride(0), 1), (BN // 32, 256), 0))
-
-
 _BUFFERS = {}
 
 
@@ -938,10 +672,8 @@ def custom_kernel(data):
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
-    if pre_a == F8W and not _f8w_ok(M, N, K, BN, BM, bq, bs):
-        pre_a = FP8
-    pdl = _PDL and pre_a in (1, FP8, F8W)   # the GEMM launches while the first kernel runs
-    if pre_a in (FP8, F8W):   # A's e4m3 planes and the row bases of A and B, in a first kernel
+    pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
+    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
@@ -953,13 +685,6 @@ def custom_kernel(data):
                  "num_warps": _FP8_PREP_WARPS, "num_stages": 1})
     elif pre_a:
         a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
-    if pre_a == F8W:
-        _launch(_f8w_kernel, (g0, g1), _f8w_descriptors(a8, bq, bs, M, N, K, BN, BM)
-                + (a, base, bq, bs, C, M, N, K, bq.stride(0), C.stride(0), bs.stride(0)),
-                ("f8w",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "A_STAGES": stages, "B_STAGES": _F8W_B_STAGES,
-                                 "F_STAGES": _F8W_F_STAGES, "DEC_REGS": _F8W_REGS, "num_warps": 4, "num_stages": 1,
-                                 **({"launch_pdl": True} if pdl else {})})
-        return C
     if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
         a2, stride_am = a.view(-1)[K // 2:], K
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),

@@ -69,10 +69,6 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if swap and M < 64 and bm == 64:   # M < 64: BM = 64 only for C tiles (rows past M are masked)
                 continue
             out.append((bn, bm, bk, split, pre_a, nw, stages, swap))
-        if M >= 64:                       # F8W (4): the FP8 first kernel, then the warp-specialized Gluon GEMM
-            # (STAGES: A's stages; B's stages and the decoded-B buffers are module switches, --set)
-            out += [(64, bm, 256, 1, 4, 4, stages, 1) for bm, stages in itertools.product((64, 128), (2, 3, 4))
-                    if M % bm == 0 and K % 256 == 0]
         if M >= 64:                       # PREPARE (2): both operands in one kernel (BN rows of B, BM of A
             # each; BM = 0: BN), then cuBLAS (SWAP_AB = 1: cuBLAS computes C^T)
             out += [(rows, rows_a, bk, 0, 2, nw, 1, swap) for rows, rows_a, bk, nw, swap in
