@@ -93,6 +93,7 @@ try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA or cp
     from triton.experimental.gluon.language.nvidia import hopper
     from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _TensorDescriptor
     _GLUON = True
 except Exception:  # noqa: BLE001
     _GLUON = False
@@ -696,7 +697,7 @@ if _GLUON:
         bad_smem.index(part).store(gl.max(bad, axis=1))
 
     @gluon.jit
-    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
+    def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
@@ -722,11 +723,9 @@ if _GLUON:
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
-        if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
+        row_a, row_b = l * M + pid_m * BM, l * N + pid_n * BLOCK_N   # (TMA: the batches' rows follow each other)
+        if TMA:   # descriptors made on the host (_tma_descriptor); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
-            b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
-            s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
             c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
             s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
             ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -750,8 +749,8 @@ if _GLUON:
                     mbarrier.init(empty_f.index(i), count=1)
             hopper.fence_async_shared()
             for i in gl.static_range(B_STAGES):
-                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), pid_n * BLOCK_N,
-                          c_lo + i, i < n_it)
+                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
+                          i < n_it)
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
         fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
         fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
@@ -767,7 +766,7 @@ if _GLUON:
             bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
             descs = (a_desc, b_desc, s_desc)
             smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
-            wargs = (descs, smems, bars, pid_m * BM, pid_n * BLOCK_N, c_lo, n_it)
+            wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
             acc, fa = gl.warp_specialize(
                 [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask)), (_ws_load_a, wargs + (p0,)),
@@ -778,7 +777,7 @@ if _GLUON:
                                             bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
         elif TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
-                                    pid_m * BM, pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
+                                    row_a, row_b, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
                                      sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
@@ -909,6 +908,40 @@ class _In:
 
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+
+
+class _Address:
+    """What a TensorDescriptor reads of its base tensor: the address and the element type."""
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class _Tma:
+    """An argument slot filled with a TMA descriptor (I8G): of one of the call's tensors (``src`` an
+    ``_In``) or of a scratch buffer, as rows x cols bytes with a row stride, in boxes of box[0] x box[1],
+    128-byte swizzled or not. A descriptor is a function of the address and these values alone, so those
+    made for earlier calls are kept by address (a few microseconds of host time each to make)."""
+    def __init__(self, src, rows, cols, stride, box, swizzle, dtype=torch.uint8):
+        self.src, self.rows, self.cols, self.stride, self.box, self.dtype = src, rows, cols, stride, box, dtype
+        self.layout = gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2)
+        self.made = {}
+
+    def descriptor(self, ptr):
+        desc = self.made.get(ptr)
+        if desc is None:
+            if len(self.made) > 64:
+                self.made.clear()
+            desc = self.made[ptr] = _TensorDescriptor(_Address(ptr, self.dtype), [self.rows, self.cols],
+                                                      [self.stride, 1], list(self.box), self.layout)
+        return desc
+
+    def value(self, ptrs):
+        return self.descriptor(ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr())
 _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
@@ -962,12 +995,15 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
-        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
+        # TMA: one descriptor per operand over all batches (a batch's rows follow the last one's)
+        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) \
+            and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
         spec = bool(tma and _WS and nw == 4)   # warp-specialized: one warpgroup of wgmma
-        if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
-            triton.set_allocator(_scratch_alloc)
-        out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
-                                        sbn, sbl, ssbn, ssbl, scm, scl],
+        descs = [_Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
+                 _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)] \
+            if tma else [None] * 3
+        out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam,
+                                                ssal, sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
                      "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
                      "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS,
@@ -1073,7 +1109,7 @@ def _plan(launches, handles, dev):
         def run(ptrs):
             stream = get_stream(index)
             for h, (g0, g1, g2), template, slots, consts in steps:
-                args = template.copy()
+                args = [a.value(ptrs) if isinstance(a, _Tma) else a for a in template]
                 for pos, i in slots:
                     args[pos] = ptrs[i]
                 h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
@@ -1097,8 +1133,8 @@ def custom_kernel(data):
     M, KH, L = a.shape
     views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c, sfa, sfb)
     launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views[:5]], a.device, key[-1])
-    handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x for x in args], **meta)
-               for kernel, grid, args, meta in launches]
+    handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x.value(ptrs) if isinstance(x, _Tma) else x
+                              for x in args], **meta) for kernel, grid, args, meta in launches]
     if _FAST[0]:
         _PLANS[key] = _plan(launches, handles, a.device)
     return c
