@@ -7,10 +7,12 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
 * I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes): INT8 as below, but only A is folded by
   the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
   cannot express (it waits for every wgmma at once when an operand is computed in the loop, so the
-  decode and the tensor cores took turns). With TMA (BLOCK_K 256) and one warpgroup of wgmma (4 warps)
-  the kernel is warp-specialized, its hand-overs mbarriers: a warp loads A's chunks (int8, from L2)
-  into A's ring of STAGES, another B's codes and scales (from DRAM) into B's ring, which takes the
-  shared memory left (_b_stages); two fold warpgroups take alternate chunks of B to int8 (_FOLD_I8)
+  decode and the tensor cores took turns). Its TMA descriptors are made on the host, once per address
+  (made in each program, the writes and fences before its first load cost 3.4 and 2.6 us of the GEMM
+  at k=16384 and n=4096: results/probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json). With TMA
+  (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
+  mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
+  scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold warpgroups take alternate chunks of B to int8 (_FOLD_I8)
   into two folded-B buffers; the wgmma warpgroup multiplies each chunk from shared memory into one
   int32 accumulator for the whole K (exact) and frees its stages. In one run at 6ab5ed0: 49.2 against
   59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
@@ -724,7 +726,7 @@ if _GLUON:
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
         row_a, row_b = l * M + pid_m * BM, l * N + pid_n * BLOCK_N   # (TMA: the batches' rows follow each other)
-        if TMA:   # descriptors made on the host (_tma_descriptor); B's first loads go before PDL's wait
+        if TMA:   # descriptors made on the host (_Tma); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
             c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
             s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
@@ -877,11 +879,6 @@ def _buffer(dev, name, numel, dtype):
     return buf
 
 
-def _scratch_alloc(size, alignment, stream):
-    """Triton's allocator for a kernel's global scratch (I8G's TMA descriptors), for its own launcher."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _scratch(dev, nws, ncnt):
     """Split-K: the fp32 partials and the per-tile arrival counters (the kernel resets them to 0)."""
     return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32),
@@ -942,6 +939,29 @@ class _Tma:
 
     def value(self, ptrs):
         return self.descriptor(ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr())
+
+    def params(self):
+        """The kernel parameters that follow its tensor map (Triton's ABI): the shape, then the strides."""
+        return [self.rows, self.cols, self.stride, 1]
+
+    def tensor_map(self, ptrs):
+        """The address of the CUtensorMap (128 bytes, 64-aligned) for the call's tensor, encoded by libcuda
+        as Triton's launcher encodes it (no interleave, L2 promotion of 128 bytes, no fill), kept by address."""
+        ptr = ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr()
+        made = self.made.get(("map", ptr))
+        if made is None:
+            if len(self.made) > 64:
+                self.made.clear()
+            buf = (ctypes.c_uint8 * 192)()
+            at = (ctypes.addressof(buf) + 63) // 64 * 64
+            u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+            err = _cu_encode_tiled()(at, 0, 2, ptr, (u64 * 2)(self.cols, self.rows), (u64 * 1)(self.stride),
+                                     (u32 * 2)(self.box[1], self.box[0]), (u32 * 2)(1, 1), 0,
+                                     3 if self.layout.swizzle_byte_width == 128 else 0, 2, 0)
+            if err:
+                raise RuntimeError(f"cuTensorMapEncodeTiled returned CUresult {err}")
+            made = self.made[("map", ptr)] = (buf, at)
+        return made[1]
 _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
@@ -1042,33 +1062,48 @@ def _cu_launch():
     return fn
 
 
+def _cu_encode_tiled():
+    """libcuda's cuTensorMapEncodeTiled."""
+    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p] + [ctypes.c_void_p] * 4 \
+        + [ctypes.c_int] * 4
+    fn.restype = ctypes.c_int
+    return fn
+
+
 def _direct_step(h, grid, values, slots, dev):
     """One launch of compiled kernel ``h`` by cuLaunchKernelEx with a parameter block made once:
-    (config, function, parameter array, [(parameter, data-pointer index)]); None unless the kernel's
-    PTX entry has exactly its non-constexpr arguments and two scratch pointers (Triton's ABI: global
-    scratch, grid-sized, made here where the kernel has any; profiler scratch, unused)."""
+    (config, function, parameter array, [(parameter, data-pointer index)], [(parameter index, _Tma)]);
+    None unless the kernel's PTX entry has exactly its non-constexpr arguments (a TMA descriptor: its
+    128-byte tensor map, then its shape and strides) and two scratch pointers, both unused (Triton's ABI:
+    global scratch, which a kernel that needs it gets from Triton's launcher instead, and profiler
+    scratch)."""
     md, sig = h.metadata, list(getattr(getattr(h, "src", None), "signature", {}).values())
     entry = re.search(r"\.entry\s+" + re.escape(h.name) + r"\s*\((.*?)\)", h.asm["ptx"], re.S)
     if entry is None or len(sig) != len(values) or getattr(md, "num_ctas", 1) != 1 \
-            or getattr(md, "profile_scratch_size", 0) \
+            or getattr(md, "profile_scratch_size", 0) or getattr(md, "global_scratch_size", 0) \
             or getattr(md, "launch_cooperative_grid", False) or md.shared > 227 * 1024:
         return None
-    per_program = getattr(md, "global_scratch_size", 0)
-    scratch = _buffer(dev, f"global_scratch_{h.name}", grid[0] * grid[1] * grid[2] * per_program,
-                      torch.uint8) if per_program else None
-    kept = [(pos, v) for pos, (v, t) in enumerate(zip(values, sig)) if t != "constexpr"]
-    types = re.findall(r"\.param\s+\.(\w+)", entry.group(1))
-    if len(types) != len(kept) + 2 or any(t not in _PTX_CTYPES for t in types) or types[-2:] != ["u64"] * 2:
+    kept = []   # (argument position, value) per kernel parameter; a descriptor's map: value None
+    for pos, (v, t) in enumerate(zip(values, sig)):
+        if t != "constexpr":
+            kept += [(pos, None)] + [(pos, x) for x in v.params()] if isinstance(v, _Tma) else [(pos, v)]
+    types = ["map" if d.rstrip().endswith("[128]") else re.match(r"\s*\.param\s+\.(\w+)", d).group(1)
+             for d in entry.group(1).split(",")]
+    if len(types) != len(kept) + 2 or types[-2:] != ["u64"] * 2 \
+            or any((t == "map") != (v is None) or (t != "map" and t not in _PTX_CTYPES)
+                   for t, (_, v) in zip(types, kept)):
         return None
-    objs = [_PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + \
-        [ctypes.c_uint64(scratch.data_ptr() if per_program else 0), ctypes.c_uint64(0)]
-    params = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
+    objs = [None if t == "map" else _PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + \
+        [ctypes.c_uint64(0), ctypes.c_uint64(0)]
+    params = (ctypes.c_void_p * len(objs))(*[0 if o is None else ctypes.addressof(o) for o in objs])
+    maps = [(n, values[pos]) for n, (pos, v) in enumerate(kept) if v is None]
     where = {pos: n for n, (pos, _) in enumerate(kept)}
     attr = _LaunchAttr(id=_PDL_ATTR)
     attr.value[0] = 1
     cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
                         shared=md.shared, attrs=ctypes.pointer(attr), num_attrs=int(bool(md.launch_pdl)))
-    return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], (objs, attr, scratch)
+    return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], maps, (objs, attr)
 
 
 def _plan(launches, handles, dev):
@@ -1093,14 +1128,16 @@ def _plan(launches, handles, dev):
     except Exception:  # noqa: BLE001 - no libcuda symbol, or kernels without PTX or signature
         direct = [None]
     if all(d is not None for d in direct):
-        configs = [(d[0], ctypes.addressof(d[0]), d[1], ctypes.addressof(d[2]), d[3]) for d in direct]
+        configs = [(d[0], ctypes.addressof(d[0]), d[1], d[2], ctypes.addressof(d[2]), d[3], d[4]) for d in direct]
 
         def run(ptrs):
             stream = get_stream(index)
-            for cfg, cfg_at, function, params_at, slots in configs:
+            for cfg, cfg_at, function, params, params_at, slots, maps in configs:
                 cfg.stream = stream
                 for obj, i in slots:
                     obj.value = ptrs[i]
+                for n, tma in maps:
+                    params[n] = tma.tensor_map(ptrs)
                 err = launch(cfg_at, function, params_at, None)
                 if err:
                     raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
