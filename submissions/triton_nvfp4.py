@@ -944,9 +944,10 @@ class _Tma:
         """The kernel parameters that follow its tensor map (Triton's ABI): the shape, then the strides."""
         return [self.rows, self.cols, self.stride, 1]
 
-    def tensor_map(self, ptrs):
+    def tensor_map(self, ptrs, meta):
         """The address of the CUtensorMap (128 bytes, 64-aligned) for the call's tensor, encoded by libcuda
-        as Triton's launcher encodes it (no interleave, L2 promotion of 128 bytes, no fill), kept by address."""
+        as Triton's launcher encodes it from the compiled kernel's ``meta`` (its box: a 256-byte row of a
+        128-byte swizzle is two boxes; no interleave, L2 promotion of 128 bytes, no fill), kept by address."""
         ptr = ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr()
         made = self.made.get(("map", ptr))
         if made is None:
@@ -955,9 +956,10 @@ class _Tma:
             buf = (ctypes.c_uint8 * 192)()
             at = (ctypes.addressof(buf) + 63) // 64 * 64
             u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-            err = _cu_encode_tiled()(at, 0, 2, ptr, (u64 * 2)(self.cols, self.rows), (u64 * 1)(self.stride),
-                                     (u32 * 2)(self.box[1], self.box[0]), (u32 * 2)(1, 1), 0,
-                                     3 if self.layout.swizzle_byte_width == 128 else 0, 2, 0)
+            rows, cols = meta["block_size"]
+            err = _cu_encode_tiled()(at, {8: 10, 9: 8, 10: 9}.get(meta["elem_type"], meta["elem_type"]), 2, ptr,
+                                     (u64 * 2)(self.cols, self.rows), (u64 * 1)(self.stride * meta["elem_size"]),
+                                     (u32 * 2)(cols, rows), (u32 * 2)(1, 1), 0, meta["swizzle"], 2, 0)
             if err:
                 raise RuntimeError(f"cuTensorMapEncodeTiled returned CUresult {err}")
             made = self.made[("map", ptr)] = (buf, at)
@@ -1097,7 +1099,11 @@ def _direct_step(h, grid, values, slots, dev):
     objs = [None if t == "map" else _PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + \
         [ctypes.c_uint64(0), ctypes.c_uint64(0)]
     params = (ctypes.c_void_p * len(objs))(*[0 if o is None else ctypes.addressof(o) for o in objs])
+    metas = getattr(md, "tensordesc_meta", None) or []
     maps = [(n, values[pos]) for n, (pos, v) in enumerate(kept) if v is None]
+    if len(metas) != len(maps):
+        return None
+    maps = [(n, tma, meta) for (n, tma), meta in zip(maps, metas)]
     where = {pos: n for n, (pos, _) in enumerate(kept)}
     attr = _LaunchAttr(id=_PDL_ATTR)
     attr.value[0] = 1
@@ -1136,8 +1142,8 @@ def _plan(launches, handles, dev):
                 cfg.stream = stream
                 for obj, i in slots:
                     obj.value = ptrs[i]
-                for n, tma in maps:
-                    params[n] = tma.tensor_map(ptrs)
+                for n, tma, meta in maps:
+                    params[n] = tma.tensor_map(ptrs, meta)
                 err = launch(cfg_at, function, params_at, None)
                 if err:
                     raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")

@@ -544,9 +544,10 @@ def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
              sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0), sub._Tma(sub._SB, 7168, 1024, 1024, (64, 16), 0)]
     values = descs + [0] * (len(sub._i8g_kernel.arg_names) - len(consts) - 3) + list(consts.values())
     cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (112, 1, 1), values, [], torch.device("cpu"))
-    assert [n for n, _ in maps] == [0, 5, 10] and [t for _, t in maps] == descs
-    assert all(objs[n] is None for n, _ in maps)
-    for n, tma in maps:   # after each map: rows and columns (u32), then the strides (u64)
+    assert [n for n, _, _ in maps] == [0, 5, 10] and [t for _, t, _ in maps] == descs
+    assert [meta["block_size"] for _, _, meta in maps] == [[128, 128], [64, 128], [64, 16]]   # A: two boxes a row
+    assert all(objs[n] is None for n, _, _ in maps)
+    for n, tma, _ in maps:   # after each map: rows and columns (u32), then the strides (u64)
         assert [type(o) for o in objs[n + 1:n + 5]] == [ctypes.c_uint32] * 2 + [ctypes.c_uint64] * 2
         assert [o.value for o in objs[n + 1:n + 5]] == [tma.rows, tma.cols, tma.stride, 1]
     assert objs[-2].value == objs[-1].value == 0   # Triton's scratch pointers, unused
