@@ -7,10 +7,12 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
 * I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes): INT8 as below, but only A is folded by
   the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
   cannot express (it waits for every wgmma at once when an operand is computed in the loop, so the
-  decode and the tensor cores took turns). With TMA (BLOCK_K 256) and one warpgroup of wgmma (4 warps)
-  the kernel is warp-specialized, its hand-overs mbarriers: a warp loads A's chunks (int8, from L2)
-  into A's ring of STAGES, another B's codes and scales (from DRAM) into B's ring, which takes the
-  shared memory left (_b_stages); two fold warpgroups take alternate chunks of B to int8 (_FOLD_I8)
+  decode and the tensor cores took turns). Its TMA descriptors are made on the host, once per address
+  (made in each program, the writes and fences before its first load cost 3.4 and 2.6 us of the GEMM
+  at k=16384 and n=4096: results/probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json). With TMA
+  (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
+  mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
+  scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold warpgroups take alternate chunks of B to int8 (_FOLD_I8)
   into two folded-B buffers; the wgmma warpgroup multiplies each chunk from shared memory into one
   int32 accumulator for the whole K (exact) and frees its stages. In one run at 6ab5ed0: 49.2 against
   59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
@@ -93,6 +95,7 @@ try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA or cp
     from triton.experimental.gluon.language.nvidia import hopper
     from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _TensorDescriptor
     _GLUON = True
 except Exception:  # noqa: BLE001
     _GLUON = False
@@ -696,7 +699,7 @@ if _GLUON:
         bad_smem.index(part).store(gl.max(bad, axis=1))
 
     @gluon.jit
-    def _i8g_kernel(a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
+    def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
                     sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
@@ -722,11 +725,9 @@ if _GLUON:
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
-        if TMA:   # descriptors made here (in global scratch); B's first loads go before PDL's wait
+        row_a, row_b = l * M + pid_m * BM, l * N + pid_n * BLOCK_N   # (TMA: the batches' rows follow each other)
+        if TMA:   # descriptors made on the host (_Tma); B's first loads go before PDL's wait
             raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            a_desc = tma.make_tensor_descriptor(a8_ptr + l * M * K, [M, K], [K, 1], [BM, BK], op_sl)
-            b_desc = tma.make_tensor_descriptor(b_ptr + l * sbl, [N, K // 2], [sbn, 1], [BLOCK_N, BK // 2], raw)
-            s_desc = tma.make_tensor_descriptor(sb_ptr + l * ssbl, [N, K // 16], [ssbn, 1], [BLOCK_N, BK // 16], raw)
             c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
             s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
             ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -750,8 +751,8 @@ if _GLUON:
                     mbarrier.init(empty_f.index(i), count=1)
             hopper.fence_async_shared()
             for i in gl.static_range(B_STAGES):
-                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), pid_n * BLOCK_N,
-                          c_lo + i, i < n_it)
+                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
+                          i < n_it)
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
         fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
         fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
@@ -767,7 +768,7 @@ if _GLUON:
             bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
             descs = (a_desc, b_desc, s_desc)
             smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
-            wargs = (descs, smems, bars, pid_m * BM, pid_n * BLOCK_N, c_lo, n_it)
+            wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
             acc, fa = gl.warp_specialize(
                 [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask)), (_ws_load_a, wargs + (p0,)),
@@ -778,7 +779,7 @@ if _GLUON:
                                             bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
         elif TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
-                                    pid_m * BM, pid_n * BLOCK_N, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
+                                    row_a, row_b, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
         else:
             acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
                                      sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
@@ -878,11 +879,6 @@ def _buffer(dev, name, numel, dtype):
     return buf
 
 
-def _scratch_alloc(size, alignment, stream):
-    """Triton's allocator for a kernel's global scratch (I8G's TMA descriptors), for its own launcher."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _scratch(dev, nws, ncnt):
     """Split-K: the fp32 partials and the per-tile arrival counters (the kernel resets them to 0)."""
     return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32),
@@ -909,6 +905,70 @@ class _In:
 
 
 _A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+
+
+class _Address:
+    """What a TensorDescriptor reads of its base tensor: the address and the element type."""
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class _Tma:
+    """An argument slot filled with a TMA descriptor (I8G): of one of the call's tensors (``src`` an
+    ``_In``) or of a scratch buffer, as rows x cols bytes with a row stride, in boxes of box[0] x box[1],
+    128-byte swizzled or not. A descriptor is a function of the address and these values alone, so those
+    made for earlier calls are kept by address (a few microseconds of host time each to make)."""
+    def __init__(self, src, rows, cols, stride, box, swizzle, dtype=torch.uint8):
+        self.src, self.rows, self.cols, self.stride, self.box, self.dtype = src, rows, cols, stride, box, dtype
+        self.layout = gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2)
+        self.made = {}
+        self.map, self.map_ptr = None, None   # the direct launch's tensor map (one per slot) and its address
+
+    def descriptor(self, ptr):
+        desc = self.made.get(ptr)
+        if desc is None:
+            if len(self.made) > 64:
+                self.made.clear()
+            desc = self.made[ptr] = _TensorDescriptor(_Address(ptr, self.dtype), [self.rows, self.cols],
+                                                      [self.stride, 1], list(self.box), self.layout)
+        return desc
+
+    def value(self, ptrs):
+        return self.descriptor(ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr())
+
+    def params(self):
+        """The kernel parameters that follow its tensor map (Triton's ABI): the shape, then the strides."""
+        return [self.rows, self.cols, self.stride, 1]
+
+    def tensor_map(self, ptrs, meta):
+        """The address of this slot's CUtensorMap (128 bytes, 64-aligned) holding the call's tensor:
+        encoded by libcuda on the first call as Triton's launcher encodes it from the compiled kernel's
+        ``meta`` (its box: a 256-byte row of a 128-byte swizzle is two boxes; no interleave, L2 promotion
+        of 128 bytes, no fill); on a later call with another address, only the address is replaced."""
+        ptr = ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr()
+        if self.map is None:
+            buf = (ctypes.c_uint8 * 192)()
+            at = (ctypes.addressof(buf) + 63) // 64 * 64
+            u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+            rows, cols = meta["block_size"]
+            err = _libcuda().cuTensorMapEncodeTiled(
+                at, {8: 10, 9: 8, 10: 9}.get(meta["elem_type"], meta["elem_type"]), 2, ptr,
+                (u64 * 2)(self.cols, self.rows), (u64 * 1)(self.stride * meta["elem_size"]), (u32 * 2)(cols, rows),
+                (u32 * 2)(1, 1), 0, meta["swizzle"], 2, 0)
+            if err:
+                raise RuntimeError(f"cuTensorMapEncodeTiled returned CUresult {err}")
+            self.map, self.map_ptr = (buf, at), ptr
+        elif ptr != self.map_ptr:
+            err = _libcuda().cuTensorMapReplaceAddress(self.map[1], ptr)
+            if err:
+                raise RuntimeError(f"cuTensorMapReplaceAddress returned CUresult {err}")
+            self.map_ptr = ptr
+        return self.map[1]
 _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
@@ -962,12 +1022,15 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
-        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
+        # TMA: one descriptor per operand over all batches (a batch's rows follow the last one's)
+        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) \
+            and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
         spec = bool(tma and _WS and nw == 4)   # warp-specialized: one warpgroup of wgmma
-        if tma:   # the kernel makes its TMA descriptors in global scratch, which Triton's launcher allocates
-            triton.set_allocator(_scratch_alloc)
-        out.append((_i8g_kernel, grid, [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam, ssal,
-                                        sbn, sbl, ssbn, ssbl, scm, scl],
+        descs = [_Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
+                 _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)] \
+            if tma else [None] * 3
+        out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam,
+                                                ssal, sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
                      "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
                      "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS,
@@ -999,40 +1062,60 @@ _PTX_CTYPES = {"u64": ctypes.c_uint64, "b64": ctypes.c_uint64, "s64": ctypes.c_i
                "b16": ctypes.c_uint16, "s16": ctypes.c_int16}
 
 
-def _cu_launch():
-    """libcuda's cuLaunchKernelEx (the library torch has loaded already)."""
-    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
-    fn.argtypes, fn.restype = [ctypes.c_void_p] * 4, ctypes.c_int
-    return fn
+_LIBCUDA = []
+
+
+def _libcuda():
+    """libcuda (the library torch has loaded already), its functions' types set once."""
+    if not _LIBCUDA:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p] * 4
+        lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p] \
+            + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+        lib.cuTensorMapReplaceAddress.argtypes = [ctypes.c_void_p] * 2
+        for fn in (lib.cuLaunchKernelEx, lib.cuTensorMapEncodeTiled, lib.cuTensorMapReplaceAddress):
+            fn.restype = ctypes.c_int
+        _LIBCUDA.append(lib)
+    return _LIBCUDA[0]
 
 
 def _direct_step(h, grid, values, slots, dev):
     """One launch of compiled kernel ``h`` by cuLaunchKernelEx with a parameter block made once:
-    (config, function, parameter array, [(parameter, data-pointer index)]); None unless the kernel's
-    PTX entry has exactly its non-constexpr arguments and two scratch pointers (Triton's ABI: global
-    scratch, grid-sized, made here where the kernel has any; profiler scratch, unused)."""
+    (config, function, parameter array, [(parameter, data-pointer index)], [(parameter index, _Tma)]);
+    None unless the kernel's PTX entry has exactly its non-constexpr arguments (a TMA descriptor: its
+    128-byte tensor map, then its shape and strides) and two scratch pointers, both unused (Triton's ABI:
+    global scratch, which a kernel that needs it gets from Triton's launcher instead, and profiler
+    scratch)."""
     md, sig = h.metadata, list(getattr(getattr(h, "src", None), "signature", {}).values())
     entry = re.search(r"\.entry\s+" + re.escape(h.name) + r"\s*\((.*?)\)", h.asm["ptx"], re.S)
     if entry is None or len(sig) != len(values) or getattr(md, "num_ctas", 1) != 1 \
-            or getattr(md, "profile_scratch_size", 0) \
+            or getattr(md, "profile_scratch_size", 0) or getattr(md, "global_scratch_size", 0) \
             or getattr(md, "launch_cooperative_grid", False) or md.shared > 227 * 1024:
         return None
-    per_program = getattr(md, "global_scratch_size", 0)
-    scratch = _buffer(dev, f"global_scratch_{h.name}", grid[0] * grid[1] * grid[2] * per_program,
-                      torch.uint8) if per_program else None
-    kept = [(pos, v) for pos, (v, t) in enumerate(zip(values, sig)) if t != "constexpr"]
-    types = re.findall(r"\.param\s+\.(\w+)", entry.group(1))
-    if len(types) != len(kept) + 2 or any(t not in _PTX_CTYPES for t in types) or types[-2:] != ["u64"] * 2:
+    kept = []   # (argument position, value) per kernel parameter; a descriptor's map: value None
+    for pos, (v, t) in enumerate(zip(values, sig)):
+        if t != "constexpr":
+            kept += [(pos, None)] + [(pos, x) for x in v.params()] if isinstance(v, _Tma) else [(pos, v)]
+    types = ["map" if d.rstrip().endswith("[128]") else re.match(r"\s*\.param\s+\.(\w+)", d).group(1)
+             for d in entry.group(1).split(",")]
+    if len(types) != len(kept) + 2 or types[-2:] != ["u64"] * 2 \
+            or any((t == "map") != (v is None) or (t != "map" and t not in _PTX_CTYPES)
+                   for t, (_, v) in zip(types, kept)):
         return None
-    objs = [_PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + \
-        [ctypes.c_uint64(scratch.data_ptr() if per_program else 0), ctypes.c_uint64(0)]
-    params = (ctypes.c_void_p * len(objs))(*[ctypes.addressof(o) for o in objs])
+    objs = [None if t == "map" else _PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + \
+        [ctypes.c_uint64(0), ctypes.c_uint64(0)]
+    params = (ctypes.c_void_p * len(objs))(*[0 if o is None else ctypes.addressof(o) for o in objs])
+    metas = getattr(md, "tensordesc_meta", None) or []
+    maps = [(n, values[pos]) for n, (pos, v) in enumerate(kept) if v is None]
+    if len(metas) != len(maps):
+        return None
+    maps = [(n, tma, meta) for (n, tma), meta in zip(maps, metas)]
     where = {pos: n for n, (pos, _) in enumerate(kept)}
     attr = _LaunchAttr(id=_PDL_ATTR)
     attr.value[0] = 1
     cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
                         shared=md.shared, attrs=ctypes.pointer(attr), num_attrs=int(bool(md.launch_pdl)))
-    return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], (objs, attr, scratch)
+    return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], maps, (objs, attr)
 
 
 def _plan(launches, handles, dev):
@@ -1051,20 +1134,22 @@ def _plan(launches, handles, dev):
     keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
     get_stream, index = _driver.active.get_current_stream, dev.index
     try:
-        launch = _cu_launch()
+        launch = _libcuda().cuLaunchKernelEx
         direct = [_direct_step(h, grid, [0 if isinstance(a, _In) else a for a in template] + consts, slots, dev)
                   for h, grid, template, slots, consts in steps]
     except Exception:  # noqa: BLE001 - no libcuda symbol, or kernels without PTX or signature
         direct = [None]
     if all(d is not None for d in direct):
-        configs = [(d[0], ctypes.addressof(d[0]), d[1], ctypes.addressof(d[2]), d[3]) for d in direct]
+        configs = [(d[0], ctypes.addressof(d[0]), d[1], d[2], ctypes.addressof(d[2]), d[3], d[4]) for d in direct]
 
         def run(ptrs):
             stream = get_stream(index)
-            for cfg, cfg_at, function, params_at, slots in configs:
+            for cfg, cfg_at, function, params, params_at, slots, maps in configs:
                 cfg.stream = stream
                 for obj, i in slots:
                     obj.value = ptrs[i]
+                for n, tma, meta in maps:
+                    params[n] = tma.tensor_map(ptrs, meta)
                 err = launch(cfg_at, function, params_at, None)
                 if err:
                     raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
@@ -1073,7 +1158,7 @@ def _plan(launches, handles, dev):
         def run(ptrs):
             stream = get_stream(index)
             for h, (g0, g1, g2), template, slots, consts in steps:
-                args = template.copy()
+                args = [a.value(ptrs) if isinstance(a, _Tma) else a for a in template]
                 for pos, i in slots:
                     args[pos] = ptrs[i]
                 h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
@@ -1097,8 +1182,8 @@ def custom_kernel(data):
     M, KH, L = a.shape
     views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c, sfa, sfb)
     launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views[:5]], a.device, key[-1])
-    handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x for x in args], **meta)
-               for kernel, grid, args, meta in launches]
+    handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x.value(ptrs) if isinstance(x, _Tma) else x
+                              for x in args], **meta) for kernel, grid, args, meta in launches]
     if _FAST[0]:
         _PLANS[key] = _plan(launches, handles, a.device)
     return c

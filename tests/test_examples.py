@@ -141,8 +141,15 @@ def _i8g_compiled(sub, block_n, warps, tma, ws=False):
               "BLOCK_K": 256 if tma else 128, "TMA": tma,   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
               "B_STAGES": sub._b_stages(3, block_n, 256, ws) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(ws),
               "WS_REGS": sub._WS_REGS}
-    ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
-    sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith("_ptr") else "i32"
+    if not tma:   # no descriptors (None: constexprs)
+        consts.update(a_desc=None, b_desc=None, s_desc=None)
+    layout = "NVMMASharedLayout(swizzle_byte_width={}, element_bitwidth=8, rank=2, transposed=False, " \
+             "fp4_padded=False, cga_layout=[])"
+    ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
+            "a_desc": f"tensordesc<i8[128, 256],{layout.format(128)}>",
+            "b_desc": f"tensordesc<u8[{block_n}, 128],{layout.format(0)}>",
+            "s_desc": f"tensordesc<u8[{block_n}, 16],{layout.format(0)}>"}
+    sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith(("_ptr", "_desc")) else "i32"
            for n in kern.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}
     src = GluonASTSource(kern, sig, constexprs=consts, attrs=attrs)
@@ -153,7 +160,7 @@ def _i8g_compiled(sub, block_n, warps, tma, ws=False):
 def test_nvfp4_i8g_loop_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     """sm_90: the Gluon I8G kernel issues its int8 wgmma from shared memory and folds the next chunk of B
     before it waits, for the wgmma before (two buffers of folded B, one wgmma left in flight); its loads
-    are staged by TMA (descriptors made in the kernel, mbarriers, no cp.async) or by cp.async; it waits
+    are staged by TMA (descriptors made on the host, mbarriers, no cp.async) or by cp.async; it waits
     for the first kernel (PDL)."""
     ptx = _i8g_compiled(load_example("triton_nvfp4"), block_n, warps, tma)[0].asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".s32.s8.s8" in ptx
@@ -162,7 +169,8 @@ def test_nvfp4_i8g_loop_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     assert "mul.lo.u32 t0, s, 0x03020100" in ptx[issued:waited]     # the int8 fold of B's codes, between
     assert ptx[waited:].startswith("wgmma.wait_group.sync.aligned 1;")
     assert "griddepcontrol.wait" in ptx
-    assert ("cp.async.bulk.tensor.2d" in ptx) == ("tensormap.replace" in ptx) == ("mbarrier.try_wait" in ptx) == tma
+    assert ("cp.async.bulk.tensor.2d" in ptx) == ("mbarrier.try_wait" in ptx) == tma
+    assert "tensormap.replace" not in ptx
     assert ("cp.async.cg" in ptx or "cp.async.ca" in ptx) != tma
 
 
@@ -508,9 +516,9 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "FP8", "PDL")}}
     kernel = _compile(sub._decode_a_kernel, sig, {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": True, "PDL": True}, 90, 4, 1)
     values = [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 64, 256, True, True]
-    cfg, _, params, slots, (objs, _, scratch) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)],
-                                                                 torch.device("cpu"))
-    assert scratch is None and kernel.metadata.global_scratch_size == 0
+    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)],
+                                                              torch.device("cpu"))
+    assert maps == [] and kernel.metadata.global_scratch_size == 0
     assert [type(o) for o in objs] == [ctypes.c_uint64] * 4 + [ctypes.c_uint32] * 6 + [ctypes.c_uint64] * 2
     assert [o.value for o in objs] == [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 0, 0]
     assert list(params) == [ctypes.addressof(o) for o in objs]
@@ -522,17 +530,42 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)], torch.device("cpu")) is None   # one short
 
 
-def test_nvfp4_direct_launch_gives_the_tma_kernel_its_global_scratch():
-    """I8G with TMA makes its descriptors in global scratch, which Triton's launcher would allocate per
-    launch: the plan's parameter block points at a grid-sized buffer of its own instead of at 0."""
+def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
+    """I8G with TMA takes host-made descriptors (made in the kernel, each program wrote and fenced three
+    before its first load): in the plan's parameter block each is a 128-byte tensor map, filled per call
+    with the call's tensor's map, then its shape and strides; the kernel has no global scratch."""
+    import ctypes
     import torch
     sub = load_example("triton_nvfp4")
     kernel, consts = _i8g_compiled(sub, 64, 4, True)
-    per_program = kernel.metadata.global_scratch_size
-    assert per_program >= 3 * 128                   # three 128-byte tensor maps
-    values = [0] * (len(sub._i8g_kernel.arg_names) - len(consts)) + list(consts.values())
-    step = sub._direct_step(kernel, (112, 1, 2), values, [], torch.device("cpu"))
-    assert step is not None
-    objs, _, scratch = step[4]
-    assert scratch.numel() >= 112 * 2 * per_program
-    assert objs[-2].value == scratch.data_ptr() != 0 and objs[-1].value == 0
+    assert kernel.metadata.global_scratch_size == 0 and "tensormap.replace" not in kernel.asm["ptx"]
+    a8 = torch.zeros(128 * 16384, dtype=torch.int8)
+    descs = [sub._Tma(a8, 128, 16384, 16384, (128, 256), 128, torch.int8),
+             sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0), sub._Tma(sub._SB, 7168, 1024, 1024, (64, 16), 0)]
+    values = descs + [0] * (len(sub._i8g_kernel.arg_names) - len(consts) - 3) + list(consts.values())
+    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (112, 1, 1), values, [], torch.device("cpu"))
+    assert [n for n, _, _ in maps] == [0, 5, 10] and [t for _, t, _ in maps] == descs
+    assert [meta["block_size"] for _, _, meta in maps] == [[128, 128], [64, 128], [64, 16]]   # A: two boxes a row
+    assert all(objs[n] is None for n, _, _ in maps)
+    for n, tma, _ in maps:   # after each map: rows and columns (u32), then the strides (u64)
+        assert [type(o) for o in objs[n + 1:n + 5]] == [ctypes.c_uint32] * 2 + [ctypes.c_uint64] * 2
+        assert [o.value for o in objs[n + 1:n + 5]] == [tma.rows, tma.cols, tma.stride, 1]
+    assert objs[-2].value == objs[-1].value == 0   # Triton's scratch pointers, unused
+
+
+def test_nvfp4_tensor_map_is_encoded_once_and_its_address_replaced():
+    """The direct launch's tensor map of a call's tensor: encoded on the first call, left alone while the
+    address stays, and only its address replaced when a call brings another (encoding every new address
+    made the ranked run host-bound: results/probes/h200_runs_ranked_nvfp4_7b9bed5/)."""
+    import types
+    sub = load_example("triton_nvfp4")
+    calls = []
+    fake = types.SimpleNamespace(cuTensorMapEncodeTiled=lambda *a: calls.append(("encode", a[3])) or 0,
+                                 cuTensorMapReplaceAddress=lambda at, ptr: calls.append(("replace", at, ptr)) or 0)
+    sub._LIBCUDA[:] = [fake]
+    tma = sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0)
+    meta = {"block_size": [64, 128], "elem_type": 0, "elem_size": 1, "swizzle": 0}
+    first = tma.tensor_map((0, 0x1000, 0, 0, 0), meta)
+    assert first % 64 == 0 and tma.tensor_map((0, 0x1000, 0, 0, 0), meta) == first
+    assert tma.tensor_map((0, 0x2000, 0, 0, 0), meta) == first
+    assert calls == [("encode", 0x1000), ("replace", first, 0x2000)]
