@@ -50,6 +50,40 @@ def behind_busy_gpu_us(fn) -> float:
     return (t1 - t0) * 1e6
 
 
+def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
+    """The parts of a direct plan's call (triton_nvfp4's ``_plan``): the current stream; each
+    cuLaunchKernelEx alone (its parameter block filled already), with and without its PDL attribute,
+    and cuLaunchKernel (no attributes) with the same parameters; replacing a tensor map's address
+    (cuTensorMapReplaceAddress, the same address); and a ctypes call that does nothing in libcuda, for
+    the cost of crossing into C."""
+    import ctypes
+    lib = sub._libcuda()
+    stream = torch.cuda.current_stream().cuda_stream
+    out = {"get_stream_us": per_call_us(lambda: sub._driver.active.get_current_stream(0), calls)}
+    plan(ptrs)
+    for n, (cfg, function, params, _, _, _) in enumerate(plan.direct):
+        cfg.stream = stream
+        cfg_at, params_at, pdl = ctypes.addressof(cfg), ctypes.addressof(params), cfg.num_attrs
+        out[f"cuLaunchKernelEx_{n}_us"] = per_call_us(lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None),
+                                                      calls)
+        cfg.num_attrs = 0
+        out[f"cuLaunchKernelEx_{n}_no_pdl_us"] = per_call_us(
+            lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None), calls)
+        cfg.num_attrs = pdl
+        grid, block = list(cfg.grid), list(cfg.block)
+        legacy = lib.cuLaunchKernel   # the launch without attributes, for its cost against the Ex call's
+        legacy.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        out[f"cuLaunchKernel_{n}_us"] = per_call_us(
+            lambda: legacy(function, *grid, *block, cfg.shared, stream, params_at, None), calls)
+        for m, (_, tma, _) in enumerate(plan.direct[n][4]):
+            at, ptr = tma.map[1], tma.map_ptr
+            out[f"cuTensorMapReplaceAddress_{n}_{m}_us"] = per_call_us(
+                lambda: lib.cuTensorMapReplaceAddress(at, ptr), calls)
+    version = ctypes.c_int()
+    out["ctypes_noop_us"] = per_call_us(lambda: lib.cuDriverGetVersion(ctypes.byref(version)), calls)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=sorted(FILES), required=True)
@@ -76,6 +110,8 @@ def main(argv=None) -> int:
             return [sub.custom_kernel(d) for d in inputs]
         row["batched_us"] = per_call_us(batch, 4) / len(inputs)
         row["batched_behind_busy_gpu_us"] = behind_busy_gpu_us(batch) / len(inputs)
+        row["same_input_behind_busy_gpu_us"] = behind_busy_gpu_us(
+            lambda: [sub.custom_kernel(data) for _ in inputs]) / len(inputs)
         del inputs
         plans = getattr(sub, "_PLANS", {})
         if len(plans) == 1:   # the plan alone, and its launches one by one
@@ -86,7 +122,7 @@ def main(argv=None) -> int:
                 row["plan_us"] = per_call_us(lambda: plan(ptrs), args.calls)
                 stream = torch.cuda.current_stream().cuda_stream
                 for n, (h, (g0, g1, g2), template, slots, consts) in enumerate(getattr(plan, "steps", ())):
-                    launch_args = template.copy()
+                    launch_args = [a.value(ptrs) if hasattr(a, "value") else a for a in template]   # (_Tma)
                     for pos, i in slots:
                         launch_args[pos] = ptrs[i]
                     row[f"launch_{n}_us"] = per_call_us(
@@ -95,6 +131,8 @@ def main(argv=None) -> int:
                 row["key_us"] = per_call_us(lambda: (data[0].shape, data[1].shape, data[0].stride(), data[1].stride(),
                                                      data[2].stride(), data[3].stride(), data[6].stride(),
                                                      data[0].get_device()), args.calls)
+                if getattr(plan, "direct", None):
+                    row.update(direct_parts_us(sub, plan, ptrs, args.calls))
         plans.clear()
         rows.append(row)
         print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k != "case"),
