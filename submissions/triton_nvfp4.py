@@ -18,8 +18,9 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   one session (probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json). With TMA
   (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
   mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
-  scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold warpgroups take alternate chunks of B to int8 (_FOLD_I8)
-  into two folded-B buffers; the wgmma warpgroup multiplies each chunk from shared memory into one
+  scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold
+  warpgroups take alternate chunks of B to int8 (_FOLD_I8) into two folded-B buffers; the wgmma
+  warpgroup multiplies each chunk from shared memory into one
   int32 accumulator for the whole K (exact) and frees its stages. In one run at 6ab5ed0: 49.2 against
   59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
   h200_tuning_nvfp4_i8g_ws_6ab5ed0.json, _nows_6ab5ed0.json, which has 25.8 at n=4096); with two
@@ -975,6 +976,8 @@ class _Tma:
                 raise RuntimeError(f"cuTensorMapReplaceAddress returned CUresult {err}")
             self.map_ptr = ptr
         return self.map[1]
+
+
 _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
@@ -1085,7 +1088,7 @@ def _libcuda():
     return _LIBCUDA[0]
 
 
-def _direct_step(h, grid, values, slots, dev):
+def _direct_step(h, grid, values, slots):
     """One launch of compiled kernel ``h`` by cuLaunchKernelEx with a parameter block made once:
     (config, function, parameter array, [(parameter, data-pointer index)], [(parameter index, _Tma)]);
     None unless the kernel's PTX entry has exactly its non-constexpr arguments (a TMA descriptor: its
@@ -1141,7 +1144,7 @@ def _plan(launches, handles, dev):
     get_stream, index = _driver.active.get_current_stream, dev.index
     try:
         launch = _libcuda().cuLaunchKernelEx
-        direct = [_direct_step(h, grid, [0 if isinstance(a, _In) else a for a in template] + consts, slots, dev)
+        direct = [_direct_step(h, grid, [0 if isinstance(a, _In) else a for a in template] + consts, slots)
                   for h, grid, template, slots, consts in steps]
     except Exception:  # noqa: BLE001 - no libcuda symbol, or kernels without PTX or signature
         direct = [None]

@@ -509,15 +509,13 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     scratch pointers; a call's data pointers land in their slots. A kernel whose PTX entry does not
     have that many parameters gets no block (the plan then keeps Triton's launchers)."""
     import ctypes
-    import torch
     sub = load_example("triton_nvfp4")
     sig = {"a_ptr": "*u8", "sa_ptr": "*u8", "out_ptr": "*fp8e4nv", "bad_ptr": "*i32",
            **{n: "i32" for n in ("M", "K", "sam", "sal", "ssam", "ssal")},
            **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "FP8", "PDL")}}
     kernel = _compile(sub._decode_a_kernel, sig, {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": True, "PDL": True}, 90, 4, 1)
     values = [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 64, 256, True, True]
-    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)],
-                                                              torch.device("cpu"))
+    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)])
     assert maps == [] and kernel.metadata.global_scratch_size == 0
     assert [type(o) for o in objs] == [ctypes.c_uint64] * 4 + [ctypes.c_uint32] * 6 + [ctypes.c_uint64] * 2
     assert [o.value for o in objs] == [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 0, 0]
@@ -527,7 +525,7 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     read = [ctypes.c_uint64.from_address(params[n]).value for n in (0, 1)]
     assert read == [0x1000, 0x3000]
     assert (tuple(cfg.grid), tuple(cfg.block), cfg.shared) == ((2, 64, 1), (128, 1, 1), kernel.metadata.shared)
-    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)], torch.device("cpu")) is None   # one short
+    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)]) is None   # one short
 
 
 def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
@@ -543,7 +541,7 @@ def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
     descs = [sub._Tma(a8, 128, 16384, 16384, (128, 256), 128, torch.int8),
              sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0), sub._Tma(sub._SB, 7168, 1024, 1024, (64, 16), 0)]
     values = descs + [0] * (len(sub._i8g_kernel.arg_names) - len(consts) - 3) + list(consts.values())
-    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (112, 1, 1), values, [], torch.device("cpu"))
+    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (112, 1, 1), values, [])
     assert [n for n, _, _ in maps] == [0, 5, 10] and [t for _, t, _ in maps] == descs
     assert [meta["block_size"] for _, _, meta in maps] == [[128, 128], [64, 128], [64, 16]]   # A: two boxes a row
     assert all(objs[n] is None for n, _, _ in maps)

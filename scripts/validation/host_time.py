@@ -60,6 +60,8 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
     lib = sub._libcuda()
     stream = torch.cuda.current_stream().cuda_stream
     out = {"get_stream_us": per_call_us(lambda: sub._driver.active.get_current_stream(0), calls)}
+    legacy = lib.cuLaunchKernel   # the launch without attributes, for its cost against the Ex call's
+    legacy.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     plan(ptrs)
     for n, (cfg, function, params, _, _, _) in enumerate(plan.direct):
         cfg.stream = stream
@@ -71,8 +73,6 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
             lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None), calls)
         cfg.num_attrs = pdl
         grid, block = list(cfg.grid), list(cfg.block)
-        legacy = lib.cuLaunchKernel   # the launch without attributes, for its cost against the Ex call's
-        legacy.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
         out[f"cuLaunchKernel_{n}_us"] = per_call_us(
             lambda: legacy(function, *grid, *block, cfg.shared, stream, params_at, None), calls)
         for m, (_, tma, _) in enumerate(plan.direct[n][4]):
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
                 row["plan_us"] = per_call_us(lambda: plan(ptrs), args.calls)
                 stream = torch.cuda.current_stream().cuda_stream
                 for n, (h, (g0, g1, g2), template, slots, consts) in enumerate(getattr(plan, "steps", ())):
-                    launch_args = [a.value(ptrs) if hasattr(a, "value") else a for a in template]   # (_Tma)
+                    launch_args = [a.value(ptrs) if isinstance(a, sub._Tma) else a for a in template]
                     for pos, i in slots:
                         launch_args[pos] = ptrs[i]
                     row[f"launch_{n}_us"] = per_call_us(
