@@ -690,17 +690,21 @@ if _GLUON:
         BLOCK_N: gl.constexpr = c_smem.shape[1]
         BK: gl.constexpr = c_smem.shape[2] * 2
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])   # as the kernel's
-        c_view = _gl_flat(c_smem, [SB, BLOCK_N, BK // 2])
-        s_view = _gl_flat(s_smem, [SB, BLOCK_N, BK // 16])
-        bad = gl.zeros([BLOCK_N, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
+        NH: gl.constexpr = BLOCK_N // 64   # folded 64 rows of B at a time (registers)
+        c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
+        s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
+        bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
         for c in range(part, n_it, 2):
             mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
-            vals, nb = _gl_fold(c_view.index(c % SB), s_view.index(c % SB), cl, BLOCK_N, BK)
-            bad |= nb
-            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
-            mbarrier.arrive(b_empty.index(c % SB))
-            mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
-            f_smem.index(c % SF).store(vals)
+            for h in gl.static_range(NH):
+                vals, nb = _gl_fold(c_view.index(c % SB * NH + h), s_view.index(c % SB * NH + h), cl, 64, BK)
+                bad |= nb
+                if h == NH - 1:
+                    hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
+                    mbarrier.arrive(b_empty.index(c % SB))
+                if h == 0:
+                    mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
+                f_smem.index(c % SF).slice(h * 64, 64).store(vals)
             hopper.fence_async_shared()
             mbarrier.arrive(f_ready.index(c % SF))
         bad_smem.index(part).store(gl.max(bad, axis=1))
@@ -748,7 +752,7 @@ if _GLUON:
                 empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
                 ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
                 empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-                bad_smem = gl.allocate_shared_memory(gl.int32, [2, BLOCK_N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+                bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
                 for i in gl.static_range(STAGES):
                     mbarrier.init(empty_a.index(i), count=1)
                 for i in gl.static_range(B_STAGES):

@@ -102,9 +102,10 @@ def load_example(name: str, task=None):
 
 # triton_nvfp4's fallback tests (CPU interpreter and GPU): (operand, e4m3 scale byte, row, block) of one
 # scale its FP8 and INT8 paths cannot fold, B's 1.125 (0x39) or A's 0.5625 (0x31), in the first
-# 64-row x 256-K tile and in a later one (the first kernel writes a flag per tile; the FP8 loop checks
-# B's scales itself)
-NVFP4_BAD_SCALES = ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20))
+# 64-row x 256-K tile and in later ones, B's also in the second 64 rows of a 128-row tile (the I8G fold
+# takes a tile 64 rows at a time); the first kernel writes a flag per tile; the FP8 loop checks B's
+# scales itself
+NVFP4_BAD_SCALES = ((3, 0x39, 5, 3), (3, 0x39, 130, 20), (3, 0x39, 200, 20), (2, 0x31, 5, 3), (2, 0x31, 69, 20))
 
 
 def nvfp4_path_alone(data, a_dec: int):
