@@ -1,0 +1,128 @@
+"""Host time of each call inside a timed sample, as the harness's sampler takes it (a GPU machine).
+
+In the batched protocol (nvfp4_gemm: many distinct inputs between two events) a call's host time
+shows in the score once it exceeds the call's GPU time, and the harness's worker has measured more
+host time per call than a plain process's tight loop. This script times every call of
+``custom_kernel`` (perf_counter_ns around it) in three settings, in one process, taking turns:
+- ``sample``: inside the sampler's batched sample (L2 flush, launch gate closed until its cap, the
+  GPU then running the calls while the host launches the rest), over ``--inputs`` distinct inputs;
+- ``held``: the same calls queued behind a GPU held by a sleeping kernel for the whole batch (nothing
+  runs while the host launches);
+- ``running``: the same calls with the GPU free from the start (it runs each call as it comes).
+Per setting: the median host time per call, over all calls and over the first and last fifth of each
+batch, and (``sample``) the event time per call and the host time the sampler found unhidden.
+
+    PYTHONPATH=$PWD python3 scripts/validation/sample_host_time.py --task nvfp4_gemm --out results/x.json \
+        [--config 2048=128,64,256,1,4,4,4]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts" / "validation"))
+
+from harness.engine.device import device_info  # noqa: E402
+from harness.worker.sampler import Sampler  # noqa: E402
+from tasks import load_task  # noqa: E402
+from tune_examples import FILES, load_submission  # noqa: E402
+
+
+def timed_calls(fn, inputs, hold_cycles: int = 0):
+    """Calls ``fn`` on each input; returns each call's host time in us. ``hold_cycles``: a sleeping
+    kernel queued first, so that the GPU runs none of the calls while the host launches them."""
+    times = []
+    torch.cuda.synchronize()
+    if hold_cycles:
+        torch.cuda._sleep(hold_cycles)
+    for d in inputs:
+        t0 = time.perf_counter_ns()
+        fn(d)
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+    torch.cuda.synchronize()
+    return times
+
+
+def summary(batches: list[list[float]]) -> dict:
+    fifth = max(1, len(batches[0]) // 5)
+    flat = [t for b in batches for t in b]
+    return {"median_us": statistics.median(flat),
+            "first_fifth_median_us": statistics.median(t for b in batches for t in b[:fifth]),
+            "last_fifth_median_us": statistics.median(t for b in batches for t in b[-fifth:])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=sorted(FILES), default="nvfp4_gemm")
+    ap.add_argument("--inputs", type=int, default=50, help="distinct inputs per batch (the ranked run's count)")
+    ap.add_argument("--rounds", type=int, default=20, help="batches per setting, the settings taking turns")
+    ap.add_argument("--config", action="append", default=[], metavar="K=CONFIG",
+                    help="a config for the benchmark shape with this k (comma-separated, as CONFIGS reads it)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("sample_host_time: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    task = load_task(args.task)
+    sub = load_submission(task)
+    overrides = {int(k): tuple(int(x) for x in v.split(",")) for k, v in (c.split("=", 1) for c in args.config)}
+    sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
+    rows = []
+    for case in task.benchmarks:
+        shape = (case["m"], case["n"], case["k"])
+        if case["k"] in overrides:
+            sub.CONFIGS[shape] = overrides[case["k"]]
+        config = sub.CONFIGS.get(shape)
+        inputs = [task.generate_input({**case, "seed": case["seed"] + i}, device) for i in range(args.inputs)]
+        for d in inputs[:3]:
+            sub.custom_kernel(d)   # compiled, and its launch plan made
+        got = {"sample": [], "held": [], "running": []}
+        event_us, unhidden_us = [], []
+        for _ in range(args.rounds):
+            times = []
+
+            def fn(d):
+                t0 = time.perf_counter_ns()
+                out = sub.custom_kernel(d)
+                times.append((time.perf_counter_ns() - t0) / 1e3)
+                return out
+            ns, _, _ = sampler.batched(fn, inputs)
+            got["sample"].append(times)
+            event_us.append(ns / 1e3)
+            if sampler.unhidden_host_ns is not None:
+                unhidden_us.append(sampler.unhidden_host_ns / 1e3)
+            got["held"].append(timed_calls(sub.custom_kernel, inputs, hold_cycles=200_000_000))
+            got["running"].append(timed_calls(sub.custom_kernel, inputs))
+        row = {"case": dict(case), "config": list(config) if config else None,
+               **{k: summary(v) for k, v in got.items()},
+               "sample_event_us_per_call": statistics.median(event_us),
+               "sample_unhidden_host_us_per_call": statistics.median(unhidden_us) if unhidden_us else None}
+        rows.append(row)
+        print(f"{task.name} {shape} {config}: " + "; ".join(
+            f"{k} {row[k]['median_us']:.2f} (first {row[k]['first_fifth_median_us']:.2f}, last "
+            f"{row[k]['last_fifth_median_us']:.2f})" for k in got) +
+            f"; event {row['sample_event_us_per_call']:.2f}, unhidden {row['sample_unhidden_host_us_per_call']}",
+            file=sys.stderr)
+        del inputs
+        getattr(sub, "_PLANS", {}).clear()
+    doc = {"script": "scripts/validation/sample_host_time.py", "device": device_info(device).__dict__,
+           "torch": torch.__version__,
+           "triton": getattr(sys.modules.get("triton"), "__version__", None), "sampler": sampler.method, "inputs": args.inputs, "rounds": args.rounds,
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "file": FILES[task.name],
+           "rows": rows}
+    Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
