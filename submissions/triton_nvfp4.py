@@ -503,13 +503,59 @@ if _GLUON:
         """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> (int8 2 * value [BLOCK_N, BK] in K
         order, and 1 per block whose scale is not an integer 0..10)."""
         codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
-        v = s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))).to(gl.float8e4nv, bitcast=True).to(gl.float32)
+        return _gl_fold_words(codes, s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))), BLOCK_N, BK)
+
+    @gluon.jit
+    def _gl_fold_words(codes, sf, BLOCK_N: gl.constexpr, BK: gl.constexpr):
+        """_gl_fold on codes [rows, blocks, words, bytes] and scale bytes sf [rows, blocks] in registers."""
+        v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
         s = v.to(gl.int32)
         bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
         lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
                                            is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
+
+    @gluon.jit
+    def _gl_prep_a(a_ptr, sa_ptr, a8_ptr, fa_ptr, unit, M, K, sam, sal, ssam, ssal, cl: gl.constexpr):
+        """FUSED_A: unit ``unit`` of A (64 rows x 256 K of batch l) as _prep_i8_kernel writes it: int8
+        2 * value into a8 [L, M, K] and its flag into fa [L, M / 64, K / 256] (the unit's index)."""
+        kt, na = K // 256, M // 64
+        kc, r, l = unit % kt, (unit // kt) % na, unit // (kt * na)
+        s3: gl.constexpr = gl.SliceLayout(3, cl)
+        s2: gl.constexpr = gl.SliceLayout(2, s3)
+        rows = r * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, s2))
+        blocks = gl.arange(0, 16, layout=gl.SliceLayout(0, s2))
+        sf = gl.load(sa_ptr + l * ssal + kc * 16 + gl.expand_dims(rows * ssam, 1) + gl.expand_dims(blocks, 0))
+        # the codes [rows, blocks, words, bytes]: a row's byte at block * 8 + word * 4 + byte
+        at = gl.expand_dims(gl.expand_dims(rows * sam, 1) + gl.expand_dims(blocks * 8, 0), 2)
+        words = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, s3)))
+        at = at + gl.expand_dims(gl.expand_dims(words * 4, 0), 1)
+        nbytes = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, cl))))
+        at = gl.expand_dims(at, 3) + gl.expand_dims(gl.expand_dims(gl.expand_dims(nbytes, 0), 1), 2)
+        vals, bad = _gl_fold_words(gl.load(a_ptr + l * sal + kc * 128 + at), sf, 64, 256)
+        out_l: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [cl.warps_per_cta[0], 1], [1, 0])
+        orow = l * M + r * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, out_l))
+        ocol = kc * 256 + gl.arange(0, 256, layout=gl.SliceLayout(0, out_l))
+        gl.store(a8_ptr + gl.expand_dims(orow * K, 1) + gl.expand_dims(ocol, 0), gl.convert_layout(vals, out_l))
+        gl.store(fa_ptr + unit, gl.max(gl.max(bad, axis=1), axis=0))
+
+    @gluon.jit
+    def _gl_fence_global():
+        """Generic-proxy global writes and TMA (async-proxy) reads of them, ordered (fence.proxy.async)."""
+        gl.inline_asm_elementwise("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+    @gluon.jit
+    def _gl_wait_a(rdy):
+        """A and its flags written: by the first kernel (PDL's wait; a no-op without PDL), and (FUSED_A)
+        its ``units`` units counted at ``rdy_ptr`` by the programs that made them."""
+        rdy_ptr, units = rdy
+        _cuda.gdc_wait()
+        waiting = units > 0
+        while waiting:
+            waiting = gl.atomic_add(rdy_ptr, 0, sem="acquire", scope="gpu") < units
+        _gl_fence_global()
 
     @gluon.jit
     def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
@@ -633,12 +679,12 @@ if _GLUON:
         return acc, bad
 
     @gluon.jit
-    def _ws_mma(acc, a_smem, f_smem, bars, n_it, fa_ptrs, fmask):
-        """Warp-specialized I8G, the default partition (one warpgroup): A's flags once the first kernel is
-        done (PDL), then chunk c's wgmma once its A tile and its folded B are in; a chunk's A stage and
+    def _ws_mma(acc, a_smem, f_smem, bars, n_it, fa_ptrs, fmask, rdy):
+        """Warp-specialized I8G, the default partition (one warpgroup): A's flags once A is written
+        (_gl_wait_a), then chunk c's wgmma once its A tile and its folded B are in; a chunk's A stage and
         folded-B slot are released when its wgmma is done. Returns the accumulator and A's flags."""
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
-        _cuda.gdc_wait()
+        _gl_wait_a(rdy)
         fa = gl.load(fa_ptrs, mask=fmask, other=0)
         SA: gl.constexpr = a_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
@@ -654,20 +700,20 @@ if _GLUON:
 
     # The worker partitions share one signature (Gluon's rule for warp_specialize); each takes what it needs.
     @gluon.jit
-    def _ws_load_a(descs, smems, bars, row_a, n0, c_lo, n_it, part):
-        """Warp-specialized I8G, A's load warp: waits for the first kernel (PDL; a no-op without it), then
-        A's chunks into A's ring as the wgmmas free its stages."""
+    def _ws_load_a(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
+        """Warp-specialized I8G, A's load warp: waits until A is written (_gl_wait_a), then A's chunks
+        into A's ring as the wgmmas free its stages."""
         a_desc, b_desc, s_desc = descs
         a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SA: gl.constexpr = a_smem.shape[0]
-        _cuda.gdc_wait()
+        _gl_wait_a(rdy)
         for c in range(n_it):
             mbarrier.wait(a_empty.index(c % SA), ((c // SA) & 1) ^ 1)
             _gl_tma_a(a_desc, a_smem.index(c % SA), a_ready.index(c % SA), row_a, c_lo + c, True)
 
     @gluon.jit
-    def _ws_load_b(descs, smems, bars, row_a, n0, c_lo, n_it, part):
+    def _ws_load_b(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
         """Warp-specialized I8G, B's load warp: B's codes and scales of chunk c + B_STAGES once chunk c is
         folded (the first B_STAGES chunks came before the partitions, and before PDL's wait)."""
         a_desc, b_desc, s_desc = descs
@@ -680,7 +726,7 @@ if _GLUON:
                       c_lo + c + SB, True)
 
     @gluon.jit
-    def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, part):
+    def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
         """Warp-specialized I8G, a fold partition (one warpgroup; two of them take alternate chunks):
         chunk c's B codes to int8 (_gl_fold) into the folded-B ring; its flags go to bad_smem[part]."""
         a_smem, c_smem, s_smem, f_smem, bad_smem = smems
@@ -710,15 +756,18 @@ if _GLUON:
         bad_smem.index(part).store(gl.max(bad, axis=1))
 
     @gluon.jit
-    def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K,
-                    sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
+    def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
+                    rdy_ptr, M, N, K, sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
                     B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
-                    WS_REGS: gl.constexpr = 152):
+                    WS_REGS: gl.constexpr = 152, FUSED_A: gl.constexpr = 0):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
-        (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it)."""
+        (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it). FUSED_A
+        (warp-specialized, every program resident at once): no first kernel; the programs make A's units
+        in turn (_gl_prep_a) before their partitions start and count them at rdy_ptr[0], where the
+        partitions wait for all of them (_gl_wait_a); the last program to finish resets rdy_ptr[0:2]."""
         BM: gl.constexpr = 128
         BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
         num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
@@ -764,6 +813,17 @@ if _GLUON:
             for i in gl.static_range(B_STAGES):
                 _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
                           i < n_it)
+        units = pid_n * 0   # FUSED_A: A's units, made here by programs pid, pid + nprog, ... (B's loads in flight)
+        if FUSED_A:
+            nprog = gl.num_programs(0) * gl.num_programs(1) * gl.num_programs(2)
+            pid = (pid_z * gl.num_programs(1) + pid_m) * gl.num_programs(0) + pid_n   # the launch order
+            units = (gl.num_programs(2) // SPLIT_K) * (M // 64) * (K // 256)
+            for u in range(pid, units, nprog):
+                _gl_prep_a(a_ptr, sa_ptr, a8_ptr, fa_ptr, u, M, K, sam, sal, ssam, ssal, cl)
+            if pid < units:
+                _gl_barrier()   # every warp's stores, then one count (release) for them
+                _gl_fence_global()
+                gl.atomic_add(rdy_ptr, (units - pid + nprog - 1) // nprog, sem="release", scope="gpu")
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
         fl: gl.constexpr = gl.BlockedLayout([1, 1], [2, 16], [1, num_warps], [1, 0])
         fk = c_lo * BK // 256 + gl.arange(0, FLAGS, layout=gl.SliceLayout(0, fl))
@@ -779,10 +839,11 @@ if _GLUON:
             bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
             descs = (a_desc, b_desc, s_desc)
             smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
-            wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it)
+            rdy = (rdy_ptr, units)
+            wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
             acc, fa = gl.warp_specialize(
-                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask)), (_ws_load_a, wargs + (p0,)),
+                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
                  (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
                 [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
             bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
@@ -819,14 +880,21 @@ if _GLUON:
                     tot += gl.load(ws_ptrs + sk * MN, cache_modifier=".cg")
                 gl.store(c_ptrs, tot.to(gl.float16))
                 gl.atomic_xchg(cnt_ptr + tile, 0)
+        if FUSED_A:   # the last program out resets the count for the next call (no program reads it now)
+            _gl_barrier()
+            if gl.atomic_add(rdy_ptr + 1, 1, sem="acq_rel", scope="gpu") == nprog - 1:
+                gl.atomic_xchg(rdy_ptr, 0)
+                gl.atomic_xchg(rdy_ptr + 1, 0)
 
 
-FP8, INT8, I8G = 2, 3, 4
+FP8, INT8, I8G, I8F = 2, 3, 4, 5
 # (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
 # A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
 # kernel, then the fp8 GEMM, INT8 = both operands to int8 in a first kernel, then the int8 GEMM (both:
 # fp16 for a tile with a scale that the path cannot fold), I8G = A to int8 in a first kernel, B folded
-# in the Gluon GEMM's loop (fp32 for such a tile). INT8 configs:
+# in the Gluon GEMM's loop (fp32 for such a tile), I8F = I8G with A made by the GEMM's own programs
+# (FUSED_A: one launch a call, where the kernel is warp-specialized and its grid fits on the SMs at
+# once; else I8G's two launches). INT8 configs:
 # results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json.
 # The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
 # and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
@@ -839,7 +907,7 @@ FP8, INT8, I8G = 2, 3, 4
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8G),
     (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8G),
-    (128, 7168, 2048): (128, 64, 256, 1, 8, 3, INT8),
+    (128, 7168, 2048): (128, 64, 256, 1, 4, 4, I8G),
 }
 
 
@@ -1004,17 +1072,29 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
                  [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
                  {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
     BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
+    want_fused, a_dec = a_dec == I8F, I8G if a_dec == I8F else a_dec
     if a_dec == I8G and not (_GLUON and _HOPPER):   # the Gluon kernel is written for Hopper's wgmma
         a_dec, BK, nw = INT8, 256, 8
     if a_dec in (INT8, I8G) and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
         a_dec, BK, nw = FP8, 128, 4
     out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
+    grid = (N // BN, M // BM, L * SPLIT)
+    # I8G by TMA: one descriptor per operand over all batches (a batch's rows follow the last one's); with
+    # one warpgroup of wgmma warp-specialized, and then (I8F) A made in the same kernel (FUSED_A) where
+    # every program is resident at once (one an SM), as its programs wait for each other's units of A
+    tma = a_dec == I8G and BK == 256 and aligned and sbk == ssbk == 1 \
+        and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
+    spec = bool(tma and _WS and nw == 4)
+    fused = want_fused and spec and grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
     if a_dec in (INT8, I8G):   # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags
         a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _C
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
         if a_dec == INT8:
             b8_arg = _buffer(dev, "b_i8", L * N * K, torch.int8)
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
+    if fused:
+        pdl = False   # no first kernel to wait for
+    elif a_dec in (INT8, I8G):
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
                      ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl,
@@ -1031,22 +1111,18 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             a_arg, sam, sal = buf, K, M * K
         else:
             a8_arg = buf
-    grid = (N // BN, M // BM, L * SPLIT)
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
-        # TMA: one descriptor per operand over all batches (a batch's rows follow the last one's)
-        tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) \
-            and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
-        spec = bool(tma and _WS and nw == 4)   # warp-specialized: one warpgroup of wgmma
         descs = [_Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
                  _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)] \
             if tma else [None] * 3
-        out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, M, N, K, sam, sal, ssam,
-                                                ssal, sbn, sbl, ssbn, ssbl, scm, scl],
+        rdy = _buffer(dev, "a_ready", 2, torch.int32)   # (FUSED_A: A's units made, programs done)
+        out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, rdy, M, N, K, sam, sal,
+                                                ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": bool(tma), "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
-                     "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS,
+                     "BLOCK_K": BK, "TMA": tma, "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
+                     "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS, "FUSED_A": int(fused),
                      "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out

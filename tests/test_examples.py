@@ -132,7 +132,7 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     assert ("cp.async" in ptx) == (a_dec >= 2)   # the fp8 and int8 loops' loads are staged by cp.async
 
 
-def _i8g_compiled(sub, block_n, warps, tma, ws=False):
+def _i8g_compiled(sub, block_n, warps, tma, ws=False, fused=0):
     """triton_nvfp4's Gluon I8G kernel compiled for sm_90 on the CPU, and its constexprs."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -140,13 +140,13 @@ def _i8g_compiled(sub, block_n, warps, tma, ws=False):
     consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
               "BLOCK_K": 256 if tma else 128, "TMA": tma,   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
               "B_STAGES": sub._b_stages(3, block_n, 256, ws) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(ws),
-              "WS_REGS": sub._WS_REGS}
+              "WS_REGS": sub._WS_REGS, "FUSED_A": fused}
     if not tma:   # no descriptors (None: constexprs)
         consts.update(a_desc=None, b_desc=None, s_desc=None)
     layout = "NVMMASharedLayout(swizzle_byte_width={}, element_bitwidth=8, rank=2, transposed=False, " \
              "fp4_padded=False, cga_layout=[])"
     ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
-            "a_desc": f"tensordesc<i8[128, 256],{layout.format(128)}>",
+            "rdy_ptr": "*i32", "a_desc": f"tensordesc<i8[128, 256],{layout.format(128)}>",
             "b_desc": f"tensordesc<u8[{block_n}, 128],{layout.format(0)}>",
             "s_desc": f"tensordesc<u8[{block_n}, 16],{layout.format(0)}>"}
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith(("_ptr", "_desc")) else "i32"
@@ -188,6 +188,49 @@ def test_nvfp4_i8g_warp_specialized_kernel_hands_chunks_over_by_mbarriers():
     assert "mbarrier.try_wait" in ptx and "mbarrier.arrive.shared" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "griddepcontrol.wait" in ptx
     assert sub._WS and sub._b_stages(4, 64, 256, True) % 2 == 0   # the file's choice; B's stages stay even
+    assert "ld.global.gpu.acquire" not in ptx and "atom.global.gpu.release" not in ptx   # no FUSED_A count
+
+
+def test_nvfp4_i8g_fused_a_makes_a_then_counts_it_for_the_partitions():
+    """sm_90, I8G with FUSED_A: the programs fold A's units (the fold's asm before the partitions),
+    count them with a release after a CTA barrier and a proxy fence (TMA reads what generic stores
+    wrote), A's load warp and the wgmma warpgroup spin on an acquire load of that count, and the last
+    program out resets it; the same kernel without FUSED_A does none of it."""
+    sub = load_example("triton_nvfp4")
+    ptx = _i8g_compiled(sub, 64, 4, True, ws=True, fused=1)[0].asm["ptx"]
+    counted = ptx.index("global.gpu.release.add")   # (atom., or red. where the old value goes unused)
+    assert "mul.lo.u32 t0, s, 0x03020100" in ptx[:counted]   # A's fold, before the count
+    assert "fence.proxy.async.global" in ptx[:counted] and "bar.sync" in ptx[:counted]
+    assert ptx.count("ld.global.gpu.acquire") == 2   # the two waiting partitions' spins
+    assert ptx.index("ld.global.gpu.acquire") > counted
+    done = ptx.rindex("atom.global.gpu.acq_rel.add")   # the last program out resets both counts
+    assert ptx.count("atom.global.gpu.acq_rel.exch", done) == 2
+
+
+def test_nvfp4_i8f_fuses_a_into_one_launch_where_every_program_fits(monkeypatch):
+    """The launches of a warp-specialized I8F shape: one (FUSED_A) when its grid fits on the SMs at
+    once (its programs wait for each other's units of A), else A's first kernel, then the GEMM (PDL),
+    as an I8G shape always has."""
+    import types
+    import torch
+    sub = load_example("triton_nvfp4")
+    monkeypatch.setattr(sub, "_GLUON", True)
+    monkeypatch.setattr(sub, "_HOPPER", True)
+    monkeypatch.setattr(sub, "_PDL", True)
+    monkeypatch.setattr(sub, "_BUFFERS", {})
+    strides = [(8192, 1, 128 * 8192), (8192, 1, 7168 * 8192), (1024, 1, 128 * 1024), (1024, 1, 7168 * 1024),
+               (7168, 1, 128 * 7168)]
+    for a_dec, sms in ((sub.I8F, 132), (sub.I8F, 100), (sub.I8G, 132)):
+        monkeypatch.setitem(sub.CONFIGS, (128, 7168, 16384), (128, 64, 256, 1, 4, 4, a_dec))
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda dev, sms=sms: types.SimpleNamespace(multi_processor_count=sms))
+        launches = sub._launches(128, 7168, 16384, 1, strides, torch.device("cpu"))
+        fused = a_dec == sub.I8F and sms == 132
+        assert [k.fn.__name__ for k, _, _, _ in launches] == ["_i8g_kernel"] if fused else \
+            ["_prep_i8_kernel", "_i8g_kernel"]
+        grid, meta = launches[-1][1], launches[-1][3]
+        assert grid == (112, 1, 1) and meta["WS"] and meta["FUSED_A"] == fused
+        assert meta["PDL"] == ("launch_pdl" in meta) == (not fused)
 
 
 @functools.cache

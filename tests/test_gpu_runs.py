@@ -136,15 +136,17 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     for cfg in [(128, 64, 128, 2, 4, 3, sub.FP8), (128, 64, 256, 1, 8, 3, sub.INT8),
                 (128, 128, 128, 3, 8, 3, sub.INT8), (128, 128, 128, 2, 4, 4, sub.I8G), (128, 64, 128, 1, 4, 4, sub.I8G),
                 (128, 128, 128, 2, 8, 5, sub.I8G), (128, 128, 256, 2, 8, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8G),
-                (128, 128, 256, 2, 4, 3, sub.I8G)]:
+                (128, 128, 256, 2, 4, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8F), (128, 64, 256, 2, 4, 4, sub.I8F)]:
         sub.CONFIGS[(128, 256, 512)] = cfg
         sub._PLANS.clear()
         data = nv.generate_input(spec_, dev)
         data[6].fill_(float("nan"))
         assert nv.check(data, sub.custom_kernel(data))[0], cfg
-        if cfg[6] == sub.I8G:   # the Gluon kernel ran, its loads by TMA at BLOCK_K 256, else by cp.async
-            gemm = next(iter(sub._PLANS.values())).steps[-1][0]
+        if cfg[6] in (sub.I8G, sub.I8F):   # the Gluon kernel ran, its loads by TMA at BLOCK_K 256, else by
+            steps = next(iter(sub._PLANS.values())).steps   # cp.async; I8F: alone (A made in it)
+            gemm = steps[-1][0]
             assert gemm.name == "_i8g_kernel" and ("cp.async.bulk.tensor" in gemm.asm["ptx"]) == (cfg[2] == 256)
+            assert (len(steps) == 1) == (cfg[6] == sub.I8F), cfg
         assert nv.check(data, nvfp4_path_alone(data, cfg[6]))[0], cfg
         for operand, value, r, block in NVFP4_BAD_SCALES:
             d = nv.generate_input(spec_, dev)

@@ -95,9 +95,10 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
                     and stages * (128 + bn) * bk <= 200 * 1024 and (nw == 8 or bn == 64):
                 out.append((128, bn, bk, split, nw, stages, 3))
         # I8G (A_DEC = 4: A folded into int8 by a first kernel, B decoded in the Gluon loop while the
-        # previous chunk's wgmma runs): BK 128 (loads by cp.async) or 256 (by TMA), a warpgroup per 64 or
-        # 128 rows of B, as many programs per SM as shared memory holds. By TMA, stages are A's and B's
-        # ring takes the rest (two stages at least; the submission's _b_stages)
+        # previous chunk's wgmma runs; 5, I8F: A folded by the GEMM's programs themselves): BK 128 (loads
+        # by cp.async) or 256 (by TMA), a warpgroup per 64 or 128 rows of B, as many programs per SM as
+        # shared memory holds. By TMA, stages are A's and B's ring takes the rest (two stages at least;
+        # the submission's _b_stages)
         for bn, bk, nw, stages, split in itertools.product((64, 128, 256), (128, 256), (4, 8, 16), (2, 3, 4, 5),
                                                            range(1, 17)):
             b_stages = 2 if bk == 256 else stages   # TMA: B has a ring of its own
@@ -108,6 +109,8 @@ def candidates(task_name: str, shape: tuple, base: tuple) -> list[tuple]:
             if N % bn == 0 and K // bk >= 2 * split and 0.7 <= waves <= 2.2 and math.ceil(waves) - waves <= 0.3 \
                     and smem <= 220 * 1024 and bn // 128 <= nw // 4 <= bn // 64:
                 out.append((128, bn, bk, split, nw, stages, 4))
+                if bk == 256 and nw == 4:   # I8F (5): warp-specialized, A made by the GEMM (one launch)
+                    out.append((128, bn, bk, split, nw, stages, 5))
     seen = []
     return [c for c in out if not (c in seen or seen.append(c))]
 
