@@ -10,10 +10,11 @@ host time per call than a plain process's tight loop. This script times every ca
   runs while the host launches);
 - ``running``: the same calls with the GPU free from the start (it runs each call as it comes).
 Per setting: the median host time per call, over all calls and over the first and last fifth of each
-batch, and (``sample``) the event time per call and the host time the sampler found unhidden.
+batch, and (``sample``) the event time per call and the host time the sampler found unhidden. Several
+configs for one shape take turns in every round (the host's speed drifts over seconds to minutes).
 
     PYTHONPATH=$PWD python3 scripts/validation/sample_host_time.py --task nvfp4_gemm --out results/x.json \
-        [--config 2048=128,64,256,1,4,4,4]
+        [--config 2048=128,64,256,1,8,3,3 --config 2048=128,64,256,1,4,4,4 ...] [--only-k 2048]
 """
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--inputs", type=int, default=50, help="distinct inputs per batch (the ranked run's count)")
     ap.add_argument("--rounds", type=int, default=20, help="batches per setting, the settings taking turns")
     ap.add_argument("--config", action="append", default=[], metavar="K=CONFIG",
-                    help="a config for the benchmark shape with this k (comma-separated, as CONFIGS reads it)")
+                    help="a config for the benchmark shape with this k (comma-separated, as CONFIGS reads it); "
+                         "several for one k take turns in each round")
+    ap.add_argument("--only-k", type=int, action="append", help="only the benchmark shapes with this k")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -75,44 +78,50 @@ def main(argv=None) -> int:
     device = torch.device("cuda")
     task = load_task(args.task)
     sub = load_submission(task)
-    overrides = {int(k): tuple(int(x) for x in v.split(",")) for k, v in (c.split("=", 1) for c in args.config)}
+    overrides = {}
+    for k, v in (c.split("=", 1) for c in args.config):
+        overrides.setdefault(int(k), []).append(tuple(int(x) for x in v.split(",")))
     sampler = Sampler(device, device_info(device).l2_bytes, task.original_clear_bytes)
     rows = []
     for case in task.benchmarks:
+        if args.only_k and case["k"] not in args.only_k:
+            continue
         shape = (case["m"], case["n"], case["k"])
-        if case["k"] in overrides:
-            sub.CONFIGS[shape] = overrides[case["k"]]
-        config = sub.CONFIGS.get(shape)
+        configs = overrides.get(case["k"]) or [sub.CONFIGS.get(shape)]
         inputs = [task.generate_input({**case, "seed": case["seed"] + i}, device) for i in range(args.inputs)]
-        for d in inputs[:3]:
-            sub.custom_kernel(d)   # compiled, and its launch plan made
-        got = {"sample": [], "held": [], "running": []}
-        event_us, unhidden_us = [], []
+        got = [{"sample": [], "held": [], "running": [], "event": [], "unhidden": []} for _ in configs]
         for _ in range(args.rounds):
-            times = []
+            for config, g in zip(configs, got):   # the configs take turns, so a drift of the host hits each
+                if config is not None:
+                    sub.CONFIGS[shape] = config
+                getattr(sub, "_PLANS", {}).clear()
+                for d in inputs[:3]:
+                    sub.custom_kernel(d)   # compiled, and its launch plan made
+                times = []
 
-            def fn(d):
-                t0 = time.perf_counter_ns()
-                out = sub.custom_kernel(d)
-                times.append((time.perf_counter_ns() - t0) / 1e3)
-                return out
-            ns, _, _ = sampler.batched(fn, inputs)
-            got["sample"].append(times)
-            event_us.append(ns / 1e3)
-            if sampler.unhidden_host_ns is not None:
-                unhidden_us.append(sampler.unhidden_host_ns / 1e3)
-            got["held"].append(timed_calls(sub.custom_kernel, inputs, hold_cycles=200_000_000))
-            got["running"].append(timed_calls(sub.custom_kernel, inputs))
-        row = {"case": dict(case), "config": list(config) if config else None,
-               **{k: summary(v) for k, v in got.items()},
-               "sample_event_us_per_call": statistics.median(event_us),
-               "sample_unhidden_host_us_per_call": statistics.median(unhidden_us) if unhidden_us else None}
-        rows.append(row)
-        print(f"{task.name} {shape} {config}: " + "; ".join(
-            f"{k} {row[k]['median_us']:.2f} (first {row[k]['first_fifth_median_us']:.2f}, last "
-            f"{row[k]['last_fifth_median_us']:.2f})" for k in got) +
-            f"; event {row['sample_event_us_per_call']:.2f}, unhidden {row['sample_unhidden_host_us_per_call']}",
-            file=sys.stderr)
+                def fn(d):
+                    t0 = time.perf_counter_ns()
+                    out = sub.custom_kernel(d)
+                    times.append((time.perf_counter_ns() - t0) / 1e3)
+                    return out
+                ns, _, _ = sampler.batched(fn, inputs)
+                g["sample"].append(times)
+                g["event"].append(ns / 1e3)
+                if sampler.unhidden_host_ns is not None:
+                    g["unhidden"].append(sampler.unhidden_host_ns / 1e3)
+                g["held"].append(timed_calls(sub.custom_kernel, inputs, hold_cycles=200_000_000))
+                g["running"].append(timed_calls(sub.custom_kernel, inputs))
+        for config, g in zip(configs, got):
+            row = {"case": dict(case), "config": list(config) if config else None,
+                   **{k: summary(g[k]) for k in ("sample", "held", "running")},
+                   "sample_event_us_per_call": statistics.median(g["event"]),
+                   "sample_unhidden_host_us_per_call": statistics.median(g["unhidden"]) if g["unhidden"] else None}
+            rows.append(row)
+            print(f"{task.name} {shape} {config}: " + "; ".join(
+                f"{k} {row[k]['median_us']:.2f} (first {row[k]['first_fifth_median_us']:.2f}, last "
+                f"{row[k]['last_fifth_median_us']:.2f})" for k in ("sample", "held", "running")) +
+                f"; event {row['sample_event_us_per_call']:.2f}, unhidden {row['sample_unhidden_host_us_per_call']}",
+                file=sys.stderr)
         del inputs
         getattr(sub, "_PLANS", {}).clear()
     doc = {"script": "scripts/validation/sample_host_time.py", "device": device_info(device).__dict__,
