@@ -904,10 +904,17 @@ FP8, INT8, I8G, I8F = 2, 3, 4, 5
 # I8G (BLOCK_K 256: TMA, 128: cp.async; num_warps = a warpgroup per 64 or 128 rows of B, num_stages =
 # STAGES, A's stages when warp-specialized): results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json
 # (47.0 and 23.3 us; 3 stages of A 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6).
+# k=2048: I8F, one launch a call. The host's time per call drifts by up to twice over seconds to minutes
+# on the H200 machines, and a ranked run there is host-bound whenever it is slow; with the three paths
+# taking turns in one process (scripts/validation/sample_host_time.py, 50 inputs a sample,
+# results/probes/h200_sample_host_time_nvfp4_turns_25a58b6.json) I8F read 17.47 us a call against
+# INT8's 20.25 and I8G's 24.01 (host 15.0 / 17.7 / 21.5 us a call); with the host fast, I8G is faster
+# (14.52 against I8F's 15.51, h200_tuning_nvfp4_i8f_df81930.json; INT8 15.3). n=4096 keeps I8G: I8F's
+# GEMM is slower there (22.46 against 21.33 in the same turns), and k=16384 is not host-bound.
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8G),
     (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8G),
-    (128, 7168, 2048): (128, 64, 256, 1, 4, 4, I8G),
+    (128, 7168, 2048): (128, 64, 256, 1, 4, 4, I8F),
 }
 
 
