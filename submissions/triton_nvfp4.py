@@ -4,7 +4,7 @@ C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements 
 16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
 on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
-* I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes): INT8 as below, but only A is folded by
+* I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes; I8F at k=2048): INT8 as below, but only A is folded by
   the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
   cannot express (it waits for every wgmma at once when an operand is computed in the loop, so the
   decode and the tensor cores took turns). Its TMA descriptors are made on the host: one tensor map
@@ -14,8 +14,13 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   (probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json); a map encoded for every new address made
   the ranked run host-bound (probes/h200_examples_ranked_nvfp4_7b9bed5.json); as now, 26.01 against
   27.64 us ranked in one session (probes/h200_examples_ranked_nvfp4_{host_tma,head}_0ce8111.json).
-  A made in the GEMM itself (one launch a call; code at f519836) was slower, 27.01 against 25.06 in
-  one session (probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json). With TMA
+  I8F (A_DEC = I8F, FUSED_A): A made by the GEMM's own programs, before their partitions start (B's
+  first loads in flight), counted in global memory where the partitions wait for the count, so a
+  call is one launch; only where every program is resident at once. Its GEMM is slower than the two
+  kernels under PDL where K is long (the programs that make A start late: 27.01 against 25.06 ranked
+  with it on every shape, probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json), but it
+  halves the launches, which is what counts where a call's host time exceeds its GPU time (k=2048,
+  see CONFIGS). The fold takes B 64 rows at a time, whatever BLOCK_N. With TMA
   (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
   mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
   scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold
@@ -41,7 +46,7 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   H200 raised an illegal instruction). A's first kernel runs 8 warps a program here (4 for INT8): 0.3
   us faster in four rounds (results/probes/h200_tuning_nvfp4_prep_warps_*_591361c.json).
   A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
-* INT8 (A_DEC = INT8: the k=2048 benchmark shape): an e2m1 value times an integer scale
+* INT8 (A_DEC = INT8: the k=2048 benchmark shape before I8F): an e2m1 value times an integer scale
   0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
   accumulate exactly in int32. A first kernel writes both operands that way, in K order, reading the
   codes and writing the values as 32-bit words (_FOLD_I8_ASM: prmt lookups in two tables times the
