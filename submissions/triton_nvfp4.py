@@ -1097,7 +1097,8 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     tma = a_dec == I8G and BK == 256 and aligned and sbk == ssbk == 1 \
         and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
     spec = bool(tma and _WS and nw == 4)
-    fused = want_fused and spec and grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
+    fused = want_fused and spec and \
+        grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
     if a_dec in (INT8, I8G):   # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags
         a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _C
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)

@@ -125,8 +125,8 @@ def main(argv=None) -> int:
         del inputs
         getattr(sub, "_PLANS", {}).clear()
     doc = {"script": "scripts/validation/sample_host_time.py", "device": device_info(device).__dict__,
-           "torch": torch.__version__,
-           "triton": getattr(sys.modules.get("triton"), "__version__", None), "sampler": sampler.method, "inputs": args.inputs, "rounds": args.rounds,
+           "torch": torch.__version__, "triton": getattr(sys.modules.get("triton"), "__version__", None),
+           "sampler": sampler.method, "inputs": args.inputs, "rounds": args.rounds,
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "file": FILES[task.name],
            "rows": rows}
     Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
