@@ -914,7 +914,8 @@ FP8, INT8, I8G, I8F = 2, 3, 4, 5
 # taking turns in one process (scripts/validation/sample_host_time.py, 50 inputs a sample,
 # results/probes/h200_sample_host_time_nvfp4_turns_25a58b6.json) I8F read 17.47 us a call against
 # INT8's 20.25 and I8G's 24.01 (host 15.0 / 17.7 / 21.5 us a call); with the host fast, I8G is faster
-# (14.52 against I8F's 15.51, h200_tuning_nvfp4_i8f_df81930.json; INT8 15.3). n=4096 keeps I8G: I8F's
+# (14.52 against I8F's 15.51, h200_tuning_nvfp4_i8f_df81930.json; INT8 15.32 in another run,
+# h200_sample_host_time_nvfp4_ec39f75.json). n=4096 keeps I8G: I8F's
 # GEMM is slower there (22.46 against 21.33 in the same turns), and k=16384 is not host-bound.
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8G),
