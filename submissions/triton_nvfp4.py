@@ -732,30 +732,34 @@ if _GLUON:
 
     @gluon.jit
     def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
-        """Warp-specialized I8G, a fold partition (one warpgroup; two of them take alternate chunks):
-        chunk c's B codes to int8 (_gl_fold) into the folded-B ring; its flags go to bad_smem[part]."""
+        """Warp-specialized I8G, a fold partition (one warpgroup of two): B's codes to int8 (_gl_fold) into
+        the folded-B ring, its flags to bad_smem[part]. BLOCK_N 64: the two take alternate chunks; BLOCK_N
+        128: both take every chunk, rows part * 64 .. part * 64 + 63 each (a B stage is freed, and a folded
+        buffer filled, when both have arrived)."""
         a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
-        BLOCK_N: gl.constexpr = c_smem.shape[1]
+        NH: gl.constexpr = c_smem.shape[1] // 64   # 64 rows of B folded at a time (registers)
         BK: gl.constexpr = c_smem.shape[2] * 2
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])   # as the kernel's
-        NH: gl.constexpr = BLOCK_N // 64   # folded 64 rows of B at a time (registers)
         c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
         s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
         bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
-        for c in range(part, n_it, 2):
+        for c in range(part * (2 - NH), n_it, 3 - NH):
             mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
-            for h in gl.static_range(NH):
-                vals, nb = _gl_fold(c_view.index(c % SB * NH + h), s_view.index(c % SB * NH + h), cl, 64, BK)
-                bad |= nb
-                if h == NH - 1:
-                    hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
-                    mbarrier.arrive(b_empty.index(c % SB))
-                if h == 0:
-                    mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
-                f_smem.index(c % SF).slice(h * 64, 64).store(vals)
+            u = c % SB * NH + part * (NH - 1)
+            vals, nb = _gl_fold(c_view.index(u), s_view.index(u), cl, 64, BK)
+            bad |= nb
+            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
+            mbarrier.arrive(b_empty.index(c % SB))
+            mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
+            if NH == 1:
+                f_smem.index(c % SF).store(vals)
+            elif part == 0:
+                f_smem.index(c % SF).slice(0, 64).store(vals)
+            else:
+                f_smem.index(c % SF).slice(64, 64).store(vals)
             hopper.fence_async_shared()
             mbarrier.arrive(f_ready.index(c % SF))
         bad_smem.index(part).store(gl.max(bad, axis=1))
@@ -809,10 +813,10 @@ if _GLUON:
                 bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
                 for i in gl.static_range(STAGES):
                     mbarrier.init(empty_a.index(i), count=1)
-                for i in gl.static_range(B_STAGES):
-                    mbarrier.init(empty_b.index(i), count=1)
+                for i in gl.static_range(B_STAGES):   # (BLOCK_N 128: both fold warpgroups arrive)
+                    mbarrier.init(empty_b.index(i), count=BLOCK_N // 64)
                 for i in gl.static_range(F_STAGES):
-                    mbarrier.init(ready_f.index(i), count=1)
+                    mbarrier.init(ready_f.index(i), count=BLOCK_N // 64)
                     mbarrier.init(empty_f.index(i), count=1)
             hopper.fence_async_shared()
             for i in gl.static_range(B_STAGES):
@@ -955,7 +959,7 @@ def _b_stages(a_stages, BN, BK, ws, smem=220 * 1024):
     folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales.
     ws: the kernel is warp-specialized."""
     stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages(ws) * BN * BK) // (BN * BK // 2 + BN * BK // 16)
-    if ws:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
+    if ws and BN == 64:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
         stages -= stages % 2   # (a wait on its mbarrier then never finds it two phases behind)
     if stages < 2:
         raise ValueError(f"I8G: {a_stages} stages of A leave too little shared memory for two stages of B")
@@ -1097,7 +1101,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     # every program is resident at once (one an SM), as its programs wait for each other's units of A
     tma = a_dec == I8G and BK == 256 and aligned and sbk == ssbk == 1 \
         and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
-    spec = bool(tma and _WS and nw == 4)
+    spec = bool(tma and _WS and nw == 4 and BN in (64, 128))
     fused = want_fused and spec and \
         grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
     if a_dec in (INT8, I8G):   # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags

@@ -136,7 +136,8 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     for cfg in [(128, 64, 128, 2, 4, 3, sub.FP8), (128, 64, 256, 1, 8, 3, sub.INT8),
                 (128, 128, 128, 3, 8, 3, sub.INT8), (128, 128, 128, 2, 4, 4, sub.I8G), (128, 64, 128, 1, 4, 4, sub.I8G),
                 (128, 128, 128, 2, 8, 5, sub.I8G), (128, 128, 256, 2, 8, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8G),
-                (128, 128, 256, 2, 4, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8F), (128, 64, 256, 2, 4, 4, sub.I8F)]:
+                (128, 128, 256, 2, 4, 3, sub.I8G), (128, 64, 256, 1, 4, 4, sub.I8F), (128, 64, 256, 2, 4, 4, sub.I8F),
+                (128, 128, 256, 1, 4, 3, sub.I8F)]:
         sub.CONFIGS[(128, 256, 512)] = cfg
         sub._PLANS.clear()
         data = nv.generate_input(spec_, dev)
