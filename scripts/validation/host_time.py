@@ -54,8 +54,8 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
     """The parts of a direct plan's call (triton_nvfp4's ``_plan``): the current stream; each
     cuLaunchKernelEx alone (its parameter block filled already), with and without its PDL attribute,
     and cuLaunchKernel (no attributes) with the same parameters; replacing a tensor map's address
-    (cuTensorMapReplaceAddress, the same address); and a ctypes call that does nothing in libcuda, for
-    the cost of crossing into C."""
+    (cuTensorMapReplaceAddress, the same address); each launch with its parameters packed in one buffer
+    (packed_params); and a ctypes call that does nothing in libcuda, for the cost of crossing into C."""
     import ctypes
     lib = sub._libcuda()
     stream = torch.cuda.current_stream().cuda_stream
@@ -79,9 +79,52 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
             at, ptr = tma.map[1], tma.map_ptr
             out[f"cuTensorMapReplaceAddress_{n}_{m}_us"] = per_call_us(
                 lambda: lib.cuTensorMapReplaceAddress(at, ptr), calls)
+        extra, _keep = packed_params(plan.direct[n])
+        extra_at = ctypes.addressof(extra)
+        out[f"cuLaunchKernelEx_{n}_packed_us"] = per_call_us(
+            lambda: lib.cuLaunchKernelEx(cfg_at, function, None, extra_at), calls)
+        out[f"params_{n}"] = len(plan.direct[n][5][0])
     version = ctypes.c_int()
     out["ctypes_noop_us"] = per_call_us(lambda: lib.cuDriverGetVersion(ctypes.byref(version)), calls)
     return out
+
+
+def packed_params(step):
+    """The parameters of a direct step (triton_nvfp4's ``_direct_step``, after a call filled them) as
+    one buffer, each at its alignment (a tensor map: 128 bytes on 64), for cuLaunchKernelEx's ``extra``
+    (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END) instead of an array of pointers."""
+    import ctypes
+    _, _, params, _, _, (objs, _) = step
+    layout, off = [], 0
+    for obj, at in zip(objs, params):
+        size, align = (128, 64) if obj is None else (ctypes.sizeof(obj),) * 2
+        off = -(-off // align) * align
+        layout.append((off, at, size))
+        off += size
+    buf = (ctypes.c_uint8 * (off + 64))()
+    base = -(-ctypes.addressof(buf) // 64) * 64
+    for o, at, size in layout:
+        ctypes.memmove(base + o, at, size)
+    size = ctypes.c_size_t(off)
+    return (ctypes.c_void_p * 5)(1, base, 2, ctypes.addressof(size), 0), (buf, size)
+
+
+def packed_call_ok(sub, task, data, plan) -> bool:
+    """One call launched through packed parameter buffers (packed_params), its output checked."""
+    import ctypes
+    lib = sub._libcuda()
+    data[6].zero_()
+    plan(tuple(t.data_ptr() for t in (data[0], data[1], data[2], data[3], data[6])))   # fills the params
+    torch.cuda.synchronize()
+    data[6].zero_()
+    stream = torch.cuda.current_stream().cuda_stream
+    for step in plan.direct:
+        step[0].stream = stream
+        extra, _keep = packed_params(step)
+        if lib.cuLaunchKernelEx(ctypes.addressof(step[0]), step[1], None, ctypes.addressof(extra)):
+            return False
+    torch.cuda.synchronize()
+    return bool(task.check(data, data[6])[0])
 
 
 def main(argv=None) -> int:
@@ -133,9 +176,10 @@ def main(argv=None) -> int:
                                                      data[0].get_device()), args.calls)
                 if getattr(plan, "direct", None):
                     row.update(direct_parts_us(sub, plan, ptrs, args.calls))
+                    row["packed_output_ok"] = packed_call_ok(sub, task, data, plan)
         plans.clear()
         rows.append(row)
-        print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if k != "case"),
+        print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if isinstance(v, float)),
               file=sys.stderr)
     doc = {"script": "scripts/validation/host_time.py", "device": device_info(device).__dict__,
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "calls": args.calls,
