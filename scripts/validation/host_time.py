@@ -79,7 +79,7 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
             at, ptr = tma.map[1], tma.map_ptr
             out[f"cuTensorMapReplaceAddress_{n}_{m}_us"] = per_call_us(
                 lambda: lib.cuTensorMapReplaceAddress(at, ptr), calls)
-        extra, _keep = packed_params(plan.direct[n])
+        extra, _keep = packed_params(lib, plan.direct[n])
         extra_at = ctypes.addressof(extra)
         out[f"cuLaunchKernelEx_{n}_packed_us"] = per_call_us(
             lambda: lib.cuLaunchKernelEx(cfg_at, function, None, extra_at), calls)
@@ -89,24 +89,25 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
     return out
 
 
-def packed_params(step):
+def packed_params(lib, step):
     """The parameters of a direct step (triton_nvfp4's ``_direct_step``, after a call filled them) as
-    one buffer, each at its alignment (a tensor map: 128 bytes on 64), for cuLaunchKernelEx's ``extra``
-    (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END) instead of an array of pointers."""
+    one buffer at the offsets the driver gives (cuFuncGetParamInfo: a tensor map sits on 64 bytes of the
+    parameter bank, not of the buffer), for cuLaunchKernelEx's ``extra`` (CU_LAUNCH_PARAM_BUFFER_POINTER
+    / _SIZE / _END) instead of an array of pointers."""
     import ctypes
-    _, _, params, _, _, (objs, _) = step
-    layout, off = [], 0
-    for obj, at in zip(objs, params):
-        size, align = (128, 64) if obj is None else (ctypes.sizeof(obj),) * 2
-        off = -(-off // align) * align
-        layout.append((off, at, size))
-        off += size
-    buf = (ctypes.c_uint8 * (off + 64))()
-    base = -(-ctypes.addressof(buf) // 64) * 64
-    for o, at, size in layout:
-        ctypes.memmove(base + o, at, size)
-    size = ctypes.c_size_t(off)
-    return (ctypes.c_void_p * 5)(1, base, 2, ctypes.addressof(size), 0), (buf, size)
+    _, function, params, _, _, (objs, _) = step
+    layout, end = [], 0
+    for i, (obj, at) in enumerate(zip(objs, params)):
+        off, size = ctypes.c_size_t(), ctypes.c_size_t()
+        if lib.cuFuncGetParamInfo(ctypes.c_void_p(function), ctypes.c_size_t(i), ctypes.byref(off), ctypes.byref(size)):
+            raise RuntimeError("cuFuncGetParamInfo failed")
+        layout.append((off.value, at, size.value))
+        end = max(end, off.value + size.value)
+    buf = (ctypes.c_uint8 * end)()
+    for off, at, size in layout:
+        ctypes.memmove(ctypes.addressof(buf) + off, at, size)
+    size = ctypes.c_size_t(end)
+    return (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0), (buf, size)
 
 
 def packed_call_ok(sub, task, data, plan) -> bool:
@@ -120,7 +121,7 @@ def packed_call_ok(sub, task, data, plan) -> bool:
     stream = torch.cuda.current_stream().cuda_stream
     for step in plan.direct:
         step[0].stream = stream
-        extra, _keep = packed_params(step)
+        extra, _keep = packed_params(lib, step)
         if lib.cuLaunchKernelEx(ctypes.addressof(step[0]), step[1], None, ctypes.addressof(extra)):
             return False
     torch.cuda.synchronize()
