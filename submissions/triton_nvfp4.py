@@ -504,25 +504,18 @@ if _GLUON:
         _cp_async(s_s, s_ptrs + kc * (BK // 16))
 
     @gluon.jit
-    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, CHECK: gl.constexpr = True):
+    def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
         """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> (int8 2 * value [BLOCK_N, BK] in K
-        order, and 1 per block whose scale is not an integer 0..10: CHECK, else 0s)."""
+        order, and 1 per block whose scale is not an integer 0..10)."""
         codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
-        return _gl_fold_words(codes, s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))), BLOCK_N, BK, CHECK)
+        return _gl_fold_words(codes, s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))), BLOCK_N, BK)
 
     @gluon.jit
-    def _gl_scales(sf):
-        """e4m3 scale bytes -> (the scales cut to integers, 1 where a scale is not an integer 0..10)."""
+    def _gl_fold_words(codes, sf, BLOCK_N: gl.constexpr, BK: gl.constexpr):
+        """_gl_fold on codes [rows, blocks, words, bytes] and scale bytes sf [rows, blocks] in registers."""
         v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
         s = v.to(gl.int32)
-        return s, ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
-
-    @gluon.jit
-    def _gl_fold_words(codes, sf, BLOCK_N: gl.constexpr, BK: gl.constexpr, CHECK: gl.constexpr = True):
-        """_gl_fold on codes [rows, blocks, words, bytes] and scale bytes sf [rows, blocks] in registers."""
-        s, bad = _gl_scales(sf)
-        if not CHECK:   # (the caller checks the scales elsewhere)
-            bad = s * 0
+        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
         lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
                                            is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
@@ -691,36 +684,24 @@ if _GLUON:
         return acc, bad
 
     @gluon.jit
-    def _ws_mma(acc, a_smem, f_smem, s_smem, bars, n_it, fa_ptrs, fmask, rdy):
+    def _ws_mma(acc, a_smem, f_smem, bars, n_it, fa_ptrs, fmask, rdy):
         """Warp-specialized I8G, the default partition (one warpgroup): A's flags once A is written
-        (_gl_wait_a), then chunk c's wgmma once its A tile and its folded B are in; while it runs, chunk
-        c's B scales are checked (the fold warpgroups, the busier ones, do not), and then B's stage is
-        freed for its part; a chunk's A stage and folded-B slot are released when its wgmma is done.
-        Returns the accumulator, A's flags and B's (1 per block whose scale is not an integer 0..10)."""
+        (_gl_wait_a), then chunk c's wgmma once its A tile and its folded B are in; a chunk's A stage and
+        folded-B slot are released when its wgmma is done. Returns the accumulator and A's flags."""
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         _gl_wait_a(rdy)
         fa = gl.load(fa_ptrs, mask=fmask, other=0)
         SA: gl.constexpr = a_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
-        SB: gl.constexpr = s_smem.shape[0]
-        NR: gl.constexpr = s_smem.shape[1]
-        NB: gl.constexpr = s_smem.shape[2]
-        s_view = _gl_flat(s_smem, [SB, NR, NB])
-        sl: gl.constexpr = gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0])
-        bad = gl.zeros([NR, NB], gl.int32, layout=sl)
         for c in range(n_it):
             mbarrier.wait(a_ready.index(c % SA), (c // SA) & 1)
             mbarrier.wait(f_ready.index(c % SF), (c // SF) & 1)
             acc = hopper.warpgroup_mma(f_smem.index(c % SF), a_smem.index(c % SA).permute((1, 0)), acc,
                                        is_async=True)
-            mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)   # (landed long ago: the fold waited for it)
-            bad |= _gl_scales(s_view.index(c % SB).load(sl))[1]
-            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
-            mbarrier.arrive(b_empty.index(c % SB))
             acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk c - 1's is done
             mbarrier.arrive(a_empty.index((c + SA - 1) % SA), pred=c > 0)
             mbarrier.arrive(f_empty.index((c + SF - 1) % SF), pred=c > 0)
-        return hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]), fa, bad
+        return hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]), fa
 
     # The worker partitions share one signature (Gluon's rule for warp_specialize); each takes what it needs.
     @gluon.jit
@@ -728,7 +709,7 @@ if _GLUON:
         """Warp-specialized I8G, A's load warp: waits until A is written (_gl_wait_a), then A's chunks
         into A's ring as the wgmmas free its stages."""
         a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem = smems
+        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SA: gl.constexpr = a_smem.shape[0]
         _gl_wait_a(rdy)
@@ -741,7 +722,7 @@ if _GLUON:
         """Warp-specialized I8G, B's load warp: B's codes and scales of chunk c + B_STAGES once chunk c is
         folded (the first B_STAGES chunks came before the partitions, and before PDL's wait)."""
         a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem = smems
+        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         for c in range(n_it - SB):
@@ -751,11 +732,11 @@ if _GLUON:
 
     @gluon.jit
     def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
-        """Warp-specialized I8G, a fold partition (one warpgroup of two): B's codes to int8 (_gl_fold, its
-        scales checked by _ws_mma) into the folded-B ring. BLOCK_N 64: the two take alternate chunks;
-        BLOCK_N 128: both take every chunk, rows part * 64 .. part * 64 + 63 each (a folded buffer is
-        filled when both have arrived)."""
-        a_smem, c_smem, s_smem, f_smem = smems
+        """Warp-specialized I8G, a fold partition (one warpgroup of two): B's codes to int8 (_gl_fold) into
+        the folded-B ring, its flags to bad_smem[part]. BLOCK_N 64: the two take alternate chunks; BLOCK_N
+        128: both take every chunk, rows part * 64 .. part * 64 + 63 each (a B stage is freed, and a folded
+        buffer filled, when both have arrived)."""
+        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
@@ -764,10 +745,12 @@ if _GLUON:
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])   # as the kernel's
         c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
         s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
+        bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
         for c in range(part * (2 - NH), n_it, 3 - NH):
             mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
             u = c % SB * NH + part * (NH - 1)
-            vals, _ = _gl_fold(c_view.index(u), s_view.index(u), cl, 64, BK, False)
+            vals, nb = _gl_fold(c_view.index(u), s_view.index(u), cl, 64, BK)
+            bad |= nb
             hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
             mbarrier.arrive(b_empty.index(c % SB))
             mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
@@ -779,6 +762,7 @@ if _GLUON:
                 f_smem.index(c % SF).slice(64, 64).store(vals)
             hopper.fence_async_shared()
             mbarrier.arrive(f_ready.index(c % SF))
+        bad_smem.index(part).store(gl.max(bad, axis=1))
 
     @gluon.jit
     def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
@@ -826,10 +810,11 @@ if _GLUON:
                 empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
                 ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
                 empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+                bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
                 for i in gl.static_range(STAGES):
                     mbarrier.init(empty_a.index(i), count=1)
-                for i in gl.static_range(B_STAGES):   # the fold warpgroups that read it (1 or 2), and the scales' check
-                    mbarrier.init(empty_b.index(i), count=BLOCK_N // 64 + 1)
+                for i in gl.static_range(B_STAGES):   # (BLOCK_N 128: both fold warpgroups arrive)
+                    mbarrier.init(empty_b.index(i), count=BLOCK_N // 64)
                 for i in gl.static_range(F_STAGES):
                     mbarrier.init(ready_f.index(i), count=BLOCK_N // 64)
                     mbarrier.init(empty_f.index(i), count=1)
@@ -862,15 +847,17 @@ if _GLUON:
         if WS:
             bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
             descs = (a_desc, b_desc, s_desc)
-            smems = (a_smem, c_smem, s_smem, b_smem)
+            smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
             rdy = (rdy_ptr, units)
             wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
-            acc, fa, bad = gl.warp_specialize(
-                [(_ws_mma, (acc, a_smem, b_smem, s_smem, bars, n_it, fa_ptrs, fmask, rdy)),
-                 (_ws_load_a, wargs + (p0,)), (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)),
-                 (_ws_fold, wargs + (p0 + 1,))],
+            acc, fa = gl.warp_specialize(
+                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
+                 (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
                 [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
+            bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+            bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
+                                            bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
         elif TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
                                     row_a, row_b, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
