@@ -495,7 +495,6 @@ if _GLUON:
         def _gl_flat(smem, shape: gl.constexpr):
             return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
-    _FOLD_PROBE_GL = gl.constexpr(0)   # timing probes (tune_examples.py --set): 1 = no scale check, 2 = nor conversion
 
     @gluon.jit
     def _gl_load_chunk(a_s, c_s, s_s, a_ptrs, b_ptrs, s_ptrs, kc, BK: gl.constexpr):
@@ -514,16 +513,9 @@ if _GLUON:
     @gluon.jit
     def _gl_fold_words(codes, sf, BLOCK_N: gl.constexpr, BK: gl.constexpr):
         """_gl_fold on codes [rows, blocks, words, bytes] and scale bytes sf [rows, blocks] in registers."""
-        if _FOLD_PROBE_GL == 2:   # timing probe: the scale byte itself as the integer (wrong output)
-            s = sf.to(gl.int32)
-            bad = s * 0
-        else:
-            v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
-            s = v.to(gl.int32)
-            if _FOLD_PROBE_GL == 1:   # timing probe: no check (right on the task's scales)
-                bad = s * 0
-            else:
-                bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
+        v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
+        s = v.to(gl.int32)
+        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
         lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
                                            is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
