@@ -732,11 +732,10 @@ if _GLUON:
 
     @gluon.jit
     def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
-        """Warp-specialized I8G, a fold partition (one warpgroup of F_STAGES at BLOCK_N 64, of two at 128):
-        B's codes to int8 (_gl_fold) into the folded-B ring, its flags to bad_smem[part]. BLOCK_N 64: they
-        take the chunks in turn, one folded buffer each; BLOCK_N 128: both take every chunk, rows
-        part * 64 .. part * 64 + 63 each (a B stage is freed, and a folded buffer filled, when both have
-        arrived)."""
+        """Warp-specialized I8G, a fold partition (one warpgroup of two): B's codes to int8 (_gl_fold) into
+        the folded-B ring, its flags to bad_smem[part]. BLOCK_N 64: the two take alternate chunks; BLOCK_N
+        128: both take every chunk, rows part * 64 .. part * 64 + 63 each (a B stage is freed, and a folded
+        buffer filled, when both have arrived)."""
         a_smem, c_smem, s_smem, f_smem, bad_smem = smems
         a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
@@ -747,8 +746,7 @@ if _GLUON:
         c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
         s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
         bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
-        P: gl.constexpr = SF if NH == 1 else 1   # the chunks' stride
-        for c in range(part * (NH == 1), n_it, P):
+        for c in range(part * (2 - NH), n_it, 3 - NH):
             mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
             u = c % SB * NH + part * (NH - 1)
             vals, nb = _gl_fold(c_view.index(u), s_view.index(u), cl, 64, BK)
@@ -773,7 +771,6 @@ if _GLUON:
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
                     B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
                     WS_REGS: gl.constexpr = 152, FUSED_A: gl.constexpr = 0):
-        # (warp-specialized: a fold warpgroup per folded-B buffer at BLOCK_N 64, F_STAGES of them; two at 128)
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it). FUSED_A
@@ -813,7 +810,7 @@ if _GLUON:
                 empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
                 ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
                 empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-                bad_smem = gl.allocate_shared_memory(gl.int32, [4, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+                bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
                 for i in gl.static_range(STAGES):
                     mbarrier.init(empty_a.index(i), count=1)
                 for i in gl.static_range(B_STAGES):   # (BLOCK_N 128: both fold warpgroups arrive)
@@ -854,22 +851,13 @@ if _GLUON:
             rdy = (rdy_ptr, units)
             wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
             p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
-            mma_args = (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)
-            if BLOCK_N == 64 and F_STAGES == 3:
-                acc, fa = gl.warp_specialize(
-                    [(_ws_mma, mma_args), (_ws_load_a, wargs + (p0,)), (_ws_load_b, wargs + (p0,)),
-                     (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,)), (_ws_fold, wargs + (p0 + 2,))],
-                    [1, 1, 4, 4, 4], [24, 24, WS_REGS, WS_REGS, WS_REGS])
-            else:
-                acc, fa = gl.warp_specialize(
-                    [(_ws_mma, mma_args), (_ws_load_a, wargs + (p0,)), (_ws_load_b, wargs + (p0,)),
-                     (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
-                    [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
+            acc, fa = gl.warp_specialize(
+                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
+                 (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
+                [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
             bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
-            bad = bad_smem.index(0).load(gl.SliceLayout(1, bl))
-            for i in gl.static_range(1, F_STAGES if BLOCK_N == 64 else 2):
-                bad = gl.maximum(bad, bad_smem.index(i).load(gl.SliceLayout(1, bl)))
-            bad = gl.expand_dims(bad, 1)
+            bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
+                                            bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
         elif TMA:
             acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
                                     row_a, row_b, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
@@ -971,8 +959,8 @@ def _b_stages(a_stages, BN, BK, ws, smem=220 * 1024):
     folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales.
     ws: the kernel is warp-specialized."""
     stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages(ws) * BN * BK) // (BN * BK // 2 + BN * BK // 16)
-    if ws and BN == 64:   # a multiple of the fold warpgroups, which take the chunks in turn: a stage's chunks
-        stages -= stages % _f_stages(ws)   # stay with one of them (its mbarrier is then never two phases ahead)
+    if ws and BN == 64:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
+        stages -= stages % 2   # (a wait on its mbarrier then never finds it two phases behind)
     if stages < 2:
         raise ValueError(f"I8G: {a_stages} stages of A leave too little shared memory for two stages of B")
     return stages
@@ -1080,7 +1068,7 @@ class _Tma:
 
 
 _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
-_F_STAGES = 2   # ... its folded-B buffers (2 or 3; at BLOCK_N 64 a fold warpgroup each)
+_F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
 _PLANS = {}
