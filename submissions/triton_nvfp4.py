@@ -742,7 +742,9 @@ if _GLUON:
         SF: gl.constexpr = f_smem.shape[0]
         NH: gl.constexpr = c_smem.shape[1] // 64   # 64 rows of B folded at a time (registers)
         BK: gl.constexpr = c_smem.shape[2] * 2
-        cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])   # as the kernel's
+        # a warp reads two whole rows of codes (256 contiguous bytes: two shared-memory wavefronts; four
+        # rows of 64 bytes, 128 bytes apart, took four)
+        cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [2, 16, 1, 1], [4, 1, 1, 1], [3, 2, 1, 0])
         c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
         s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
         bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
