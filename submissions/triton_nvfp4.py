@@ -24,9 +24,17 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
   mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
   scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold
-  warpgroups take alternate chunks of B to int8 (_FOLD_I8) into two folded-B buffers; the wgmma
+  warpgroups take alternate chunks of B to int8 (_FOLD_I8) into two folded-B buffers (BLOCK_N 128:
+  both take every chunk, 64 rows each), a warp reading two whole rows of codes at a time; the wgmma
   warpgroup multiplies each chunk from shared memory into one
-  int32 accumulator for the whole K (exact) and frees its stages. In one run at 6ab5ed0: 49.2 against
+  int32 accumulator for the whole K (exact) and frees its stages. Its shared memory is nearly always
+  busy: at k=16384 Nsight Compute counts about 975 shared-memory wavefronts a chunk (wgmma operands
+  384, loads 356, stores 205; one a cycle at most) in about 1050 active cycles a chunk
+  (results/probes/h200_ncu_nvfp4_i8g_ws_bn64_smem_3b5d227.txt). Slower or no faster (twenty-second
+  pass, results/probes/): BLOCK_N 128 (56.3 against 45.1 us, h200_tuning_nvfp4_bn128_0bf27fe.json),
+  four folded-B buffers (h200_tuning_nvfp4_f_stages_*), three fold warpgroups (_three_folds_*), B's
+  scales checked by the wgmma warpgroup instead (47.9 against 43.5, _scales_in_mma_*); the fold
+  without its scale check would save about 2.5 us at k=16384 (_fold_probe_*). In one run at 6ab5ed0: 49.2 against
   59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
   h200_tuning_nvfp4_i8g_ws_6ab5ed0.json, _nows_6ab5ed0.json, which has 25.8 at n=4096); with two
   folded-B buffers instead of three 47.0 and 23.3 (_ws_fe1ce8f.json). What bounded that loop, by
