@@ -756,9 +756,9 @@ if _GLUON:
         c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
         s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
         bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
-        for c in range(part * (2 - NH), n_it, 3 - NH):
+        for c in range(part * (2 - NH), n_it, 3 - NH):   # BLOCK_N 64: chunks part, part + 2, ...; 128: all
             mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
-            u = c % SB * NH + part * (NH - 1)
+            u = c % SB * NH + part * (NH - 1)   # the 64 rows to fold: the stage's, or its half part
             vals, nb = _gl_fold(c_view.index(u), s_view.index(u), cl, 64, BK)
             bad |= nb
             hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
