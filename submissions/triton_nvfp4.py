@@ -764,12 +764,10 @@ if _GLUON:
             hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
             mbarrier.arrive(b_empty.index(c % SB))
             mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
-            if NH == 1:
-                f_smem.index(c % SF).store(vals)
-            elif part == 0:
-                f_smem.index(c % SF).slice(0, 64).store(vals)
-            else:
+            if NH == 2 and part == 1:   # (a slice's start is a constant)
                 f_smem.index(c % SF).slice(64, 64).store(vals)
+            else:
+                f_smem.index(c % SF).slice(0, 64).store(vals)
             hopper.fence_async_shared()
             mbarrier.arrive(f_ready.index(c % SF))
         bad_smem.index(part).store(gl.max(bad, axis=1))

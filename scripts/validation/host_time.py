@@ -110,12 +110,13 @@ def packed_params(lib, step):
     return (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0), (buf, size)
 
 
-def packed_call_ok(sub, task, data, plan) -> bool:
-    """One call launched through packed parameter buffers (packed_params), its output checked."""
+def packed_call_ok(sub, task, data, plan, ptrs) -> bool:
+    """One call on ``data`` (its data pointers ``ptrs``) launched through packed parameter buffers
+    (packed_params), its output checked."""
     import ctypes
     lib = sub._libcuda()
     data[6].zero_()
-    plan(tuple(t.data_ptr() for t in (data[0], data[1], data[2], data[3], data[6])))   # fills the params
+    plan(ptrs)   # fills the parameters
     torch.cuda.synchronize()
     data[6].zero_()
     stream = torch.cuda.current_stream().cuda_stream
@@ -177,7 +178,7 @@ def main(argv=None) -> int:
                                                      data[0].get_device()), args.calls)
                 if getattr(plan, "direct", None):
                     row.update(direct_parts_us(sub, plan, ptrs, args.calls))
-                    row["packed_output_ok"] = packed_call_ok(sub, task, data, plan)
+                    row["packed_output_ok"] = packed_call_ok(sub, task, data, plan, ptrs)
         plans.clear()
         rows.append(row)
         print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if isinstance(v, float)),
