@@ -271,19 +271,19 @@ _FOLD_I8_ASM = tl.constexpr(_FOLD_I8)
 
 @triton.jit
 def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssxl, R, K, l, tile,
-                  BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
+                  BLOCK_K: tl.constexpr, INTERP: tl.constexpr, WAIT: tl.constexpr = 0):
     """INT8: one [rows, BLOCK_K] tile of a packed operand (a or b, [R, K/2, L]) as int8 2 * value in K
     order (out [L, R, K]) and whether a scale there is not an integer 0..10 (bad[tile]). The codes are
-    read and the values written as 32-bit words (8 and 4 elements)."""
+    read and the values written as 32-bit words (8 and 4 elements). WAIT: PDL's wait (for the kernel
+    before, which may still read out and bad) between the loads and the stores."""
     NR: tl.constexpr = rows.shape[0]
     sx = tl.load(sx_ptr + l * ssxl + rows[:, None] * ssxr + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
     s, bad = _i8_code(sx)
-    tl.store(bad_ptr + tile, tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
     if INTERP:   # the same values through fp32
         x = tl.load(x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
         lo, hi = _planes_f32(x, sx)
         v = (tl.reshape(tl.join(lo, hi), (NR, BLOCK_K)) * 2.0).to(tl.int8)
-        tl.store(out_ptr + l * R * K + rows[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :], v)
+        out = out_ptr + l * R * K + rows[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
     else:
         words = (x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2).to(tl.pointer_type(tl.int32))
         w = tl.load(words + tl.arange(0, BLOCK_K // 8)[None, :])
@@ -291,27 +291,37 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
                        (NR, BLOCK_K // 8))   # a block is two words
         w0, w1 = tl.inline_asm_elementwise(_FOLD_I8_ASM, "=r,=r,r,r", [w, s], dtype=(tl.int32, tl.int32),
                                            is_pure=True, pack=1)
-        out = (out_ptr + l * R * K + rows[:, None] * K + k0).to(tl.pointer_type(tl.int32))
-        tl.store(out + tl.arange(0, BLOCK_K // 4)[None, :], tl.reshape(tl.join(w0, w1), (NR, BLOCK_K // 4)))
+        v = tl.reshape(tl.join(w0, w1), (NR, BLOCK_K // 4))
+        out = (out_ptr + l * R * K + rows[:, None] * K + k0).to(tl.pointer_type(tl.int32)) \
+            + tl.arange(0, BLOCK_K // 4)[None, :]
+    if WAIT:
+        _cuda.gdc_wait()
+        if WAIT == 2:   # the GEMM may launch now (its own wait is for this kernel's end)
+            _cuda.gdc_launch_dependents()
+    tl.store(bad_ptr + tile, tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
+    tl.store(out, v)
 
 
 @triton.jit
 def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, M, N, K,
                     sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False):
+                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False,
+                    WAIT: tl.constexpr = 0):
     """INT8, the first kernel: both operands as int8 (2 * value, exact for the scales that _i8_code
     finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
     (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
-    Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch."""
+    Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch.
+    WAIT (launched as a dependent of the call before's GEMM, see _CHAIN): its loads before PDL's wait,
+    its stores after."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     na, kt = M // BLOCK_R, tl.num_programs(1)
     if pid_r < na:
         _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), pid_k * BLOCK_K,
-                      sam, sal, ssam, ssal, M, K, l, (l * na + pid_r) * kt + pid_k, BLOCK_K, INTERP)
+                      sam, sal, ssam, ssal, M, K, l, (l * na + pid_r) * kt + pid_k, BLOCK_K, INTERP, WAIT)
     else:
         r = pid_r - na
         _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), pid_k * BLOCK_K,
-                      sbn, sbl, ssbn, ssbl, N, K, l, (l * (N // BLOCK_R) + r) * kt + pid_k, BLOCK_K, INTERP)
+                      sbn, sbl, ssbn, ssbl, N, K, l, (l * (N // BLOCK_R) + r) * kt + pid_k, BLOCK_K, INTERP, WAIT)
     if PDL:   # after the stores
         _cuda.gdc_launch_dependents()
 
@@ -778,7 +788,7 @@ if _GLUON:
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
                     WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
                     B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
-                    WS_REGS: gl.constexpr = 152, FUSED_A: gl.constexpr = 0):
+                    WS_REGS: gl.constexpr = 152, FUSED_A: gl.constexpr = 0, CHAIN: gl.constexpr = 0):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it). FUSED_A
@@ -830,6 +840,8 @@ if _GLUON:
             for i in gl.static_range(B_STAGES):
                 _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
                           i < n_it)
+        if CHAIN:   # the next call's first kernel may launch now (its stores wait for this kernel's end)
+            _cuda.gdc_launch_dependents()
         units = pid_n * 0   # FUSED_A: A's units, made here by programs pid, pid + nprog, ... (B's loads in flight)
         if FUSED_A:
             nprog = gl.num_programs(0) * gl.num_programs(1) * gl.num_programs(2)
@@ -1031,7 +1043,7 @@ class _Tma:
         self.src, self.rows, self.cols, self.stride, self.box, self.dtype = src, rows, cols, stride, box, dtype
         self.layout = gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2)
         self.made = {}
-        self.map, self.map_ptr = None, None   # the direct launch's tensor map (one per slot) and its address
+        self.maps, self.buffers, self.first = {}, {}, None   # the direct launch's tensor maps (tensor_map)
 
     def descriptor(self, ptr):
         desc = self.made.get(ptr)
@@ -1050,14 +1062,22 @@ class _Tma:
         return [self.rows, self.cols, self.stride, 1]
 
     def tensor_map(self, ptrs, meta):
-        """The address of this slot's CUtensorMap (128 bytes, 64-aligned) holding the call's tensor:
-        encoded by libcuda on the first call as Triton's launcher encodes it from the compiled kernel's
-        ``meta`` (its box: a 256-byte row of a 128-byte swizzle is two boxes; no interleave, L2 promotion
-        of 128 bytes, no fill); on a later call with another address, only the address is replaced."""
+        """The address of a CUtensorMap (128 bytes, 64-aligned) of this slot holding the call's tensor:
+        the first encoded by libcuda as Triton's launcher encodes it from the compiled kernel's ``meta``
+        (its box: a 256-byte row of a 128-byte swizzle is two boxes; no interleave, L2 promotion of 128
+        bytes, no fill); one for another address is a copy with the address replaced
+        (cuTensorMapReplaceAddress), kept by address like ``made``, so an address seen before costs
+        a dictionary lookup."""
         ptr = ptrs[self.src.ptr] if isinstance(self.src, _In) else self.src.data_ptr()
-        if self.map is None:
-            buf = (ctypes.c_uint8 * 192)()
-            at = (ctypes.addressof(buf) + 63) // 64 * 64
+        at = self.maps.get(ptr)
+        if at is not None:
+            return at
+        if len(self.maps) >= 256:   # (the driver copies a map's bytes when a launch is made)
+            self.maps.clear()
+            self.buffers.clear()
+        buf = (ctypes.c_uint8 * 192)()
+        at = (ctypes.addressof(buf) + 63) // 64 * 64
+        if self.first is None:
             u64, u32 = ctypes.c_uint64, ctypes.c_uint32
             rows, cols = meta["block_size"]
             err = _libcuda().cuTensorMapEncodeTiled(
@@ -1066,19 +1086,24 @@ class _Tma:
                 (u32 * 2)(1, 1), 0, meta["swizzle"], 2, 0)
             if err:
                 raise RuntimeError(f"cuTensorMapEncodeTiled returned CUresult {err}")
-            self.map, self.map_ptr = (buf, at), ptr
-        elif ptr != self.map_ptr:
-            err = _libcuda().cuTensorMapReplaceAddress(self.map[1], ptr)
+            self.first = (buf, at)
+        else:
+            ctypes.memmove(at, self.first[1], 128)
+            err = _libcuda().cuTensorMapReplaceAddress(at, ptr)
             if err:
                 raise RuntimeError(f"cuTensorMapReplaceAddress returned CUresult {err}")
-            self.map_ptr = ptr
-        return self.map[1]
+        self.maps[ptr], self.buffers[ptr] = at, buf
+        return at
 
 
 _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
+# I8G with a first kernel: that kernel is a dependent launch of the call before's GEMM, which lets it
+# launch at its start: the first kernel loads and folds A while that GEMM runs, waits for its end, then
+# stores (1), or lets its own GEMM launch before storing (2); 0: the first kernel starts after the GEMM
+_CHAIN = 2
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
@@ -1103,6 +1128,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     if a_dec in (INT8, I8G) and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
         a_dec, BK, nw = FP8, 128, 4
     out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
+    chain = 0
     grid = (N // BN, M // BM, L * SPLIT)
     # I8G by TMA: one descriptor per operand over all batches (a batch's rows follow the last one's); with
     # one warpgroup of wgmma warp-specialized, and then (I8F) A made in the same kernel (FUSED_A) where
@@ -1121,11 +1147,12 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     if fused:
         pdl = False   # no first kernel to wait for
     elif a_dec in (INT8, I8G):
+        chain = _CHAIN if pdl and spec else 0
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl,
+                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "WAIT": chain,
                             "num_warps": 8 if a_dec == I8G else 4,   # (A alone: 8 warps, 0.3 us faster)
-                            "num_stages": 1}))
+                            "num_stages": 1, **({"launch_pdl": True} if chain else {})}))
     elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
         buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
                       torch.float8_e4m3fn)
@@ -1149,7 +1176,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
                      "BLOCK_K": BK, "TMA": tma, "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
                      "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS, "FUSED_A": int(fused),
-                     "num_warps": nw,
+                     "CHAIN": int(bool(chain)), "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
@@ -1255,7 +1282,12 @@ def _plan(launches, handles, dev):
     except Exception:  # noqa: BLE001 - no libcuda symbol, or kernels without PTX or signature
         direct = [None]
     if all(d is not None for d in direct):
-        configs = [(d[0], ctypes.addressof(d[0]), d[1], d[2], ctypes.addressof(d[2]), d[3], d[4]) for d in direct]
+        for _, _, params, _, maps, _ in direct:   # a scratch buffer's map: the same on every call
+            for n, tma, meta in maps:
+                if not isinstance(tma.src, _In):
+                    params[n] = tma.tensor_map(None, meta)
+        configs = [(d[0], ctypes.addressof(d[0]), d[1], d[2], ctypes.addressof(d[2]), d[3],
+                    [m for m in d[4] if isinstance(m[1].src, _In)]) for d in direct]
 
         def run(ptrs):
             stream = get_stream(index)

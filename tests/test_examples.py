@@ -595,19 +595,28 @@ def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
     assert objs[-2].value == objs[-1].value == 0   # Triton's scratch pointers, unused
 
 
-def test_nvfp4_tensor_map_is_encoded_once_and_its_address_replaced():
-    """The direct launch's tensor map of a call's tensor: encoded on the first call, left alone while the
-    address stays, and only its address replaced when a call brings another (encoding every new address
-    made the ranked run host-bound: results/probes/h200_runs_ranked_nvfp4_7b9bed5/)."""
+def test_nvfp4_tensor_map_is_encoded_once_then_copied_and_kept_by_address():
+    """The direct launch's tensor maps of a call's tensor: the first encoded, one for another address a
+    copy of it with the address replaced (encoding every new address made the ranked run host-bound:
+    results/probes/h200_runs_ranked_nvfp4_7b9bed5/), and an address seen before costs no libcuda call
+    (the batched protocol's inputs come back at the same addresses sample after sample)."""
+    import ctypes
     import types
     sub = load_example("triton_nvfp4")
     calls = []
-    fake = types.SimpleNamespace(cuTensorMapEncodeTiled=lambda *a: calls.append(("encode", a[3])) or 0,
+
+    def encode(at, *a):
+        ctypes.memset(at, 0x5A, 128)
+        calls.append(("encode", a[2]))
+        return 0
+    fake = types.SimpleNamespace(cuTensorMapEncodeTiled=encode,
                                  cuTensorMapReplaceAddress=lambda at, ptr: calls.append(("replace", at, ptr)) or 0)
     sub._LIBCUDA[:] = [fake]
     tma = sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0)
     meta = {"block_size": [64, 128], "elem_type": 0, "elem_size": 1, "swizzle": 0}
     first = tma.tensor_map((0, 0x1000, 0, 0, 0), meta)
     assert first % 64 == 0 and tma.tensor_map((0, 0x1000, 0, 0, 0), meta) == first
-    assert tma.tensor_map((0, 0x2000, 0, 0, 0), meta) == first
-    assert calls == [("encode", 0x1000), ("replace", first, 0x2000)]
+    second = tma.tensor_map((0, 0x2000, 0, 0, 0), meta)
+    assert second != first and second % 64 == 0 and ctypes.string_at(second, 128) == b"\x5a" * 128
+    assert tma.tensor_map((0, 0x1000, 0, 0, 0), meta) == first and tma.tensor_map((0, 0x2000, 0, 0, 0), meta) == second
+    assert calls == [("encode", 0x1000), ("replace", second, 0x2000)]

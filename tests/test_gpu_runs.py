@@ -123,6 +123,32 @@ def test_triton_nvfp4_launches_through_libcuda_on_every_benchmark_shape():
         assert sub._FAST[0] and plan.direct, f"the libcuda launch is off at {case}"
 
 
+def test_triton_nvfp4_back_to_back_calls_on_different_inputs_are_each_right():
+    """A call's first kernel (I8G's first kernel, I8F's GEMM) is a dependent launch of the call before's
+    GEMM and shares its scratch (_CHAIN): calls on different inputs queued back to back, behind a kernel
+    that keeps the GPU busy until the host has queued them all, must each be right, and every benchmark
+    shape must launch that way."""
+    import torch
+    task, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
+    dev = torch.device("cuda")
+    for case in task.benchmarks:
+        sub._PLANS.clear()
+        inputs = [task.generate_input({**case, "seed": case["seed"] + i}, dev) for i in range(4)]
+        sub.custom_kernel(inputs[0])
+        for d in inputs:
+            d[6].fill_(float("nan"))
+        torch.cuda.synchronize()
+        torch.cuda._sleep(50_000_000)
+        for d in inputs:
+            sub.custom_kernel(d)
+        torch.cuda.synchronize()
+        assert all(task.check(d, d[6])[0] for d in inputs), case
+        (plan,) = sub._PLANS.values()
+        if len(plan.steps) == 2 and sub._CHAIN:
+            prep_pdl = plan.direct[0][0].num_attrs
+            assert prep_pdl == 1 and "griddepcontrol.launch_dependents" in plan.steps[1][0].asm["ptx"], case
+
+
 def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
     """triton_nvfp4's FP8 and INT8 paths on the GPU (their inline-PTX decodes run only there): the
     task's scales pass; a scale of 1.125 in B or 0.5625 in A, in the first 64 x 256 tile or a later one,

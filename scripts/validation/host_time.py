@@ -76,7 +76,7 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
         out[f"cuLaunchKernel_{n}_us"] = per_call_us(
             lambda: legacy(function, *grid, *block, cfg.shared, stream, params_at, None), calls)
         for m, (_, tma, _) in enumerate(plan.direct[n][4]):
-            at, ptr = tma.map[1], tma.map_ptr
+            ptr, at = next(iter(tma.maps.items()))
             out[f"cuTensorMapReplaceAddress_{n}_{m}_us"] = per_call_us(
                 lambda: lib.cuTensorMapReplaceAddress(at, ptr), calls)
         extra, _keep = packed_params(lib, plan.direct[n])
