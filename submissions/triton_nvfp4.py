@@ -560,6 +560,7 @@ if _GLUON:
         out_l: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [cl.warps_per_cta[0], 1], [1, 0])
         orow = l * M + r * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, out_l))
         ocol = kc * 256 + gl.arange(0, 256, layout=gl.SliceLayout(0, out_l))
+        _cuda.gdc_wait()   # (_CHAIN: the kernel before, which reads a8 and fa, has ended)
         gl.store(a8_ptr + gl.expand_dims(orow * K, 1) + gl.expand_dims(ocol, 0), gl.convert_layout(vals, out_l))
         gl.store(fa_ptr + unit, gl.max(gl.max(bad, axis=1), axis=0))
 
@@ -1144,8 +1145,8 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
         if a_dec == INT8:
             b8_arg = _buffer(dev, "b_i8", L * N * K, torch.int8)
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-    if fused:
-        pdl = False   # no first kernel to wait for
+    if fused:   # no first kernel; _CHAIN: a dependent launch of the call before's GEMM
+        pdl = chain = bool(_CHAIN and _PDL)
     elif a_dec in (INT8, I8G):
         chain = _CHAIN if pdl and spec else 0
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),

@@ -210,7 +210,8 @@ def test_nvfp4_i8g_fused_a_makes_a_then_counts_it_for_the_partitions():
 def test_nvfp4_i8f_fuses_a_into_one_launch_where_every_program_fits(monkeypatch):
     """The launches of a warp-specialized I8F shape: one (FUSED_A) when its grid fits on the SMs at
     once (its programs wait for each other's units of A), else A's first kernel, then the GEMM (PDL),
-    as an I8G shape always has."""
+    as an I8G shape always has. With _CHAIN the call's first launch is a dependent one too (of the call
+    before's GEMM, which lets it launch early: CHAIN), and the first kernel waits before its stores."""
     import types
     import torch
     sub = load_example("triton_nvfp4")
@@ -220,7 +221,9 @@ def test_nvfp4_i8f_fuses_a_into_one_launch_where_every_program_fits(monkeypatch)
     monkeypatch.setattr(sub, "_BUFFERS", {})
     strides = [(8192, 1, 128 * 8192), (8192, 1, 7168 * 8192), (1024, 1, 128 * 1024), (1024, 1, 7168 * 1024),
                (7168, 1, 128 * 7168)]
-    for a_dec, sms in ((sub.I8F, 132), (sub.I8F, 100), (sub.I8G, 132)):
+    for a_dec, sms, chain in ((sub.I8F, 132, 0), (sub.I8F, 100, 0), (sub.I8G, 132, 0), (sub.I8F, 132, 2),
+                              (sub.I8F, 100, 2), (sub.I8G, 132, 1)):
+        monkeypatch.setattr(sub, "_CHAIN", chain)
         monkeypatch.setitem(sub.CONFIGS, (128, 7168, 16384), (128, 64, 256, 1, 4, 4, a_dec))
         monkeypatch.setattr(torch.cuda, "get_device_properties",
                             lambda dev, sms=sms: types.SimpleNamespace(multi_processor_count=sms))
@@ -230,7 +233,11 @@ def test_nvfp4_i8f_fuses_a_into_one_launch_where_every_program_fits(monkeypatch)
             ["_prep_i8_kernel", "_i8g_kernel"]
         grid, meta = launches[-1][1], launches[-1][3]
         assert grid == (112, 1, 1) and meta["WS"] and meta["FUSED_A"] == fused
-        assert meta["PDL"] == ("launch_pdl" in meta) == (not fused)
+        assert meta["PDL"] == ("launch_pdl" in meta) == (bool(chain) or not fused)
+        assert meta["CHAIN"] == bool(chain)
+        if not fused:
+            first = launches[0][3]
+            assert first["WAIT"] == chain and ("launch_pdl" in first) == bool(chain)
 
 
 @functools.cache

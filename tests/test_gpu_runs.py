@@ -144,9 +144,9 @@ def test_triton_nvfp4_back_to_back_calls_on_different_inputs_are_each_right():
         torch.cuda.synchronize()
         assert all(task.check(d, d[6])[0] for d in inputs), case
         (plan,) = sub._PLANS.values()
-        if len(plan.steps) == 2 and sub._CHAIN:
-            prep_pdl = plan.direct[0][0].num_attrs
-            assert prep_pdl == 1 and "griddepcontrol.launch_dependents" in plan.steps[1][0].asm["ptx"], case
+        if sub._CHAIN:   # the call's first launch depends on the call before's GEMM, which lets it start early
+            assert plan.direct[0][0].num_attrs == 1, case
+            assert "griddepcontrol.launch_dependents" in plan.steps[-1][0].asm["ptx"], case
 
 
 def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
