@@ -4,8 +4,8 @@ C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements 
 16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
 on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
-* I8G (A_DEC = I8G: the k=16384 and n=4096 benchmark shapes; I8F at k=2048): INT8 as below, but only A is folded by
-  the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
+* I8F on every benchmark shape (below), I8G where a grid does not fit on the SMs at once. I8G: INT8 as
+  below, but only A is folded by the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
   cannot express (it waits for every wgmma at once when an operand is computed in the loop, so the
   decode and the tensor cores took turns). Its TMA descriptors are made on the host: one tensor map
   per operand, encoded on the first call, then only its address replaced (cuTensorMapReplaceAddress,
@@ -16,11 +16,11 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   27.64 us ranked in one session (probes/h200_examples_ranked_nvfp4_{host_tma,head}_0ce8111.json).
   I8F (A_DEC = I8F, FUSED_A): A made by the GEMM's own programs, before their partitions start (B's
   first loads in flight), counted in global memory where the partitions wait for the count, so a
-  call is one launch; only where every program is resident at once. Its GEMM is slower than the two
-  kernels under PDL where K is long (the programs that make A start late: 27.01 against 25.06 ranked
-  with it on every shape, probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json), but it
-  halves the launches, which is what counts where a call's host time exceeds its GPU time (k=2048,
-  see CONFIGS). The fold takes B 64 rows at a time, whatever BLOCK_N. With TMA
+  call is one launch; only where every program is resident at once. Launched after the call before
+  had ended, its programs made A late (27.01 against I8G's 25.06 ranked on every shape,
+  probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json); chained (_CHAIN, below) it is the
+  faster on every shape, with half the launches (see CONFIGS). The fold takes B 64 rows at a time,
+  whatever BLOCK_N. With TMA
   (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
   mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
   scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold
@@ -94,7 +94,15 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
 * Split-K over a persistent fp32 workspace with a last-arriving-split reduction (counters reset by the
   kernel itself); a split takes a share of the K chunks, so any split count works.
 * Two launches: the GEMM after the first kernel is a programmatic dependent launch (PDL: it launches
-  while the first kernel runs and waits for it in the kernel).
+  while the first kernel runs and waits for it in the kernel). Chained (_CHAIN, I8G and I8F): a call's
+  first launch is itself a dependent launch of the call before's GEMM, which lets it launch at its
+  start, so the next call's programs start on the SMs that GEMM leaves free and load and fold their
+  part of A while it runs; they wait for its end (PDL's wait) before writing the scratch it reads
+  (A's int8, its flags, the split-K partials and counters). Every kernel of the chain waits for the
+  one before, so when one ends all before it have ended. A dependent grid is placed only once every
+  program of the one before has started, so I8F's programs, which wait for each other, never wait
+  on a program that has no SM. At k=2048: 11.21 against 15.60 us unchained
+  (results/probes/h200_tuning_nvfp4_chain{2_040f468,0_f29435a}.json).
 On sm_100 (B200) a second kernel multiplies the packed operands directly with tl.dot_scaled and the
 e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the FP4 tensor cores); a
 CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
@@ -934,17 +942,17 @@ FP8, INT8, I8G, I8F = 2, 3, 4, 5
 # I8G (BLOCK_K 256: TMA, 128: cp.async; num_warps = a warpgroup per 64 or 128 rows of B, num_stages =
 # STAGES, A's stages when warp-specialized): results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json
 # (47.0 and 23.3 us; 3 stages of A 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6).
-# k=2048: I8F, one launch a call. The host's time per call drifts by up to twice over seconds to minutes
-# on the H200 machines, and a ranked run there is host-bound whenever it is slow; with the three paths
-# taking turns in one process (scripts/validation/sample_host_time.py, 50 inputs a sample,
-# results/probes/h200_sample_host_time_nvfp4_turns_25a58b6.json) I8F read 17.47 us a call against
-# INT8's 20.25 and I8G's 24.01 (host 15.0 / 17.7 / 21.5 us a call); with the host fast, I8G is faster
-# (14.52 against I8F's 15.51, h200_tuning_nvfp4_i8f_df81930.json; INT8 15.32 in another run,
-# h200_sample_host_time_nvfp4_ec39f75.json). n=4096 keeps I8G: I8F's
-# GEMM is slower there (22.46 against 21.33 in the same turns), and k=16384 is not host-bound.
+# Every benchmark shape: I8F, one launch a call, chained (_CHAIN): with the GEMM of one call letting the
+# next call's launch start early, I8F's GEMM was the faster on all three (41.44 / 17.88 / 11.21 us
+# against I8G's 42.62 / 19.10 / 15.34 at k=16384 / n=4096 / k=2048,
+# results/probes/h200_tuning_nvfp4_chain2_040f468.json), and it halves the host's launches, which the
+# batched protocol measures whenever the host is slower than the GPU (at k=2048 with I8G the ranked run
+# read 20.51 us against I8F's 14.13, results/probes/h200_ranked_nvfp4_chain_040f468/). Unchained, I8F
+# was the slower at n=4096 (22.46 against 21.33, results/probes/h200_sample_host_time_nvfp4_turns_25a58b6.json):
+# its programs made A before starting, after the call before had ended.
 CONFIGS = {
-    (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8G),
-    (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8G),
+    (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8F),
+    (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8F),
     (128, 7168, 2048): (128, 64, 256, 1, 4, 4, I8F),
 }
 
