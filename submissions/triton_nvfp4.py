@@ -5,12 +5,14 @@ C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements 
 on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
 
 * I8F on every benchmark shape (below), I8G where a grid does not fit on the SMs at once. I8G: INT8 as
-  below, but only A is folded by the first kernel; B is folded in the GEMM, a Gluon kernel (_i8g_kernel), which Triton's own pipeline
-  cannot express (it waits for every wgmma at once when an operand is computed in the loop, so the
-  decode and the tensor cores took turns). Its TMA descriptors are made on the host: one tensor map
-  per operand, encoded on the first call, then only its address replaced (cuTensorMapReplaceAddress,
-  under 1 us: probes/h200_host_time_nvfp4_launch_api_0ce8111.json). Made in each program, the writes
-  and fences before its first load cost 3.4 and 2.6 us of the GEMM at k=16384 and n=4096
+  below, but only A is folded by the first kernel; B is folded in the GEMM, a Gluon kernel
+  (_i8g_kernel), which Triton's own pipeline cannot express (it waits for every wgmma at once when an
+  operand is computed in the loop, so the decode and the tensor cores took turns). Its TMA descriptors
+  are made on the host: a tensor map per operand encoded on the first call, then for each new address a
+  copy with the address replaced (cuTensorMapReplaceAddress, under 1 us:
+  probes/h200_host_time_nvfp4_launch_api_0ce8111.json), kept by address (the batched protocol's inputs
+  come back at the same addresses). Made in each program, the writes and fences before its first load
+  cost 3.4 and 2.6 us of the GEMM at k=16384 and n=4096
   (probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json); a map encoded for every new address made
   the ranked run host-bound (probes/h200_examples_ranked_nvfp4_7b9bed5.json); as now, 26.01 against
   27.64 us ranked in one session (probes/h200_examples_ranked_nvfp4_{host_tma,head}_0ce8111.json).
@@ -71,7 +73,7 @@ on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The
   At k=2048 the ranked run measures the host: two launches through Triton cost it about 8 us each
   (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 13.9 us per call. The launch plan
   below calls cuLaunchKernelEx itself: a call then takes about 17 us of host time, and k=2048 ranks at
-  17.6 against 26.6 us (h200_examples_ranked.json; probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
+  17.6 against 26.6 us (superseded/h200_examples_ranked_ca22fd7.json; probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
 * FP8 (A_DEC = FP8: the default for other shapes): an e2m1 value times a scale 2**E * f is exact
   in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
   so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
