@@ -1111,9 +1111,10 @@ _WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warp
 _F_STAGES = 2   # ... its folded-B buffers
 _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
-# I8G with a first kernel: that kernel is a dependent launch of the call before's GEMM, which lets it
-# launch at its start: the first kernel loads and folds A while that GEMM runs, waits for its end, then
-# stores (1), or lets its own GEMM launch before storing (2); 0: the first kernel starts after the GEMM
+# Warp-specialized I8G and I8F: a call's first launch (I8G's first kernel, I8F's GEMM) is a dependent
+# launch of the call before's GEMM, which lets it launch at its start (0: off). I8G's first kernel loads
+# and folds A while that GEMM runs, waits for its end, then lets its own GEMM launch after its stores
+# (1) or before them (2)
 _CHAIN = 2
 _PLANS = {}
 _FAST = [not _INTERP]
