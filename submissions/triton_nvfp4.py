@@ -285,7 +285,8 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
     """INT8: one [rows, BLOCK_K] tile of a packed operand (a or b, [R, K/2, L]) as int8 2 * value in K
     order (out [L, R, K]) and whether a scale there is not an integer 0..10 (bad[tile]). The codes are
     read and the values written as 32-bit words (8 and 4 elements). WAIT: PDL's wait (for the kernel
-    before, which may still read out and bad) between the loads and the stores."""
+    before, which may still read out and bad) between the loads and the stores, then lets the GEMM
+    launch (its own wait is for this kernel's end)."""
     NR: tl.constexpr = rows.shape[0]
     sx = tl.load(sx_ptr + l * ssxl + rows[:, None] * ssxr + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
     s, bad = _i8_code(sx)
@@ -306,8 +307,7 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
             + tl.arange(0, BLOCK_K // 4)[None, :]
     if WAIT:
         _cuda.gdc_wait()
-        if WAIT == 2:   # the GEMM may launch now (its own wait is for this kernel's end)
-            _cuda.gdc_launch_dependents()
+        _cuda.gdc_launch_dependents()
     tl.store(bad_ptr + tile, tl.max(tl.max(bad, axis=1), axis=0).to(tl.int32))
     tl.store(out, v)
 
@@ -1054,7 +1054,7 @@ class _Tma:
         self.src, self.rows, self.cols, self.stride, self.box, self.dtype = src, rows, cols, stride, box, dtype
         self.layout = gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2)
         self.made = {}
-        self.maps, self.buffers, self.first = {}, {}, None   # the direct launch's tensor maps (tensor_map)
+        self.maps, self.buffers, self.first = {}, [], None   # the direct launch's tensor maps (tensor_map)
 
     def descriptor(self, ptr):
         desc = self.made.get(ptr)
@@ -1103,7 +1103,8 @@ class _Tma:
             err = _libcuda().cuTensorMapReplaceAddress(at, ptr)
             if err:
                 raise RuntimeError(f"cuTensorMapReplaceAddress returned CUresult {err}")
-        self.maps[ptr], self.buffers[ptr] = at, buf
+        self.maps[ptr] = at
+        self.buffers.append(buf)
         return at
 
 
@@ -1113,9 +1114,8 @@ _WS_REGS = 152   # ... registers a thread of a fold warpgroup
 _B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
 # Warp-specialized I8G and I8F: a call's first launch (I8G's first kernel, I8F's GEMM) is a dependent
 # launch of the call before's GEMM, which lets it launch at its start (0: off). I8G's first kernel loads
-# and folds A while that GEMM runs, waits for its end, then lets its own GEMM launch after its stores
-# (1) or before them (2)
-_CHAIN = 2
+# and folds A while that GEMM runs, waits for its end, then lets its own GEMM launch and stores
+_CHAIN = 1
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
@@ -1157,9 +1157,10 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
             b8_arg = _buffer(dev, "b_i8", L * N * K, torch.int8)
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
     if fused:   # no first kernel; _CHAIN: a dependent launch of the call before's GEMM
-        pdl = chain = bool(_CHAIN and _PDL)
+        chain = int(bool(_CHAIN and _PDL))
+        pdl = bool(chain)
     elif a_dec in (INT8, I8G):
-        chain = _CHAIN if pdl and spec else 0
+        chain = int(bool(_CHAIN and pdl and spec))
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
                      ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "WAIT": chain,
@@ -1188,7 +1189,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
                      "BLOCK_K": BK, "TMA": tma, "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
                      "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS, "FUSED_A": int(fused),
-                     "CHAIN": int(bool(chain)), "num_warps": nw,
+                     "CHAIN": chain, "num_warps": nw,
                      **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
