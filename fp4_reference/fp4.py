@@ -7,22 +7,23 @@ Formats (both tasks use them; docs/tasks/mxfp4_mm.md, docs/tasks/nvfp4_gemm.md):
 
 Everything here is pure torch, vectorized, and gives the same bits on every device.
 """
+
 from __future__ import annotations
 
 import torch
 
 __all__ = [
     "E2M1_VALUES",
-    "encode_e2m1",
+    "as_uint8",
     "decode_e2m1",
     "decode_fp4_packed",
     "dequantize_blocks",
+    "e4m3_to_float",
+    "e8m0_to_float",
+    "encode_e2m1",
+    "from_uint8",
     "pack_fp4",
     "unpack_fp4",
-    "as_uint8",
-    "from_uint8",
-    "e8m0_to_float",
-    "e4m3_to_float",
 ]
 
 # Magnitudes of codes 0..7; codes 8..15 carry the same magnitudes with the sign bit set.
@@ -30,9 +31,9 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 # Midpoints between neighbouring magnitudes, split by where an exact tie goes under
 # round-to-nearest-even on the code: a tie at these rounds DOWN to the even code ...
-_TIES_DOWN = (0.25, 1.25, 2.5, 5.0)      # 0.25->0, 1.25->1.0, 2.5->2.0, 5.0->4.0
+_TIES_DOWN = (0.25, 1.25, 2.5, 5.0)  # 0.25->0, 1.25->1.0, 2.5->2.0, 5.0->4.0
 # ... and a tie at these rounds UP to the even code.
-_TIES_UP = (0.75, 1.75, 3.5)             # 0.75->1.0, 1.75->2.0, 3.5->4.0
+_TIES_UP = (0.75, 1.75, 3.5)  # 0.75->1.0, 1.75->2.0, 3.5->4.0
 
 _BYTE_DTYPES = tuple(
     getattr(torch, name)
@@ -71,7 +72,7 @@ def decode_fp4_packed(packed: torch.Tensor) -> torch.Tensor:
     """
     p = as_uint8(packed)
     byte = torch.arange(256, device=p.device)
-    pairs = torch.stack((decode_e2m1(byte & 0xF), decode_e2m1(byte >> 4)), dim=-1)   # [256, 2]
+    pairs = torch.stack((decode_e2m1(byte & 0xF), decode_e2m1(byte >> 4)), dim=-1)  # [256, 2]
     vals = pairs.index_select(0, p.reshape(-1).to(torch.int32))
     return vals.view(*p.shape[:-1], p.shape[-1] * 2)
 
@@ -134,9 +135,10 @@ def dequantize_blocks(packed: torch.Tensor, scale_values: torch.Tensor, block: i
     (``scale_values [..., K/block]``) -> float32 ``[..., K]``; ``what`` names the caller in errors."""
     lead, K = tuple(packed.shape[:-1]), packed.shape[-1] * 2
     nblk = K // block
-    if K % block or tuple(scale_values.shape) != lead + (nblk,):
-        raise ValueError(f"{what}: packed {tuple(packed.shape)} needs scales of shape {lead + (nblk,)} "
-                         f"(one per {block} values), got {tuple(scale_values.shape)}")
+    if K % block or tuple(scale_values.shape) != (*lead, nblk):
+        raise ValueError(
+            f"{what}: packed {tuple(packed.shape)} needs scales of shape {(*lead, nblk)} "
+            f"(one per {block} values), got {tuple(scale_values.shape)}"
+        )
     vals = decode_fp4_packed(packed).view(*lead, nblk, block)
     return vals.mul_(scale_values.unsqueeze(-1)).view(*lead, K)
-

@@ -6,6 +6,7 @@ docs/tasks/nvfp4_gemm.md).
 - ``to_blocked_scales``: NVIDIA's blocked scale-factor layout for NVFP4 (128 x 4 atoms).
 Each has an exact inverse. All work on the uint8 view and return the input's byte dtype.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,12 +14,12 @@ import torch
 from .fp4 import as_uint8
 
 __all__ = [
-    "shuffle_weight",
-    "unshuffle_weight",
-    "shuffle_scales_e8m0",
-    "unshuffle_scales_e8m0",
-    "to_blocked_scales",
     "from_blocked_scales",
+    "shuffle_scales_e8m0",
+    "shuffle_weight",
+    "to_blocked_scales",
+    "unshuffle_scales_e8m0",
+    "unshuffle_weight",
 ]
 
 
@@ -74,8 +75,10 @@ def unshuffle_scales_e8m0(shuffled: torch.Tensor, rows: int, cols: int) -> torch
     u = as_uint8(shuffled)
     rp, cp = u.shape
     if rp % 32 or cp % 8 or rows > rp or cols > cp:
-        raise ValueError(f"unshuffle_scales_e8m0: shuffled shape {tuple(u.shape)} cannot hold "
-                         f"[{rows}, {cols}] (needs rows multiple of 32, cols multiple of 8)")
+        raise ValueError(
+            f"unshuffle_scales_e8m0: shuffled shape {tuple(u.shape)} cannot hold "
+            f"[{rows}, {cols}] (needs rows multiple of 32, cols multiple of 8)"
+        )
     # shuffled dims are (r32, c8, c4, r16, c2, r2); put them back to (r32, r2, r16, c8, c2, c4)
     t = u.reshape(rp // 32, cp // 8, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2).reshape(rp, cp)
     return _like(t[:rows, :cols].contiguous(), shuffled)

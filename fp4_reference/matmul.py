@@ -5,6 +5,7 @@ Dequantized FP4 values have at most 4 significant bits (an e2m1 value has 2; an 
 mantissa) hold them exactly: their products are exact and accumulate in fp32, like an IEEE fp32
 matmul but several times faster on a GPU. Only the summation order differs.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +38,7 @@ def mxfp4_mm_reference(a: torch.Tensor, b_q: torch.Tensor, b_scales: torch.Tenso
     ``a``: ``[M, K]`` (bf16); ``b_q``: packed ``[N, K/2]`` (uint8/fp4x2); ``b_scales``: UNshuffled e8m0
     scales ``[N, K/32]`` (extra padded rows/columns are ignored).
     """
-    m, k = a.shape
+    _m, k = a.shape
     n = b_q.shape[0]
     a_q, a_s = quantize_mxfp4(a)
     a_f = dequantize_mxfp4(a_q, a_s)
@@ -54,8 +55,8 @@ def nvfp4_gemm_reference(a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sf
     ``a [M, K/2, L]``, ``b [N, K/2, L]`` (fp4x2/uint8), ``sfa [M, K/16, L]``, ``sfb [N, K/16, L]``
     (e4m3/uint8); strided views are fine. The result is a new tensor with memory order (L, M, N).
     """
-    a_f = dequantize_nvfp4(a.permute(2, 0, 1), sfa.permute(2, 0, 1))   # [L, M, K]
-    b_f = dequantize_nvfp4(b.permute(2, 0, 1), sfb.permute(2, 0, 1))   # [L, N, K]
+    a_f = dequantize_nvfp4(a.permute(2, 0, 1), sfa.permute(2, 0, 1))  # [L, M, K]
+    b_f = dequantize_nvfp4(b.permute(2, 0, 1), sfb.permute(2, 0, 1))  # [L, N, K]
     with fp4_exact_matmul():
-        c = torch.matmul(a_f, b_f.transpose(1, 2))                      # [L, M, N]
+        c = torch.matmul(a_f, b_f.transpose(1, 2))  # [L, M, N]
     return c.to(torch.float16).permute(1, 2, 0)

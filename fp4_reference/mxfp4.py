@@ -4,13 +4,14 @@ The quantization (mxfp4_mm's A; docs/tasks/mxfp4_mm.md): per row, per block of 3
 amax -> bits = (bits(amax) + 0x200000) & 0xFF800000 -> s = floor(log2(.)) - 2 clamped to
 [-127, 127] -> codes = e2m1(x * 2**-s) -> scale byte s + 127.
 """
+
 from __future__ import annotations
 
 import torch
 
 from .fp4 import as_uint8, dequantize_blocks, e8m0_to_float, encode_e2m1, pack_fp4
 
-__all__ = ["MX_BLOCK", "mxfp4_scale_exponents", "quantize_mxfp4", "dequantize_mxfp4"]
+__all__ = ["MX_BLOCK", "dequantize_mxfp4", "mxfp4_scale_exponents", "quantize_mxfp4"]
 
 MX_BLOCK = 32
 _ROUND_ADD = 0x200000
@@ -26,7 +27,7 @@ def mxfp4_scale_exponents(amax: torch.Tensor) -> torch.Tensor:
     """
     bits = amax.to(torch.float32).contiguous().view(torch.int32)
     bits = (bits + _ROUND_ADD) & _EXP_MASK
-    exp_field = (bits >> 23) & 0xFF                       # 0 means the rounded amax is 0
+    exp_field = (bits >> 23) & 0xFF  # 0 means the rounded amax is 0
     s = exp_field - 127 - 2
     s = torch.where(exp_field == 0, torch.full_like(s, -127), s)
     s = torch.where(exp_field == 255, torch.full_like(s, 127), s)
@@ -66,5 +67,5 @@ def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor
     Extra scale columns (the padding of a shuffled-then-unshuffled scale tensor) are ignored.
     """
     nblk = packed.shape[-1] * 2 // MX_BLOCK
-    sc = as_uint8(scales)[..., :nblk]   # extra (padding) columns are ignored
+    sc = as_uint8(scales)[..., :nblk]  # extra (padding) columns are ignored
     return dequantize_blocks(packed, e8m0_to_float(sc), MX_BLOCK, "dequantize_mxfp4")

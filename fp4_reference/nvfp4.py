@@ -1,4 +1,5 @@
 """NVFP4 dequantization: e2m1 elements with one float8_e4m3fn scale per 16 consecutive K values."""
+
 from __future__ import annotations
 
 import torch

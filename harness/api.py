@@ -5,6 +5,7 @@
 - :func:`run_folder` runs and stores every submission of a folder (``run-all``), taking the secret once;
 - :func:`load_board` reads a task's leaderboard from the store, :func:`render_board` formats it.
 """
+
 from __future__ import annotations
 
 from harness.engine.folder import FolderEntry, FolderRun, run_folder
@@ -18,11 +19,23 @@ from harness.results import RunResult
 def run_submission(path, task, mode: str = "test+benchmark", options=None, progress=None) -> RunResult:
     """Runs ``path`` on ``task`` (a Task, a task name or a task.yml path) in ``mode``."""
     from harness.engine.preflight import check_submission_file
+
     check_submission_file(path)
     (options or RunOptions()).validate()
-    from harness.engine.runner import run_submission as _run   # loads torch: imported when called
+    from harness.engine.runner import run_submission as _run  # loads torch: imported when called
+
     return _run(path, task, mode, options, progress)
 
 
-__all__ = ["FolderEntry", "FolderRun", "Mode", "RunResult", "UsageError", "load_board", "render_board",
-           "RunOptions", "run_folder", "run_submission"]
+__all__ = [
+    "FolderEntry",
+    "FolderRun",
+    "Mode",
+    "RunOptions",
+    "RunResult",
+    "UsageError",
+    "load_board",
+    "render_board",
+    "run_folder",
+    "run_submission",
+]

@@ -3,20 +3,27 @@
 Library code raises these; only ``harness.cli.main.main`` turns them into an exit status.
 Every message says what is wrong and how to fix it.
 """
+
 from __future__ import annotations
 
 from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT
 
-EXIT_OK = 0          # everything ran and passed
-EXIT_FAIL = 1        # a check failed (wrong output)
-EXIT_USAGE = 2       # bad command line, unknown task, missing file, invalid task spec
-EXIT_ERROR = 3       # the submission could not import, compile or run (or crashed)
-EXIT_TIMEOUT = 4     # the submission ran past the task's timeout
-EXIT_REJECTED = 5    # refused by policy (static scan) or caught tampering
-EXIT_INTERNAL = 70   # a bug in the harness itself
+EXIT_OK = 0  # everything ran and passed
+EXIT_FAIL = 1  # a check failed (wrong output)
+EXIT_USAGE = 2  # bad command line, unknown task, missing file, invalid task spec
+EXIT_ERROR = 3  # the submission could not import, compile or run (or crashed)
+EXIT_TIMEOUT = 4  # the submission ran past the task's timeout
+EXIT_REJECTED = 5  # refused by policy (static scan) or caught tampering
+EXIT_INTERNAL = 70  # a bug in the harness itself
 
-_EXIT_BY_VERDICT = {PASS: EXIT_OK, FAIL: EXIT_FAIL, ERROR: EXIT_ERROR, TIMEOUT: EXIT_TIMEOUT,
-                    REJECTED: EXIT_REJECTED, NOT_RUN: EXIT_ERROR}
+_EXIT_BY_VERDICT = {
+    PASS: EXIT_OK,
+    FAIL: EXIT_FAIL,
+    ERROR: EXIT_ERROR,
+    TIMEOUT: EXIT_TIMEOUT,
+    REJECTED: EXIT_REJECTED,
+    NOT_RUN: EXIT_ERROR,
+}
 
 
 def exit_code_for(verdict: str) -> int:

@@ -6,6 +6,7 @@ case has none), so a result file keeps its shape. ``extra`` also carries, outsid
 ``traceback`` (the submission's traceback when it raised) and ``profile_table`` (the profile mode's
 torch profiler table).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,12 @@ class KernelOnlyFigures:
     unhidden_host_ns: float | None = None
 
     def to_extra(self) -> dict:
-        x = {"kernel_only_ns": self.ns, "kernel_only_method": self.method,
-             "launch_overhead_ns": self.launch_overhead_ns, "unhidden_host_ns": self.unhidden_host_ns}
+        x = {
+            "kernel_only_ns": self.ns,
+            "kernel_only_method": self.method,
+            "launch_overhead_ns": self.launch_overhead_ns,
+            "unhidden_host_ns": self.unhidden_host_ns,
+        }
         if self.note is not None:
             x["kernel_only_note"] = self.note
         if self.method == "cuda_graph":
@@ -51,13 +56,18 @@ class KernelOnlyFigures:
         return x
 
     @classmethod
-    def from_extra(cls, x: dict) -> "KernelOnlyFigures | None":
+    def from_extra(cls, x: dict) -> KernelOnlyFigures | None:
         if "kernel_only_ns" not in x:
             return None
-        return cls(ns=x.get("kernel_only_ns"), method=x.get("kernel_only_method"),
-                   launch_overhead_ns=x.get("launch_overhead_ns"), note=x.get("kernel_only_note"),
-                   spread_pct=x.get("kernel_only_spread_pct"), nodes_per_call=x.get("kernel_only_nodes_per_call"),
-                   unhidden_host_ns=x.get("unhidden_host_ns"))
+        return cls(
+            ns=x.get("kernel_only_ns"),
+            method=x.get("kernel_only_method"),
+            launch_overhead_ns=x.get("launch_overhead_ns"),
+            note=x.get("kernel_only_note"),
+            spread_pct=x.get("kernel_only_spread_pct"),
+            nodes_per_call=x.get("kernel_only_nodes_per_call"),
+            unhidden_host_ns=x.get("unhidden_host_ns"),
+        )
 
 
 @dataclass
@@ -84,21 +94,28 @@ class ProfilerCheck:
     on_device: bool = True
 
     def to_extra(self) -> dict:
-        x = {"profiler_kernel_ns": self.kernel_ns, "profiler_note": self.note,
-             "kernel_only_vs_profiler_pct": self.vs_kernel_only_pct,
-             "profiler_kernels_per_call": self.kernels_per_call}
+        x = {
+            "profiler_kernel_ns": self.kernel_ns,
+            "profiler_note": self.note,
+            "kernel_only_vs_profiler_pct": self.vs_kernel_only_pct,
+            "profiler_kernels_per_call": self.kernels_per_call,
+        }
         if self.on_device:
             x["profiler_window_ns"] = self.window_ns
         return x
 
     @classmethod
-    def from_extra(cls, x: dict) -> "ProfilerCheck | None":
+    def from_extra(cls, x: dict) -> ProfilerCheck | None:
         if "profiler_kernel_ns" not in x:
             return None
-        return cls(kernel_ns=x.get("profiler_kernel_ns"), note=x.get("profiler_note"),
-                   vs_kernel_only_pct=x.get("kernel_only_vs_profiler_pct"),
-                   kernels_per_call=x.get("profiler_kernels_per_call"), window_ns=x.get("profiler_window_ns"),
-                   on_device="profiler_window_ns" in x)
+        return cls(
+            kernel_ns=x.get("profiler_kernel_ns"),
+            note=x.get("profiler_note"),
+            vs_kernel_only_pct=x.get("kernel_only_vs_profiler_pct"),
+            kernels_per_call=x.get("profiler_kernels_per_call"),
+            window_ns=x.get("profiler_window_ns"),
+            on_device="profiler_window_ns" in x,
+        )
 
 
 @dataclass
@@ -114,7 +131,7 @@ class Clocks:
         return {"clocks_before": self.before, **({} if self.after is None else {"clocks_after": self.after})}
 
     @classmethod
-    def from_extra(cls, x: dict) -> "Clocks | None":
+    def from_extra(cls, x: dict) -> Clocks | None:
         return cls(x["clocks_before"], x.get("clocks_after")) if "clocks_before" in x else None
 
 
@@ -132,5 +149,5 @@ class DeviceClockCheck:
         return {"device_clock_excess_ns": self.excess_ns}
 
     @classmethod
-    def from_extra(cls, x: dict) -> "DeviceClockCheck | None":
+    def from_extra(cls, x: dict) -> DeviceClockCheck | None:
         return cls(x["device_clock_excess_ns"]) if "device_clock_excess_ns" in x else None

@@ -10,11 +10,13 @@ submission raised, or the worker could not do what was asked); ``reply.ok`` tell
 ``reply.integrity`` carries the worker's own tamper report and thread count. This module imports no
 part of the parent: the worker may use it too.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from harness.protocol import TIMING_SERIES, ProtocolError, accepts_dtype, dtype_itemsize
 
@@ -62,8 +64,9 @@ def _counts(x) -> bool:
 
 def _report(x) -> bool:
     """A flat report of names to flags, counts and texts (the sandbox's)."""
-    return isinstance(x, dict) and all(isinstance(k, str) and (isinstance(v, (bool, str)) or _count(v))
-                                       for k, v in x.items())
+    return isinstance(x, dict) and all(
+        isinstance(k, str) and (isinstance(v, (bool, str)) or _count(v)) for k, v in x.items()
+    )
 
 
 def _no_payloads(payloads: list, what: str) -> None:
@@ -78,10 +81,10 @@ class Integrity:
 
     tampered: tuple[str, ...] = ()
     threads: int | None = None
-    l2_persisting: dict = field(default_factory=dict)   # harness.worker.persisting_l2 report ({} off CUDA)
+    l2_persisting: dict = field(default_factory=dict)  # harness.worker.persisting_l2 report ({} off CUDA)
 
     @classmethod
-    def decode(cls, header: dict, what: str, required: bool) -> "Integrity":
+    def decode(cls, header: dict, what: str, required: bool) -> Integrity:
         default = _REQUIRED if required else None
         tampered = _field(header, "tampered", _list_of(_text), what, default)
         threads = _field(header, "threads", _count, what, default)
@@ -95,17 +98,19 @@ class Ready:
     submission code can have written it): figures that are not finite numbers read as unknown."""
 
     gap_ns: float = 0.0
-    window_gap_ns: dict = field(default_factory=dict)   # "held" / "opened" -> ns or None
-    sandbox: dict | None = None      # what confined the worker (harness.worker.sandbox); None: no report
+    window_gap_ns: dict = field(default_factory=dict)  # "held" / "opened" -> ns or None
+    sandbox: dict | None = None  # what confined the worker (harness.worker.sandbox); None: no report
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "Ready":
+    def decode(cls, header: dict, payloads: list) -> Ready:
         _no_payloads(payloads, "the worker's ready message")
         window = header.get("window_gap_ns") if isinstance(header.get("window_gap_ns"), dict) else {}
         sandbox = header.get("sandbox")
-        return cls(gap_ns=_finite_or_none(header.get("gap_ns")) or 0.0,
-                   window_gap_ns={regime: _finite_or_none(window.get(regime)) for regime in ("held", "opened")},
-                   sandbox=dict(sandbox) if _report(sandbox) else None)
+        return cls(
+            gap_ns=_finite_or_none(header.get("gap_ns")) or 0.0,
+            window_gap_ns={regime: _finite_or_none(window.get(regime)) for regime in ("held", "opened")},
+            sandbox=dict(sandbox) if _report(sandbox) else None,
+        )
 
 
 def _finite_or_none(x) -> float | None:
@@ -118,17 +123,20 @@ class Failed:
     error: str
     integrity: Integrity
     error_type: str = ""
-    traceback: str = ""          # the submission's own frames, with the user's file name
-    traceback_full: str = ""     # every frame (shown with --verbose)
+    traceback: str = ""  # the submission's own frames, with the user's file name
+    traceback_full: str = ""  # every frame (shown with --verbose)
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "Failed":
+    def decode(cls, header: dict, payloads: list) -> Failed:
         what = "a failure reply"
         _no_payloads(payloads, what)
-        return cls(error=_field(header, "error", _text, what), integrity=Integrity.decode(header, what, False),
-                   error_type=_field(header, "error_type", _text, what, ""),
-                   traceback=_field(header, "traceback", _text, what, ""),
-                   traceback_full=_field(header, "traceback_full", _text, what, ""))
+        return cls(
+            error=_field(header, "error", _text, what),
+            integrity=Integrity.decode(header, what, False),
+            error_type=_field(header, "error_type", _text, what, ""),
+            traceback=_field(header, "traceback", _text, what, ""),
+            traceback_full=_field(header, "traceback_full", _text, what, ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -141,11 +149,14 @@ class Loaded:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "Loaded":
+    def decode(cls, header: dict, payloads: list) -> Loaded:
         what = "an import reply"
         _no_payloads(payloads, what)
-        return cls(_field(header, "timing_method", _text, what)[:300], _field(header, "gated", _flag, what),
-                   Integrity.decode(header, what, True))
+        return cls(
+            _field(header, "timing_method", _text, what)[:300],
+            _field(header, "gated", _flag, what),
+            Integrity.decode(header, what, True),
+        )
 
 
 @dataclass(frozen=True)
@@ -157,7 +168,7 @@ class Generated:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list, n_inputs: int | None = None) -> "Generated":
+    def decode(cls, header: dict, payloads: list, n_inputs: int | None = None) -> Generated:
         what = "an input-generation reply"
         _no_payloads(payloads, what)
         fingerprints = _field(header, "fingerprints", _list_of(_list_of(_count)), what)
@@ -171,7 +182,7 @@ class Output:
     """One output of the submission: a tensor's dtype, shape, device and bytes (checked to match), or
     ``kind`` "object" with its type name. A tensor of a dtype no task uses has no checked bytes."""
 
-    kind: str                     # "tensor" | "object"
+    kind: str  # "tensor" | "object"
     type: str = ""
     dtype: str = ""
     shape: tuple[int, ...] = ()
@@ -212,7 +223,7 @@ class Called:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "Called":
+    def decode(cls, header: dict, payloads: list) -> Called:
         what = "a call reply"
         outputs = decode_outputs(header, payloads, what)
         if len(outputs) != 1:
@@ -228,11 +239,14 @@ class WarmedUp:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "WarmedUp":
+    def decode(cls, header: dict, payloads: list) -> WarmedUp:
         what = "a warm-up reply"
         _no_payloads(payloads, what)
-        return cls(_field(header, "calls", _count, what), _field(header, "ms", _number, what),
-                   Integrity.decode(header, what, True))
+        return cls(
+            _field(header, "calls", _count, what),
+            _field(header, "ms", _number, what),
+            Integrity.decode(header, what, True),
+        )
 
 
 @dataclass(frozen=True)
@@ -251,20 +265,30 @@ class Timed:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list, n_samples: int, n_outputs: int) -> "Timed":
+    def decode(cls, header: dict, payloads: list, n_samples: int, n_outputs: int) -> Timed:
         """Exactly ``n_samples`` samples and ``n_outputs`` outputs, as asked: anything else is a forgery
         (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
         what = "a timing reply"
         times = _list_of(lambda x: _number(x) and x >= 0)
-        valid = {"samples_ns": times, "wall_ns": times, "window_ns": _list_of(_optional_number),
-                 "gate_held": _list_of(_flag), "unhidden_host_ns": _list_of(_optional_number)}
+        valid = {
+            "samples_ns": times,
+            "wall_ns": times,
+            "window_ns": _list_of(_optional_number),
+            "gate_held": _list_of(_flag),
+            "unhidden_host_ns": _list_of(_optional_number),
+        }
         series = {k: _field(header, k, valid[k], what) for k in TIMING_SERIES}
         outputs = decode_outputs(header, payloads, what)
         if any(len(v) != n_samples for v in series.values()) or len(outputs) != n_outputs:
-            raise ProtocolError(f"{what} that does not match its request ({n_samples} samples and {n_outputs} "
-                                "outputs asked for)")
-        return cls(**series, gate_misses=_field(header, "gate_misses", _count, what), outputs=outputs,
-                   integrity=Integrity.decode(header, what, True))
+            raise ProtocolError(
+                f"{what} that does not match its request ({n_samples} samples and {n_outputs} outputs asked for)"
+            )
+        return cls(
+            **series,
+            gate_misses=_field(header, "gate_misses", _count, what),
+            outputs=outputs,
+            integrity=Integrity.decode(header, what, True),
+        )
 
 
 @dataclass(frozen=True)
@@ -274,7 +298,7 @@ class Profiled:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "Profiled":
+    def decode(cls, header: dict, payloads: list) -> Profiled:
         what = "a profile reply"
         _no_payloads(payloads, what)
         return cls(_field(header, "table", _text, what), Integrity.decode(header, what, True))
@@ -311,22 +335,29 @@ class KernelOnlyMeasured:
     integrity: Integrity
 
     @classmethod
-    def decode(cls, header: dict, payloads: list) -> "KernelOnlyMeasured":
+    def decode(cls, header: dict, payloads: list) -> KernelOnlyMeasured:
         what = "a kernel-only reply"
         _no_payloads(payloads, what)
         graph = _field(header, "graph", lambda g: isinstance(g, dict), what)
         prof = _field(header, "profiler", lambda p: p is None or isinstance(p, dict), what, None)
         g, p = f"{what}'s graph figures", f"{what}'s profiler figures"
-        figures = GraphFigures(ns=_field(graph, "ns", _optional_number, g, None),
-                               note=_field(graph, "note", lambda n: n is None or _text(n), g, None) or "",
-                               spread_pct=_field(graph, "spread_pct", _optional_number, g, None),
-                               nodes_per_call=_field(graph, "nodes_per_call", _optional_number, g, None))
-        profiler = None if prof is None else ProfilerFigures(
-            ns=_field(prof, "ns", _optional_number, p, None), note=_field(prof, "note", _text, p, None),
-            kernels_per_call=_field(prof, "kernels_per_call", _optional_number, p, None),
-            window_ns=_field(prof, "window_ns", _optional_number, p, None))
-        return cls(figures, profiler, _field(header, "poisoned", _flag, what),
-                   Integrity.decode(header, what, True))
+        figures = GraphFigures(
+            ns=_field(graph, "ns", _optional_number, g, None),
+            note=_field(graph, "note", lambda n: n is None or _text(n), g, None) or "",
+            spread_pct=_field(graph, "spread_pct", _optional_number, g, None),
+            nodes_per_call=_field(graph, "nodes_per_call", _optional_number, g, None),
+        )
+        profiler = (
+            None
+            if prof is None
+            else ProfilerFigures(
+                ns=_field(prof, "ns", _optional_number, p, None),
+                note=_field(prof, "note", _text, p, None),
+                kernels_per_call=_field(prof, "kernels_per_call", _optional_number, p, None),
+                window_ns=_field(prof, "window_ns", _optional_number, p, None),
+            )
+        )
+        return cls(figures, profiler, _field(header, "poisoned", _flag, what), Integrity.decode(header, what, True))
 
 
 def decode_reply(header: dict, payloads: list, expected, **expect):

@@ -8,6 +8,7 @@ Worker -> parent: never pickled, since the worker runs untrusted code. A message
 frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"``. The parent
 rebuilds tensors itself from an allow-listed dtype, a shape and exactly the right byte count.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,26 @@ import pickle
 
 import torch
 
-MAX_HEADER_BYTES = 4 << 20          # a JSON frame larger than this is a protocol violation
-MAX_TENSOR_BYTES = 2 << 30          # one output tensor
+MAX_HEADER_BYTES = 4 << 20  # a JSON frame larger than this is a protocol violation
+MAX_TENSOR_BYTES = 2 << 30  # one output tensor
 # A timing reply's per-sample lists, one entry per sample each: event time, host wall time, the device
 # clock's window (or None), whether the launch gate held, the host time nothing hid (or None).
 TIMING_SERIES = ("samples_ns", "wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.uint8, torch.int8,
-    torch.int16, torch.int32, torch.int64, torch.bool)}
+_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.float64,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    )
+}
 for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x2"):
     if hasattr(torch, _name):
         _DTYPES[_name] = getattr(torch, _name)
@@ -47,12 +60,15 @@ def input_fingerprint(data) -> list[int]:
     """The byte sum of each tensor's storage in an input tuple: cheap on any device, and enough to show
     that the worker generated the same input from the same seed as the parent (a nondeterministic
     generator, or a submission that changed the inputs, shows as a difference)."""
-    sums = [torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).sum(dtype=torch.int64)
-            for t in data if isinstance(t, torch.Tensor)]
+    sums = [
+        torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).sum(dtype=torch.int64)
+        for t in data
+        if isinstance(t, torch.Tensor)
+    ]
     return torch.stack(sums).tolist() if sums else []
 
 
-_last_seq = None   # worker side: the sequence number of the request being answered
+_last_seq = None  # worker side: the sequence number of the request being answered
 
 
 def receive_from_parent(conn) -> dict:
@@ -65,10 +81,14 @@ def receive_from_parent(conn) -> dict:
 
 def describe_output(out) -> dict:
     """Worker side: what the parent needs to rebuild ``out``; ``{"kind": "object"}`` when not a tensor."""
-    if type(out) is not torch.Tensor:   # a subclass could compute when the harness reads it, untimed
+    if type(out) is not torch.Tensor:  # a subclass could compute when the harness reads it, untimed
         return {"kind": "object", "type": type(out).__name__}
-    return {"kind": "tensor", "dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape),
-            "device": out.device.type}
+    return {
+        "kind": "tensor",
+        "dtype": str(out.dtype).removeprefix("torch."),
+        "shape": list(out.shape),
+        "device": out.device.type,
+    }
 
 
 def tensor_bytes(out: torch.Tensor) -> bytes:

@@ -9,6 +9,7 @@ Schema history (``SCHEMA_VERSION``):
       RunResult.phases_s; CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7),
       written from the records of harness.extras.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,12 +23,12 @@ from harness.extras import Clocks, DeviceClockCheck, KernelOnlyFigures, Profiler
 SCHEMA_VERSION = 1
 
 # Verdicts, from best to worst. A run's verdict is the worst verdict among its cases.
-PASS = "pass"          # output checked and correct (and timed, for benchmark cases)
-FAIL = "fail"          # wrong output (values, NaN/inf, shape, dtype, device)
-ERROR = "error"        # could not import, compile or run (exception, crash, missing module, OOM)
-TIMEOUT = "timeout"    # ran past the task's timeout for the mode
+PASS = "pass"  # output checked and correct (and timed, for benchmark cases)
+FAIL = "fail"  # wrong output (values, NaN/inf, shape, dtype, device)
+ERROR = "error"  # could not import, compile or run (exception, crash, missing module, OOM)
+TIMEOUT = "timeout"  # ran past the task's timeout for the mode
 REJECTED = "rejected"  # refused by policy or caught tampering
-NOT_RUN = "not_run"    # never reached because an earlier case ended the worker
+NOT_RUN = "not_run"  # never reached because an earlier case ended the worker
 VERDICTS = (PASS, FAIL, ERROR, TIMEOUT, REJECTED, NOT_RUN)
 _SEVERITY = {PASS: 0, NOT_RUN: 1, FAIL: 2, ERROR: 3, TIMEOUT: 4, REJECTED: 5}
 
@@ -53,7 +54,7 @@ class Stats:
     max: float
 
     @classmethod
-    def from_samples(cls, samples_ns) -> "Stats":
+    def from_samples(cls, samples_ns) -> Stats:
         xs = [float(x) for x in samples_ns]
         if not xs:
             raise ValueError("Stats need at least one sample")
@@ -63,11 +64,10 @@ class Stats:
         stderr = std / math.sqrt(n) if n > 1 else math.nan
         s = sorted(xs)
         median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-        return cls(samples_ns=xs, runs=n, mean=mean, std=std, stderr=stderr, median=median,
-                   min=s[0], max=s[-1])
+        return cls(samples_ns=xs, runs=n, mean=mean, std=std, stderr=stderr, median=median, min=s[0], max=s[-1])
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Stats":
+    def from_dict(cls, d: dict[str, Any]) -> Stats:
         """From the JSON form, where NaN (the std of a single sample) was stored as null."""
         nan = float("nan")
         return cls(**{k: (nan if v is None and k not in ("samples_ns", "runs") else v) for k, v in d.items()})
@@ -81,24 +81,24 @@ class Stats:
 class SpeedOfLight:
     """How close a case is to the hardware limit of the device it ran on."""
 
-    time_ns: float | None      # max(memory time, compute time, launch floor); None when the device is unknown
-    bound: str | None          # "memory" | "compute" | "launch" | None
-    percent: float | None      # 100 * sol / measured mean
+    time_ns: float | None  # max(memory time, compute time, launch floor); None when the device is unknown
+    bound: str | None  # "memory" | "compute" | "launch" | None
+    percent: float | None  # 100 * sol / measured mean
     bytes: int = 0
     flops: int = 0
-    note: str = ""             # e.g. "unknown GPU 'X': no peak numbers"
+    note: str = ""  # e.g. "unknown GPU 'X': no peak numbers"
 
 
 @dataclass
 class CaseResult:
-    kind: str                  # "test" | "benchmark" | "leaderboard"
+    kind: str  # "test" | "benchmark" | "leaderboard"
     spec: dict[str, Any]
     verdict: str
     message: str = ""
     stats: Stats | None = None
-    baseline_us: float | None = None   # the task's published baseline for this shape, when it has one
+    baseline_us: float | None = None  # the task's published baseline for this shape, when it has one
     sol: SpeedOfLight | None = None
-    extra: dict[str, Any] = field(default_factory=dict)   # the records of harness.extras, flat (see there)
+    extra: dict[str, Any] = field(default_factory=dict)  # the records of harness.extras, flat (see there)
     warnings: list[str] = field(default_factory=list)
 
     def record(self, *records) -> None:
@@ -126,7 +126,7 @@ class CaseResult:
 @dataclass
 class DeviceInfo:
     name: str
-    kind: str                  # "cuda" | "rocm" | "cpu"
+    kind: str  # "cuda" | "rocm" | "cpu"
     driver: str | None = None
     torch: str | None = None
     triton: str | None = None
@@ -151,21 +151,21 @@ class RunResult:
     device: DeviceInfo
     verdict: str
     message: str = ""
-    score_us: float | None = None      # the task's ranking rule over benchmark means; only when all passed
+    score_us: float | None = None  # the task's ranking rule over benchmark means; only when all passed
     cases: list[CaseResult] = field(default_factory=list)
-    started_at: str = ""               # ISO 8601, UTC
+    started_at: str = ""  # ISO 8601, UTC
     finished_at: str = ""
     wall_s: float | None = None
     harness_version: str = ""
-    complete: bool = True              # False when the run was interrupted
-    stdout: str = ""                   # the submission's captured output, capped
+    complete: bool = True  # False when the run was interrupted
+    stdout: str = ""  # the submission's captured output, capped
     stderr: str = ""
     warnings: list[str] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)   # static scan findings
-    score_ci_us: list[float] | None = None   # bootstrap 95% interval of score_us [low, high]; optional
+    findings: list[dict[str, Any]] = field(default_factory=list)  # static scan findings
+    score_ci_us: list[float] | None = None  # bootstrap 95% interval of score_us [low, high]; optional
     phases_s: dict[str, float] | None = None  # where the run's wall time went (worker start, generate, ...)
-    timing_method: str = ""            # how samples were taken: launch gate (host time hidden) or strict
-    sandbox: dict[str, Any] | None = None   # what confined the worker (harness.worker.sandbox); optional
+    timing_method: str = ""  # how samples were taken: launch gate (host time hidden) or strict
+    sandbox: dict[str, Any] | None = None  # what confined the worker (harness.worker.sandbox); optional
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,7 +175,7 @@ class RunResult:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
         d = dict(d)
         version = d.get("schema_version")
         if version != SCHEMA_VERSION:
@@ -194,7 +194,7 @@ class RunResult:
         return cls(**d)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunResult":
+    def from_json(cls, text: str) -> RunResult:
         return cls.from_dict(json.loads(text))
 
     def benchmark_cases(self) -> list[CaseResult]:

@@ -12,6 +12,7 @@ store, then, from the stored results, a JSON file (device, versions, date, per-s
     python scripts/bench_examples.py --from-runs results/h200_runs --out results/h200_examples.json \\
         --markdown results/h200_leaderboard.md     # summarize a run that stopped before its summary
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,21 @@ def _us(ns) -> float | None:
 
 def _case_row(case) -> dict:
     s, sol, x = case.stats, case.sol, case.extra
-    return {"spec": case.spec, "verdict": case.verdict, "mean_us": _us(s and s.mean),
-            "stderr_us": _us(s and s.stderr), "min_us": _us(s and s.min), "median_us": _us(s and s.median),
-            "runs": s.runs if s else 0, "baseline_us": case.baseline_us,
-            "sol_us": _us(sol and sol.time_ns), "sol_bound": sol.bound if sol else None,
-            "percent_of_sol": sol.percent if sol else None, "kernel_only_us": _us(x.get("kernel_only_ns")),
-            "warnings": case.warnings}
+    return {
+        "spec": case.spec,
+        "verdict": case.verdict,
+        "mean_us": _us(s and s.mean),
+        "stderr_us": _us(s and s.stderr),
+        "min_us": _us(s and s.min),
+        "median_us": _us(s and s.median),
+        "runs": s.runs if s else 0,
+        "baseline_us": case.baseline_us,
+        "sol_us": _us(sol and sol.time_ns),
+        "sol_bound": sol.bound if sol else None,
+        "percent_of_sol": sol.percent if sol else None,
+        "kernel_only_us": _us(x.get("kernel_only_ns")),
+        "warnings": case.warnings,
+    }
 
 
 def main(argv=None) -> int:
@@ -55,24 +65,38 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", help="also write the markdown leaderboards here")
     ap.add_argument("--results-dir", help="keep the results store here (default: a temporary folder)")
     ap.add_argument("--runs-dir", help="also write each run's full result JSON here, as <file stem>.json")
-    ap.add_argument("--submissions", default=str(ROOT / "submissions"),
-                    help="the folder of submissions to run (default: the examples in submissions/)")
-    ap.add_argument("--from-runs", metavar="DIR", help="run nothing: summarize the result JSONs a run of this "
-                                                       "script left in DIR (--runs-dir), e.g. after it stopped")
+    ap.add_argument(
+        "--submissions",
+        default=str(ROOT / "submissions"),
+        help="the folder of submissions to run (default: the examples in submissions/)",
+    )
+    ap.add_argument(
+        "--from-runs",
+        metavar="DIR",
+        help="run nothing: summarize the result JSONs a run of this "
+        "script left in DIR (--runs-dir), e.g. after it stopped",
+    )
     args = ap.parse_args(argv)
     tasks = args.tasks or ["mxfp4_mm", "nvfp4_gemm"]
     if args.from_runs:
-        args.runs_dir = None   # they are there already
+        args.runs_dir = None  # they are there already
     with tempfile.TemporaryDirectory(prefix="bench-examples-") as tmp:
         results_dir = args.results_dir or tmp
-        doc = {"script": "scripts/bench_examples.py", "mode": args.mode,
-               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "tasks": {}}
+        doc = {
+            "script": "scripts/bench_examples.py",
+            "mode": args.mode,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "tasks": {},
+        }
         markdown = []
         for task in tasks:
             task_name = Path(task).parent.name if task.endswith(".yml") else task
             if args.from_runs:
-                results = [RunResult.from_json(p.read_text()) for p in sorted(Path(args.from_runs).glob("*.json"))
-                           if p.stem.count(".") == 0]
+                results = [
+                    RunResult.from_json(p.read_text())
+                    for p in sorted(Path(args.from_runs).glob("*.json"))
+                    if p.stem.count(".") == 0
+                ]
                 results = [r for r in results if r.task == task_name]
                 with open_store(results_dir) as st:
                     for r in results:
@@ -80,10 +104,15 @@ def main(argv=None) -> int:
                 doc["from_runs"] = args.from_runs
                 doc["date"] = min((r.started_at for r in results), default=doc["date"])
             else:
-                run_folder(Path(args.submissions), task, args.mode,
-                           RunOptions(device=args.device, max_repeats=3 if args.quick else None),
-                           results_dir=results_dir, progress=lambda line: print(line, file=sys.stderr),
-                           rerun=True)      # a benchmark measures, even where the store holds a result
+                run_folder(
+                    Path(args.submissions),
+                    task,
+                    args.mode,
+                    RunOptions(device=args.device, max_repeats=3 if args.quick else None),
+                    results_dir=results_dir,
+                    progress=lambda line: print(line, file=sys.stderr),
+                    rerun=True,
+                )  # a benchmark measures, even where the store holds a result
                 with open_store(results_dir) as st:
                     results = [st.result(r.id) for r in st.runs(task=task_name)]
             entries, rows = [], []
@@ -95,17 +124,30 @@ def main(argv=None) -> int:
                     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
                     (Path(args.runs_dir) / (Path(r.submission.path).stem + ".json")).write_text(r.to_json() + "\n")
                 cases = [_case_row(c) for c in r.benchmark_cases()]
-                entries.append({"submission": r.submission.name, "path": r.submission.path, "verdict": r.verdict,
-                                "message": r.message, "score_us": r.score_us, "wall_s": r.wall_s,
-                                "benchmarks": cases})
-                rows.append([r.submission.name, r.verdict, f"{r.score_us:.3f}" if r.score_us else "-"]
-                            + [f"{c['mean_us']:.2f} ({c['percent_of_sol']:.0f}%)" if c["mean_us"] and c["percent_of_sol"]
-                               else (f"{c['mean_us']:.2f}" if c["mean_us"] else "-") for c in cases])
+                entries.append(
+                    {
+                        "submission": r.submission.name,
+                        "path": r.submission.path,
+                        "verdict": r.verdict,
+                        "message": r.message,
+                        "score_us": r.score_us,
+                        "wall_s": r.wall_s,
+                        "benchmarks": cases,
+                    }
+                )
+                rows.append(
+                    [r.submission.name, r.verdict, f"{r.score_us:.3f}" if r.score_us else "-"]
+                    + [
+                        f"{c['mean_us']:.2f} ({c['percent_of_sol']:.0f}%)"
+                        if c["mean_us"] and c["percent_of_sol"]
+                        else (f"{c['mean_us']:.2f}" if c["mean_us"] else "-")
+                        for c in cases
+                    ]
+                )
             doc["tasks"][task] = entries
-            shapes = [shape_label(c["spec"])
-                      for c in (entries[0]["benchmarks"] if entries else [])]
+            shapes = [shape_label(c["spec"]) for c in (entries[0]["benchmarks"] if entries else [])]
             print(f"\n{task}: mean us per shape (% of SOL)", file=sys.stderr)
-            print(format_rows(["submission", "verdict", "geomean us"] + shapes, rows), file=sys.stderr)
+            print(format_rows(["submission", "verdict", "geomean us", *shapes], rows), file=sys.stderr)
             markdown.append(render_board(load_board(task, results_dir=results_dir)[0], "markdown"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -10,6 +10,7 @@ store (display name: the submission's name; the submission file's header names i
 ran), then builds the site of every task in it. The screenshots need Debian's chromium and
 chromium-driver and selenium (``pip install -e '.[test]'``). Exit status 0, or 2 for a usage error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ from harness.store.database import open_store  # noqa: E402
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-runs", metavar="DIR", help="a folder of RunResult JSON files")
     src.add_argument("--results-dir", metavar="DIR", help="an existing results store")
@@ -62,6 +64,7 @@ def first_ranked_run(build) -> int | None:
 
 def shoot(build, index_png: str | None, run_png: str | None) -> None:
     from harness.report.site.browser import headless_chromium, screenshot
+
     with headless_chromium() as driver:
         if index_png:
             screenshot(driver, build.index, Path(index_png), max_height=3200)
@@ -75,6 +78,7 @@ def shoot(build, index_png: str | None, run_png: str | None) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     from harness.report.site import build_site
+
     try:
         with tempfile.TemporaryDirectory(prefix="site-store-") as tmp:
             results_dir = args.results_dir or tmp

@@ -21,6 +21,7 @@ usage error, 70 when the harness failed internally on some submission.
     python scripts/ci_leaderboard.py --task mxfp4_mm --results-dir ci-results
     python scripts/ci_leaderboard.py --quick --device cpu --site site/
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,28 @@ from harness.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE  # noqa: E402
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", action="append", dest="tasks", metavar="TASK",
-                   help="task name or task.yml path (repeatable; default: every task under tasks/)")
-    p.add_argument("--submissions", default=str(ROOT / "submissions"), metavar="DIR",
-                   help="folder of example submissions (default: submissions/)")
-    p.add_argument("--mode", default="test+benchmark", choices=("test", "benchmark", "test+benchmark", "leaderboard"),
-                   help="run-all mode (default: test+benchmark)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--task",
+        action="append",
+        dest="tasks",
+        metavar="TASK",
+        help="task name or task.yml path (repeatable; default: every task under tasks/)",
+    )
+    p.add_argument(
+        "--submissions",
+        default=str(ROOT / "submissions"),
+        metavar="DIR",
+        help="folder of example submissions (default: submissions/)",
+    )
+    p.add_argument(
+        "--mode",
+        default="test+benchmark",
+        choices=("test", "benchmark", "test+benchmark", "leaderboard"),
+        help="run-all mode (default: test+benchmark)",
+    )
     p.add_argument("--tests-only", action="store_true", help="same as --mode test: correctness only, no ranking")
     p.add_argument("--quick", action="store_true", help="small timing budget: 3 samples, at most 0.5 s per shape")
     p.add_argument("--device", default=None, help="auto (default), cpu, or cuda[:N]")
@@ -55,8 +70,12 @@ def parse_args(argv):
     p.add_argument("--max-time", type=float, default=None, metavar="S", help="measured seconds per shape")
     p.add_argument("--results-dir", default=None, help="keep the results here (default: a temporary folder)")
     p.add_argument("--out", default=None, metavar="FILE", help="also write the markdown here")
-    p.add_argument("--site", default=None, metavar="DIR",
-                   help="also write the leaderboard site (index.html, run pages, plots) into this folder")
+    p.add_argument(
+        "--site",
+        default=None,
+        metavar="DIR",
+        help="also write the leaderboard site (index.html, run pages, plots) into this folder",
+    )
     return p.parse_args(argv)
 
 
@@ -64,8 +83,14 @@ def run_task(task: str, args, results_dir: str) -> int:
     """Runs the examples on one task through the library's run-all; EXIT_INTERNAL if the harness failed
     on one of them."""
     options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time)
-    report = run_folder(args.submissions, task, "test" if args.tests_only else args.mode, options,
-                        results_dir=results_dir, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    report = run_folder(
+        args.submissions,
+        task,
+        "test" if args.tests_only else args.mode,
+        options,
+        results_dir=results_dir,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     return EXIT_INTERNAL if report.internal_errors else EXIT_OK
 
 
@@ -77,7 +102,8 @@ def board_markdown(task: str, results_dir: str) -> str:
 
 
 def write_site(site_dir: str, tasks: list[str], results_dir: str) -> None:
-    from harness.report.site import build_site     # Plotly and Jinja2
+    from harness.report.site import build_site  # Plotly and Jinja2
+
     build = build_site(site_dir, tasks, results_dir=results_dir)
     print(f"wrote {build.index} ({len(build.run_pages)} run pages, {build.plots} plots)", file=sys.stderr)
 
@@ -89,6 +115,7 @@ def main(argv=None) -> int:
         args.max_time = args.max_time or 0.5
     if args.tasks is None:
         from tasks import list_tasks
+
         args.tasks = list_tasks()
     with tempfile.TemporaryDirectory(prefix="ci-leaderboard-") as tmp:
         results_dir = args.results_dir or tmp

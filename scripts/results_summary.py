@@ -9,6 +9,7 @@ Reads only what the measuring scripts wrote (results/ and the measured peaks shi
 harness/data/device_peaks.json); every number printed comes from those files. --update replaces the
 text between the '<!-- results_summary ... -->' markers in README.md (short) and results/README.md (long).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,29 +55,45 @@ def _range(xs, digits=2, unit="") -> str:
 
 # ---------------------------------------------------------------- readers (one results file each)
 
+
 def peaks_lines(doc) -> list[str]:
-    return [f"Measured peaks, {key} ({row['date'][:10]}): copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
-            + ", ".join(f"{k} {_f(v / 1e12, 0)} TFLOP/s" for k, v in row["matrix_flops_per_s"].items())
-            + f", launch floor {_f(row['launch_floor_ns'] / 1e3)} us, per-call overhead of a tiny "
-            f"torch op {_f(row.get('per_call_overhead_ns', float('nan')) / 1e3)} us"
-            for key, row in doc["devices"].items()]
+    return [
+        f"Measured peaks, {key} ({row['date'][:10]}): copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
+        + ", ".join(f"{k} {_f(v / 1e12, 0)} TFLOP/s" for k, v in row["matrix_flops_per_s"].items())
+        + f", launch floor {_f(row['launch_floor_ns'] / 1e3)} us, per-call overhead of a tiny "
+        f"torch op {_f(row.get('per_call_overhead_ns', float('nan')) / 1e3)} us"
+        for key, row in doc["devices"].items()
+    ]
 
 
 def examples(doc) -> list[str]:
-    out = [f"Example submissions ({doc['device']['name']}, {doc.get('date', '?')[:10]}, "
-           f"mode {doc['mode']}): mean per call in us, (% of SOL), SOL bound"]
+    out = [
+        f"Example submissions ({doc['device']['name']}, {doc.get('date', '?')[:10]}, "
+        f"mode {doc['mode']}): mean per call in us, (% of SOL), SOL bound"
+    ]
     for task, entries in doc["tasks"].items():
         if not entries:
             continue
         shapes = [shape_label(c["spec"]) for c in entries[0]["benchmarks"]]
-        rows = [[e["submission"], e["verdict"], _f(e["score_us"])]
-                + [f"{_f(c['mean_us'])} ({_f(c['percent_of_sol'], 1)}%, {c['sol_bound']})" if c["mean_us"] else "-"
-                   for c in e["benchmarks"]] for e in entries]
+        rows = [
+            [e["submission"], e["verdict"], _f(e["score_us"])]
+            + [
+                f"{_f(c['mean_us'])} ({_f(c['percent_of_sol'], 1)}%, {c['sol_bound']})" if c["mean_us"] else "-"
+                for c in e["benchmarks"]
+            ]
+            for e in entries
+        ]
         baseline = [c.get("baseline_us") for c in entries[0]["benchmarks"]]
         if all(b is not None for b in baseline):
             rows.append(["published baseline", "", _f(_geomean(baseline))] + [_f(b) for b in baseline])
-        out += ["", f"**{task}**", "", format_rows(["submission", "verdict", "geomean (us)"] + shapes, rows,
-                                                   "markdown", right=range(2, 3 + len(shapes))).rstrip("\n")]
+        out += [
+            "",
+            f"**{task}**",
+            "",
+            format_rows(
+                ["submission", "verdict", "geomean (us)", *shapes], rows, "markdown", right=range(2, 3 + len(shapes))
+            ).rstrip("\n"),
+        ]
     return out
 
 
@@ -85,9 +102,12 @@ def crosscheck(results: Path) -> list[dict]:
 
 
 def crosscheck_lines(docs) -> list[str]:
-    return [f"- {Path(d['submission']).name}: harness / GPU MODE loop per shape: "
-            + ", ".join(_f(c["ratio"], 3) for c in d["cases"]) + f" (all within 10%: {d['all_within_10pct']})"
-            for d in docs]
+    return [
+        f"- {Path(d['submission']).name}: harness / GPU MODE loop per shape: "
+        + ", ".join(_f(c["ratio"], 3) for c in d["cases"])
+        + f" (all within 10%: {d['all_within_10pct']})"
+        for d in docs
+    ]
 
 
 def timing_rows(doc) -> list[dict]:
@@ -98,27 +118,44 @@ def timing_rows(doc) -> list[dict]:
     for what in sorted({r["what"] for r in within}):
         mine = [r for r in within if r["what"] == what]
         kernels = [r["profiler_kernels_per_call"] for r in mine if r.get("profiler_kernels_per_call")]
-        windows = [abs(100 * (r["kernel_only_ns"] - r["profiler_window_ns"]) / r["profiler_window_ns"])
-                   for r in mine if r.get("profiler_window_ns")]
-        out.append({"what": what, "shapes": len(mine), "kernels": kernels, "windows": windows,
-                    "max_dev": max(abs(r["kernel_only_vs_profiler_pct"]) for r in mine)})
+        windows = [
+            abs(100 * (r["kernel_only_ns"] - r["profiler_window_ns"]) / r["profiler_window_ns"])
+            for r in mine
+            if r.get("profiler_window_ns")
+        ]
+        out.append(
+            {
+                "what": what,
+                "shapes": len(mine),
+                "kernels": kernels,
+                "windows": windows,
+                "max_dev": max(abs(r["kernel_only_vs_profiler_pct"]) for r in mine),
+            }
+        )
     return out
 
 
 def timing_lines(doc) -> list[str]:
-    out = [f"- kernel-only vs profiler kernel sum, {t['what']}: max |deviation| {_f(t['max_dev'], 1)}%"
-           + (f" ({_f(min(t['kernels']), 0)}-{_f(max(t['kernels']), 0)} kernels per call)" if t["kernels"] else "")
-           + f", over {t['shapes']} shapes"
-           + (f"; vs the profiler's window of the same graphs: {_f(max(t['windows']), 1)}%" if t["windows"] else "")
-           for t in timing_rows(doc)]
+    out = [
+        f"- kernel-only vs profiler kernel sum, {t['what']}: max |deviation| {_f(t['max_dev'], 1)}%"
+        + (f" ({_f(min(t['kernels']), 0)}-{_f(max(t['kernels']), 0)} kernels per call)" if t["kernels"] else "")
+        + f", over {t['shapes']} shapes"
+        + (f"; vs the profiler's window of the same graphs: {_f(max(t['windows']), 1)}%" if t["windows"] else "")
+        for t in timing_rows(doc)
+    ]
     rep = doc.get("repeatability") or {}
     if rep.get("scores_us"):
-        out.append(f"- {len(rep['scores_us'])} leaderboard runs of {rep.get('submission')}: scores "
-                   + ", ".join(_f(s) for s in rep["scores_us"]) + f" us, CV {_f(rep.get('cv_pct'))}%")
+        out.append(
+            f"- {len(rep['scores_us'])} leaderboard runs of {rep.get('submission')}: scores "
+            + ", ".join(_f(s) for s in rep["scores_us"])
+            + f" us, CV {_f(rep.get('cv_pct'))}%"
+        )
     cache = doc.get("triton_cache") or {}
     if cache.get("cold"):
-        out.append(f"- full leaderboard run wall time: cold Triton cache {_f(cache['cold'].get('wall_s'), 1)} s, "
-                   f"warm {_f(cache['warm'].get('wall_s'), 1)} s")
+        out.append(
+            f"- full leaderboard run wall time: cold Triton cache {_f(cache['cold'].get('wall_s'), 1)} s, "
+            f"warm {_f(cache['warm'].get('wall_s'), 1)} s"
+        )
     return out
 
 
@@ -130,9 +167,13 @@ def dispatch_gaps(doc) -> list[str]:
     excess = [(r["gated_kernel_only_ns"] - r["cupti_sum_ns"]) / r["kernels_per_call"] for r in rows]
     gaps = [g for r in rows for g in r.get("cupti_gaps_first_block_ns", [])]
     names = ", ".join(r["name"].split(" {")[0] for r in rows)
-    return [(f"- {len(rows)} calls ({names}): the graph window exceeds CUPTI's kernel sum by "
-             f"{_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI sees {_f(min(gaps), 0)}-"
-             f"{_f(max(gaps), 0)} ns (median {_f(statistics.median(gaps), 0)}) before each kernel")]
+    return [
+        (
+            f"- {len(rows)} calls ({names}): the graph window exceeds CUPTI's kernel sum by "
+            f"{_f(min(excess), 0)}-{_f(max(excess), 0)} ns per kernel; CUPTI sees {_f(min(gaps), 0)}-"
+            f"{_f(max(gaps), 0)} ns (median {_f(statistics.median(gaps), 0)}) before each kernel"
+        )
+    ]
 
 
 def kernel_split_lines(doc) -> list[str]:
@@ -140,10 +181,13 @@ def kernel_split_lines(doc) -> list[str]:
     out = []
     for task, entries in doc["tasks"].items():
         for e in entries:
-            parts = [f"{shape_label(c['spec'])}: {_f(c['mean_us'])} = {_f(c['kernel_only_us'])} kernel-only + "
-                     f"{_f(c['mean_us'] - c['kernel_only_us'])} launch"
-                     + (f" (published {_f(c['baseline_us'])})" if c.get("baseline_us") else "")
-                     for c in e["benchmarks"] if c["mean_us"] and c["kernel_only_us"]]
+            parts = [
+                f"{shape_label(c['spec'])}: {_f(c['mean_us'])} = {_f(c['kernel_only_us'])} kernel-only + "
+                f"{_f(c['mean_us'] - c['kernel_only_us'])} launch"
+                + (f" (published {_f(c['baseline_us'])})" if c.get("baseline_us") else "")
+                for c in e["benchmarks"]
+                if c["mean_us"] and c["kernel_only_us"]
+            ]
             out.append(f"- {e['submission']} on {task}, us: " + "; ".join(parts))
     return out
 
@@ -154,21 +198,29 @@ def ranked(results: Path) -> list[dict]:
 
 
 def _clock_excess_ns(run) -> list[float]:
-    return [c["extra"]["device_clock_excess_ns"] for c in run["cases"]
-            if c["kind"] == "leaderboard" and c.get("extra", {}).get("device_clock_excess_ns") is not None]
+    return [
+        c["extra"]["device_clock_excess_ns"]
+        for c in run["cases"]
+        if c["kind"] == "leaderboard" and c.get("extra", {}).get("device_clock_excess_ns") is not None
+    ]
 
 
 def ranked_lines(runs) -> list[str]:
     out = []
     for d in runs:
         excess = _clock_excess_ns(d)
-        out.append(f"- {d['submission']['name']} on {d['task']} ({d['started_at'][:10]}): {d['verdict'].upper()}, "
-                   f"score {_f(d['score_us'], 3)} us, wall {_f(d['wall_s'], 1)} s, "
-                   f"of which input generation {_f(d['phases_s'].get('generate'), 1)} s in the parent and "
-                   f"{_f(d['phases_s'].get('worker_generate'), 1)} s in the worker, warm-up "
-                   f"{_f(d['phases_s'].get('warmup'), 1)} s, timing {_f(d['phases_s'].get('timing'), 1)} s"
-                   + (f"; device-clock excess {_f(min(excess) / 1e3)} to {_f(max(excess) / 1e3)} us per sample"
-                      if excess else ""))
+        out.append(
+            f"- {d['submission']['name']} on {d['task']} ({d['started_at'][:10]}): {d['verdict'].upper()}, "
+            f"score {_f(d['score_us'], 3)} us, wall {_f(d['wall_s'], 1)} s, "
+            f"of which input generation {_f(d['phases_s'].get('generate'), 1)} s in the parent and "
+            f"{_f(d['phases_s'].get('worker_generate'), 1)} s in the worker, warm-up "
+            f"{_f(d['phases_s'].get('warmup'), 1)} s, timing {_f(d['phases_s'].get('timing'), 1)} s"
+            + (
+                f"; device-clock excess {_f(min(excess) / 1e3)} to {_f(max(excess) / 1e3)} us per sample"
+                if excess
+                else ""
+            )
+        )
     return out
 
 
@@ -177,54 +229,73 @@ def gpu_tests(path: Path) -> dict | None:
         suite = ET.parse(path).getroot().find("testsuite")
     except (OSError, ET.ParseError):
         return None
-    failed = [c.get("name") for c in suite.iter("testcase")
-              if c.find("failure") is not None or c.find("error") is not None]
+    failed = [
+        c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None
+    ]
     skipped = sum(c.find("skipped") is not None for c in suite.iter("testcase"))
-    return {"file": path.name, "date": suite.get("timestamp", "?")[:10], "failed": failed, "skipped": skipped,
-            "passed": int(suite.get("tests", 0)) - len(failed) - skipped}
+    return {
+        "file": path.name,
+        "date": suite.get("timestamp", "?")[:10],
+        "failed": failed,
+        "skipped": skipped,
+        "passed": int(suite.get("tests", 0)) - len(failed) - skipped,
+    }
 
 
 def gpu_test_line(t: dict) -> str:
-    return (f"GPU tests ({t['file']}, {t['date']}): {t['passed']} passed, {len(t['failed'])} failed, "
-            f"{t.get('skipped', 0)} skipped"
-            + (": " + ", ".join(t["failed"]) if t["failed"] else ""))
+    return (
+        f"GPU tests ({t['file']}, {t['date']}): {t['passed']} passed, {len(t['failed'])} failed, "
+        f"{t.get('skipped', 0)} skipped" + (": " + ", ".join(t["failed"]) if t["failed"] else "")
+    )
 
 
 def defense_line(d) -> str:
-    return (f"Defense overhead (scripts/validation/defense_overhead.py): score with defenses on / off = "
-            f"{_f(d['ratio_on_over_off'], 3)} over {d['runs_each']} runs each (within 5%: {d['within_5_percent']})")
+    return (
+        f"Defense overhead (scripts/validation/defense_overhead.py): score with defenses on / off = "
+        f"{_f(d['ratio_on_over_off'], 3)} over {d['runs_each']} runs each (within 5%: {d['within_5_percent']})"
+    )
 
 
 # ---------------------------------------------------------------- the two forms
+
 
 def long_form(r: Path) -> str:
     lines = []
     peaks = _load(PEAKS)
     if peaks:
-        lines += peaks_lines(peaks) + [""]
+        lines += [*peaks_lines(peaks), ""]
     ex = _load(r / "h200_examples.json")
     if ex:
-        lines += examples(ex) + [""]
+        lines += [*examples(ex), ""]
     kr = _load(r / "h200_examples_ranked.json")
     if kr:
-        lines += examples(kr) + ["", "Where the ranked time goes (kernel-only from CUDA graphs behind the launch gate):"]
-        lines += kernel_split_lines(kr) + [""]
+        lines += [
+            *examples(kr),
+            "",
+            "Where the ranked time goes (kernel-only from CUDA graphs behind the launch gate):",
+        ]
+        lines += [*kernel_split_lines(kr), ""]
     cc = crosscheck(r)
     if cc:
-        lines += ["Protocol cross-check (scripts/validation/crosscheck_protocol.py):"] + crosscheck_lines(cc) + [""]
+        lines += ["Protocol cross-check (scripts/validation/crosscheck_protocol.py):", *crosscheck_lines(cc), ""]
     tm = _load(r / "h200_timing.json")
     if tm:
-        lines += ["Timing validation (scripts/validation/validate_timing.py):"] + timing_lines(tm) + [""]
+        lines += ["Timing validation (scripts/validation/validate_timing.py):", *timing_lines(tm), ""]
     gg = _load(r / "h200_graph_gaps.json")
     if gg:
-        lines += [f"Dispatch gaps (scripts/dev_graph_gaps.py, a development probe since removed; "
-                  f"{gg.get('date', '?')[:10]}):"] + dispatch_gaps(gg) + [""]
+        lines += [
+            f"Dispatch gaps (scripts/dev_graph_gaps.py, a development probe since removed; "
+            f"{gg.get('date', '?')[:10]}):",
+            *dispatch_gaps(gg),
+            "",
+        ]
     rr = ranked(r)
     if rr:
         lines += ["Ranked runs (`python -m harness run --mode leaderboard`, device-clock check on):"]
-        lines += ranked_lines(rr) + [""]
-    lines += [gpu_test_line(t) for t in (gpu_tests(r / x) for x in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"))
-              if t]
+        lines += [*ranked_lines(rr), ""]
+    lines += [
+        gpu_test_line(t) for t in (gpu_tests(r / x) for x in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml")) if t
+    ]
     dov = _load(r / "h200_defense_overhead.json")
     if dov:
         lines.append(defense_line(dov))
@@ -237,14 +308,26 @@ def _example_rows(doc) -> list[list[str]]:
         baseline = [c.get("baseline_us") for c in entries[0]["benchmarks"]] if entries else []
         base = _f(_geomean(baseline)) if baseline and all(b is not None for b in baseline) else "-"
         for e in entries:
-            rows.append([task, e["submission"], e["verdict"], _f(e["score_us"]),
-                         _range([c.get("percent_of_sol") for c in e["benchmarks"]], 1, "%"), base])
+            rows.append(
+                [
+                    task,
+                    e["submission"],
+                    e["verdict"],
+                    _f(e["score_us"]),
+                    _range([c.get("percent_of_sol") for c in e["benchmarks"]], 1, "%"),
+                    base,
+                ]
+            )
     return rows
 
 
 def _example_table(doc) -> str:
-    return format_rows(["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
-                       _example_rows(doc), "markdown", right=(3, 5))
+    return format_rows(
+        ["task", "submission", "verdict", "score (us)", "% of SOL", "published baseline (us)"],
+        _example_rows(doc),
+        "markdown",
+        right=(3, 5),
+    )
 
 
 def _what_was_timed(devs) -> str:
@@ -257,40 +340,75 @@ def _check_rows(r: Path) -> list[list[str]]:
     cc = crosscheck(r)
     if cc:
         ratios = [c["ratio"] for d in cc for c in d["cases"]]
-        rows.append(["harness / GPU MODE's own loop (" + ", ".join(Path(d["submission"]).stem for d in cc) + ")", f"{_range(ratios, 3)}; all within 10%: {all(d['all_within_10pct'] for d in cc)}",
-                     "h200_crosscheck_*.json"])
+        rows.append(
+            [
+                "harness / GPU MODE's own loop (" + ", ".join(Path(d["submission"]).stem for d in cc) + ")",
+                f"{_range(ratios, 3)}; all within 10%: {all(d['all_within_10pct'] for d in cc)}",
+                "h200_crosscheck_*.json",
+            ]
+        )
     tm = _load(r / "h200_timing.json")
     if tm:
         devs = timing_rows(tm)
         if devs:
-            rows.append(["kernel-only vs the profiler's kernel sum (max over shapes)",
-                         _range([t["max_dev"] for t in devs], 1, "%") + f" over {_what_was_timed(devs)}",
-                         "h200_timing.json"])
+            rows.append(
+                [
+                    "kernel-only vs the profiler's kernel sum (max over shapes)",
+                    _range([t["max_dev"] for t in devs], 1, "%") + f" over {_what_was_timed(devs)}",
+                    "h200_timing.json",
+                ]
+            )
         rep = tm.get("repeatability") or {}
         if rep.get("scores_us"):
-            rows.append([f"score of {len(rep['scores_us'])} ranked runs of {rep.get('submission')}",
-                         f"{_range(rep['scores_us'])} us, CV {_f(rep.get('cv_pct'))}%", "h200_timing.json"])
+            rows.append(
+                [
+                    f"score of {len(rep['scores_us'])} ranked runs of {rep.get('submission')}",
+                    f"{_range(rep['scores_us'])} us, CV {_f(rep.get('cv_pct'))}%",
+                    "h200_timing.json",
+                ]
+            )
     rr = ranked(r)
     if rr:
         excess = [x for d in rr for x in _clock_excess_ns(d)]
         passed = sum(d["verdict"] == "pass" for d in rr)
-        rows.append([f"ranked runs of {len(rr)} examples, device-clock check on", f"{passed} of {len(rr)} pass; "
-                     f"clock excess {_range([x / 1e3 for x in excess])} us per sample",
-                     "h200_runs/*.leaderboard_clock.json"])
+        rows.append(
+            [
+                f"ranked runs of {len(rr)} examples, device-clock check on",
+                f"{passed} of {len(rr)} pass; clock excess {_range([x / 1e3 for x in excess])} us per sample",
+                "h200_runs/*.leaderboard_clock.json",
+            ]
+        )
     for xml in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"):
         t = gpu_tests(r / xml)
         if t:
-            rows.append([f"GPU tests{' (security)' if 'security' in xml else ''}",
-                         f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped", xml])
+            rows.append(
+                [
+                    f"GPU tests{' (security)' if 'security' in xml else ''}",
+                    f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped",
+                    xml,
+                ]
+            )
     dov = _load(r / "h200_defense_overhead.json")
     if dov:
-        rows.append(["score with the defenses on / off", f"{_f(dov['ratio_on_over_off'], 3)} (median of "
-                     f"{dov['runs_each']} each; within 5%: {dov['within_5_percent']})", "h200_defense_overhead.json"])
+        rows.append(
+            [
+                "score with the defenses on / off",
+                f"{_f(dov['ratio_on_over_off'], 3)} (median of "
+                f"{dov['runs_each']} each; within 5%: {dov['within_5_percent']})",
+                "h200_defense_overhead.json",
+            ]
+        )
     peaks = _load(PEAKS)
     for key, row in (peaks or {}).get("devices", {}).items():
-        rows.append([f"measured peaks, {key}", f"copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
-                     + ", ".join(f"{k} {_f(v / 1e12, 0)}" for k, v in row["matrix_flops_per_s"].items())
-                     + f" TFLOP/s, launch {_f(row['launch_floor_ns'] / 1e3)} us", "harness/data/device_peaks.json"])
+        rows.append(
+            [
+                f"measured peaks, {key}",
+                f"copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
+                + ", ".join(f"{k} {_f(v / 1e12, 0)}" for k, v in row["matrix_flops_per_s"].items())
+                + f" TFLOP/s, launch {_f(row['launch_floor_ns'] / 1e3)} us",
+                "harness/data/device_peaks.json",
+            ]
+        )
     return rows
 
 
@@ -298,12 +416,16 @@ def short_form(r: Path) -> str:
     ex = _load(r / "h200_examples.json")
     parts = []
     if ex:
-        parts.append(f"Example submissions, {ex['device']['name']}, {ex.get('date', '?')[:10]}, mode {ex['mode']} "
-                     "(score: geometric mean over the benchmark shapes of the mean per call):\n\n" + _example_table(ex))
+        parts.append(
+            f"Example submissions, {ex['device']['name']}, {ex.get('date', '?')[:10]}, mode {ex['mode']} "
+            "(score: geometric mean over the benchmark shapes of the mean per call):\n\n" + _example_table(ex)
+        )
     kr = _load(r / "h200_examples_ranked.json")
     if kr:
-        parts.append(f"The Triton examples ranked (mode {kr['mode']}, {kr.get('date', '?')[:10]}, after the kernel "
-                     "work of issue #21):\n\n" + _example_table(kr))
+        parts.append(
+            f"The Triton examples ranked (mode {kr['mode']}, {kr.get('date', '?')[:10]}, after the kernel "
+            "work of issue #21):\n\n" + _example_table(kr)
+        )
     checks = _check_rows(r)
     if checks:
         parts.append(format_rows(["check", "result", "file"], checks, "markdown"))
@@ -323,8 +445,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=str(ROOT / "results"), help="the results folder (default: results/)")
     ap.add_argument("--long", action="store_true", help="every figure (results/README.md's summary)")
-    ap.add_argument("--update", action="store_true",
-                    help="rewrite the generated blocks of README.md (short) and results/README.md (long)")
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="rewrite the generated blocks of README.md (short) and results/README.md (long)",
+    )
     args = ap.parse_args(argv)
     r = Path(args.results)
     if args.update:

@@ -1,4 +1,5 @@
 """Output verification shared by the task specs: type, shape, dtype, device, non-finite values, tolerance."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index or 0) == (b.index or 0)
 
 
-def check_output(output, expected: torch.Tensor, rtol: float, atol: float,
-                 max_report: int = 5) -> tuple[bool, str]:
+def check_output(output, expected: torch.Tensor, rtol: float, atol: float, max_report: int = 5) -> tuple[bool, str]:
     """``(True, '')`` when ``output`` matches ``expected`` within ``atol + rtol*|expected|``.
 
     Otherwise ``(False, report)``: a non-tensor, wrong shape/dtype/device, NaN or inf anywhere in
@@ -28,8 +28,9 @@ def check_output(output, expected: torch.Tensor, rtol: float, atol: float,
     if output.dtype != expected.dtype:
         problems.append(f"wrong dtype: got {output.dtype}, expected {expected.dtype}")
     if not _same_device(output.device, expected.device):
-        problems.append(f"wrong device: got {output.device}, expected {expected.device} "
-                        "(keep the output on the input's device)")
+        problems.append(
+            f"wrong device: got {output.device}, expected {expected.device} (keep the output on the input's device)"
+        )
     if problems:
         return False, "; ".join(problems) + f" (return {want})"
     if output.is_floating_point():
@@ -39,8 +40,10 @@ def check_output(output, expected: torch.Tensor, rtol: float, atol: float,
         if n_nan or n_inf:
             first = (nan | inf).reshape(-1).nonzero()[0, 0].item()
             idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), output.shape))
-            return False, (f"output contains {n_nan} NaN and {n_inf} inf values out of {output.numel()} "
-                           f"(first at {idx}); NaN or inf anywhere fails")
+            return False, (
+                f"output contains {n_nan} NaN and {n_inf} inf values out of {output.numel()} "
+                f"(first at {idx}); NaN or inf anywhere fails"
+            )
     lines = verbose_allclose(output, expected, rtol=rtol, atol=atol, max_print=max_report)
     if lines:
         return False, "output does not match the reference:\n" + "\n".join(lines)

@@ -3,6 +3,7 @@
 A task.yml outside ``tasks/`` (e.g. a small-shape copy in a test) names its implementation with
 ``implementation: <task name>``, or sits next to its own task.py.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,17 +16,27 @@ from types import ModuleType
 
 import yaml
 
-__all__ = ["TASKS_DIR", "RANKINGS", "TIMING_PROTOCOLS", "Task", "TaskSpecError", "load_task", "list_tasks"]
+__all__ = ["RANKINGS", "TASKS_DIR", "TIMING_PROTOCOLS", "Task", "TaskSpecError", "list_tasks", "load_task"]
 
 TASKS_DIR = Path(__file__).resolve().parent
-RANKINGS = ("geom", "mean", "last")          # kernelbot's rank criteria; both tasks use geom
+RANKINGS = ("geom", "mean", "last")  # kernelbot's rank criteria; both tasks use geom
 TIMING_PROTOCOLS = ("per_call", "batched")
 
-_REQUIRED = ("description", "tests", "benchmarks", "ranking_by", "test_timeout", "benchmark_timeout",
-             "ranked_timeout", "target_gpu", "rtol", "atol", "timing")
+_REQUIRED = (
+    "description",
+    "tests",
+    "benchmarks",
+    "ranking_by",
+    "test_timeout",
+    "benchmark_timeout",
+    "ranked_timeout",
+    "target_gpu",
+    "rtol",
+    "atol",
+    "timing",
+)
 _OPTIONAL = ("baseline", "published_sol_us", "implementation")
-_MODULE_FUNCS = ("generate_input", "ref_kernel", "check_implementation", "case_problems",
-                 "case_bytes", "case_flops")
+_MODULE_FUNCS = ("generate_input", "ref_kernel", "check_implementation", "case_problems", "case_bytes", "case_flops")
 
 
 class TaskSpecError(ValueError):
@@ -35,7 +46,7 @@ class TaskSpecError(ValueError):
 @dataclass(frozen=True)
 class Task:
     name: str
-    path: Path                       # the folder holding task.yml
+    path: Path  # the folder holding task.yml
     description: str
     tests: list
     benchmarks: list
@@ -46,15 +57,15 @@ class Task:
     target_gpu: str
     rtol: float
     atol: float
-    timing_protocol: str             # "per_call" | "batched"
-    inputs_per_measurement: int      # 1 for per_call
-    original_clear_bytes: int        # what the original loop writes to clear the L2 before a sample (0: unknown)
+    timing_protocol: str  # "per_call" | "batched"
+    inputs_per_measurement: int  # 1 for per_call
+    original_clear_bytes: int  # what the original loop writes to clear the L2 before a sample (0: unknown)
     baseline_label: str | None
-    baseline_us: list | None         # one per benchmark, in order
+    baseline_us: list | None  # one per benchmark, in order
     published_sol_label: str | None
-    published_sol_us: list | None    # one per benchmark, in order
-    module: ModuleType               # the loaded task.py
-    compat_dir: Path                 # put first on a submission's sys.path (``task``, ``utils``)
+    published_sol_us: list | None  # one per benchmark, in order
+    module: ModuleType  # the loaded task.py
+    compat_dir: Path  # put first on a submission's sys.path (``task``, ``utils``)
 
     def generate_input(self, case: dict, device=None) -> tuple:
         return self.module.generate_input(**case, device=device)
@@ -107,6 +118,7 @@ def load_task_module(py) -> ModuleType:
 
 # ---------------------------------------------------------------- validation helpers
 
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -127,8 +139,11 @@ class _Spec:
     def number(self, raw: dict, key: str, positive: bool = True, nonneg: bool = False) -> float:
         v = raw[key]
         if not _is_num(v):
-            self.fail(key, f"expected a number, got {v!r} ({type(v).__name__})",
-                      f"write e.g. '{key}: 0.01' (plain decimal; YAML reads 1e-2 as a string)")
+            self.fail(
+                key,
+                f"expected a number, got {v!r} ({type(v).__name__})",
+                f"write e.g. '{key}: 0.01' (plain decimal; YAML reads 1e-2 as a string)",
+            )
         if positive and v <= 0:
             self.fail(key, f"must be > 0, got {v!r}", "use a positive number")
         if nonneg and v < 0:
@@ -144,19 +159,28 @@ class _Spec:
     def times(self, block: dict, key: str, n_bench: int) -> list:
         t = block.get("times")
         if not isinstance(t, list) or not all(_is_num(x) and x > 0 for x in t):
-            self.fail(f"{key}.times", f"expected a list of positive numbers, got {t!r}",
-                      "give one time in microseconds per benchmark case")
+            self.fail(
+                f"{key}.times",
+                f"expected a list of positive numbers, got {t!r}",
+                "give one time in microseconds per benchmark case",
+            )
         if len(t) != n_bench:
-            self.fail(f"{key}.times", f"has {len(t)} entries but there are {n_bench} benchmarks",
-                      "give exactly one time per benchmark case, in benchmark order")
+            self.fail(
+                f"{key}.times",
+                f"has {len(t)} entries but there are {n_bench} benchmarks",
+                "give exactly one time per benchmark case, in benchmark order",
+            )
         return [float(x) for x in t]
 
     def cases(self, raw: dict, key: str, module: ModuleType) -> list:
         cases = raw[key]
         keys = tuple(module.CASE_KEYS)
         if not isinstance(cases, list) or not cases:
-            self.fail(key, f"expected a non-empty list of cases, got {cases!r}",
-                      "write e.g. '- {" + ", ".join(f"{k}: 1" for k in keys) + "}'")
+            self.fail(
+                key,
+                f"expected a non-empty list of cases, got {cases!r}",
+                "write e.g. '- {" + ", ".join(f"{k}: 1" for k in keys) + "}'",
+            )
         out = []
         for i, case in enumerate(cases):
             where = f"{key}[{i}]"
@@ -164,8 +188,11 @@ class _Spec:
                 self.fail(where, f"expected a mapping, got {case!r}", f"give the keys {', '.join(keys)}")
             unknown = sorted(set(case) - set(keys))
             if unknown:
-                self.fail(f"{where}.{unknown[0]}", f"unknown case key (allowed: {', '.join(keys)})",
-                          "remove it or fix its spelling")
+                self.fail(
+                    f"{where}.{unknown[0]}",
+                    f"unknown case key (allowed: {', '.join(keys)})",
+                    "remove it or fix its spelling",
+                )
             missing = [k for k in keys if k not in case]
             if missing:
                 self.fail(f"{where}.{missing[0]}", "missing case key", f"add '{missing[0]}: <int>'")
@@ -196,10 +223,11 @@ def small_copy_name(task: str) -> str | None:
 
 def _small_copy(name: str) -> Path | None:
     if name.endswith(SMALL_SUFFIX):
-        base = name[:-len(SMALL_SUFFIX)]
+        base = name[: -len(SMALL_SUFFIX)]
         if base not in SMALL_COPIES:
-            raise TaskSpecError(f"no small copy of task {base!r}; small copies: "
-                                + ", ".join(t + SMALL_SUFFIX for t in SMALL_COPIES))
+            raise TaskSpecError(
+                f"no small copy of task {base!r}; small copies: " + ", ".join(t + SMALL_SUFFIX for t in SMALL_COPIES)
+            )
         folder = SMALL_COPIES[base]
     elif name in SMALL_COPIES.values():
         folder = name
@@ -215,16 +243,22 @@ def _resolve(name_or_path) -> Path:
         small = _small_copy(name_or_path)
         if small is not None:
             return small
-    if isinstance(name_or_path, str) and "/" not in name_or_path and not name_or_path.endswith(".yml") \
-            and (TASKS_DIR / name_or_path / "task.yml").is_file():
+    if (
+        isinstance(name_or_path, str)
+        and "/" not in name_or_path
+        and not name_or_path.endswith(".yml")
+        and (TASKS_DIR / name_or_path / "task.yml").is_file()
+    ):
         return TASKS_DIR / name_or_path / "task.yml"
     if p.is_dir():
         p = p / "task.yml"
     if p.is_file():
         return p.resolve()
-    raise TaskSpecError(f"no task {str(name_or_path)!r}: neither a folder under {TASKS_DIR} nor a task.yml "
-                        f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'} (or a small copy for quick CPU "
-                        f"checks: {', '.join(t + SMALL_SUFFIX for t in SMALL_COPIES)})")
+    raise TaskSpecError(
+        f"no task {str(name_or_path)!r}: neither a folder under {TASKS_DIR} nor a task.yml "
+        f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'} (or a small copy for quick CPU "
+        f"checks: {', '.join(t + SMALL_SUFFIX for t in SMALL_COPIES)})"
+    )
 
 
 def list_tasks() -> list[str]:
@@ -241,8 +275,11 @@ def load_task(name_or_path) -> Task:
     except yaml.YAMLError as exc:
         raise TaskSpecError(f"{file}: not valid YAML ({exc}); fix the syntax") from exc
     if not isinstance(raw, dict):
-        v.fail("(top level)", f"expected a mapping of keys, got {type(raw).__name__}",
-               f"write 'key: value' lines with the keys {', '.join(_REQUIRED)}")
+        v.fail(
+            "(top level)",
+            f"expected a mapping of keys, got {type(raw).__name__}",
+            f"write 'key: value' lines with the keys {', '.join(_REQUIRED)}",
+        )
     for key in raw:
         if key not in _REQUIRED and key not in _OPTIONAL:
             v.fail(str(key), "unknown key", f"remove it or use one of: {', '.join(_REQUIRED + _OPTIONAL)}")
@@ -254,19 +291,26 @@ def load_task(name_or_path) -> Task:
     impl = raw.get("implementation")
     if impl is not None:
         if not isinstance(impl, str) or not (TASKS_DIR / impl / "task.py").is_file():
-            v.fail("implementation", f"{impl!r} is not a task under {TASKS_DIR}",
-                   f"use one of: {', '.join(list_tasks())}")
+            v.fail(
+                "implementation", f"{impl!r} is not a task under {TASKS_DIR}", f"use one of: {', '.join(list_tasks())}"
+            )
         impl_dir = TASKS_DIR / impl
     elif (file.parent / "task.py").is_file():
         impl_dir = file.parent
     else:
-        v.fail("implementation", "missing, and there is no task.py next to this task.yml",
-               f"add 'implementation: <task>' with one of: {', '.join(list_tasks())}")
+        v.fail(
+            "implementation",
+            "missing, and there is no task.py next to this task.yml",
+            f"add 'implementation: <task>' with one of: {', '.join(list_tasks())}",
+        )
     module = load_task_module(impl_dir / "task.py")
     missing_funcs = [f for f in _MODULE_FUNCS if not callable(getattr(module, f, None))]
     if missing_funcs or not hasattr(module, "CASE_KEYS"):
-        v.fail("implementation", f"{impl_dir / 'task.py'} lacks {', '.join(missing_funcs) or 'CASE_KEYS'}",
-               "define the task contract functions there")
+        v.fail(
+            "implementation",
+            f"{impl_dir / 'task.py'} lacks {', '.join(missing_funcs) or 'CASE_KEYS'}",
+            "define the task contract functions there",
+        )
 
     description = v.string(raw, "description")
     target_gpu = v.string(raw, "target_gpu")
@@ -284,23 +328,34 @@ def load_task(name_or_path) -> Task:
         v.fail("timing", f"expected a mapping, got {timing!r}", "write 'timing: {protocol: per_call}'")
     for key in timing:
         if key not in ("protocol", "inputs_per_measurement", "original_clear_bytes"):
-            v.fail(f"timing.{key}", "unknown key",
-                   "use only 'protocol', 'inputs_per_measurement' and 'original_clear_bytes'")
+            v.fail(
+                f"timing.{key}",
+                "unknown key",
+                "use only 'protocol', 'inputs_per_measurement' and 'original_clear_bytes'",
+            )
     protocol = timing.get("protocol")
     if protocol not in TIMING_PROTOCOLS:
-        v.fail("timing.protocol", f"unknown timing protocol {protocol!r}",
-               f"use one of: {', '.join(TIMING_PROTOCOLS)}")
+        v.fail("timing.protocol", f"unknown timing protocol {protocol!r}", f"use one of: {', '.join(TIMING_PROTOCOLS)}")
     per = timing.get("inputs_per_measurement", 1 if protocol == "per_call" else None)
     if not _is_int(per) or per < 1:
-        v.fail("timing.inputs_per_measurement", f"expected a positive integer, got {per!r}",
-               "batched timing needs e.g. 'inputs_per_measurement: 50'")
+        v.fail(
+            "timing.inputs_per_measurement",
+            f"expected a positive integer, got {per!r}",
+            "batched timing needs e.g. 'inputs_per_measurement: 50'",
+        )
     clear = timing.get("original_clear_bytes", 0)
     if not _is_int(clear) or clear < 0:
-        v.fail("timing.original_clear_bytes", f"expected a non-negative integer, got {clear!r}",
-               "give the bytes the original timing loop writes to clear the L2, e.g. 268435456, or leave it out")
+        v.fail(
+            "timing.original_clear_bytes",
+            f"expected a non-negative integer, got {clear!r}",
+            "give the bytes the original timing loop writes to clear the L2, e.g. 268435456, or leave it out",
+        )
     if protocol == "per_call" and per != 1:
-        v.fail("timing.inputs_per_measurement", f"is {per} but per_call timing measures one input",
-               "remove it or use protocol: batched")
+        v.fail(
+            "timing.inputs_per_measurement",
+            f"is {per} but per_call timing measures one input",
+            "remove it or use protocol: batched",
+        )
 
     def labelled(key: str, allowed: tuple, unit: bool):
         block = raw.get(key)
@@ -323,11 +378,25 @@ def load_task(name_or_path) -> Task:
 
     name = file.parent.name if file.name == "task.yml" else file.stem
     return Task(
-        name=name, path=file.parent, description=description, tests=tests, benchmarks=benchmarks,
-        ranking_by=ranking, test_timeout=timeouts["test_timeout"],
-        benchmark_timeout=timeouts["benchmark_timeout"], ranked_timeout=timeouts["ranked_timeout"],
-        target_gpu=target_gpu, rtol=rtol, atol=atol, timing_protocol=protocol,
-        inputs_per_measurement=per, original_clear_bytes=clear, baseline_label=baseline_label, baseline_us=baseline_us,
-        published_sol_label=sol_label, published_sol_us=sol_us, module=module,
+        name=name,
+        path=file.parent,
+        description=description,
+        tests=tests,
+        benchmarks=benchmarks,
+        ranking_by=ranking,
+        test_timeout=timeouts["test_timeout"],
+        benchmark_timeout=timeouts["benchmark_timeout"],
+        ranked_timeout=timeouts["ranked_timeout"],
+        target_gpu=target_gpu,
+        rtol=rtol,
+        atol=atol,
+        timing_protocol=protocol,
+        inputs_per_measurement=per,
+        original_clear_bytes=clear,
+        baseline_label=baseline_label,
+        baseline_us=baseline_us,
+        published_sol_label=sol_label,
+        published_sol_us=sol_us,
+        module=module,
         compat_dir=impl_dir / "compat",
     )

@@ -1,4 +1,5 @@
 """Shared pytest setup: tests marked ``gpu`` are skipped when no CUDA/ROCm device is present."""
+
 import pytest
 import torch
 

@@ -2,6 +2,7 @@
 builder (a correct kernel plus an attack body), a run shortcut, a CLI runner, synthetic results
 (``make_result``) for the store and leaderboard tests, an example loader (``load_example``), and the
 controls of triton_nvfp4's fallback tests (``NVFP4_BAD_SCALES``, ``nvfp4_path_alone``)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
 MXFP4_SMALL = str(FIX / "tasks" / "mxfp4_small" / "task.yml")
 NVFP4_SMALL = str(FIX / "tasks" / "nvfp4_small" / "task.yml")
-CORRECT = {MXFP4_SMALL: ROOT / "submissions" / "torch_mxfp4.py",
-           NVFP4_SMALL: ROOT / "submissions" / "torch_nvfp4.py"}
+CORRECT = {MXFP4_SMALL: ROOT / "submissions" / "torch_mxfp4.py", NVFP4_SMALL: ROOT / "submissions" / "torch_nvfp4.py"}
 SECRET = "adversarial-secret-7f3a9c"
 
 
@@ -46,16 +46,31 @@ def run(sub, task=MXFP4_SMALL, mode="leaderboard", device="cpu", **opts):
 def cli(args, env=None, timeout=180) -> subprocess.CompletedProcess:
     """``python -m harness ARGS`` in a fresh process (what an operator types), from the repository root."""
     env = dict(os.environ if env is None else env)
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 SHAPES = [{"m": 4, "n": 2880, "k": 512, "seed": 1}, {"m": 32, "n": 4096, "k": 512, "seed": 2}]
 
 
-def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, verdict=PASS, task="mxfp4_mm",
-                device="NVIDIA H200", kind="cuda", mode="leaderboard", sha=None, started_at="2026-11-01T10:00:00+00:00",
-                complete=True, message="", shapes=SHAPES) -> RunResult:
+def make_result(
+    name="fast",
+    means_us=(10.0, 20.0),
+    *,
+    rel_noise=0.01,
+    n=20,
+    verdict=PASS,
+    task="mxfp4_mm",
+    device="NVIDIA H200",
+    kind="cuda",
+    mode="leaderboard",
+    sha=None,
+    started_at="2026-11-01T10:00:00+00:00",
+    complete=True,
+    message="",
+    shapes=SHAPES,
+) -> RunResult:
     """A synthetic run: per-shape samples spread evenly around the given means (in us)."""
     cases = [CaseResult(kind="test", spec=dict(shapes[0]), verdict=verdict, message=message)]
     for spec, mean in zip(shapes, means_us):
@@ -65,10 +80,21 @@ def make_result(name="fast", means_us=(10.0, 20.0), *, rel_noise=0.01, n=20, ver
         stats = Stats.from_samples(samples) if verdict == PASS else None
         cases.append(CaseResult(kind="benchmark", spec=dict(spec), verdict=verdict, stats=stats))
     sha = sha or hashlib.sha256(name.encode()).hexdigest()
-    return RunResult(task=task, submission=SubmissionInfo(path=f"/subs/{name}.py", sha256=sha, name=name),
-                     mode=mode, device=DeviceInfo(name=device, kind=kind, torch="2.13.0"), verdict=verdict,
-                     message=message, score_us=None, cases=cases, started_at=started_at,
-                     finished_at=started_at, wall_s=1.5, harness_version="0.1.0", complete=complete)
+    return RunResult(
+        task=task,
+        submission=SubmissionInfo(path=f"/subs/{name}.py", sha256=sha, name=name),
+        mode=mode,
+        device=DeviceInfo(name=device, kind=kind, torch="2.13.0"),
+        verdict=verdict,
+        message=message,
+        score_us=None,
+        cases=cases,
+        started_at=started_at,
+        finished_at=started_at,
+        wall_s=1.5,
+        harness_version="0.1.0",
+        complete=complete,
+    )
 
 
 @contextlib.contextmanager
@@ -112,7 +138,9 @@ def nvfp4_path_alone(data, a_dec: int):
     """What triton_nvfp4's FP8 (a_dec 2) or INT8 (3) path alone would compute, with no fallback: both
     operands rounded to e4m3, or 2 * value cut to an integer as the int8 conversion does."""
     import torch
+
     from fp4_reference.nvfp4 import dequantize_nvfp4
+
     a, b, sfa, sfb = (x.permute(2, 0, 1) for x in data[:4])
     da, db = dequantize_nvfp4(a, sfa).double(), dequantize_nvfp4(b, sfb).double()
     if a_dec == 2:

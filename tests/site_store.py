@@ -1,4 +1,5 @@
 """A results store filled by real CPU runs of the example submissions, for the site's tests."""
+
 from __future__ import annotations
 
 import copy
@@ -19,7 +20,7 @@ HTML_NAME = '<b id="injected">bold</b><script>document.title="pwned"</script>'
 
 def fill_real_store(results_dir: str, mx_rounds: int = 1) -> None:
     """Real runs of submissions/ on the small tasks: mxfp4_small ``mx_rounds`` times, nvfp4_small once."""
-    for task in [MX] * mx_rounds + [NV]:          # rerun: a later round measures again (not skipped as done)
+    for task in [MX] * mx_rounds + [NV]:  # rerun: a later round measures again (not skipped as done)
         run_folder(ROOT / "submissions", task, "test+benchmark", OPTIONS, results_dir=results_dir, rerun=True)
 
 

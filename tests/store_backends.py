@@ -1,6 +1,7 @@
 """The two store backends for the store tests: an SQLite folder, and a fresh schema in the test
 PostgreSQL server named by $HARNESS_TEST_POSTGRES_URL (started by .ci/run through
 scripts/test_postgres.sh; the PostgreSQL cases are skipped, saying so, when it is not set)."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -21,6 +22,7 @@ def fresh_location(kind: str, tmp_path) -> str:
     if not base:
         pytest.skip(f"no test PostgreSQL server (${PG_ENV} unset; .ci/run starts one)")
     import psycopg
+
     schema = "t_" + uuid.uuid4().hex[:12]
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")

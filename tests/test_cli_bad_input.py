@@ -1,5 +1,6 @@
 """Every bad-input case of issue #18 ("Why"): a usage error (exit 2) with a message that names the allowed
 range or the fix, raised before anything runs; no traceback, never exit 70."""
+
 from __future__ import annotations
 
 import os
@@ -42,6 +43,7 @@ def no_run(monkeypatch):
 
     def refuse(*_a, **_k):
         raise AssertionError("the run started although its input was bad")
+
     monkeypatch.setattr(runner, "run_submission", refuse)
 
 
@@ -61,6 +63,7 @@ def test_directory_as_submission(capsys, no_run):
 
 def test_library_validates_before_the_run(no_run):
     from harness.api import run_submission
+
     with pytest.raises(UsageError, match="--max-repeats must be at least 3"):
         run_submission(SUB, SMALL, "benchmark", RunOptions(max_repeats=1))
     with pytest.raises(UsageError, match="is a folder"):
@@ -68,19 +71,35 @@ def test_library_validates_before_the_run(no_run):
 
 
 def test_run_all_checks_options_and_store_first(capsys, tmp_path):
-    code = main(["run-all", str(ROOT / "submissions"), "--task", SMALL, "--max-repeats", "1",
-                 "--results-dir", str(tmp_path / "r")])
+    code = main(
+        [
+            "run-all",
+            str(ROOT / "submissions"),
+            "--task",
+            SMALL,
+            "--max-repeats",
+            "1",
+            "--results-dir",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 2 and "--max-repeats must be at least 3" in capsys.readouterr().err
     code = main(["run-all", str(ROOT / "submissions"), "--task", SMALL, "--results-dir", "/proc/nope"])
     assert code == 2 and "choose another --results-dir" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["leaderboard", "--task", "mxfp4_mm"], ["history", "x.py", "--task", "mxfp4_mm"],
-                                     ["compare", "a.py", "b.py", "--task", "mxfp4_mm"],
-                                     ["export", "--task", "mxfp4_mm"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["leaderboard", "--task", "mxfp4_mm"],
+        ["history", "x.py", "--task", "mxfp4_mm"],
+        ["compare", "a.py", "b.py", "--task", "mxfp4_mm"],
+        ["export", "--task", "mxfp4_mm"],
+    ],
+)
 def test_read_only_commands_do_not_create_the_store(capsys, tmp_path, command):
     where = tmp_path / "X"
-    code = main(command + ["--results-dir", str(where)])
+    code = main([*command, "--results-dir", str(where)])
     assert code == 2 and "no results store at" in capsys.readouterr().err
     assert not where.exists()
 
@@ -104,10 +123,11 @@ def test_compare_a_run_with_itself(capsys, tmp_path):
 
 def _with_closed_stdout(argv):
     r, w = os.pipe()
-    os.close(r)          # the reader is gone before the command writes, as in '| true'
+    os.close(r)  # the reader is gone before the command writes, as in '| true'
     try:
-        return subprocess.run([sys.executable, "-m", "harness", *argv], stdout=w, stderr=subprocess.PIPE,
-                              cwd=ROOT, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "harness", *argv], stdout=w, stderr=subprocess.PIPE, cwd=ROOT, text=True, timeout=120
+        )
     finally:
         os.close(w)
 
@@ -121,9 +141,16 @@ def stored(tmp_path):
     return d
 
 
-@pytest.mark.parametrize("argv", [["tasks"], ["leaderboard", "--task", "mxfp4_mm"],
-                                  ["history", "fast", "--task", "mxfp4_mm"], ["export", "--task", "mxfp4_mm"],
-                                  ["compare", "fast", "slow", "--task", "mxfp4_mm"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tasks"],
+        ["leaderboard", "--task", "mxfp4_mm"],
+        ["history", "fast", "--task", "mxfp4_mm"],
+        ["export", "--task", "mxfp4_mm"],
+        ["compare", "fast", "slow", "--task", "mxfp4_mm"],
+    ],
+)
 def test_broken_pipe_is_quiet(stored, argv):
     extra = [] if argv == ["tasks"] else ["--results-dir", stored]
     proc = _with_closed_stdout(argv + extra)
@@ -133,6 +160,7 @@ def test_broken_pipe_is_quiet(stored, argv):
 
 def test_output_paths_checked_by_preflight(tmp_path):
     from harness.engine.preflight import check_output_file, check_store_writable
+
     check_output_file(str(tmp_path / "ok.json"))
     with pytest.raises(UsageError, match="is a folder"):
         check_output_file(str(tmp_path))

@@ -1,6 +1,7 @@
 """Issue #18 items beyond the bad-input list: tracebacks in the user's terms, the diagnosis line in the
 report, the CPU estimate, CPU noise limits, the root warning, the leaderboard's one mode, small copies
 found again by name, and help texts listing only the exit codes a command returns."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,10 @@ def _run(capsys, *argv):
 
 def test_runtime_error_traceback_names_the_users_file_and_only_its_frames(capsys, tmp_path):
     sub = tmp_path / "my_kernel.py"
-    sub.write_text("import torch\n\n\ndef helper(x):\n    return x.nope()\n\n\n"
-                   "def custom_kernel(data):\n    return helper(data[0])\n")
+    sub.write_text(
+        "import torch\n\n\ndef helper(x):\n    return x.nope()\n\n\n"
+        "def custom_kernel(data):\n    return helper(data[0])\n"
+    )
     code, out, err = _run(capsys, "run", str(sub), "--task", SMALL, "--mode", "test", "--quiet")
     assert code == 3
     assert f'File "{sub}", line 9, in custom_kernel' in err and f'File "{sub}", line 5, in helper' in err
@@ -57,6 +60,7 @@ def test_report_adds_the_diagnosis_line(capsys, tmp_path):
 def test_cpu_estimate_names_the_small_copy():
     from harness.engine.cpu_estimate import long_cpu_run_note
     from tasks import load_task
+
     note = long_cpu_run_note(load_task("mxfp4_mm"), "test+benchmark")
     assert note and "roughly" in note and "--task mxfp4_mm:small" in note
     assert long_cpu_run_note(load_task("mxfp4_mm:small"), "test+benchmark") is None
@@ -72,15 +76,16 @@ def test_run_prints_the_cpu_note_before_the_run(capsys, monkeypatch):
 
     def refuse(*_a, **_k):
         raise AssertionError("stop: the note must come before the run")
+
     monkeypatch.setattr(runner, "run_submission", refuse)
     main(["run", str(ROOT / "submissions" / "triton_mxfp4.py"), "--task", "mxfp4_mm", "--device", "cpu"])
-    err = capsys.readouterr().err     # the stand-in run's AssertionError ends as an internal error, after the note
+    err = capsys.readouterr().err  # the stand-in run's AssertionError ends as an internal error, after the note
     note = err.index("note: on the CPU the mxfp4_mm shapes take roughly")
     assert "--task mxfp4_mm:small" in err and note < err.index("stop: the note must come before the run")
 
 
 def test_cpu_noise_limits():
-    mild = Stats.from_samples([1e6 * (1 + 0.3 * ((i % 5) - 2) / 2) for i in range(10)])   # ~5% stderr, 2x spread
+    mild = Stats.from_samples([1e6 * (1 + 0.3 * ((i % 5) - 2) / 2) for i in range(10)])  # ~5% stderr, 2x spread
     assert noise_warnings(mild, gpu=False, strict_per_call=True) == []
     assert any("unstable" in w for w in noise_warnings(mild, gpu=True, strict_per_call=True))
     wild = Stats.from_samples([1e5] * 5 + [5e6] * 5)
@@ -90,13 +95,16 @@ def test_cpu_noise_limits():
 
 def test_root_warning_once_with_advice(monkeypatch, tmp_path):
     from harness.engine import privileges
+
     monkeypatch.setattr(privileges, "_said", False)
     private = tmp_path / "home"
     (private / "venv").mkdir(parents=True)
     private.chmod(0o700)
     try:
         blocker = privileges.first_blocking_folder([str(private / "venv")])
-        assert blocker is not None and (blocker == private or blocker in private.parents)   # the test's tmp may be private too
+        assert blocker is not None and (
+            blocker == private or blocker in private.parents
+        )  # the test's tmp may be private too
         first = privileges.root_warning_once([str(private / "venv")])
         assert len(first) == 1 and f"chmod o+x {blocker}" in first[0] and "ordinary user" in first[0]
         assert privileges.root_warning_once([str(private / "venv")]) == []
@@ -114,10 +122,20 @@ def mixed_modes(tmp_path):
 
 
 def test_leaderboard_ranks_one_mode_and_shows_it(capsys, mixed_modes):
-    code, out, err = _run(capsys, "leaderboard", "--task", "mxfp4_mm", "--results-dir", mixed_modes)
+    code, out, _err = _run(capsys, "leaderboard", "--task", "mxfp4_mm", "--results-dir", mixed_modes)
     assert code == 0 and "mode leaderboard" in out and "alpha_ranked" in out and "zeta_bench" not in out
-    code, out, err = _run(capsys, "leaderboard", "--task", "mxfp4_mm", "--results-dir", mixed_modes,
-                          "--mode", "benchmark", "--format", "json")
+    code, out, _err = _run(
+        capsys,
+        "leaderboard",
+        "--task",
+        "mxfp4_mm",
+        "--results-dir",
+        mixed_modes,
+        "--mode",
+        "benchmark",
+        "--format",
+        "json",
+    )
     board = json.loads(out)
     assert board["mode"] == "benchmark"
     assert [e["name"] for e in board["devices"][0]["ranked"]] == ["zeta_bench"]
@@ -134,18 +152,36 @@ def test_leaderboard_says_which_mode_without_ranked_runs(capsys, tmp_path):
 def test_runs_from_a_task_yml_path_found_by_name(capsys, tmp_path):
     d = str(tmp_path / "res")
     path = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
-    code, _, _ = _run(capsys, "run", str(ROOT / "submissions" / "torch_mxfp4.py"), "--task", path,
-                      "--mode", "benchmark", "--max-repeats", "3", "--save", "--results-dir", d, "--quiet")
+    code, _, _ = _run(
+        capsys,
+        "run",
+        str(ROOT / "submissions" / "torch_mxfp4.py"),
+        "--task",
+        path,
+        "--mode",
+        "benchmark",
+        "--max-repeats",
+        "3",
+        "--save",
+        "--results-dir",
+        d,
+        "--quiet",
+    )
     assert code == 0
     for name in ("mxfp4_small", "mxfp4_mm:small"):
         code, out, err = _run(capsys, "leaderboard", "--task", name, "--results-dir", d)
         assert code == 0 and "cannot load task" not in err and "torch mxfp4" in out
 
 
-EXPECTED_CODES = {"run": ["0", "1", "2", "3", "4", "5", "70", "141"], "run-all": ["0", "2", "70", "141"],
-                  "leaderboard": ["0", "2", "70", "141"], "history": ["0", "2", "70", "141"],
-                  "compare": ["0", "2", "70", "141"], "export": ["0", "2", "70", "141"],
-                  "tasks": ["0", "2", "70", "141"]}
+EXPECTED_CODES = {
+    "run": ["0", "1", "2", "3", "4", "5", "70", "141"],
+    "run-all": ["0", "2", "70", "141"],
+    "leaderboard": ["0", "2", "70", "141"],
+    "history": ["0", "2", "70", "141"],
+    "compare": ["0", "2", "70", "141"],
+    "export": ["0", "2", "70", "141"],
+    "tasks": ["0", "2", "70", "141"],
+}
 
 
 @pytest.mark.parametrize("command", sorted(EXPECTED_CODES))
@@ -163,8 +199,9 @@ def test_run_all_progress_carries_the_diagnosis(capsys, tmp_path):
     folder = tmp_path / "subs"
     folder.mkdir()
     (folder / "uses_aiter.py").write_text("import aiter\n\n\ndef custom_kernel(data):\n    return aiter.gemm(data)\n")
-    code, _, err = _run(capsys, "run-all", str(folder), "--task", SMALL, "--mode", "test",
-                        "--results-dir", str(tmp_path / "res"))
+    code, _, err = _run(
+        capsys, "run-all", str(folder), "--task", SMALL, "--mode", "test", "--results-dir", str(tmp_path / "res")
+    )
     assert code == 0
     assert "uses_aiter.py: likely cause: the submission imports 'aiter'" in err
 
@@ -173,6 +210,7 @@ def test_runs_from_any_task_yml_found_by_its_path(capsys, tmp_path):
     """A task.yml outside the registry: its runs are stored under its folder's name, and --task with the
     same path finds them again with the task's own rule (a bare name that is no task says to pass the path)."""
     import shutil
+
     copy = tmp_path / "my_task" / "task.yml"
     copy.parent.mkdir()
     shutil.copy(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml", copy)

@@ -1,4 +1,5 @@
 """Comparison statistics on synthetic samples with known means."""
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,7 @@ def test_t_distribution_matches_tables():
 def test_ratio_and_uncertainty_of_known_means():
     a, b = normal(100.0, 5.0, 400, 1), normal(135.0, 5.0, 400, 2)
     r = speedup(a, b)
-    true_se = 1.35 * math.sqrt((5 / 20 / 100) ** 2 + (5 / 20 / 135) ** 2)   # sd / sqrt(n) / mean
+    true_se = 1.35 * math.sqrt((5 / 20 / 100) ** 2 + (5 / 20 / 135) ** 2)  # sd / sqrt(n) / mean
     assert r.stderr == pytest.approx(true_se, rel=0.15)
     assert abs(r.value - 1.35) < 4 * true_se
     assert r.low < r.value < r.high and r.significant is True and r.p_value < 1e-10
@@ -44,7 +45,7 @@ def test_same_distribution_is_no_significant_difference():
         r = speedup(a, b)
         verdicts.append(r.significant)
         assert (r.low <= 1 <= r.high) == (r.significant is False)
-        disagreements += (r.p_value < 0.05) != r.significant   # interval (log scale) vs Welch's test
+        disagreements += (r.p_value < 0.05) != r.significant  # interval (log scale) vs Welch's test
     assert disagreements <= 4
     assert 0.85 <= verdicts.count(False) / len(verdicts) <= 0.99
     first = speedup(*(Stats.from_samples([x + d for x in (99.0, 100.0, 101.0)]) for d in (0.0, 0.1)))
@@ -52,8 +53,10 @@ def test_same_distribution_is_no_significant_difference():
 
 
 def test_overall_is_the_geomean_with_propagated_error():
-    pairs = [(normal(100.0, 2.0, 100, 5), normal(200.0, 4.0, 100, 6)),
-             (normal(10.0, 0.2, 100, 7), normal(15.0, 0.3, 100, 8))]   # 2x and 1.5x
+    pairs = [
+        (normal(100.0, 2.0, 100, 5), normal(200.0, 4.0, 100, 6)),
+        (normal(10.0, 0.2, 100, 7), normal(15.0, 0.3, 100, 8)),
+    ]  # 2x and 1.5x
     ratios = [speedup(a, b) for a, b in pairs]
     overall = geomean_speedup(ratios)
     assert overall.value == pytest.approx(math.sqrt(ratios[0].value * ratios[1].value))

@@ -1,5 +1,6 @@
 """The ``reference`` module GPU MODE submissions import (``from reference import generate_input,
 ref_kernel, check_implementation``): outside the harness, and inside the sandboxed worker."""
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,13 @@ from harness.api import RunOptions, run_submission
 from harness.results import PASS
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = {"mxfp4_mm": ROOT / "tests/fixtures/tasks/mxfp4_small/task.yml",
-         "nvfp4_gemm": ROOT / "tests/fixtures/tasks/nvfp4_small/task.yml"}
+SMALL = {
+    "mxfp4_mm": ROOT / "tests/fixtures/tasks/mxfp4_small/task.yml",
+    "nvfp4_gemm": ROOT / "tests/fixtures/tasks/nvfp4_small/task.yml",
+}
 SHAPE = {"mxfp4_mm": dict(m=16, n=32, k=64, seed=5), "nvfp4_gemm": dict(m=128, n=128, k=256, l=1, seed=5)}
 
-SUBMISSION = '''
+SUBMISSION = """
 import json
 import reference
 from reference import check_implementation, generate_input, ref_kernel
@@ -27,7 +30,7 @@ print("REFERENCE", json.dumps({"module": ref_kernel.__module__, "file": referenc
 
 def custom_kernel(data):
     return ref_kernel(data)
-'''
+"""
 
 
 @pytest.mark.parametrize("task", sorted(SMALL))
@@ -58,6 +61,6 @@ def test_submission_importing_reference_runs_in_the_worker(task, tmp_path):
     r = run_submission(sub, str(SMALL[task]), "test", RunOptions(device="cpu"))
     assert r.verdict == PASS, (r.message, r.stderr[-2000:])
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("REFERENCE "))
-    info = json.loads(line[len("REFERENCE "):])
+    info = json.loads(line[len("REFERENCE ") :])
     assert info["module"].startswith(f"_fp4_harness_task_{task}_"), info
     assert info["file"] == str(ROOT / "tasks" / task / "compat" / "reference.py")

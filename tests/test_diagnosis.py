@@ -1,5 +1,6 @@
 """The failure-diagnosis table (harness.engine.diagnosis): one fixture per signature, each checked to
 give that signature's line on the device it is meant for, and none where it does not apply."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,42 +15,53 @@ H200_AMD_TASK = Context("cuda", "NVIDIA H200", "9.0", "AMD Instinct MI355X")
 MI355X = Context("rocm", "AMD Instinct MI355X", "9.5", "NVIDIA B200")
 CPU = Context("cpu", "CPU (x86_64)", None, "NVIDIA B200")
 
-NVCC_LINE = ("/usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=fp4 -I/usr/include/python3.11 "
-             + "-I/some/include " * 80 + "-c main.cu -o main.o")
+NVCC_LINE = (
+    "/usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=fp4 -I/usr/include/python3.11 "
+    + "-I/some/include " * 80
+    + "-c main.cu -o main.o"
+)
 # signature name -> (failure text as the libraries print it, the device it fails on, words the line must hold)
 FIXTURES = {
     "amd_inline_asm_on_nvidia": (
         "RuntimeError: the worker died ... exited with code 1\n"
-        "error: couldn't allocate output register for constraint 'v'", H200_AMD_TASK, "AMD GPU inline assembly"),
+        "error: couldn't allocate output register for constraint 'v'",
+        H200_AMD_TASK,
+        "AMD GPU inline assembly",
+    ),
     "hip_flag_on_nvidia": (
         f"Error building extension 'mxfp4'\n{NVCC_LINE} --offload-arch=gfx950\n"
-        "nvcc fatal   : Unknown option '--offload-arch=gfx950'", H200_AMD_TASK, "--offload-arch=gfx950"),
-    "cuda_code_on_amd": (
-        "error: invalid instruction: mma.sync.aligned.m16n8k64", MI355X, "NVIDIA-only code"),
+        "nvcc fatal   : Unknown option '--offload-arch=gfx950'",
+        H200_AMD_TASK,
+        "--offload-arch=gfx950",
+    ),
+    "cuda_code_on_amd": ("error: invalid instruction: mma.sync.aligned.m16n8k64", MI355X, "NVIDIA-only code"),
     "no_kernel_image": (
         "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
-        H200, "sm_100a"),
+        H200,
+        "sm_100a",
+    ),
     "fp4_scaled_mm_off_blackwell": (
-        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul", H200,
-        "torch._scaled_mm"),
-    "dot_scaled_e4m3_on_hopper": (
-        "RuntimeError: PassManager::run failed", H200, "tl.dot_scaled with e4m3"),
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul",
+        H200,
+        "torch._scaled_mm",
+    ),
+    "dot_scaled_e4m3_on_hopper": ("RuntimeError: PassManager::run failed", H200, "tl.dot_scaled with e4m3"),
     "blackwell_only_feature": (
-        "triton.compiler.errors.CompilationError: tcgen05_mma is not supported on this target", H200,
-        "Blackwell-only feature (tcgen05_mma"),
-    "vendor_library_missing": (
-        "ModuleNotFoundError: No module named 'aiter'", H200_AMD_TASK, "AMD's aiter"),
-    "module_missing": (
-        "ModuleNotFoundError: No module named 'einops'", CPU, "pip install einops"),
-    "cuda_header_missing": (
-        "main.cu:3:10: fatal error: cuda_fp4.h: No such file or directory", H200, "CUDA toolkit"),
-    "no_gpu": (
-        "AssertionError: Torch not compiled with CUDA enabled", CPU, "needs a GPU"),
+        "triton.compiler.errors.CompilationError: tcgen05_mma is not supported on this target",
+        H200,
+        "Blackwell-only feature (tcgen05_mma",
+    ),
+    "vendor_library_missing": ("ModuleNotFoundError: No module named 'aiter'", H200_AMD_TASK, "AMD's aiter"),
+    "module_missing": ("ModuleNotFoundError: No module named 'einops'", CPU, "pip install einops"),
+    "cuda_header_missing": ("main.cu:3:10: fatal error: cuda_fp4.h: No such file or directory", H200, "CUDA toolkit"),
+    "no_gpu": ("AssertionError: Torch not compiled with CUDA enabled", CPU, "needs a GPU"),
     "extension_build_failed": (
         "Error building extension 'gemm'\n[1/2] " + NVCC_LINE + "\n"
-        "main.cu(42): error: identifier \"__nv_fp4_e2m1\" is undefined\n"
-        "main.cu(50): error: expected a \";\"\nninja: build stopped: subcommand failed.", H200,
-        'main.cu(42): error: identifier "__nv_fp4_e2m1" is undefined'),
+        'main.cu(42): error: identifier "__nv_fp4_e2m1" is undefined\n'
+        'main.cu(50): error: expected a ";"\nninja: build stopped: subcommand failed.',
+        H200,
+        'main.cu(42): error: identifier "__nv_fp4_e2m1" is undefined',
+    ),
 }
 
 
@@ -72,9 +84,17 @@ def test_build_failure_names_the_compiler_error_not_the_command_line():
     assert "nvcc" not in line and "-I/some/include" not in line and len(line) < 500
 
 
-@pytest.mark.parametrize("name, ctx", [("fp4_scaled_mm_off_blackwell", B200), ("dot_scaled_e4m3_on_hopper", B200),
-                                       ("blackwell_only_feature", B200), ("amd_inline_asm_on_nvidia", MI355X),
-                                       ("cuda_code_on_amd", H200), ("no_gpu", H200)])
+@pytest.mark.parametrize(
+    "name, ctx",
+    [
+        ("fp4_scaled_mm_off_blackwell", B200),
+        ("dot_scaled_e4m3_on_hopper", B200),
+        ("blackwell_only_feature", B200),
+        ("amd_inline_asm_on_nvidia", MI355X),
+        ("cuda_code_on_amd", H200),
+        ("no_gpu", H200),
+    ],
+)
 def test_signature_silent_where_it_does_not_apply(name, ctx):
     text = FIXTURES[name][0]
     sig = next(s for s in SIGNATURES if s.name == name)
@@ -88,15 +108,25 @@ def test_no_signature_no_line():
 
 
 def _result(verdict, message, stderr="", kind="cuda", capability="9.0"):
-    return RunResult(task="nvfp4_gemm", submission=SubmissionInfo("s.py", "0" * 64, "s"), mode="test",
-                     device=DeviceInfo(name="NVIDIA H200", kind=kind, capability=capability), verdict=verdict,
-                     message=message, started_at="2026-01-01T00:00:00", stderr=stderr,
-                     cases=[CaseResult("import", {}, verdict, message)])
+    return RunResult(
+        task="nvfp4_gemm",
+        submission=SubmissionInfo("s.py", "0" * 64, "s"),
+        mode="test",
+        device=DeviceInfo(name="NVIDIA H200", kind=kind, capability=capability),
+        verdict=verdict,
+        message=message,
+        started_at="2026-01-01T00:00:00",
+        stderr=stderr,
+        cases=[CaseResult("import", {}, verdict, message)],
+    )
 
 
 def test_diagnosis_reads_stderr_of_a_died_worker():
-    res = _result("error", "the worker died: it exited with code 1 (os._exit or a fatal error) before it answered",
-                  stderr="x.hip:10: error: couldn't allocate output register for constraint 'v'")
+    res = _result(
+        "error",
+        "the worker died: it exited with code 1 (os._exit or a fatal error) before it answered",
+        stderr="x.hip:10: error: couldn't allocate output register for constraint 'v'",
+    )
     assert "AMD GPU inline assembly" in diagnose_result(res, "AMD Instinct MI355X")
 
 

@@ -5,6 +5,7 @@ give correct outputs under Triton's interpreter, and the code that only a GPU ca
 target (the gate and triton_mxfp4's inline-assembly decode for sm_90, the nvfp4 tensor-core path for
 sm_100).
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,7 +26,6 @@ if tuple(int(x) for x in triton.__version__.split(".")[:2]) < (3, 8):
     pytest.skip("needs Triton >= 3.8 (tl.dot_scaled in the interpreter)", allow_module_level=True)
 
 from tests.helpers import NVFP4_BAD_SCALES, ROOT, load_example  # noqa: E402
-
 
 # what each interpreted snippet starts with: load(name, task) imports submissions/<name>.py as the
 # harness would (the task's compat folder first on sys.path)
@@ -48,8 +48,9 @@ def _interpreted(code: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "snippet.py"
         script.write_text(_LOADER + textwrap.dedent(code))
-        res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=ROOT,
-                             timeout=600, check=False)
+        res = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False
+        )
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
 
@@ -78,33 +79,58 @@ def test_triton_examples_with_and_without_the_separate_a_kernel():
     assert len(lines) == 13 and all(line.endswith("True") for line in lines), out
 
 
-def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int, num_stages: int = 3,
-             aligned=()):
+def _compile(fn, signature: dict, constexprs: dict, capability: int, num_warps: int, num_stages: int = 3, aligned=()):
     """``aligned``: arguments the launcher would specialize as multiples of 16 (as it does on the GPU)."""
     from triton.backends.compiler import GPUTarget
+
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name in aligned}
     src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", capability, 32),
-                          options={"num_warps": num_warps, "num_stages": num_stages})
+    return triton.compile(
+        src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+    )
 
 
 def test_launch_gate_kernel_compiles_for_hopper():
     from harness.worker.gate_kernel import gate_kernel
-    kernel = _compile(gate_kernel, {"count_ptr": "*i32", "open_ptr": "*i32", "started_ptr": "*i32",
-                                          "release_ptr": "*i32", "seq": "i32", "nblocks": "i32", "cap_ns": "i32"},
-                      {}, 90, 32)
+
+    kernel = _compile(
+        gate_kernel,
+        {
+            "count_ptr": "*i32",
+            "open_ptr": "*i32",
+            "started_ptr": "*i32",
+            "release_ptr": "*i32",
+            "seq": "i32",
+            "nblocks": "i32",
+            "cap_ns": "i32",
+        },
+        {},
+        90,
+        32,
+    )
     ptx = kernel.asm["ptx"]
-    assert ".reqntid 1024" in ptx                       # one block of 1024 threads: two fill an SM
-    assert "st.global.release.sys" in ptx               # the host sees "started" without PCIe atomics
-    assert "%globaltimer" in ptx                        # the cap
+    assert ".reqntid 1024" in ptx  # one block of 1024 threads: two fill an SM
+    assert "st.global.release.sys" in ptx  # the host sees "started" without PCIe atomics
+    assert "%globaltimer" in ptx  # the cap
 
 
 def test_nvfp4_sm100_path_compiles_to_fp4_tensor_cores():
     sub = load_example("triton_nvfp4")
-    ints = {name: "i32" for name in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl",
-                                      "scm", "scl")}
-    sig = {"a_ptr": "*u8", "b_ptr": "*u8", "sa_ptr": "*fp8e4nv", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp16", **ints,
-           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+    ints = {
+        name: "i32"
+        for name in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")
+    }
+    sig = {
+        "a_ptr": "*u8",
+        "b_ptr": "*u8",
+        "sa_ptr": "*fp8e4nv",
+        "sb_ptr": "*fp8e4nv",
+        "c_ptr": "*fp16",
+        **ints,
+        "BLOCK_M": "constexpr",
+        "BLOCK_N": "constexpr",
+        "BLOCK_K": "constexpr",
+    }
     kernel = _compile(sub._nvfp4_sm100_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128}, 100, 4)
     assert "kind::mxf4nvf4.block_scale.block16" in kernel.asm["ptx"]
 
@@ -116,41 +142,80 @@ def test_nvfp4_hopper_paths_compile_to_wgmma(a_dec):
     by cp.async), the last two with the fp16 wgmma of their fallback; all wait for the first kernel (PDL)."""
     sub = load_example("triton_nvfp4")
     ints = {n: "i32" for n in ("M", "N", "K", "sam", "sal", "sbn", "sbl", "ssam", "ssal", "ssbn", "ssbl", "scm", "scl")}
-    sig = {"a_ptr": "*fp16" if a_dec == 1 else "*u8", "a8_ptr": "*i8" if a_dec == 3 else "*fp8e4nv", "fa_ptr": "*i32",
-           "b_ptr": "*u8", "b8_ptr": "*i8", "fb_ptr": "*i32", "sa_ptr": "*u8", "sb_ptr": "*u8", "c_ptr": "*fp16",
-           "ws_ptr": "*fp32", "cnt_ptr": "*i32",
-           **ints,
-           **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")}}
-    kernel = _compile(sub._nvfp4_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 3,
-                                               "INTERP": False, "A_DEC": a_dec, "PDL": True}, 90, 4, 2,
-                      aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "sam", "sbn", "ssam", "ssbn", "scm"])
+    sig = {
+        "a_ptr": "*fp16" if a_dec == 1 else "*u8",
+        "a8_ptr": "*i8" if a_dec == 3 else "*fp8e4nv",
+        "fa_ptr": "*i32",
+        "b_ptr": "*u8",
+        "b8_ptr": "*i8",
+        "fb_ptr": "*i32",
+        "sa_ptr": "*u8",
+        "sb_ptr": "*u8",
+        "c_ptr": "*fp16",
+        "ws_ptr": "*fp32",
+        "cnt_ptr": "*i32",
+        **ints,
+        **{c: "constexpr" for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "INTERP", "A_DEC", "PDL")},
+    }
+    kernel = _compile(
+        sub._nvfp4_kernel,
+        sig,
+        {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 3, "INTERP": False, "A_DEC": a_dec, "PDL": True},
+        90,
+        4,
+        2,
+        aligned=[n for n in sig if n.endswith("_ptr")] + ["N", "K", "sam", "sbn", "ssam", "ssbn", "scm"],
+    )
     ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".f16.f16" in ptx
     assert (".e4m3.e4m3" in ptx) == (a_dec == 2) and ("prmt.b32 t, l4, h4, m" in ptx) == (a_dec == 2)
     assert (".s32.s8.s8" in ptx) == (a_dec == 3)
     assert "griddepcontrol.wait" in ptx
-    assert ("cp.async" in ptx) == (a_dec >= 2)   # the fp8 and int8 loops' loads are staged by cp.async
+    assert ("cp.async" in ptx) == (a_dec >= 2)  # the fp8 and int8 loops' loads are staged by cp.async
 
 
 def _i8g_compiled(sub, block_n, warps, tma, ws=False, fused=0):
     """triton_nvfp4's Gluon I8G kernel compiled for sm_90 on the CPU, and its constexprs."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
+
     kern = sub._i8g_kernel
-    consts = {"BLOCK_N": block_n, "SPLIT_K": 2, "STAGES": 3, "FLAGS": 32, "WARPS": warps, "PDL": True,
-              "BLOCK_K": 256 if tma else 128, "TMA": tma,   # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
-              "B_STAGES": sub._b_stages(3, block_n, 256, ws) if tma else 0, "WS": ws, "F_STAGES": sub._f_stages(ws),
-              "WS_REGS": sub._WS_REGS, "FUSED_A": fused}
-    if not tma:   # no descriptors (None: constexprs)
+    consts = {
+        "BLOCK_N": block_n,
+        "SPLIT_K": 2,
+        "STAGES": 3,
+        "FLAGS": 32,
+        "WARPS": warps,
+        "PDL": True,
+        "BLOCK_K": 256 if tma else 128,
+        "TMA": tma,  # TMA: BLOCK_K 256 (B's scales, 16 bytes a row)
+        "B_STAGES": sub._b_stages(3, block_n, 256, ws) if tma else 0,
+        "WS": ws,
+        "F_STAGES": sub._f_stages(ws),
+        "WS_REGS": sub._WS_REGS,
+        "FUSED_A": fused,
+    }
+    if not tma:  # no descriptors (None: constexprs)
         consts.update(a_desc=None, b_desc=None, s_desc=None)
-    layout = "NVMMASharedLayout(swizzle_byte_width={}, element_bitwidth=8, rank=2, transposed=False, " \
-             "fp4_padded=False, cga_layout=[])"
-    ptrs = {"a8_ptr": "*i8", "fa_ptr": "*i32", "c_ptr": "*fp16", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
-            "rdy_ptr": "*i32", "a_desc": f"tensordesc<i8[128, 256],{layout.format(128)}>",
-            "b_desc": f"tensordesc<u8[{block_n}, 128],{layout.format(0)}>",
-            "s_desc": f"tensordesc<u8[{block_n}, 16],{layout.format(0)}>"}
-    sig = {n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith(("_ptr", "_desc")) else "i32"
-           for n in kern.arg_names}
+    layout = (
+        "NVMMASharedLayout(swizzle_byte_width={}, element_bitwidth=8, rank=2, transposed=False, "
+        "fp4_padded=False, cga_layout=[])"
+    )
+    ptrs = {
+        "a8_ptr": "*i8",
+        "fa_ptr": "*i32",
+        "c_ptr": "*fp16",
+        "ws_ptr": "*fp32",
+        "cnt_ptr": "*i32",
+        "rdy_ptr": "*i32",
+        "a_desc": f"tensordesc<i8[128, 256],{layout.format(128)}>",
+        "b_desc": f"tensordesc<u8[{block_n}, 128],{layout.format(0)}>",
+        "s_desc": f"tensordesc<u8[{block_n}, 16],{layout.format(0)}>",
+    }
+    sig = {
+        n: "constexpr" if n in consts else ptrs.get(n, "*u8") if n.endswith(("_ptr", "_desc")) else "i32"
+        for n in kern.arg_names
+    }
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n] != "constexpr"}
     src = GluonASTSource(kern, sig, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps}), consts
@@ -164,9 +229,9 @@ def test_nvfp4_i8g_loop_folds_b_while_its_wgmma_runs(block_n, warps, tma):
     for the first kernel (PDL)."""
     ptx = _i8g_compiled(load_example("triton_nvfp4"), block_n, warps, tma)[0].asm["ptx"]
     assert "wgmma.mma_async" in ptx and ".s32.s8.s8" in ptx
-    issued = ptx.index("wgmma.commit_group")          # the loop's wgmma (the kernel's only one)
+    issued = ptx.index("wgmma.commit_group")  # the loop's wgmma (the kernel's only one)
     waited = ptx.index("wgmma.wait_group.sync.aligned", issued)
-    assert "mul.lo.u32 t0, s, 0x03020100" in ptx[issued:waited]     # the int8 fold of B's codes, between
+    assert "mul.lo.u32 t0, s, 0x03020100" in ptx[issued:waited]  # the int8 fold of B's codes, between
     assert ptx[waited:].startswith("wgmma.wait_group.sync.aligned 1;")
     assert "griddepcontrol.wait" in ptx
     assert ("cp.async.bulk.tensor.2d" in ptx) == ("mbarrier.try_wait" in ptx) == tma
@@ -187,8 +252,8 @@ def test_nvfp4_i8g_warp_specialized_kernel_hands_chunks_over_by_mbarriers():
     assert "mul.lo.u32 t0, s, 0x03020100" in ptx and "mul.lo.u32 t0, s, 0x03020100" not in ptx[issued:waited]
     assert "mbarrier.try_wait" in ptx and "mbarrier.arrive.shared" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx and "griddepcontrol.wait" in ptx
-    assert sub._WS and sub._b_stages(4, 64, 256, True) % 2 == 0   # the file's choice; B's stages stay even
-    assert "ld.global.gpu.acquire" not in ptx and "atom.global.gpu.release" not in ptx   # no FUSED_A count
+    assert sub._WS and sub._b_stages(4, 64, 256, True) % 2 == 0  # the file's choice; B's stages stay even
+    assert "ld.global.gpu.acquire" not in ptx and "atom.global.gpu.release" not in ptx  # no FUSED_A count
 
 
 def test_nvfp4_i8g_fused_a_makes_a_then_counts_it_for_the_partitions():
@@ -198,12 +263,12 @@ def test_nvfp4_i8g_fused_a_makes_a_then_counts_it_for_the_partitions():
     program out resets it; the same kernel without FUSED_A does none of it."""
     sub = load_example("triton_nvfp4")
     ptx = _i8g_compiled(sub, 64, 4, True, ws=True, fused=1)[0].asm["ptx"]
-    counted = ptx.index("global.gpu.release.add")   # (atom., or red. where the old value goes unused)
-    assert "mul.lo.u32 t0, s, 0x03020100" in ptx[:counted]   # A's fold, before the count
+    counted = ptx.index("global.gpu.release.add")  # (atom., or red. where the old value goes unused)
+    assert "mul.lo.u32 t0, s, 0x03020100" in ptx[:counted]  # A's fold, before the count
     assert "fence.proxy.async.global" in ptx[:counted] and "bar.sync" in ptx[:counted]
-    assert ptx.count("ld.global.gpu.acquire") == 2   # the two waiting partitions' spins
+    assert ptx.count("ld.global.gpu.acquire") == 2  # the two waiting partitions' spins
     assert ptx.index("ld.global.gpu.acquire") > counted
-    done = ptx.rindex("atom.global.gpu.acq_rel.add")   # the last program out resets both counts
+    done = ptx.rindex("atom.global.gpu.acq_rel.add")  # the last program out resets both counts
     assert ptx.count("atom.global.gpu.acq_rel.exch", done) == 2
 
 
@@ -213,24 +278,41 @@ def test_nvfp4_i8f_fuses_a_into_one_launch_where_every_program_fits(monkeypatch)
     as an I8G shape always has. With _CHAIN the call's first launch is a dependent one too (of the call
     before's GEMM, which lets it launch early: CHAIN), and the first kernel waits before its stores."""
     import types
+
     import torch
+
     sub = load_example("triton_nvfp4")
     monkeypatch.setattr(sub, "_GLUON", True)
     monkeypatch.setattr(sub, "_HOPPER", True)
     monkeypatch.setattr(sub, "_PDL", True)
     monkeypatch.setattr(sub, "_BUFFERS", {})
-    strides = [(8192, 1, 128 * 8192), (8192, 1, 7168 * 8192), (1024, 1, 128 * 1024), (1024, 1, 7168 * 1024),
-               (7168, 1, 128 * 7168)]
-    for a_dec, sms, chain in ((sub.I8F, 132, 0), (sub.I8F, 100, 0), (sub.I8G, 132, 0), (sub.I8F, 132, 1),
-                              (sub.I8F, 100, 1), (sub.I8G, 132, 1)):
+    strides = [
+        (8192, 1, 128 * 8192),
+        (8192, 1, 7168 * 8192),
+        (1024, 1, 128 * 1024),
+        (1024, 1, 7168 * 1024),
+        (7168, 1, 128 * 7168),
+    ]
+    for a_dec, sms, chain in (
+        (sub.I8F, 132, 0),
+        (sub.I8F, 100, 0),
+        (sub.I8G, 132, 0),
+        (sub.I8F, 132, 1),
+        (sub.I8F, 100, 1),
+        (sub.I8G, 132, 1),
+    ):
         monkeypatch.setattr(sub, "_CHAIN", chain)
         monkeypatch.setitem(sub.CONFIGS, (128, 7168, 16384), (128, 64, 256, 1, 4, 4, a_dec))
-        monkeypatch.setattr(torch.cuda, "get_device_properties",
-                            lambda dev, sms=sms: types.SimpleNamespace(multi_processor_count=sms))
+        monkeypatch.setattr(
+            torch.cuda, "get_device_properties", lambda dev, sms=sms: types.SimpleNamespace(multi_processor_count=sms)
+        )
         launches = sub._launches(128, 7168, 16384, 1, strides, torch.device("cpu"))
         fused = a_dec == sub.I8F and sms == 132
-        assert [k.fn.__name__ for k, _, _, _ in launches] == ["_i8g_kernel"] if fused else \
-            ["_prep_i8_kernel", "_i8g_kernel"]
+        assert (
+            [k.fn.__name__ for k, _, _, _ in launches] == ["_i8g_kernel"]
+            if fused
+            else ["_prep_i8_kernel", "_i8g_kernel"]
+        )
         grid, meta = launches[-1][1], launches[-1][3]
         assert grid == (112, 1, 1) and meta["WS"] and meta["FUSED_A"] == fused
         assert meta["PDL"] == ("launch_pdl" in meta) == (bool(chain) or not fused)
@@ -257,33 +339,44 @@ def _fp8_decode_layout_ok(kernel) -> bool:
     """The fp8 decode takes one pair of lookup tables per asm instance, so the 4 code bytes that Triton
     packs into an instance must be 4 K bytes of one row, 4-aligned (one scale block)."""
     ttgir = kernel.asm["ttgir"]
-    layout = re.search(r"prmt\.b32 x, \$3, \$7, m;.*?: tensor<\d+x\d+xi8, (#ttg\.dot_op<\{[^}]*\}>|#\w+)>",
-                       ttgir).group(1)
-    if not layout.startswith("#ttg."):   # a named layout: its definition
+    layout = re.search(
+        r"prmt\.b32 x, \$3, \$7, m;.*?: tensor<\d+x\d+xi8, (#ttg\.dot_op<\{[^}]*\}>|#\w+)>", ttgir
+    ).group(1)
+    if not layout.startswith("#ttg."):  # a named layout: its definition
         layout = re.search(rf"^{layout} = (.*)$", ttgir, re.M).group(1)
     return _packs_four_aligned_k_bytes(layout)
 
 
-@pytest.mark.parametrize("pre_a, stages, swap, segments", [(0, 1, True, False), (1, 1, True, False),
-                                                           (1, 3, True, False), (1, 3, False, False),
-                                                           (1, 3, False, True), (3, 3, False, True),
-                                                           (3, 3, False, False), (3, 1, True, False)])
+@pytest.mark.parametrize(
+    "pre_a, stages, swap, segments",
+    [
+        (0, 1, True, False),
+        (1, 1, True, False),
+        (1, 3, True, False),
+        (1, 3, False, False),
+        (1, 3, False, True),
+        (3, 3, False, True),
+        (3, 3, False, False),
+        (3, 1, True, False),
+    ],
+)
 def test_mxfp4_hopper_path_compiles_to_wgmma_with_the_asm_decode(pre_a, stages, swap, segments):
     """The interpreter runs the plain-Triton decode; the GPU path's inline assembly (bf16x2 products,
     or the fp8 path's prmt lookups) and the wgmma only show when the kernel is compiled for sm_90."""
     sub = load_example("triton_mxfp4")
     fp8 = pre_a == sub.FP8
-    kernel = _mxfp4_compiled(sub, (64, 64 if pre_a else 16, 256 if segments else 128, 2, pre_a, 4, stages, swap),
-                             segments)
+    kernel = _mxfp4_compiled(
+        sub, (64, 64 if pre_a else 16, 256 if segments else 128, 2, pre_a, 4, stages, swap), segments
+    )
     ptx = kernel.asm["ptx"]
-    assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx   # the fp8 kernel keeps the exact bf16 fallback
+    assert "wgmma.mma_async" in ptx and ".bf16.bf16" in ptx  # the fp8 kernel keeps the exact bf16 fallback
     assert (".e4m3.e4m3" in ptx) == fp8
     assert "mul.rn.bf16x2" in ptx and "prmt.b32" in ptx
-    assert bool(re.search(r"prmt\.b32 x, %r\d+, %r\d+, m;", ptx)) == fp8   # the fp8 decode's table lookup
+    assert bool(re.search(r"prmt\.b32 x, %r\d+, %r\d+, m;", ptx)) == fp8  # the fp8 decode's table lookup
     assert not fp8 or _fp8_decode_layout_ok(kernel)
-    assert ("cp.async" in ptx) == (stages > 1)    # the PIPELINED loop's operands are staged by cp.async
-    assert ("griddepcontrol.wait" in ptx) == bool(pre_a)   # after a first kernel: waits for it (PDL)
-    if segments:    # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
+    assert ("cp.async" in ptx) == (stages > 1)  # the PIPELINED loop's operands are staged by cp.async
+    assert ("griddepcontrol.wait" in ptx) == bool(pre_a)  # after a first kernel: waits for it (PDL)
+    if segments:  # B's scales too: no byte loads left in the loop (the fp8 kernel's fallback keeps some)
         assert fp8 or not re.search(r"ld\.global[.a-z0-9:]*\.[ub]8", ptx)
 
 
@@ -297,7 +390,7 @@ def test_mxfp4_fp8_configs_of_the_file_decode_one_scale_block_per_instance():
     for (m, n, k), cfg in fp8.items():
         kernel = _mxfp4_compiled(sub, cfg, sub._segments(cfg[2], cfg[3], k, cfg[6]))
         assert _fp8_decode_layout_ok(kernel), (m, n, k)
-    kernel = _mxfp4_compiled(sub, (64, 64, 256, 1, sub.FP8, 8, 3, 1), True)   # a config that packs two rows
+    kernel = _mxfp4_compiled(sub, (64, 64, 256, 1, sub.FP8, 8, 3, 1), True)  # a config that packs two rows
     assert not _fp8_decode_layout_ok(kernel)
 
 
@@ -308,7 +401,7 @@ def _packs_four_aligned_k_bytes(layout: str) -> bool:
     if blocked:
         return int(blocked.group(1)) % 4 == 0
     dot_a = re.match(r"#ttg\.dot_op<\{opIdx = 0, parent = #mma\w*, kWidth = (\d+)\}>", layout)
-    if dot_a:   # the wgmma's register operand: kWidth consecutive K elements a register group
+    if dot_a:  # the wgmma's register operand: kWidth consecutive K elements a register group
         return int(dot_a.group(1)) % 4 == 0
     linear = re.match(r"#ttg\.linear<\{register = (\[.*?\]\]), lane = (\[.*?\]\]), warp = (\[.*?\]\])", layout)
     if not linear:
@@ -359,21 +452,41 @@ def test_mxfp4_fp8_prep_finds_every_b_row_base():
 
 def test_mxfp4_prepare_kernels_compile_for_hopper():
     sub = load_example("triton_mxfp4")
-    sig = {"a_ptr": "*bf16", "bq_ptr": "*u8", "bs_ptr": "*u8", "ap_ptr": "*bf16", "bp_ptr": "*bf16",
-           **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
-           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP", "PDL", "BLOCK_RA")}}
-    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False, "PDL": True,
-                                                 "BLOCK_RA": 16}, 90, 4)
+    sig = {
+        "a_ptr": "*bf16",
+        "bq_ptr": "*u8",
+        "bs_ptr": "*u8",
+        "ap_ptr": "*bf16",
+        "bp_ptr": "*bf16",
+        **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bn", "bs_stride")},
+        **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "INTERP", "PDL", "BLOCK_RA")},
+    }
+    kernel = _compile(
+        sub._prepare_kernel, sig, {"BLOCK_R": 16, "BLOCK_K": 128, "INTERP": False, "PDL": True, "BLOCK_RA": 16}, 90, 4
+    )
     assert "mul.rn.bf16x2" in kernel.asm["ptx"]
-    assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]   # the GEMM may launch (PDL)
-    kernel = _compile(sub._prepare_kernel, sig, {"BLOCK_R": 32, "BLOCK_K": 256, "INTERP": False, "PDL": False,
-                                                 "BLOCK_RA": 8}, 90, 4, aligned=tuple(sig)[:11])
-    ptx = kernel.asm["ptx"]   # B's scales as 256-byte segments: no byte-wide gather is left
+    assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]  # the GEMM may launch (PDL)
+    kernel = _compile(
+        sub._prepare_kernel,
+        sig,
+        {"BLOCK_R": 32, "BLOCK_K": 256, "INTERP": False, "PDL": False, "BLOCK_RA": 8},
+        90,
+        4,
+        aligned=tuple(sig)[:11],
+    )
+    ptx = kernel.asm["ptx"]  # B's scales as 256-byte segments: no byte-wide gather is left
     assert "ld.global.v4.b32" in ptx and "ld.global.b8" not in ptx and "griddepcontrol" not in ptx
-    sig = {"a_ptr": "*bf16", "bs_ptr": "*u8", "a8_ptr": "*fp8e4nv", "ab_ptr": "*bf16", "base_ptr": "*i32",
-           **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")}, **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")}}
+    sig = {
+        "a_ptr": "*bf16",
+        "bs_ptr": "*u8",
+        "a8_ptr": "*fp8e4nv",
+        "ab_ptr": "*bf16",
+        "base_ptr": "*i32",
+        **{n: "i32" for n in ("M", "N", "K", "stride_am", "bs_stride")},
+        **{c: "constexpr" for c in ("ROWS", "KP", "CP", "PDL")},
+    }
     kernel = _compile(sub._prep_fp8_kernel, sig, {"ROWS": 2, "KP": 2048, "CP": 64, "PDL": True}, 90, 4, 1)
-    assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]   # A written as e4m3
+    assert "cvt.rn.satfinite.e4m3x2.f32" in kernel.asm["ptx"]  # A written as e4m3
     assert "griddepcontrol.launch_dependents" in kernel.asm["ptx"]
 
 
@@ -381,10 +494,15 @@ def test_mxfp4_prepare_kernels_compile_for_hopper():
 def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
     """The worker sets TRITON_INTERPRET before the submission imports Triton; the harness itself must
     not import Triton first (it once did, through the launch gate, and every Triton example failed)."""
-    from harness.results import PASS
     from harness.api import RunOptions, run_submission
-    r = run_submission(str(ROOT / "submissions" / f"{name}.py"), str(ROOT / "tests" / "fixtures" / "tasks" / task /
-                       "task.yml"), "test", RunOptions(device="cpu"))
+    from harness.results import PASS
+
+    r = run_submission(
+        str(ROOT / "submissions" / f"{name}.py"),
+        str(ROOT / "tests" / "fixtures" / "tasks" / task / "task.yml"),
+        "test",
+        RunOptions(device="cpu"),
+    )
     assert r.verdict == PASS, (r.message, [c.message for c in r.cases])
 
 
@@ -412,18 +530,21 @@ def test_nvfp4_fp8_and_int8_paths_fold_the_task_scales_and_fall_back_on_others()
             print(cfg, *row)
     """)
     lines = out.strip().splitlines()
-    assert len(lines) == 4 and all(line.endswith("True True" + " True False" * len(NVFP4_BAD_SCALES))
-                               for line in lines), out
+    assert len(lines) == 4 and all(
+        line.endswith("True True" + " True False" * len(NVFP4_BAD_SCALES)) for line in lines
+    ), out
 
 
 def _run_ptx(asm: str, inputs, n_out: int):
     """Emulates the integer PTX of an inline-assembly string (mov, and, or, xor, not, shl, shr, add, sub,
     mul.lo, prmt) on numpy uint32 arrays: the inputs are $n_out.., the outputs $0..$n_out-1."""
     import numpy as np
+
     regs = {f"${i + n_out}": np.asarray(v, dtype=np.uint32) for i, v in enumerate(inputs)}
 
     def val(x):
         return regs[x] if x in regs else np.uint32(int(x, 0))
+
     for ins in asm.strip().strip("{}").split(";"):
         ins = ins.strip()
         if not ins or ins.startswith(".reg"):
@@ -431,23 +552,29 @@ def _run_ptx(asm: str, inputs, n_out: int):
         op, rest = ins.split(None, 1)
         d, *a = [x.strip() for x in rest.split(",")]
         x = [val(v) for v in a]
-        if op == "prmt.b32":   # bytes of {x1, x0}; a selector nibble's bit 3 replicates the byte's sign
+        if op == "prmt.b32":  # bytes of {x1, x0}; a selector nibble's bit 3 replicates the byte's sign
             src = (x[1].astype(np.uint64) << np.uint64(32)) | x[0]
             r = np.zeros(np.broadcast(*x).shape, np.uint32)
             for i in range(4):
                 sel = (x[2] >> np.uint32(4 * i)) & np.uint32(0xF)
-                byte = ((src >> (np.uint64(8) * (sel & np.uint32(7)).astype(np.uint64))) & np.uint64(0xFF)).astype(np.uint32)
+                byte = ((src >> (np.uint64(8) * (sel & np.uint32(7)).astype(np.uint64))) & np.uint64(0xFF)).astype(
+                    np.uint32
+                )
                 byte = np.where(sel & 8, np.where(byte & 0x80, 0xFF, 0), byte).astype(np.uint32)
                 r |= byte << np.uint32(8 * i)
         else:
-            r = {"mov.b32": lambda: x[0] | np.zeros(1, np.uint32), "and.b32": lambda: x[0] & x[1],
-                 "or.b32": lambda: x[0] | x[1], "not.b32": lambda: ~x[0],
-                 "shl.b32": lambda: (x[0].astype(np.uint64) << np.uint64(x[1])).astype(np.uint32),
-                 "shr.b32": lambda: x[0] >> x[1],
-                 "add.u32": lambda: (x[0].astype(np.uint64) + x[1]).astype(np.uint32),
-                 "sub.u32": lambda: ((x[0].astype(np.int64) - x[1]) & 0xFFFFFFFF).astype(np.uint32),
-                 "mul.lo.u32": lambda: ((x[0].astype(np.uint64) * x[1]) & 0xFFFFFFFF).astype(np.uint32),
-                 "xor.b32": lambda: x[0] ^ x[1]}[op]()
+            r = {
+                "mov.b32": lambda: x[0] | np.zeros(1, np.uint32),
+                "and.b32": lambda: x[0] & x[1],
+                "or.b32": lambda: x[0] | x[1],
+                "not.b32": lambda: ~x[0],
+                "shl.b32": lambda: (x[0].astype(np.uint64) << np.uint64(x[1])).astype(np.uint32),
+                "shr.b32": lambda: x[0] >> x[1],
+                "add.u32": lambda: (x[0].astype(np.uint64) + x[1]).astype(np.uint32),
+                "sub.u32": lambda: ((x[0].astype(np.int64) - x[1]) & 0xFFFFFFFF).astype(np.uint32),
+                "mul.lo.u32": lambda: ((x[0].astype(np.uint64) * x[1]) & 0xFFFFFFFF).astype(np.uint32),
+                "xor.b32": lambda: x[0] ^ x[1],
+            }[op]()
         regs[d] = np.asarray(r, dtype=np.uint32)
     return [regs[f"${i}"] for i in range(n_out)]
 
@@ -461,7 +588,8 @@ def _assert_decoded(lo, hi, words, scales):
     code words' bytes [n, 4] times their scales [n, 4], exactly."""
     import numpy as np
     import torch
-    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+    e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
     for j in range(4):
         for out, nibble in ((lo, words[:, j] & 15), (hi, words[:, j] >> 4)):
             got = torch.tensor(((out >> np.uint32(8 * j)) & 0xFF).astype(np.uint8)).view(torch.float8_e4m3fn)
@@ -473,8 +601,12 @@ def test_mxfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
     power of two d in -5..6 that the fp8 path takes, with the lookup tables that _fp8_tables makes for
     the block (run by the interpreter): the even and odd elements equal torch's e4m3 of e2m1 * 2**d."""
     import numpy as np
+
     sub = load_example("triton_mxfp4")
-    lut_lo, lut_hi = (np.array(t, dtype=np.int64).astype(np.uint32) for t in json.loads(_interpreted("""
+    lut_lo, lut_hi = (
+        np.array(t, dtype=np.int64).astype(np.uint32)
+        for t in json.loads(
+            _interpreted("""
         import json, triton, triton.language as tl
         sub = load("triton_mxfp4", load_task("mxfp4_mm"))
         @triton.jit
@@ -487,15 +619,17 @@ def test_mxfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
         lo, hi = torch.empty(16, dtype=torch.int32), torch.empty(16, dtype=torch.int32)
         tables[(1,)](lo, hi)
         print(json.dumps([lo.tolist(), hi.tolist()]))
-    """)))
+    """)
+        )
+    )
     d = np.arange(-5, 7)
     rng = np.random.default_rng(0)
-    codes = np.repeat(np.arange(256), len(d))              # every code byte with every d, in byte 0
+    codes = np.repeat(np.arange(256), len(d))  # every code byte with every d, in byte 0
     which = np.tile(np.arange(len(d)), 256)
     words = rng.integers(0, 256, (len(codes), 4)).astype(np.uint32)
     words[:, 0] = codes
-    tables = [lut_lo[which]] * 4 + [lut_hi[which]] * 4     # $3..$6 and $7..$10: one block per instance
-    lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [_packed(words)] + tables, 2)
+    tables = [lut_lo[which]] * 4 + [lut_hi[which]] * 4  # $3..$6 and $7..$10: one block per instance
+    lo, hi = _run_ptx(sub._DECODE_FP8_ASM.value, [_packed(words), *tables], 2)
     _assert_decoded(lo, hi, words, np.repeat((2.0 ** d[which])[:, None], 4, axis=1))
 
 
@@ -506,8 +640,12 @@ def test_nvfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
     torch's e4m3 of e2m1 * scale."""
     import numpy as np
     import torch
+
     sub = load_example("triton_nvfp4")
-    q, bad = (np.array(v) for v in json.loads(_interpreted("""
+    q, bad = (
+        np.array(v)
+        for v in json.loads(
+            _interpreted("""
         import json, triton, triton.language as tl
         sub = load("triton_nvfp4", load_task("nvfp4_gemm"))
         @triton.jit
@@ -519,13 +657,15 @@ def test_nvfp4_fp8_decode_assembly_gives_the_exact_e4m3_values():
         s, q, bad = torch.arange(256, dtype=torch.uint8), torch.empty(256, dtype=torch.uint8), torch.empty(256, dtype=torch.int8)
         fp8_codes[(1,)](s, q, bad)
         print(json.dumps([q.tolist(), bad.tolist()]))
-    """)))
+    """)
+        )
+    )
     good = bad == 0
     per_byte = q[good]
     scale = torch.tensor(np.arange(256)[good], dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()
-    assert set(scale) >= {0.0, 1.0, 2.0, 3.0}    # the task's scales
+    assert set(scale) >= {0.0, 1.0, 2.0, 3.0}  # the task's scales
     rng = np.random.default_rng(0)
-    codes = np.repeat(np.arange(256), len(scale))          # every code byte with every scale, in byte 0
+    codes = np.repeat(np.arange(256), len(scale))  # every code byte with every scale, in byte 0
     which = np.tile(np.arange(len(scale)), 256)
     words = rng.integers(0, 256, (len(codes), 4)).astype(np.uint32)
     picks = rng.integers(0, len(scale), (len(codes), 4))
@@ -540,13 +680,14 @@ def test_int8_fold_assembly_gives_twice_the_values_in_k_order():
     folds: the two output words hold 2 * e2m1 * s of the 8 codes, in K order, as int8 (two's complement;
     -0 gives 0)."""
     import numpy as np
+
     sub = load_example("triton_nvfp4")
-    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
     rng = np.random.default_rng(0)
-    low = np.tile(np.arange(1 << 16, dtype=np.uint32), 11)         # every half word, with every scale
+    low = np.tile(np.arange(1 << 16, dtype=np.uint32), 11)  # every half word, with every scale
     words = low | (rng.integers(0, 1 << 16, len(low)).astype(np.uint32) << np.uint32(16))
     scale = np.repeat(np.arange(11, dtype=np.uint32), 1 << 16)
-    for scale_reg in (scale, scale * np.uint32(0x01010101)):   # Triton's int32 scale; the Gluon loop's 4 bytes
+    for scale_reg in (scale, scale * np.uint32(0x01010101)):  # Triton's int32 scale; the Gluon loop's 4 bytes
         w0, w1 = _run_ptx(sub._FOLD_I8_ASM.value, [words, scale_reg], 2)
         for j in range(8):
             got = ((w0 if j < 4 else w1) >> np.uint32(8 * (j % 4))) & 0xFF
@@ -560,10 +701,16 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     scratch pointers; a call's data pointers land in their slots. A kernel whose PTX entry does not
     have that many parameters gets no block (the plan then keeps Triton's launchers)."""
     import ctypes
+
     sub = load_example("triton_nvfp4")
-    sig = {"a_ptr": "*u8", "sa_ptr": "*u8", "out_ptr": "*fp8e4nv", "bad_ptr": "*i32",
-           **{n: "i32" for n in ("M", "K", "sam", "sal", "ssam", "ssal")},
-           **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "FP8", "PDL")}}
+    sig = {
+        "a_ptr": "*u8",
+        "sa_ptr": "*u8",
+        "out_ptr": "*fp8e4nv",
+        "bad_ptr": "*i32",
+        **{n: "i32" for n in ("M", "K", "sam", "sal", "ssam", "ssal")},
+        **{c: "constexpr" for c in ("BLOCK_R", "BLOCK_K", "FP8", "PDL")},
+    }
     kernel = _compile(sub._decode_a_kernel, sig, {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": True, "PDL": True}, 90, 4, 1)
     values = [0, 0, 0xAB00, 0xCD00, 128, 16384, 8192, 7, 1024, 9, 64, 256, True, True]
     cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (2, 64, 1), values, [(0, 0), (1, 2)])
@@ -576,7 +723,7 @@ def test_nvfp4_direct_launch_lays_out_the_kernel_parameters_from_its_ptx():
     read = [ctypes.c_uint64.from_address(params[n]).value for n in (0, 1)]
     assert read == [0x1000, 0x3000]
     assert (tuple(cfg.grid), tuple(cfg.block), cfg.shared) == ((2, 64, 1), (128, 1, 1), kernel.metadata.shared)
-    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)]) is None   # one short
+    assert sub._direct_step(kernel, (2, 64, 1), values[:-1], [(0, 0)]) is None  # one short
 
 
 def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
@@ -584,22 +731,27 @@ def test_nvfp4_direct_launch_passes_the_tma_kernel_its_tensor_maps():
     before its first load): in the plan's parameter block each is a 128-byte tensor map, filled per call
     with the call's tensor's map, then its shape and strides; the kernel has no global scratch."""
     import ctypes
+
     import torch
+
     sub = load_example("triton_nvfp4")
     kernel, consts = _i8g_compiled(sub, 64, 4, True)
     assert kernel.metadata.global_scratch_size == 0 and "tensormap.replace" not in kernel.asm["ptx"]
     a8 = torch.zeros(128 * 16384, dtype=torch.int8)
-    descs = [sub._Tma(a8, 128, 16384, 16384, (128, 256), 128, torch.int8),
-             sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0), sub._Tma(sub._SB, 7168, 1024, 1024, (64, 16), 0)]
+    descs = [
+        sub._Tma(a8, 128, 16384, 16384, (128, 256), 128, torch.int8),
+        sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0),
+        sub._Tma(sub._SB, 7168, 1024, 1024, (64, 16), 0),
+    ]
     values = descs + [0] * (len(sub._i8g_kernel.arg_names) - len(consts) - 3) + list(consts.values())
-    cfg, _, params, slots, maps, (objs, _) = sub._direct_step(kernel, (112, 1, 1), values, [])
+    _cfg, _, _params, _slots, maps, (objs, _) = sub._direct_step(kernel, (112, 1, 1), values, [])
     assert [n for n, _, _ in maps] == [0, 5, 10] and [t for _, t, _ in maps] == descs
-    assert [meta["block_size"] for _, _, meta in maps] == [[128, 128], [64, 128], [64, 16]]   # A: two boxes a row
+    assert [meta["block_size"] for _, _, meta in maps] == [[128, 128], [64, 128], [64, 16]]  # A: two boxes a row
     assert all(objs[n] is None for n, _, _ in maps)
-    for n, tma, _ in maps:   # after each map: rows and columns (u32), then the strides (u64)
-        assert [type(o) for o in objs[n + 1:n + 5]] == [ctypes.c_uint32] * 2 + [ctypes.c_uint64] * 2
-        assert [o.value for o in objs[n + 1:n + 5]] == [tma.rows, tma.cols, tma.stride, 1]
-    assert objs[-2].value == objs[-1].value == 0   # Triton's scratch pointers, unused
+    for n, tma, _ in maps:  # after each map: rows and columns (u32), then the strides (u64)
+        assert [type(o) for o in objs[n + 1 : n + 5]] == [ctypes.c_uint32] * 2 + [ctypes.c_uint64] * 2
+        assert [o.value for o in objs[n + 1 : n + 5]] == [tma.rows, tma.cols, tma.stride, 1]
+    assert objs[-2].value == objs[-1].value == 0  # Triton's scratch pointers, unused
 
 
 def test_nvfp4_tensor_map_is_encoded_once_then_copied_and_kept_by_address():
@@ -609,6 +761,7 @@ def test_nvfp4_tensor_map_is_encoded_once_then_copied_and_kept_by_address():
     (the batched protocol's inputs come back at the same addresses sample after sample)."""
     import ctypes
     import types
+
     sub = load_example("triton_nvfp4")
     calls = []
 
@@ -616,8 +769,10 @@ def test_nvfp4_tensor_map_is_encoded_once_then_copied_and_kept_by_address():
         ctypes.memset(at, 0x5A, 128)
         calls.append(("encode", a[2]))
         return 0
-    fake = types.SimpleNamespace(cuTensorMapEncodeTiled=encode,
-                                 cuTensorMapReplaceAddress=lambda at, ptr: calls.append(("replace", at, ptr)) or 0)
+
+    fake = types.SimpleNamespace(
+        cuTensorMapEncodeTiled=encode, cuTensorMapReplaceAddress=lambda at, ptr: calls.append(("replace", at, ptr)) or 0
+    )
     sub._LIBCUDA[:] = [fake]
     tma = sub._Tma(sub._B, 7168, 8192, 8192, (64, 128), 0)
     meta = {"block_size": [64, 128], "elem_type": 0, "elem_size": 1, "swizzle": 0}

@@ -1,4 +1,5 @@
 """The store-facing commands through ``harness.cli.main.main``: leaderboard, history, compare, export, run-all."""
+
 from __future__ import annotations
 
 import csv
@@ -41,19 +42,20 @@ def cli(capsys, *argv):
 def test_markdown(results, capsys):
     code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "markdown")
     assert code == 0
-    out = re.sub(r" +", " ", out)     # the table library pads cells to the column's width
+    out = re.sub(r" +", " ", out)  # the table library pads cells to the column's width
     assert "### mxfp4_mm on NVIDIA H200 (cuda)" in out and "### mxfp4_mm on cpu (cpu)" in out
     assert "| rank | name | score (us) |" in out and "| m=4 n=2880 k=512 |" in out
     assert "| 1 | Fast Kernel | 14.14 |" in out
-    assert "| =2 | slow |" in out and "| =2 | twin |" in out        # same means: a tie
+    assert "| =2 | slow |" in out and "| =2 | twin |" in out  # same means: a tie
     assert "2.00x slower (+14.14 us)" in out
     assert "**Not ranked**" in out and "| broken | fail | mismatch at [0, 1] |" in out
     assert "| killed | incomplete |" in out
 
 
 def test_json_and_device_filter(results, capsys):
-    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json",
-                       "--device", "NVIDIA H200")
+    code, out, _ = cli(
+        capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json", "--device", "NVIDIA H200"
+    )
     board = json.loads(out)
     assert code == 0 and board["version"] == 1 and board["rule"] == "geom"
     (dev,) = board["devices"]
@@ -69,7 +71,7 @@ def test_csv_and_table(results, capsys):
     assert code == 0
     ranked = [r for r in rows if r["section"] == "ranked"]
     assert {r["device"] for r in ranked} == {"NVIDIA H200", "cpu"}
-    assert float(next(r for r in ranked if r["name"] == "Fast Kernel")["score_us"]) == pytest.approx(200 ** 0.5)
+    assert float(next(r for r in ranked if r["name"] == "Fast Kernel")["score_us"]) == pytest.approx(200**0.5)
     code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results)
     assert code == 0 and "Fast Kernel" in out and "not ranked:" in out
 
@@ -93,12 +95,12 @@ def test_history(results, capsys):
 
 
 def test_compare(results, capsys):
-    code, out, _ = cli(capsys, "compare", "Fast Kernel", "slow", "--task", TASK, "--results-dir", results,
-                       "--device", "NVIDIA H200")
+    code, out, _ = cli(
+        capsys, "compare", "Fast Kernel", "slow", "--task", TASK, "--results-dir", results, "--device", "NVIDIA H200"
+    )
     assert code == 0 and "overall (geometric mean over shapes): Fast Kernel is 2 \u00b1" in out
     assert "times faster than slow" in out
-    code, out, _ = cli(capsys, "compare", "slow", "twin", "--task", TASK, "--results-dir", results,
-                       "--format", "json")
+    code, out, _ = cli(capsys, "compare", "slow", "twin", "--task", TASK, "--results-dir", results, "--format", "json")
     data = json.loads(out)
     assert data["device"] == "NVIDIA H200" and data["overall"]["speedup"]["significant"] is False
     assert data["overall"]["text"].startswith("no significant difference")
@@ -114,10 +116,11 @@ def test_export(results, capsys, tmp_path):
     assert RunResult.from_dict(fast["result"]).cases[1].stats.runs == 20
     assert next(r for r in data["runs"] if r["display_name"] == "killed")["result"] is None
     target = tmp_path / "runs.csv"
-    code, _, _ = cli(capsys, "export", "--task", TASK, "--results-dir", results, "--format", "csv",
-                     "--output", str(target))
+    code, _, _ = cli(
+        capsys, "export", "--task", TASK, "--results-dir", results, "--format", "csv", "--output", str(target)
+    )
     rows = list(csv.DictReader(target.open()))
-    assert code == 0 and len(rows) == 5 * 3 + 1   # 5 finished runs x 3 cases, 1 interrupted run
+    assert code == 0 and len(rows) == 5 * 3 + 1  # 5 finished runs x 3 cases, 1 interrupted run
     assert {r["kind"] for r in rows} == {"test", "benchmark", ""}
 
 
@@ -181,6 +184,7 @@ def _folder(tmp_path) -> tuple[Path, Path]:
 
 def test_run_all_stores_every_submission_and_survives_a_harness_bug(tmp_path, capsys, monkeypatch):
     import harness.engine.runner as runner
+
     task, subs = _folder(tmp_path)
     seen = []
 
@@ -189,14 +193,15 @@ def test_run_all_stores_every_submission_and_survives_a_harness_bug(tmp_path, ca
         if Path(path).name == "broken.py":
             raise RuntimeError("harness bug")
         result = make_result("good", (5.0, 6.0), task=task_obj.name, mode=mode, device="cpu", kind="cpu")
-        result.score_us = 30 ** 0.5
+        result.score_us = 30**0.5
         return result
 
     monkeypatch.setattr(runner, "run_submission", fake_run_submission)
     res = str(tmp_path / "res")
-    code, _, err = cli(capsys, "run-all", str(subs), "--task", str(task), "--mode", "test+benchmark",
-                       "--results-dir", res)
-    assert seen == ["broken.py"] * 3 + ["good.py"]      # a harness error is retried (--retries 2), then kept
+    code, _, err = cli(
+        capsys, "run-all", str(subs), "--task", str(task), "--mode", "test+benchmark", "--results-dir", res
+    )
+    assert seen == ["broken.py"] * 3 + ["good.py"]  # a harness error is retried (--retries 2), then kept
     assert err.count("retrying broken.py: harness internal error") == 2
     assert code == 70 and "[1/2] broken.py: error" in err and "[2/2] good.py: pass 5.48 us" in err
     assert "skipping other.py" in err
@@ -212,8 +217,21 @@ def test_ci_script_runs_run_all_for_real_on_cpu(tmp_path, capsys):
     spec.loader.exec_module(ci)
     task, subs = _folder(tmp_path)
     res, out_file = tmp_path / "res", tmp_path / "board.md"
-    code = ci.main(["--task", str(task), "--submissions", str(subs), "--quick", "--device", "cpu",
-                    "--results-dir", str(res), "--out", str(out_file)])
+    code = ci.main(
+        [
+            "--task",
+            str(task),
+            "--submissions",
+            str(subs),
+            "--quick",
+            "--device",
+            "cpu",
+            "--results-dir",
+            str(res),
+            "--out",
+            str(out_file),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "[1/2] broken.py: error" in err and "[2/2] good.py: pass" in err
@@ -228,8 +246,22 @@ def test_ci_script_runs_run_all_for_real_on_cpu(tmp_path, capsys):
 def test_mode_filter_and_rule_override(results, capsys):
     with open_store(results) as st:
         st.record(make_result("bench-only", (1.0, 400.0), mode="benchmark"))
-    code, out, _ = cli(capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json",
-                       "--mode", "benchmark", "--rule", "last", "--device", "NVIDIA H200")
+    code, out, _ = cli(
+        capsys,
+        "leaderboard",
+        "--task",
+        TASK,
+        "--results-dir",
+        results,
+        "--format",
+        "json",
+        "--mode",
+        "benchmark",
+        "--rule",
+        "last",
+        "--device",
+        "NVIDIA H200",
+    )
     (dev,) = json.loads(out)["devices"]
     assert code == 0 and json.loads(out)["rule"] == "last"
     assert [(e["name"], e["score_us"]) for e in dev["ranked"]] == [("bench-only", 400.0)]

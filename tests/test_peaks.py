@@ -1,5 +1,6 @@
 """Measured device peaks: found by an installed harness (package data), overridden by the user data
 folder that ``measure-peaks`` writes, and a warning when the speed of light falls back to datasheet peaks."""
+
 from __future__ import annotations
 
 import json
@@ -43,21 +44,39 @@ def test_installed_harness_finds_the_shipped_peaks(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(src)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert (target / "harness" / "data" / "device_peaks.json").is_file()
-    assert (target / "tasks" / "mxfp4_mm" / "task.py").is_file()   # the task code ships too
-    probe = ("import json, harness; from harness.analysis import peaks, sol\n"
-             "m = sol.load_measured()\n"
-             "print(json.dumps({'harness': harness.__file__, 'package_file': str(peaks.package_peaks_file()),"
-             " 'rows': {k: [v.mem_bytes_per_s, v.matrix_flops_per_s, v.launch_floor_ns] for k, v in m.items()},"
-             " 'note': sol.speed_of_light('cuda', 'NVIDIA H200', 10**9, 10**12, 1e6).note}))\n")
+    assert (target / "tasks" / "mxfp4_mm" / "task.py").is_file()  # the task code ships too
+    probe = (
+        "import json, harness; from harness.analysis import peaks, sol\n"
+        "m = sol.load_measured()\n"
+        "print(json.dumps({'harness': harness.__file__, 'package_file': str(peaks.package_peaks_file()),"
+        " 'rows': {k: [v.mem_bytes_per_s, v.matrix_flops_per_s, v.launch_floor_ns] for k, v in m.items()},"
+        " 'note': sol.speed_of_light('cuda', 'NVIDIA H200', 10**9, 10**12, 1e6).note}))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYTHONPATH=str(target), XDG_DATA_HOME=str(tmp_path / "empty"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=elsewhere, env=env, check=True, capture_output=True, text=True
+    )
     found = json.loads(out.stdout)
     assert Path(found["harness"]).is_relative_to(target)
     assert Path(found["package_file"]).is_relative_to(target)
@@ -73,8 +92,11 @@ def test_fallback_to_datasheet_warns_once(capsys, fresh_warnings, tmp_path):
     first = sol.speed_of_light("cuda", H200, 10**9, 10**12, 1e6, nothing)
     second = sol.speed_of_light("cuda", H200, 10**8, 10**11, 1e6, nothing)
     assert first.note == second.note == "H200 datasheet peaks"
-    assert first.time_ns == max(10**9 / peaks.DATASHEET["H200"].mem_bytes_per_s * 1e9,
-                                10**12 / peaks.DATASHEET["H200"].matrix_flops_per_s["fp8"] * 1e9, 2000.0)
+    assert first.time_ns == max(
+        10**9 / peaks.DATASHEET["H200"].mem_bytes_per_s * 1e9,
+        10**12 / peaks.DATASHEET["H200"].matrix_flops_per_s["fp8"] * 1e9,
+        2000.0,
+    )
     err = capsys.readouterr().err
     assert err.count("warning: no measured peaks for the H200") == 1
     assert "measure-peaks" in err
@@ -84,7 +106,7 @@ def test_run_warning_only_for_a_known_gpu_without_measured_peaks():
     measured = peaks.load_measured([SHIPPED])
     assert "measure-peaks" in peaks.missing_measured_warning("cuda", "NVIDIA B200", measured)
     assert peaks.missing_measured_warning("cuda", H200, measured) is None
-    assert peaks.missing_measured_warning("cuda", "Some Other GPU", measured) is None   # no SOL at all
+    assert peaks.missing_measured_warning("cuda", "Some Other GPU", measured) is None  # no SOL at all
     assert peaks.missing_measured_warning("cpu", "CPU (x86_64)", measured) is None
 
 
@@ -99,7 +121,7 @@ def test_user_data_folder_overrides_the_package_row(user_data, fresh_warnings):
     assert peaks.user_peaks_file() == user_data
     row = {"mem_bytes_per_s": 1e12, "matrix_flops_per_s": {"bf16": 1e14}, "launch_floor_ns": 1234.0}
     peaks.save_measured("H200", row, user_data)
-    peaks.save_measured("B200", row, user_data)     # a second device keeps the first one's row
+    peaks.save_measured("B200", row, user_data)  # a second device keeps the first one's row
     doc = json.loads(user_data.read_text())
     assert set(doc["devices"]) == {"H200", "B200"}
     measured = peaks.load_measured()
@@ -111,7 +133,7 @@ def test_user_data_folder_overrides_the_package_row(user_data, fresh_warnings):
 def test_broken_user_file_is_warned_about_and_skipped(user_data, capsys):
     user_data.parent.mkdir(parents=True)
     user_data.write_text("{not json")
-    assert "H200" in peaks.load_measured()          # the package's row still stands
+    assert "H200" in peaks.load_measured()  # the package's row still stands
     err = capsys.readouterr().err
     assert str(user_data) in err and "unreadable" in err
     user_data.write_text(json.dumps({"devices": {"H200": {"mem_bytes_per_s": 1.0}}}))
@@ -130,6 +152,7 @@ def test_save_refuses_to_overwrite_a_file_that_is_not_a_peaks_file(tmp_path):
 def test_measure_peaks_without_a_gpu_is_a_usage_error(capsys, user_data):
     pytest.importorskip("torch")
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     assert main(["measure-peaks"]) == 2

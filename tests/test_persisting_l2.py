@@ -1,6 +1,7 @@
 """Persisting L2: reset before every sample (harness.worker.persisting_l2); a submission that reserves
 it is warned in benchmark mode and rejected in ranked runs. The driver calls need a GPU (tests marked
 gpu); on the CPU they are no-ops, and the parent's decision is tested from the worker's report."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,14 +36,20 @@ def test_reserved_names_the_limit_and_the_window():
     assert reserved({"limit": 0, "raised": 0, "window": 0}) is None
     assert "to 40894464 bytes" in reserved(RAISED)
     assert "access-policy window over 4096 bytes" in reserved({"limit": 0, "raised": 0, "window": 4096})
-    assert reserved({"limit": "39MB", "raised": None, "window": 0}) is None     # malformed: nothing to report
+    assert reserved({"limit": "39MB", "raised": None, "window": 0}) is None  # malformed: nothing to report
 
 
 @pytest.mark.parametrize("mode, verdict", [("benchmark", None), ("leaderboard", REJECTED)])
 def test_the_parent_warns_in_benchmark_mode_and_rejects_in_ranked_runs(mode, verdict):
     device = torch.device("cpu")
-    ctx = RunContext(load_task(str(MXFP4_SMALL)), Mode(mode), RunOptions(device="cpu", secret="s"), device,
-                     device_info(device), lambda _msg: None)
+    ctx = RunContext(
+        load_task(str(MXFP4_SMALL)),
+        Mode(mode),
+        RunOptions(device="cpu", secret="s"),
+        device,
+        device_info(device),
+        lambda _msg: None,
+    )
     session = WorkerSession(ctx, None, 0)
     reason = session.rejection(_loaded(RAISED))
     if verdict == REJECTED:
@@ -63,7 +70,7 @@ def test_a_malformed_report_is_a_malformed_reply():
     assert _loaded(RAISED).integrity.l2_persisting == RAISED
 
 
-RESERVES = '''
+RESERVES = """
 import ctypes
 
 import torch
@@ -86,10 +93,10 @@ def custom_kernel(data):
             break
     print("L2LIMIT-SET", _limit(), flush=True)
     return _correct_kernel(data)
-'''
+"""
 
 
-WINDOW = '''
+WINDOW = """
 import ctypes
 
 import torch
@@ -109,7 +116,7 @@ def custom_kernel(data):
     stream = torch.cuda.current_stream().cuda_stream
     print("WINDOW-SET", _cu.cuStreamSetAttribute(ctypes.c_void_p(stream), 1, value), flush=True)
     return _correct_kernel(data)
-'''
+"""
 
 
 def _reserving_submission(tmp_path, body=RESERVES):
@@ -128,27 +135,36 @@ def test_gpu_a_submission_that_reserves_persisting_l2_is_caught(tmp_path):
     # the attack ran when it raised the limit above what the first call found; the harness's reset brought
     # it down before every later call (the driver keeps a granule when set to 0: 11796480 bytes on the H200)
     assert set_to and min(set_to) > entries[0], (set_to, entries, bench.stdout[-2000:])
-    assert len(entries) > 1 and min(entries[1:]) < min(set_to), (set_to, entries)   # a reset before a sample
+    assert len(entries) > 1 and min(entries[1:]) < min(set_to), (set_to, entries)  # a reset before a sample
     assert any("persisting-L2 limit" in w for w in bench.warnings), bench.warnings
-    ranked = run_submission(sub, str(MXFP4_SMALL), "leaderboard",
-                            RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
+    ranked = run_submission(
+        sub, str(MXFP4_SMALL), "leaderboard", RunOptions(device="cuda", secret="l2-secret", max_repeats=3)
+    )
     assert ranked.verdict == REJECTED, ranked.message
     assert any("persisting-L2 limit" in c.message for c in ranked.cases), [c.message for c in ranked.cases]
 
 
 @pytest.mark.gpu
 def test_gpu_an_honest_run_reports_no_persisting_l2():
-    r = run_submission(ROOT / "submissions" / "torch_mxfp4.py", str(MXFP4_SMALL), "leaderboard",
-                       RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
+    r = run_submission(
+        ROOT / "submissions" / "torch_mxfp4.py",
+        str(MXFP4_SMALL),
+        "leaderboard",
+        RunOptions(device="cuda", secret="l2-secret", max_repeats=3),
+    )
     assert r.verdict == PASS, r.message
     assert not any("persisting" in w for w in r.warnings), r.warnings
 
 
 @pytest.mark.gpu
 def test_gpu_an_access_policy_window_on_the_current_stream_is_rejected(tmp_path):
-    r = run_submission(_reserving_submission(tmp_path, WINDOW), str(MXFP4_SMALL), "leaderboard",
-                       RunOptions(device="cuda", secret="l2-secret", max_repeats=3))
-    assert "WINDOW-SET 0" in r.stdout, r.stdout[-2000:]       # the driver took the window (CUDA_SUCCESS)
+    r = run_submission(
+        _reserving_submission(tmp_path, WINDOW),
+        str(MXFP4_SMALL),
+        "leaderboard",
+        RunOptions(device="cuda", secret="l2-secret", max_repeats=3),
+    )
+    assert "WINDOW-SET 0" in r.stdout, r.stdout[-2000:]  # the driver took the window (CUDA_SUCCESS)
     assert r.verdict == REJECTED and any("access-policy window" in c.message for c in r.cases), r.message
 
 
@@ -158,13 +174,14 @@ def test_integrity_watches_the_reset():
     import types
 
     from harness.worker import originals
+
     persisting = PersistingL2(torch.device("cpu"))
-    persisting._reset = object()          # stands in for the driver's cuCtxResetPersistingL2Cache
+    persisting._reset = object()  # stands in for the driver's cuCtxResetPersistingL2Cache
     sampler = types.SimpleNamespace(start=None, end=None, flush=None, gate=None, persisting=persisting)
     conn, _other = multiprocessing.Pipe()
     worker = types.SimpleNamespace(sampler=sampler, conn=conn, cfg=None)
     snap = originals.snapshot(worker)
-    persisting.raised_bytes = 1 << 20     # moves by design
+    persisting.raised_bytes = 1 << 20  # moves by design
     assert originals.changed(snap, worker) == []
     persisting.reset = lambda: None
     assert originals.changed(snap, worker) == ["worker.sampler.persisting.reset"]

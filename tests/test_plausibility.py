@@ -1,15 +1,16 @@
 """The believability checks on synthetic samples (the GPU supplies such samples on the device)."""
+
 from harness.analysis.plausibility import implausible, noise_warnings
 from harness.results import Stats
 
 
 def test_work_hidden_from_the_events_is_caught():
-    events = Stats.from_samples([30e3] * 20)              # 30 us between the events
-    honest_walls = [30e3 + 12e3] * 20                     # plus the usual 12 us of sync and record
-    hidden_walls = [30e3 + 12e3 + 400e3] * 20             # 400 us of GPU work on another stream
+    events = Stats.from_samples([30e3] * 20)  # 30 us between the events
+    honest_walls = [30e3 + 12e3] * 20  # plus the usual 12 us of sync and record
+    hidden_walls = [30e3 + 12e3 + 400e3] * 20  # 400 us of GPU work on another stream
     assert implausible(events, honest_walls, gap_ns=12e3, floor_ns=None, gpu=True) is None
     assert "escaped" in implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=True)
-    assert implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=False) is None   # CPU: no events
+    assert implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=False) is None  # CPU: no events
 
 
 def test_faster_than_physics_is_impossible():
@@ -33,9 +34,9 @@ def test_events_moved_against_the_device_clock_are_caught():
     """A submission that re-records the start event after its work: the events shrink to ~1 us, the
     device clock's window around them (two harness kernels) still holds the work."""
     held, opened = [True] * 20, [False] * 20
-    cal = {"held": 1.5e3, "opened": 9e3}   # honest excess: the stamp kernels (+ the host's launch of the 2nd)
+    cal = {"held": 1.5e3, "opened": 9e3}  # honest excess: the stamp kernels (+ the host's launch of the 2nd)
     honest = Stats.from_samples([30e3] * 20)
-    honest_windows = [30e3 + 1.5e3] * 20                  # the stamp kernels' own ~1.5 us
+    honest_windows = [30e3 + 1.5e3] * 20  # the stamp kernels' own ~1.5 us
     assert implausible(honest, [], 0.0, None, True, honest_windows, held, cal) is None
     moved = Stats.from_samples([1e3] * 20)
     assert "re-recorded" in implausible(moved, [], 0.0, None, True, [31.5e3] * 20, held, cal)
@@ -57,16 +58,17 @@ def test_batched_samples_share_the_per_sample_calibration():
     50), the calibrations per sample. Subtracting a whole sample's calibration from each input's
     share would let 50 x that much hide per sample (nvfp4_gemm's honest ranked run read -28 us)."""
     from harness.analysis.plausibility import device_clock_excess_ns
+
     b, cal = 50, {"held": 1.5e3, "opened": 28e3}
     honest = Stats.from_samples([130e3] * 20)
     opened = [False] * 20
     honest_windows = [130e3 + 28e3 / b] * 20
     assert abs(device_clock_excess_ns(honest, honest_windows, opened, cal, b)) < 1
     assert implausible(honest, [], 0.0, None, True, honest_windows, opened, cal, b) is None
-    hidden = [w + 25e3 for w in honest_windows]           # 25 us per call moved out of the events
+    hidden = [w + 25e3 for w in honest_windows]  # 25 us per call moved out of the events
     assert "re-recorded" in implausible(honest, [], 0.0, None, True, hidden, opened, cal, b)
-    assert implausible(honest, [], 0.0, None, True, hidden, opened, cal) is None   # the old, loose reading
-    walls = [130e3 + 12e3 / b + 70e3] * 20                # the wall check: 70 us per call escaped
+    assert implausible(honest, [], 0.0, None, True, hidden, opened, cal) is None  # the old, loose reading
+    walls = [130e3 + 12e3 / b + 70e3] * 20  # the wall check: 70 us per call escaped
     assert "escaped" in implausible(honest, walls, 12e3, None, True, inputs_per_sample=b)
     assert implausible(honest, walls, 12e3, None, True) is None
 
@@ -78,13 +80,14 @@ def test_device_window_knows_whether_the_gate_held():
     import torch
 
     from harness.worker.sampler import Sampler
+
     s = Sampler(torch.device("cpu"), None)
     s._stamp, s._stamps, s.gate = object(), torch.tensor([1_000, 51_000]), SimpleNamespace(cap_ns=21.5e6)
-    s._device_window(200e3)                  # the host enqueued the call in 0.2 ms: well inside the cap
+    s._device_window(200e3)  # the host enqueued the call in 0.2 ms: well inside the cap
     assert (s.window_ns, s.window_held) == (50e3, True)
-    s._device_window(20e6)                   # 20 ms: close to the cap, the gate may have opened by itself
+    s._device_window(20e6)  # 20 ms: close to the cap, the gate may have opened by itself
     assert (s.window_ns, s.window_held) == (50e3, False)
-    s._closing_cap = 1                       # calibration of the opened case: a gate that opens at once
+    s._closing_cap = 1  # calibration of the opened case: a gate that opens at once
     s._device_window(200e3)
     assert s.window_held is False
 
@@ -93,14 +96,15 @@ def test_host_bound_is_said_when_the_gpu_waited_for_the_host():
     """triton_nvfp4 at k=2048 on the H200: 32 us of kernel-only time per call, batched samples of
     35-59 us: the host's launch of 50 calls outlasts the GPU's work once the gate's cap is spent."""
     from harness.analysis.plausibility import host_bound_warnings, unhidden_host_ns
-    assert unhidden_host_ns([45e3, 47e3, None]) == 46e3          # the median of the two measured
+
+    assert unhidden_host_ns([45e3, 47e3, None]) == 46e3  # the median of the two measured
     assert unhidden_host_ns([45e3, 47e3, 52e3, None]) == 47e3
-    assert unhidden_host_ns([45e3, None, None]) is None          # measured on too few samples
+    assert unhidden_host_ns([45e3, None, None]) is None  # measured on too few samples
     assert "host-bound" in host_bound_warnings(47e3, 32e3)[0]
-    assert host_bound_warnings(20e3, 32e3) == []                 # the GPU was the slower one
-    assert host_bound_warnings(0.0, 5e3) == []                   # the gate hid all of it
+    assert host_bound_warnings(20e3, 32e3) == []  # the GPU was the slower one
+    assert host_bound_warnings(0.0, 5e3) == []  # the gate hid all of it
     assert host_bound_warnings(None, 32e3) == []
-    assert host_bound_warnings(47e3, None) == []                 # no kernel-only figure to compare with
+    assert host_bound_warnings(47e3, None) == []  # no kernel-only figure to compare with
 
 
 def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
@@ -111,7 +115,8 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
     import torch
 
     from harness.worker import sampler as timing
-    now = [0]                                                      # the host clock moves only in the call
+
+    now = [0]  # the host clock moves only in the call
     monkeypatch.setattr(timing, "_perf_counter_ns", lambda: now[0])
     monkeypatch.setattr(timing, "_event_record", lambda e: None, raising=False)
     monkeypatch.setattr(timing, "_event_elapsed", lambda a, b: 0.05, raising=False)
@@ -120,8 +125,9 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
     s.start = s.end = object()
     s.gate = SimpleNamespace(cap_ns=15_000, close=lambda cap: True, open=lambda: None)
 
-    def slow_call(data):                                         # 30 us of host time per call
+    def slow_call(data):  # 30 us of host time per call
         now[0] += 30_000
+
     s.per_call(slow_call, None)
     assert s.unhidden_host_ns == 30_000 - 15_000
     s.batched(slow_call, [None] * 5)

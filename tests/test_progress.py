@@ -1,5 +1,6 @@
 """run-all's progress display: the status line's counts, elapsed time and estimate; redrawn in place
 on a terminal, plain lines (only when the counts change) elsewhere."""
+
 from __future__ import annotations
 
 import io
@@ -17,13 +18,13 @@ def test_plain_lines_when_not_a_terminal():
     p = Progress(3, lines.append, stream=io.StringIO())
     assert not p.live
     p.move("queued", "running")
-    p.tick()                                  # same counts: nothing new
+    p.tick()  # same counts: nothing new
     p.move("running", "done")
     p.line("[1/3] a.py: pass 1.00 us [0.1 s]")
     p.close()
     assert lines[0].startswith("jobs: 2 queued, 1 running, 0 done, 0 failed [0:00 elapsed]")
     assert lines[1].startswith("jobs: 2 queued, 0 running, 1 done, 0 failed [0:00 elapsed, about 0:00 left]")
-    assert lines[2] == "[1/3] a.py: pass 1.00 us [0.1 s]" and len(lines) == 3   # close adds no repeat
+    assert lines[2] == "[1/3] a.py: pass 1.00 us [0.1 s]" and len(lines) == 3  # close adds no repeat
 
 
 def test_live_line_on_a_terminal_is_redrawn_and_verdicts_stay():

@@ -1,4 +1,5 @@
 """Ranking: rules, failed runs listed not scored, per-device sections, best run, ties."""
+
 from __future__ import annotations
 
 import math
@@ -32,9 +33,12 @@ def test_rules():
 
 
 def test_geomean_ranking_excludes_and_lists_failures(tmp_path):
-    results = [make_result("slow", (20.0, 40.0)), make_result("fast", (10.0, 20.0)),
-               make_result("broken", verdict="fail", message="mismatch at [0, 3]: 1.5 vs 2.0"),
-               make_result("crashy", verdict="error", message="ImportError: no module named foo")]
+    results = [
+        make_result("slow", (20.0, 40.0)),
+        make_result("fast", (10.0, 20.0)),
+        make_result("broken", verdict="fail", message="mismatch at [0, 3]: 1.5 vs 2.0"),
+        make_result("crashy", verdict="error", message="ImportError: no module named foo"),
+    ]
     lb = board_of(tmp_path, results, incomplete=[make_result("killed")])
     boards = {b.device: b for b in lb.boards}
     b = boards["NVIDIA H200"]
@@ -50,8 +54,11 @@ def test_geomean_ranking_excludes_and_lists_failures(tmp_path):
 
 
 def test_devices_are_never_mixed(tmp_path):
-    results = [make_result("a", (10.0, 10.0)), make_result("b", (1000.0, 1000.0), device="cpu", kind="cpu"),
-               make_result("a", (500.0, 500.0), device="cpu", kind="cpu")]
+    results = [
+        make_result("a", (10.0, 10.0)),
+        make_result("b", (1000.0, 1000.0), device="cpu", kind="cpu"),
+        make_result("a", (500.0, 500.0), device="cpu", kind="cpu"),
+    ]
     lb = board_of(tmp_path, results)
     names = {b.device: [e.name for e in b.ranked] for b in lb.boards}
     assert names == {"NVIDIA H200": ["a"], "cpu": ["a", "b"]}
@@ -61,12 +68,14 @@ def test_devices_are_never_mixed(tmp_path):
 
 def test_best_complete_passing_run_counts(tmp_path):
     sha = "f" * 64
-    results = [make_result("k", (12.0, 12.0), sha=sha, started_at="2026-11-01T00:00:00+00:00"),
-               make_result("k", (10.0, 10.0), sha=sha, started_at="2026-11-02T00:00:00+00:00"),
-               make_result("k", (5.0, 5.0), sha=sha, complete=False, started_at="2026-11-03T00:00:00+00:00"),
-               make_result("k", sha=sha, verdict="fail", started_at="2026-11-04T00:00:00+00:00"),
-               make_result("k", (11.0, 11.0), sha=sha, mode="test", started_at="2026-11-05T00:00:00+00:00")]
-    results[-1].cases = results[-1].cases[:1]     # a test-only run has no timings
+    results = [
+        make_result("k", (12.0, 12.0), sha=sha, started_at="2026-11-01T00:00:00+00:00"),
+        make_result("k", (10.0, 10.0), sha=sha, started_at="2026-11-02T00:00:00+00:00"),
+        make_result("k", (5.0, 5.0), sha=sha, complete=False, started_at="2026-11-03T00:00:00+00:00"),
+        make_result("k", sha=sha, verdict="fail", started_at="2026-11-04T00:00:00+00:00"),
+        make_result("k", (11.0, 11.0), sha=sha, mode="test", started_at="2026-11-05T00:00:00+00:00"),
+    ]
+    results[-1].cases = results[-1].cases[:1]  # a test-only run has no timings
     (b,) = board_of(tmp_path, results).boards
     (e,) = b.ranked
     assert e.score_us == pytest.approx(10.0) and e.date.startswith("2026-11-02") and not b.unranked
@@ -87,14 +96,21 @@ def test_test_only_submission_is_listed_with_reason(tmp_path):
 
 def test_ties_within_error_share_a_rank(tmp_path):
     # 1% noise, 20 samples: se is about 0.22% of the mean; 10.00 vs 10.01 overlaps, 10.5 does not
-    results = [make_result("a", (10.0, 10.0)), make_result("b", (10.01, 10.01)),
-               make_result("c", (10.5, 10.5)), make_result("d", (10.502, 10.502))]
+    results = [
+        make_result("a", (10.0, 10.0)),
+        make_result("b", (10.01, 10.01)),
+        make_result("c", (10.5, 10.5)),
+        make_result("d", (10.502, 10.502)),
+    ]
     (b,) = board_of(tmp_path, results).boards
     assert [(e.name, e.rank_label) for e in b.ranked] == [("a", "=1"), ("b", "=1"), ("c", "=3"), ("d", "=3")]
 
 
 def test_ties_are_not_chained():
-    scores = [Score(10.0, 0.1), Score(10.3, 0.1), Score(10.6, 0.1)]   # a~b, b~c, but not a~c
+    scores = [Score(10.0, 0.1), Score(10.3, 0.1), Score(10.6, 0.1)]  # a~b, b~c, but not a~c
     assert assign_ranks(scores) == [(1, True), (1, True), (3, False)]
-    assert assign_ranks([Score(1.0, math.nan), Score(1.0, math.nan), Score(2.0, math.nan)]) == \
-        [(1, True), (1, True), (3, False)]
+    assert assign_ranks([Score(1.0, math.nan), Score(1.0, math.nan), Score(2.0, math.nan)]) == [
+        (1, True),
+        (1, True),
+        (3, False),
+    ]

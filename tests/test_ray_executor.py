@@ -9,6 +9,7 @@ for the secret) as one ``PROBE {json}`` line on its stdout, which the harness ke
 process above it, the Ray worker) in its run folder and waits there until the test kills that Ray worker
 or writes ``<tag>.go`` beside the marker.
 """
+
 from __future__ import annotations
 
 import glob
@@ -26,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")   # read when ray is imported: loopback stays
-ray = pytest.importorskip("ray")                                   # loopback (see the cluster fixture)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # read when ray is imported: loopback stays
+ray = pytest.importorskip("ray")  # loopback (see the cluster fixture)
 
 from harness.api import RunOptions, run_folder  # noqa: E402
 from harness.engine.executors.ray_executor import RayExecutor  # noqa: E402
@@ -38,8 +39,8 @@ from harness.store.jobs import JobTable  # noqa: E402
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 TASK = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
-SECRET = "secret-" + uuid.uuid4().hex      # made here: no file holds it unless the harness wrote it
-NONCE = uuid.uuid4().hex[:12]              # this test session's stall markers (earlier sessions' may be left)
+SECRET = "secret-" + uuid.uuid4().hex  # made here: no file holds it unless the harness wrote it
+NONCE = uuid.uuid4().hex[:12]  # this test session's stall markers (earlier sessions' may be left)
 
 PROBE = '''# probe {tag}
 import json, os, time
@@ -132,7 +133,7 @@ def probe_line(stdout: str) -> dict | None:
     """The probe's report in a run's captured stdout (None: the probe never reported)."""
     lines = [l for l in (stdout or "").splitlines() if l.startswith("PROBE ")]
     assert len(lines) <= 1, lines
-    return json.loads(lines[0][len("PROBE "):]) if lines else None
+    return json.loads(lines[0][len("PROBE ") :]) if lines else None
 
 
 def probe_of(entry) -> dict:
@@ -169,7 +170,7 @@ class StallWatcher:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join(10)
-        for marker, _pid, _ppid in self.seen:     # a killed attempt's runner never removed its folder
+        for marker, _pid, _ppid in self.seen:  # a killed attempt's runner never removed its folder
             shutil.rmtree(Path(marker).parent, ignore_errors=True)
 
 
@@ -185,9 +186,16 @@ def cluster(tmp_path_factory):
     """One local Ray cluster for the module: 2 CPUs, 2 logical GPUs."""
     temp = tmp_path_factory.mktemp("ray")
     old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")   # workers import this checkout
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _temp_dir=str(temp), log_to_driver=False,
-             configure_logging=False, _node_ip_address="127.0.0.1")   # loopback only (with the env above)
+    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")  # workers import this checkout
+    ray.init(
+        num_cpus=2,
+        num_gpus=2,
+        include_dashboard=False,
+        _temp_dir=str(temp),
+        log_to_driver=False,
+        configure_logging=False,
+        _node_ip_address="127.0.0.1",
+    )  # loopback only (with the env above)
     CLUSTER_TEMP.append(temp)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
@@ -206,8 +214,15 @@ def dirs(tmp_path):
 
 def _run(subs, store, mode="test", gpus_per_job=1, options=None, lines=None):
     executor = RayExecutor(gpus_per_job=gpus_per_job, retries=2)
-    return run_folder(subs, TASK, mode, options or RunOptions(device="cpu", max_repeats=3), results_dir=store,
-                      executor=executor, progress=(lines.append if lines is not None else None))
+    return run_folder(
+        subs,
+        TASK,
+        mode,
+        options or RunOptions(device="cpu", max_repeats=3),
+        results_dir=store,
+        executor=executor,
+        progress=(lines.append if lines is not None else None),
+    )
 
 
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
@@ -215,6 +230,7 @@ LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
 
 def test_the_cluster_listens_on_loopback_only(cluster):
     import psutil
+
     assert cluster.startswith("127.0.0.1:"), cluster
     assert ray.util.get_node_ip_address() == "127.0.0.1"
     port = int(cluster.rsplit(":", 1)[1])
@@ -233,8 +249,9 @@ executor.close()
 
 def test_the_harness_starts_its_local_cluster_on_loopback():
     env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
-    out = subprocess.run([sys.executable, "-c", LOCAL_START], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", LOCAL_START], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 0, out.stderr
     (line,) = [l for l in out.stdout.splitlines() if l.startswith("GCS ")]
     _, address, node_ip = line.split()
@@ -250,11 +267,10 @@ def test_each_job_gets_one_gpu_never_shared_and_a_crash_is_not_retried(cluster, 
     by_name = {e.name: e for e in report.entries}
     assert sorted(by_name) == ["p0", "p1", "p2", "p3", "segfault"]
     seen = [probe_of(by_name[f"p{i}"]) for i in range(4)]
-    assert all(r["gpu"] in ("0", "1") for r in seen), [r["gpu"] for r in seen]     # exactly one id each
-    for r in seen:                                   # the store records the GPU the submission saw
+    assert all(r["gpu"] in ("0", "1") for r in seen), [r["gpu"] for r in seen]  # exactly one id each
+    for r in seen:  # the store records the GPU the submission saw
         assert by_name[r["tag"]].gpu == r["gpu"] and by_name[r["tag"]].result.verdict == "pass"
-    overlapping = [(a, b) for i, a in enumerate(seen) for b in seen[i + 1:]
-                   if a["t0"] < b["t1"] and b["t0"] < a["t1"]]
+    overlapping = [(a, b) for i, a in enumerate(seen) for b in seen[i + 1 :] if a["t0"] < b["t1"] and b["t0"] < a["t1"]]
     assert overlapping, "no two jobs ran at once: the test would show nothing"
     assert all(a["gpu"] != b["gpu"] for a, b in overlapping)
     crash = by_name["segfault"]
@@ -263,8 +279,9 @@ def test_each_job_gets_one_gpu_never_shared_and_a_crash_is_not_retried(cluster, 
         jobs = {j.display_name: j for j in JobTable(st).jobs()}
         assert jobs["segfault"].state == "done" and jobs["segfault"].retry_reasons == []
         assert all(j.attempts == 1 for j in jobs.values())
-        assert {j.display_name: j.gpu for j in jobs.values() if j.display_name != "segfault"} \
-            == {r["tag"]: r["gpu"] for r in seen}
+        assert {j.display_name: j.gpu for j in jobs.values() if j.display_name != "segfault"} == {
+            r["tag"]: r["gpu"] for r in seen
+        }
 
 
 def test_killed_ray_worker_is_retried_and_stored_once(cluster, dirs):
@@ -274,10 +291,10 @@ def test_killed_ray_worker_is_retried_and_stored_once(cluster, dirs):
 
     def on_stall(n, folder, pid, ppid):
         if n == 1:
-            os.kill(ppid, signal.SIGKILL)         # the Ray worker process running the job
+            os.kill(ppid, signal.SIGKILL)  # the Ray worker process running the job
             killed.append(pid)
         else:
-            let_go(folder, "victim")              # the retry, in a run folder of its own
+            let_go(folder, "victim")  # the retry, in a run folder of its own
 
     lines = []
     with StallWatcher("victim", on_stall) as watcher:
@@ -287,13 +304,13 @@ def test_killed_ray_worker_is_retried_and_stored_once(cluster, dirs):
     assert not _alive(killed[0]), "the submission outlived the Ray worker that ran it"
     (entry,) = report.entries
     assert entry.result.verdict == "pass" and entry.attempts == 2 and not entry.internal_error
-    assert probe_of(entry)["pid"] == watcher.seen[1][1]      # the stored result is the retry's
+    assert probe_of(entry)["pid"] == watcher.seen[1][1]  # the stored result is the retry's
     assert any(line.startswith("retrying victim.py: Ray: ") for line in lines), lines
     with open_store(store) as st:
         (job,) = JobTable(st).jobs()
         assert job.state == "done" and job.attempts == 2 and len(job.retry_reasons) == 1
         assert "Worker" in job.retry_reasons[0] or "died" in job.retry_reasons[0].lower()
-        (run,) = st.runs()                          # exactly one result for it
+        (run,) = st.runs()  # exactly one result for it
         assert run.complete and run.verdict == "pass" and run.id == job.run_id
 
 
@@ -302,17 +319,37 @@ def test_killed_driver_then_rerun_finishes_without_duplicates(cluster, dirs):
     for i in range(2):
         write_probe(subs, f"quick{i}")
     write_probe(subs, "slow", stall="yes")
-    cmd = [sys.executable, "-m", "harness", "run-all", str(subs), "--task", TASK, "--mode", "test",
-           "--device", "cpu", "--store", store, "--executor", "ray", "--address", cluster, "--jobs", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run-all",
+        str(subs),
+        "--task",
+        TASK,
+        "--mode",
+        "test",
+        "--device",
+        "cpu",
+        "--store",
+        store,
+        "--executor",
+        "ray",
+        "--address",
+        cluster,
+        "--jobs",
+        "2",
+    ]
 
     def on_stall(n, folder, pid, ppid):
         if n > 1:
-            let_go(folder, "slow")                # the rerun's attempt; the first dies with its driver
+            let_go(folder, "slow")  # the rerun's attempt; the first dies with its driver
 
     with StallWatcher("slow", on_stall) as watcher:
-        env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}   # the harness's
-        driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)                  # own import of ray joins a loopback cluster
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}  # the harness's
+        driver = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )  # own import of ray joins a loopback cluster
         try:
             deadline = time.monotonic() + 240
             while time.monotonic() < deadline and driver.poll() is None:
@@ -342,15 +379,19 @@ def test_killed_driver_then_rerun_finishes_without_duplicates(cluster, dirs):
         assert sorted(j.display_name for j in jobs) == ["quick0", "quick1", "slow"]
         assert all(j.state == "done" and j.verdict == "pass" for j in jobs)
         runs = st.runs()
-        assert len(runs) == 3 and all(r.complete for r in runs)       # no duplicates, nothing incomplete
+        assert len(runs) == 3 and all(r.complete for r in runs)  # no duplicates, nothing incomplete
         assert {r.id for r in runs} == {j.run_id for j in jobs}
 
 
 def test_the_secret_never_reaches_the_submission(cluster, dirs):
     subs, store = dirs
     write_probe(subs, "spy", secret=SECRET)
-    report = _run(subs, store, mode="leaderboard",
-                  options=RunOptions(device="cpu", max_repeats=3, secret=SECRET, scan_policy="off"))
+    report = _run(
+        subs,
+        store,
+        mode="leaderboard",
+        options=RunOptions(device="cpu", max_repeats=3, secret=SECRET, scan_policy="off"),
+    )
     (entry,) = report.entries
     assert entry.result.mode == "leaderboard" and entry.result.verdict == "pass", entry.result.message
     seen = probe_of(entry)
@@ -361,7 +402,7 @@ def test_the_secret_never_reaches_the_submission(cluster, dirs):
     for where in ("in_env", "in_self", "in_parent", "in_files"):
         assert seen[where] is False, (where, seen)
     assert SECRET not in entry.result.stdout + entry.result.stderr
-    for path in CLUSTER_TEMP[0].rglob("*"):            # Ray's session files and logs
+    for path in CLUSTER_TEMP[0].rglob("*"):  # Ray's session files and logs
         if path.is_file() and not path.is_symlink():
             try:
                 data = path.read_bytes()
@@ -377,13 +418,14 @@ def test_secret_is_taken_before_the_executor_starts(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_SECRET_SEED", SECRET)
     env_when_started = []
 
-    def make_executor():            # what run-all --executor ray does: Ray starts only here
+    def make_executor():  # what run-all --executor ray does: Ray starts only here
         env_when_started.append(os.environ.get("HARNESS_SECRET_SEED"))
         raise UsageError("stop here")
 
     with pytest.raises(UsageError, match="stop here"):
-        run_folder(subs, TASK, "leaderboard", RunOptions(device="cpu"), results_dir=str(tmp_path / "s"),
-                   executor=make_executor)
+        run_folder(
+            subs, TASK, "leaderboard", RunOptions(device="cpu"), results_dir=str(tmp_path / "s"), executor=make_executor
+        )
     assert env_when_started == [None]
     assert SECRET.encode() not in Path("/proc/self/environ").read_bytes()
 
@@ -397,13 +439,14 @@ def test_an_assigned_gpu_torch_cannot_use_is_retried_never_run_on_the_cpu(cluste
     subs, store = dirs
     write_probe(subs, "nogpu")
     lines = []
-    executor = RayExecutor(gpus_per_job=1, retries=1)      # a logical GPU; this torch sees no GPU
-    report = run_folder(subs, TASK, "test", RunOptions(max_repeats=3), results_dir=store, executor=executor,
-                        progress=lines.append)
+    executor = RayExecutor(gpus_per_job=1, retries=1)  # a logical GPU; this torch sees no GPU
+    report = run_folder(
+        subs, TASK, "test", RunOptions(max_repeats=3), results_dir=store, executor=executor, progress=lines.append
+    )
     (entry,) = report.entries
     assert entry.internal_error and entry.attempts == 2 and entry.result.verdict == "error"
     assert any(line.startswith("retrying nogpu.py: the node") for line in lines), [l for l in lines if "nogpu" in l]
-    assert probe_line(entry.result.stdout) is None         # the submission never ran
+    assert probe_line(entry.result.stdout) is None  # the submission never ran
     with open_store(store) as st:
         (job,) = JobTable(st).jobs()
         assert job.state == "failed" and len(job.retry_reasons) == 2 and "cuda" in job.retry_reasons[-1]
@@ -411,15 +454,36 @@ def test_an_assigned_gpu_torch_cannot_use_is_retried_never_run_on_the_cpu(cluste
 
 def test_a_cluster_address_that_does_not_answer_is_a_usage_error(tmp_path):
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     subs = tmp_path / "subs"
     subs.mkdir()
     write_probe(subs, "p")
-    out = subprocess.run([sys.executable, "-m", "harness", "run-all", str(subs), "--task", TASK, "--mode", "test",
-                          "--store", str(tmp_path / "s"), "--executor", "ray", "--address", f"127.0.0.1:{port}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run-all",
+            str(subs),
+            "--task",
+            TASK,
+            "--mode",
+            "test",
+            "--store",
+            str(tmp_path / "s"),
+            "--executor",
+            "ray",
+            "--address",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and f"no Ray cluster answers at 127.0.0.1:{port}" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
 
@@ -429,8 +493,9 @@ def test_without_streaming_as_through_ray_client(cluster, dirs):
     subs, store = dirs
     write_probe(subs, "client")
     executor = RayExecutor(gpus_per_job=1, streaming=False)
-    report = run_folder(subs, TASK, "test", RunOptions(device="cpu", max_repeats=3), results_dir=store,
-                        executor=executor)
+    report = run_folder(
+        subs, TASK, "test", RunOptions(device="cpu", max_repeats=3), results_dir=store, executor=executor
+    )
     (entry,) = report.entries
     seen = probe_of(entry)
     assert entry.result.verdict == "pass" and entry.gpu == seen["gpu"] in ("0", "1")

@@ -1,5 +1,6 @@
 """fp4_reference numerics vs an independent, slow, per-value implementation of the FP4 formats and the MXFP4
 quantization as fp4_reference/fp4.py and mxfp4.py state them (docs/tasks/mxfp4_mm.md)."""
+
 import math
 import struct
 
@@ -13,6 +14,7 @@ E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
 # ---------------------------------------------------------------- slow, independent spec implementation
+
 
 def f32_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
@@ -49,11 +51,11 @@ def slow_quantize(x: np.ndarray):
     scales = np.zeros((m, k // 32), dtype=np.int64)
     for i in range(m):
         for b in range(k // 32):
-            blk = [float(v) for v in x[i, b * 32:(b + 1) * 32]]
+            blk = [float(v) for v in x[i, b * 32 : (b + 1) * 32]]
             s = slow_scale(max(abs(v) for v in blk))
             scales[i, b] = s + 127
             for j, v in enumerate(blk):
-                scaled = float(np.float32(v * 2.0 ** -s))     # exact product, one float32 rounding
+                scaled = float(np.float32(v * 2.0**-s))  # exact product, one float32 rounding
                 codes[i, b * 32 + j] = slow_e2m1(scaled)
     return codes, scales
 
@@ -73,7 +75,7 @@ def slow_e4m3(byte: int) -> float:
     if e == 0xF and mant == 7:
         return float("nan")
     if e == 0:
-        return sign * mant / 8 * 2.0 ** -6
+        return sign * mant / 8 * 2.0**-6
     return sign * (1 + mant / 8) * 2.0 ** (e - 7)
 
 
@@ -89,27 +91,54 @@ def check_quant(x: torch.Tensor):
     mags = np.array(E2M1 + [-v for v in E2M1])
     want = mags[codes] * np.exp2(np.repeat(want_scales, 32, axis=1).astype(np.float64) - 127)
     with np.errstate(over="ignore"):
-        want = want.astype(np.float32)    # float32 result: 6 * 2**127 overflows to inf there too
+        want = want.astype(np.float32)  # float32 result: 6 * 2**127 overflows to inf there too
     np.testing.assert_array_equal(deq, want)
 
 
 # ---------------------------------------------------------------- e2m1 codec
 
-@pytest.mark.parametrize("value,code", [
-    (0.25, 0), (0.75, 2), (1.25, 2), (1.75, 4), (2.5, 4), (3.5, 6), (5.0, 6),
-    (-0.25, 8), (-0.75, 10), (-1.25, 10), (-1.75, 12), (-2.5, 12), (-3.5, 14), (-5.0, 14),
-    (0.0, 0), (-0.0, 8), (-0.1, 8), (6.0, 7), (6.5, 7), (1e30, 7), (-7.0, 15), (0.26, 1), (4.99, 6),
-    (5.01, 7), (0.74, 1), (1.74, 3), (3.49, 5),
-])
+
+@pytest.mark.parametrize(
+    "value,code",
+    [
+        (0.25, 0),
+        (0.75, 2),
+        (1.25, 2),
+        (1.75, 4),
+        (2.5, 4),
+        (3.5, 6),
+        (5.0, 6),
+        (-0.25, 8),
+        (-0.75, 10),
+        (-1.25, 10),
+        (-1.75, 12),
+        (-2.5, 12),
+        (-3.5, 14),
+        (-5.0, 14),
+        (0.0, 0),
+        (-0.0, 8),
+        (-0.1, 8),
+        (6.0, 7),
+        (6.5, 7),
+        (1e30, 7),
+        (-7.0, 15),
+        (0.26, 1),
+        (4.99, 6),
+        (5.01, 7),
+        (0.74, 1),
+        (1.74, 3),
+        (3.49, 5),
+    ],
+)
 def test_encode_e2m1_ties_and_saturation(value, code):
     assert R.encode_e2m1(torch.tensor([value])).item() == code
-    assert slow_e2m1(value) == code          # the slow oracle agrees with the hand table
+    assert slow_e2m1(value) == code  # the slow oracle agrees with the hand table
 
 
 def test_decode_e2m1_all_codes():
     got = R.decode_e2m1(torch.arange(16)).tolist()
     assert got == E2M1 + [-v for v in E2M1]
-    assert math.copysign(1.0, got[8]) < 0    # code 8 is -0
+    assert math.copysign(1.0, got[8]) < 0  # code 8 is -0
 
 
 def test_encode_decode_roundtrip_all_codes():
@@ -143,7 +172,7 @@ def test_byte_views():
 
 def test_e8m0_to_float():
     got = R.e8m0_to_float(torch.tensor([0, 1, 126, 127, 128, 254, 255], dtype=torch.uint8)).tolist()
-    assert got[:6] == [2.0 ** -127, 2.0 ** -126, 0.5, 1.0, 2.0, 2.0 ** 127]
+    assert got[:6] == [2.0**-127, 2.0**-126, 0.5, 1.0, 2.0, 2.0**127]
     assert math.isnan(got[6])
     as_e8 = torch.tensor([127], dtype=torch.uint8).view(torch.float8_e8m0fnu)
     assert R.e8m0_to_float(as_e8).item() == 1.0
@@ -158,6 +187,7 @@ def test_e4m3_to_float_all_bytes():
 
 
 # ---------------------------------------------------------------- MXFP4 quantization, bit-exact
+
 
 def test_quantize_random_matches_slow():
     g = torch.Generator().manual_seed(0)
@@ -185,29 +215,45 @@ def _block(values):
 def test_quantize_edge_cases_match_slow():
     ties = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
     rows = [
-        _block([6.0] + ties + [-t for t in ties]),            # amax 6 -> s = 0: ties land exactly
-        _block([6.8, 6.0, -6.5, 6.1, 5.0, 0.1]),              # |x| >= 6 after scaling saturates
-        _block([7.0, 3.5, 1.75, 0.875, -0.4375]),            # mantissa 0.75 bumps amax to 8 (s = 1)
-        _block([-7.0, 7.5, 0.5]),                             # mantissa > 0.75, negative max
-        _block([5.9999, 2.9999, 3.0001]),                     # mantissa just below 0.75 (no bump)
-        _block([0.0] * 32),                                   # all-zero block -> byte 0
-        _block([-0.0] * 32),                                  # all -0 -> codes 8, byte 0
-        _block([-0.0, 0.0, -1e-45, 1e-45, -0.1 * 1e-38]),     # subnormals, signed zeros
-        _block([1e-40, -3e-40, 2.0 ** -130 * 3]),             # subnormal amax (scale clamped to -127)
-        _block([2.0 ** -127 * 6, 2.0 ** -126 * 1.75]),        # amax rounding into 2**-126 (s -> -128 -> -127)
-        _block([3e38, -1.5e38, 1e38, 3.3e38]),                # amax rounds to 2**128 (inf): s = 127
-        _block([1e38, 5e37, -2.5e37]),                        # huge but not clamped
-        _block([2.0 ** 20 * 1.5, 2.0 ** 17, -(2.0 ** 18) * 1.25]),
+        _block([6.0] + ties + [-t for t in ties]),  # amax 6 -> s = 0: ties land exactly
+        _block([6.8, 6.0, -6.5, 6.1, 5.0, 0.1]),  # |x| >= 6 after scaling saturates
+        _block([7.0, 3.5, 1.75, 0.875, -0.4375]),  # mantissa 0.75 bumps amax to 8 (s = 1)
+        _block([-7.0, 7.5, 0.5]),  # mantissa > 0.75, negative max
+        _block([5.9999, 2.9999, 3.0001]),  # mantissa just below 0.75 (no bump)
+        _block([0.0] * 32),  # all-zero block -> byte 0
+        _block([-0.0] * 32),  # all -0 -> codes 8, byte 0
+        _block([-0.0, 0.0, -1e-45, 1e-45, -0.1 * 1e-38]),  # subnormals, signed zeros
+        _block([1e-40, -3e-40, 2.0**-130 * 3]),  # subnormal amax (scale clamped to -127)
+        _block([2.0**-127 * 6, 2.0**-126 * 1.75]),  # amax rounding into 2**-126 (s -> -128 -> -127)
+        _block([3e38, -1.5e38, 1e38, 3.3e38]),  # amax rounds to 2**128 (inf): s = 127
+        _block([1e38, 5e37, -2.5e37]),  # huge but not clamped
+        _block([2.0**20 * 1.5, 2.0**17, -(2.0**18) * 1.25]),
         _block([float(v) for v in range(-16, 16)]),
     ]
     x = torch.tensor(rows, dtype=torch.float32).reshape(7, 64)
     check_quant(x)
 
 
-@pytest.mark.parametrize("amax,byte", [
-    (6.0, 127), (4.0, 127), (5.9999, 127), (6.0001, 127), (6.9999, 127), (7.0, 128), (8.0, 128), (1.0, 125),
-    (0.0, 0), (1e-45, 0), (3.3e38, 254), (float("inf"), 254), (2.0 ** -120, 5), (2.0 ** -124, 1), (2.0 ** -125, 0),
-])
+@pytest.mark.parametrize(
+    "amax,byte",
+    [
+        (6.0, 127),
+        (4.0, 127),
+        (5.9999, 127),
+        (6.0001, 127),
+        (6.9999, 127),
+        (7.0, 128),
+        (8.0, 128),
+        (1.0, 125),
+        (0.0, 0),
+        (1e-45, 0),
+        (3.3e38, 254),
+        (float("inf"), 254),
+        (2.0**-120, 5),
+        (2.0**-124, 1),
+        (2.0**-125, 0),
+    ],
+)
 def test_scale_byte_table(amax, byte):
     x = torch.zeros(1, 32)
     x[0, 5] = amax
@@ -233,9 +279,10 @@ def test_quantize_batched_leading_dims():
 
 # ---------------------------------------------------------------- NVFP4 dequantization
 
+
 def test_dequantize_nvfp4_matches_slow():
     g = torch.Generator().manual_seed(7)
-    packed = torch.randint(0, 256, (3, 16), generator=g, dtype=torch.uint8)      # K = 32
+    packed = torch.randint(0, 256, (3, 16), generator=g, dtype=torch.uint8)  # K = 32
     scales = torch.tensor([[0x38, 0x40], [0x44, 0x00], [0x7E, 0x31]], dtype=torch.uint8)
     got = R.dequantize_nvfp4(packed.view(torch.float4_e2m1fn_x2), scales.view(torch.float8_e4m3fn))
     assert got.dtype == torch.float32 and got.shape == (3, 32)
@@ -260,6 +307,7 @@ def test_dequantize_nvfp4_batched_strided():
 
 # ---------------------------------------------------------------- GEMM references vs float64
 
+
 def test_mxfp4_mm_reference_vs_float64():
     g = torch.Generator().manual_seed(11)
     a = torch.randn(8, 256, generator=g, dtype=torch.bfloat16)
@@ -273,7 +321,7 @@ def test_mxfp4_mm_reference_vs_float64():
     b64 = R.dequantize_mxfp4(bq, bs).double().numpy()
     exact = a64 @ b64.T
     # bf16 rounding (half an ulp: at most 2**-8 relative) plus float32 accumulation slack
-    slack = 2.0 ** -8 * np.abs(exact) + 1e-5 * (np.abs(a64) @ np.abs(b64).T)
+    slack = 2.0**-8 * np.abs(exact) + 1e-5 * (np.abs(a64) @ np.abs(b64).T)
     assert np.all(np.abs(out.double().numpy() - exact) <= slack)
 
 
@@ -294,25 +342,26 @@ def test_nvfp4_gemm_reference_vs_float64():
     b = torch.randint(0, 256, (l, n, k // 2), generator=g, dtype=torch.uint8)
     sfa = torch.randint(0, 4, (l, m, k // 16), generator=g).float().to(torch.float8_e4m3fn)
     sfb = torch.randint(0, 4, (l, n, k // 16), generator=g).float().to(torch.float8_e4m3fn)
-    out = R.nvfp4_gemm_reference(a.permute(1, 2, 0), b.permute(1, 2, 0), sfa.permute(1, 2, 0),
-                                 sfb.permute(1, 2, 0))
+    out = R.nvfp4_gemm_reference(a.permute(1, 2, 0), b.permute(1, 2, 0), sfa.permute(1, 2, 0), sfb.permute(1, 2, 0))
     assert out.shape == (m, n, l) and out.dtype == torch.float16
     assert out.permute(2, 0, 1).is_contiguous()
     mags = np.array(E2M1 + [-v for v in E2M1])
     for li in range(l):
+
         def dense(raw, sf):
             u = raw[li].numpy().astype(np.int64)
             codes = np.stack([u & 0xF, u >> 4], axis=-1).reshape(u.shape[0], -1)
             s = np.vectorize(slow_e4m3)(sf[li].view(torch.uint8).numpy().astype(np.int64))
             return mags[codes] * np.repeat(s, 16, axis=1)
+
         exact = dense(a, sfa) @ dense(b, sfb).T
         got = out[:, :, li].double().numpy()
-        assert np.all(np.abs(got - exact) <= 2.0 ** -11 * np.abs(exact) + 1e-6), li
+        assert np.all(np.abs(got - exact) <= 2.0**-11 * np.abs(exact) + 1e-6), li
 
 
 def test_decode_fp4_packed_matches_unpack_then_decode():
     packed = torch.arange(256, dtype=torch.uint8).reshape(4, 64).view(torch.float4_e2m1fn_x2)
     want = R.decode_e2m1(R.unpack_fp4(packed))
-    got = R.decode_fp4_packed(packed.permute(1, 0).contiguous().permute(1, 0))   # strided input too
+    got = R.decode_fp4_packed(packed.permute(1, 0).contiguous().permute(1, 0))  # strided input too
     assert got.shape == (4, 128) and torch.equal(got, want)
     assert torch.equal(torch.signbit(got), torch.signbit(want))

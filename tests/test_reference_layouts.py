@@ -1,4 +1,5 @@
 """Layouts: round trips, hand-worked index examples, and element formulas written out by loops."""
+
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ def _rand_bytes(*shape, seed=0):
 
 
 # ---------------------------------------------------------------- (16,16) tile-coalesced weight shuffle
+
 
 def test_shuffle_weight_hand_example():
     # one 16-row x 32-byte tile of distinct-enough random bytes
@@ -52,10 +54,11 @@ def test_shuffle_weight_roundtrip_and_dtype():
 
 # ---------------------------------------------------------------- e8m0 scale shuffle
 
+
 def test_shuffle_scales_hand_example():
     s = _rand_bytes(40, 12, seed=3)
     sh = R.shuffle_scales_e8m0(s)
-    assert sh.shape == (256, 16)                    # rows up to 256, columns up to 8
+    assert sh.shape == (256, 16)  # rows up to 256, columns up to 8
     f = sh.reshape(-1)
     # innermost (fastest) index is the row half r2 (rows r, r+16), then the column pair c2 (c, c+4),
     # then the row r16, then the column c4
@@ -63,8 +66,8 @@ def test_shuffle_scales_hand_example():
     assert f[2] == s[0, 4] and f[3] == s[16, 4]
     assert f[4] == s[1, 0] and f[5] == s[17, 0]
     assert f[64] == s[0, 1] and f[65] == s[16, 1]
-    assert f[256] == s[0, 8]                       # next group of 8 columns
-    assert f[512] == s[32, 0]                      # next block of 32 rows (C' = 16: 32*16 bytes)
+    assert f[256] == s[0, 8]  # next group of 8 columns
+    assert f[512] == s[32, 0]  # next block of 32 rows (C' = 16: 32*16 bytes)
 
 
 def test_shuffle_scales_matches_loop_formula():
@@ -98,6 +101,7 @@ def test_shuffle_scales_roundtrip(rows, cols):
 
 # ---------------------------------------------------------------- NVFP4 blocked scales
 
+
 def test_to_blocked_matches_element_formula_and_memory_order():
     mn, sk, l = 256, 8, 2
     g = torch.Generator().manual_seed(5)
@@ -117,7 +121,7 @@ def test_to_blocked_matches_element_formula_and_memory_order():
 
 def test_to_blocked_hand_example():
     sf = torch.zeros(128, 4, 1, dtype=torch.uint8)
-    sf[33, 2, 0] = 7          # row 33 = i4 1, i32 1; column 2 = j4 2
+    sf[33, 2, 0] = 7  # row 33 = i4 1, i32 1; column 2 = j4 2
     bl = R.to_blocked_scales(sf)
     assert bl[1, 1, 0, 2, 0, 0] == 7 and int(bl.sum()) == 7
     # in memory: offset of (i32=1, i4=1, j4=2) within the 512-byte atom is 1*16 + 1*4 + 2 = 22

@@ -1,5 +1,6 @@
 """The results tables in README.md and results/README.md are what scripts/results_summary.py prints
 from the results files (nobody types a measurement in), and the shapes read in the task's m n k l order."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,8 +18,9 @@ def _script():
 
 
 def _block(path: Path, form: str) -> str:
-    m = re.search(rf"<!-- results_summary {form}: begin -->\n(.*?)<!-- results_summary {form}: end -->",
-                  path.read_text(), re.S)
+    m = re.search(
+        rf"<!-- results_summary {form}: begin -->\n(.*?)<!-- results_summary {form}: end -->", path.read_text(), re.S
+    )
     assert m, f"{path} lost its generated {form} block"
     return m.group(1)
 
@@ -27,7 +29,7 @@ def test_readme_tables_are_the_scripts_output():
     mod = _script()
     results = ROOT / "results"
     short, long = mod.short_form(results), mod.long_form(results)
-    assert "| mxfp4_mm" in short and "GPU tests" in short            # the files were found and read
+    assert "| mxfp4_mm" in short and "GPU tests" in short  # the files were found and read
     assert _block(ROOT / "README.md", "short") == short, "run: python scripts/results_summary.py --update"
     assert _block(ROOT / "results" / "README.md", "long") == long, "run: python scripts/results_summary.py --update"
 
@@ -43,5 +45,6 @@ def test_update_replaces_only_the_marked_block(tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text("before\n<!-- results_summary short: begin -->\nold\n<!-- results_summary short: end -->\nafter\n")
     mod.update(doc, "new\n", "short")
-    assert doc.read_text() == ("before\n<!-- results_summary short: begin -->\nnew\n"
-                               "<!-- results_summary short: end -->\nafter\n")
+    assert doc.read_text() == (
+        "before\n<!-- results_summary short: begin -->\nnew\n<!-- results_summary short: end -->\nafter\n"
+    )

@@ -1,4 +1,5 @@
 """Each fixture submission gets its expected verdict, and a bad one never takes the harness down."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.api import RunOptions, run_submission
 from harness.cli.main import main
 from harness.results import ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, RunResult
-from harness.api import RunOptions, run_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -42,20 +43,23 @@ def test_correct_nvfp4_with_strided_batched_inputs():
     assert r.benchmark_cases()[0].stats.runs >= 3
 
 
-@pytest.mark.parametrize("name, verdict, words", [
-    ("wrong_zeros.py", FAIL, "mismatch"),
-    ("competition_style.py", FAIL, "mismatch"),   # `from task import ...` / `from utils import ...` work
-    ("raises.py", ERROR, "deliberate failure"),
-    ("segfault.py", ERROR, "segmentation fault"),
-    ("syntax_error.py", ERROR, "syntax error"),
-    ("import_error.py", ERROR, "'aiter'"),
-    ("os_exit.py", ERROR, "exited with code 3"),
-    ("kill_self.py", ERROR, "SIGKILL"),
-    ("no_entry_point.py", ERROR, "custom_kernel"),
-    ("returns_none.py", FAIL, "not a torch.Tensor"),
-    ("returns_complex.py", FAIL, "dtype complex64"),
-    ("sys_exit.py", ERROR, "sys.exit"),
-])
+@pytest.mark.parametrize(
+    "name, verdict, words",
+    [
+        ("wrong_zeros.py", FAIL, "mismatch"),
+        ("competition_style.py", FAIL, "mismatch"),  # `from task import ...` / `from utils import ...` work
+        ("raises.py", ERROR, "deliberate failure"),
+        ("segfault.py", ERROR, "segmentation fault"),
+        ("syntax_error.py", ERROR, "syntax error"),
+        ("import_error.py", ERROR, "'aiter'"),
+        ("os_exit.py", ERROR, "exited with code 3"),
+        ("kill_self.py", ERROR, "SIGKILL"),
+        ("no_entry_point.py", ERROR, "custom_kernel"),
+        ("returns_none.py", FAIL, "not a torch.Tensor"),
+        ("returns_complex.py", FAIL, "dtype complex64"),
+        ("sys_exit.py", ERROR, "sys.exit"),
+    ],
+)
 def test_bad_submission_gets_its_verdict(name, verdict, words):
     r = _run(FIX / "submissions" / name)
     assert r.verdict == verdict, r.message
@@ -77,7 +81,7 @@ def test_memory_hog_is_killed():
 
 def test_hang_costs_only_its_timeout():
     t0 = time.monotonic()
-    r = _run(FIX / "submissions" / "hang.py", timeout_scale=0.1)   # 60 s test timeout -> 6 s
+    r = _run(FIX / "submissions" / "hang.py", timeout_scale=0.1)  # 60 s test timeout -> 6 s
     assert r.verdict == TIMEOUT
     assert time.monotonic() - t0 < 6 + 20
     assert [c.verdict for c in r.cases] == [TIMEOUT, NOT_RUN, NOT_RUN]
@@ -87,7 +91,9 @@ def _correct_then(tmp_path, failure: str) -> Path:
     """The torch example, wrapped so that every call after the first does ``failure``."""
     src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
     path = tmp_path / "correct_then_bad.py"
-    path.write_text(src + f"""
+    path.write_text(
+        src
+        + f"""
 
 _calls = 0
 
@@ -98,7 +104,8 @@ def custom_kernel(data):
     if _calls > 1:
         {failure}
     return _correct_kernel(data)
-""")
+"""
+    )
     return path
 
 
@@ -112,25 +119,66 @@ def test_segfault_keeps_cases_measured_before_it(tmp_path):
 def test_hang_keeps_cases_measured_before_it(tmp_path):
     sub = _correct_then(tmp_path, "while True: pass")
     t0 = time.monotonic()
-    r = _run(sub, timeout_scale=0.15)   # 9 s
+    r = _run(sub, timeout_scale=0.15)  # 9 s
     assert [c.verdict for c in r.cases] == [PASS, TIMEOUT, NOT_RUN]
     assert time.monotonic() - t0 < 9 + 20
 
 
 def test_cli_json_schema_and_exit_codes(tmp_path, capsys):
     out = tmp_path / "r.json"
-    code = main(["run", str(TORCH_MXFP4), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
-                 "--json", str(out), "--quiet"])
+    code = main(
+        [
+            "run",
+            str(TORCH_MXFP4),
+            "--task",
+            MXFP4_SMALL,
+            "--device",
+            "cpu",
+            "--mode",
+            "test",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     doc = json.loads(out.read_text())
     for key in ("schema_version", "task", "submission", "mode", "device", "verdict", "score_us", "cases"):
         assert key in doc
     assert set(doc["device"]) >= {"name", "kind", "driver", "torch", "triton"}
     assert RunResult.from_dict(doc).verdict == PASS
-    assert main(["run", str(FIX / "submissions" / "wrong_zeros.py"), "--task", MXFP4_SMALL,
-                 "--device", "cpu", "--mode", "test", "--quiet"]) == 1
-    assert main(["run", str(FIX / "submissions" / "raises.py"), "--task", MXFP4_SMALL,
-                 "--device", "cpu", "--mode", "test", "--quiet"]) == 3
+    assert (
+        main(
+            [
+                "run",
+                str(FIX / "submissions" / "wrong_zeros.py"),
+                "--task",
+                MXFP4_SMALL,
+                "--device",
+                "cpu",
+                "--mode",
+                "test",
+                "--quiet",
+            ]
+        )
+        == 1
+    )
+    assert (
+        main(
+            [
+                "run",
+                str(FIX / "submissions" / "raises.py"),
+                "--task",
+                MXFP4_SMALL,
+                "--device",
+                "cpu",
+                "--mode",
+                "test",
+                "--quiet",
+            ]
+        )
+        == 3
+    )
 
 
 def test_usage_errors_name_the_fix(capsys):
@@ -138,7 +186,7 @@ def test_usage_errors_name_the_fix(capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["run", str(TORCH_MXFP4), "--task", "no_such_task"]) == 2
     assert "choose one of" in capsys.readouterr().err
-    assert main(["run", str(TORCH_MXFP4)]) == 2   # --task missing
+    assert main(["run", str(TORCH_MXFP4)]) == 2  # --task missing
     assert main(["run", str(TORCH_MXFP4), "--task", "mxfp4_mm", "--device", "cuda:7"]) == 2
 
 
@@ -159,6 +207,7 @@ def test_input_fingerprints_tell_inputs_apart():
     """The worker generates its own inputs; the parent compares fingerprints with its copies."""
     from harness.protocol import input_fingerprint
     from tasks import load_task
+
     task = load_task(MXFP4_SMALL)
     case = task.tests[0]
     same = input_fingerprint(task.generate_input(case, "cpu"))
@@ -194,14 +243,32 @@ def test_a_timing_reply_must_carry_what_was_asked():
     honest worker: both are rejected (see tests/test_engine_units.py for every reply type)."""
     from harness.messages import Timed
     from harness.protocol import ProtocolError
+
     obj = {"kind": "object", "type": "int"}
-    good = {"samples_ns": [1.0, 2.0], "wall_ns": [3.0, 4.0], "window_ns": [None, 2.5], "gate_held": [False, True],
-            "unhidden_host_ns": [None, 0.0], "outputs": [obj, obj], "gate_misses": 0, "tampered": [], "threads": 1}
+    good = {
+        "samples_ns": [1.0, 2.0],
+        "wall_ns": [3.0, 4.0],
+        "window_ns": [None, 2.5],
+        "gate_held": [False, True],
+        "unhidden_host_ns": [None, 0.0],
+        "outputs": [obj, obj],
+        "gate_misses": 0,
+        "tampered": [],
+        "threads": 1,
+    }
     assert Timed.decode(good, [], 2, 2).samples_ns == [1.0, 2.0]
-    for bad in (dict(good, outputs=[obj]), dict(good, samples_ns=[1.0]), dict(good, wall_ns="x"),
-                dict(good, samples_ns=[1.0, float("nan")]), dict(good, samples_ns=[-1.0, 2.0]),
-                dict(good, window_ns=[None]), dict(good, window_ns=["x", 1.0]), dict(good, gate_held=[1, 0]),
-                dict(good, unhidden_host_ns=None), dict(good, unhidden_host_ns=[float("inf"), 1.0])):
+    for bad in (
+        dict(good, outputs=[obj]),
+        dict(good, samples_ns=[1.0]),
+        dict(good, wall_ns="x"),
+        dict(good, samples_ns=[1.0, float("nan")]),
+        dict(good, samples_ns=[-1.0, 2.0]),
+        dict(good, window_ns=[None]),
+        dict(good, window_ns=["x", 1.0]),
+        dict(good, gate_held=[1, 0]),
+        dict(good, unhidden_host_ns=None),
+        dict(good, unhidden_host_ns=[float("inf"), 1.0]),
+    ):
         with pytest.raises(ProtocolError):
             Timed.decode(bad, [], 2, 2)
 
@@ -211,7 +278,9 @@ def test_submission_caches_and_temp_files_stay_in_its_run_directory(tmp_path):
     (writable after the drop to 'nobody', never shared with another submission)."""
     src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
     sub = tmp_path / "env_probe.py"
-    sub.write_text(src + """
+    sub.write_text(
+        src
+        + """
 
 import os
 import tempfile
@@ -225,6 +294,7 @@ def custom_kernel(data):
     if os.path.realpath(tempfile.gettempdir()) != os.path.realpath(home):
         raise RuntimeError(f"tempfile.gettempdir() is {tempfile.gettempdir()}, not {home}")
     return _correct_kernel(data)
-""")
+"""
+    )
     r = _run(sub)
     assert r.verdict == PASS, r.message

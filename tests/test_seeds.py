@@ -1,6 +1,7 @@
 """The leaderboard's secret: where it is taken from (``--secret-file`` before ``$HARNESS_SECRET_SEED``
 before a random one), that it leaves the environment, and how each ranked input's seed is derived
 from it (``harness.engine.seeds``), down to the inputs a ranked run really times."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ def test_secret_file_beats_the_environment_and_both_leave_it(tmp_path, monkeypat
     f.write_text("  from-the-file\n")
     monkeypatch.setenv(SECRET_ENV, "from-the-env")
     assert take_secret(str(f)) == ("from-the-file", f"file {f}")
-    assert SECRET_ENV not in os.environ           # removed even when the file won
+    assert SECRET_ENV not in os.environ  # removed even when the file won
     monkeypatch.setenv(SECRET_ENV, "from-the-env")
     assert take_secret() == ("from-the-env", f"${SECRET_ENV}")
     assert SECRET_ENV not in os.environ
@@ -35,7 +36,7 @@ def test_unusable_secret_file_is_a_usage_error(tmp_path, monkeypatch, content, p
     monkeypatch.setenv(SECRET_ENV, "from-the-env")
     with pytest.raises(UsageError, match=problem) as err:
         take_secret(str(f))
-    assert str(f) in str(err.value)             # never falls back to the environment silently
+    assert str(f) in str(err.value)  # never falls back to the environment silently
 
 
 def test_derived_seeds_depend_on_every_part_and_fit_63_bits():
@@ -60,6 +61,7 @@ def test_ranked_inputs_are_generated_from_the_derived_seeds(tmp_path):
     """The submission prints a fingerprint of every input it gets; a ranked run's timed inputs are the
     task's inputs for ``derive_seed(secret, public seed, index)``, and none is the public seed's."""
     from tasks import load_task
+
     task = load_task(MXFP4_SMALL)
     secret = "seed-test-secret"
     r = run(cheat_with_correct_kernel(tmp_path, FINGERPRINT), secret=secret)
@@ -69,6 +71,7 @@ def test_ranked_inputs_are_generated_from_the_derived_seeds(tmp_path):
 
     def fingerprint(seed):
         return float(task.generate_input(dict(case, seed=seed), None)[0].float().sum())
+
     expected = [fingerprint(derive_seed(secret, case["seed"], i)) for i in range(3)]
     assert all(x in seen for x in expected), (expected, seen)
     assert fingerprint(case["seed"]) not in seen
@@ -80,17 +83,34 @@ def test_cli_secret_file_beats_the_environment(tmp_path):
     sub = cheat_with_correct_kernel(tmp_path, FINGERPRINT)
     secret_file = tmp_path / "secret.txt"
     secret_file.write_text("the-file-secret\n")
-    args = ["run", str(sub), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "leaderboard",
-            "--max-repeats", "3", "--quiet", "--json"]
+    args = [
+        "run",
+        str(sub),
+        "--task",
+        MXFP4_SMALL,
+        "--device",
+        "cpu",
+        "--mode",
+        "leaderboard",
+        "--max-repeats",
+        "3",
+        "--quiet",
+        "--json",
+    ]
     env = dict(os.environ, **{SECRET_ENV: "the-env-secret"})
-    both = cli(args + [str(tmp_path / "both.json"), "--secret-file", str(secret_file)], env=env)
-    env_only = cli(args + [str(tmp_path / "env.json")], env=env)
+    both = cli([*args, str(tmp_path / "both.json"), "--secret-file", str(secret_file)], env=env)
+    env_only = cli([*args, str(tmp_path / "env.json")], env=env)
     assert both.returncode == 0 and env_only.returncode == 0, (both.stderr[-1500:], env_only.stderr[-1500:])
     both_doc, env_doc = (json.loads((tmp_path / n).read_text()) for n in ("both.json", "env.json"))
     assert f"secret seed: file {secret_file}" in both_doc["warnings"], both_doc["warnings"]
     assert f"secret seed: ${SECRET_ENV}" in env_doc["warnings"], env_doc["warnings"]
     from tasks import load_task
+
     case = load_task(MXFP4_SMALL).benchmarks[0]
-    first = float(load_task(MXFP4_SMALL).generate_input(
-        dict(case, seed=derive_seed("the-file-secret", case["seed"], 0)), None)[0].float().sum())
+    first = float(
+        load_task(MXFP4_SMALL)
+        .generate_input(dict(case, seed=derive_seed("the-file-secret", case["seed"], 0)), None)[0]
+        .float()
+        .sum()
+    )
     assert first in _fingerprints(both_doc["stdout"]) and first not in _fingerprints(env_doc["stdout"])

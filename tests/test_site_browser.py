@@ -8,6 +8,7 @@ Checks: the ranked rows and their order, that every plot drew one SVG mark per s
 and that no request left the machine (DevTools network log and the Performance API).
 Screenshots go to $HARNESS_SITE_SCREENSHOTS (a folder, e.g. results/) when set, else to a temp folder.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,14 @@ pytest.importorskip("plotly", reason="the site needs plotly (the test extra inst
 
 from harness.api import load_board
 from harness.report.site import build_site
-from harness.report.site.browser import (browser_problem, chromium_path, headless_chromium, requests_made,
-                                         screenshot, wait_for_plots)
+from harness.report.site.browser import (
+    browser_problem,
+    chromium_path,
+    headless_chromium,
+    requests_made,
+    screenshot,
+    wait_for_plots,
+)
 from harness.results import RunResult
 from harness.store.database import open_store
 from tests.site_store import HTML_NAME, MX, TRITON, best_run_of, fill_real_store, record_copy
@@ -76,8 +83,9 @@ def expected_marks(build) -> dict[str, list[int]]:
     for t in build.model.tasks:
         for s in t.sections:
             if s.series:
-                out[f"plot-shapes-{s.anchor}"] = [len(x.points) for x in s.series] + \
-                    ([len(s.sol_floor_us)] if s.sol_floor_us else [])
+                out[f"plot-shapes-{s.anchor}"] = [len(x.points) for x in s.series] + (
+                    [len(s.sol_floor_us)] if s.sol_floor_us else []
+                )
             if s.sol_floor_us:
                 out[f"plot-sol-{s.anchor}"] = [sum(p.sol_percent is not None for p in x.points) for x in s.series]
             if s.history:
@@ -89,7 +97,7 @@ def expected_marks(build) -> dict[str, list[int]]:
 def test_index_in_a_browser(site, browser, tmp_path):
     build, store, html_run = site
     browser.get("about:blank")
-    requests_made(browser)                                   # forget the browser's own start-up pages
+    requests_made(browser)  # forget the browser's own start-up pages
     open_page(browser, build.index)
 
     # ranked rows, in the order of the shared ranking
@@ -107,7 +115,7 @@ def test_index_in_a_browser(site, browser, tmp_path):
     plots = browser.execute_script(MARKS_JS)
     expected = expected_marks(build)
     assert sorted(p["id"] for p in plots) == sorted(expected) and len(plots) == build.plots
-    assert any(k.startswith("plot-sol-") for k in expected)          # the H200 runs have a % of SOL view
+    assert any(k.startswith("plot-sol-") for k in expected)  # the H200 runs have a % of SOL view
     for p in plots:
         assert p["svg"], p["id"]
         assert [tr["points"] for tr in p["traces"]] == expected[p["id"]], p["id"]
@@ -141,8 +149,9 @@ def test_index_in_a_browser(site, browser, tmp_path):
     assert any(u.endswith("/assets/plotly.min.js") for u in urls) and any(u.endswith("/assets/site.css") for u in urls)
     assert [u for u in urls if not u.startswith(("file://", "data:"))] == []
     # the Performance API lists http(s) fetches as 'resource' entries (Chromium lists none for file://)
-    entries = browser.execute_script("return performance.getEntries().filter(e => "
-                                     "['resource', 'navigation'].includes(e.entryType)).map(e => e.name)")
+    entries = browser.execute_script(
+        "return performance.getEntries().filter(e => ['resource', 'navigation'].includes(e.entryType)).map(e => e.name)"
+    )
     assert entries and all(u.startswith("file://") for u in entries), entries
 
     # screenshots: the index and the run page of the CPU leader on mxfp4_small (figures missing on a CPU)

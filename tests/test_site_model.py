@@ -1,6 +1,7 @@
 """The leaderboard site's page model and builder, from a store filled by real runs of the example
 submissions on the small task copies (CPU, tiny budgets; once for this module), plus bad data: an empty
 store, a task with only failed runs, a name with HTML in it, figures that are NaN or missing."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,7 @@ from harness.report.site import build_site
 from harness.report.site.model import build_model, run_href
 from harness.results import PASS, Stats
 from harness.store.database import open_store
-from tests.site_store import (GLUON, HTML_NAME, MX, NV, TORCH, TRITON, TWIN, best_run_of,
-                              fill_real_store, record_copy)
+from tests.site_store import GLUON, HTML_NAME, MX, NV, TORCH, TRITON, TWIN, best_run_of, fill_real_store, record_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def store(tmp_path_factory) -> str:
     d = str(tmp_path_factory.mktemp("site-store"))
     fill_real_store(d, mx_rounds=2)
-    record_copy(d, best_run_of(d, MX, TORCH), TWIN)          # the same figures: a tie for certain
-    with open_store(d) as st:                                  # killed before it stored a result
+    record_copy(d, best_run_of(d, MX, TORCH), TWIN)  # the same figures: a tie for certain
+    with open_store(d) as st:  # killed before it stored a result
         real = st.result(best_run_of(d, MX, TORCH))
         real.submission.sha256 = "0" * 64
         st.begin_run("mxfp4_small", "test+benchmark", real.submission, display_name="killed", device=real.device)
@@ -53,14 +53,15 @@ def test_rows_are_the_shared_ranking(store, model):
         secs = sections(model, board.task)
         assert [s.device for s in secs] == [b.device for b in board.boards]
         for s, b in zip(secs, board.boards):
-            assert [(r.rank_label, r.name, r.run_id) for r in s.ranked] == \
-                   [(e.rank_label, e.name, e.run_id) for e in b.ranked]
+            assert [(r.rank_label, r.name, r.run_id) for r in s.ranked] == [
+                (e.rank_label, e.name, e.run_id) for e in b.ranked
+            ]
             assert [r.score_us for r in s.ranked] == sorted(r.score_us for r in s.ranked)
             for r in s.ranked:
                 assert r.verdict == PASS and r.ci_low_us < r.score_us < r.ci_high_us
     (mx,) = sections(model, "mxfp4_small")
     assert {r.name for r in mx.ranked} == {TORCH, TRITON, TWIN}
-    for r in mx.ranked:     # the text table's wording: "leader" for the leader's score, else "1.23x slower ..."
+    for r in mx.ranked:  # the text table's wording: "leader" for the leader's score, else "1.23x slower ..."
         assert (r.gap == "leader") == (r.score_us == mx.ranked[0].score_us)
         assert r.gap == "leader" or re.fullmatch(r"\d+\.\d\dx slower \(\+[\d.]+ us\)", r.gap)
     (nv,) = sections(model, "nvfp4_small")
@@ -91,7 +92,7 @@ def test_history_points_and_best_so_far(store, model):
     per_name = {}
     for p in mx.history:
         per_name.setdefault(p.name, []).append(p)
-    assert {n: len(ps) for n, ps in per_name.items()} == {TORCH: 2, TRITON: 2, TWIN: 1}   # two rounds, one copy
+    assert {n: len(ps) for n, ps in per_name.items()} == {TORCH: 2, TRITON: 2, TWIN: 1}  # two rounds, one copy
     assert [p.when for p in mx.history] == sorted(p.when for p in mx.history)
     running, expected = math.inf, []
     for p in mx.history:
@@ -99,8 +100,8 @@ def test_history_points_and_best_so_far(store, model):
             running = p.score_us
             expected.append(p.run_id)
     assert [p.run_id for p in mx.best_so_far] == expected
-    assert mx.best_so_far[-1].score_us == mx.ranked[0].score_us      # the board's leader is the best ever
-    with open_store(store) as st:                                     # each point is a stored run's own score
+    assert mx.best_so_far[-1].score_us == mx.ranked[0].score_us  # the board's leader is the best ever
+    with open_store(store) as st:  # each point is a stored run's own score
         for p in mx.history:
             assert p.score_us == pytest.approx(st.runs(ids=[p.run_id])[0].score_us, rel=1e-9)
 
@@ -129,7 +130,7 @@ def test_run_pages(store, model):
     assert all(c.mean_us > 0 and c.stderr_us is not None and c.runs >= 3 for c in bench)
     assert all(c.kernel_only_us is None and c.sol_us is None and c.sol_note for c in bench)
     assert leader.software.get("python") and leader.harness_version and len(leader.sha256) == 64
-    assert len(leader.other_runs) == 1                       # the other round of the same submission
+    assert len(leader.other_runs) == 1  # the other round of the same submission
     killed = next(p for p in model.runs if p.name == "killed")
     assert killed.cases == [] and "never stored a result" in killed.notes[0]
 
@@ -152,20 +153,23 @@ def test_site_files_and_links_both_ways(store, model, tmp_path):
         for link in hrefs(page.read_text()):
             target = (page.parent / link.split("#")[0]).resolve()
             assert target.is_file(), (page, link)
-    assert build.plots == 4     # per-shape and history for both tasks; no % of SOL view on a CPU
+    assert build.plots == 4  # per-shape and history for both tasks; no % of SOL view on a CPU
 
 
 def test_cli_html_all_tasks_and_other_formats_unchanged(store, tmp_path, capsys):
-    assert main(["leaderboard", "--all-tasks", "--format", "html", "-o", str(tmp_path / "s"),
-                 "--results-dir", store]) == 0
+    assert (
+        main(["leaderboard", "--all-tasks", "--format", "html", "-o", str(tmp_path / "s"), "--results-dir", store]) == 0
+    )
     assert "wrote" in capsys.readouterr().err
     assert 'id="mxfp4-small--cpu' in (tmp_path / "s" / "index.html").read_text()
     assert main(["leaderboard", "--task", MX, "--format", "html", "--results-dir", store]) == 2
     assert "pass -o DIR" in capsys.readouterr().err
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    assert main(["leaderboard", "--task", MX, "--format", "html", "-o", str(tmp_path / "busy"),
-                 "--results-dir", store]) == 2
+    assert (
+        main(["leaderboard", "--task", MX, "--format", "html", "-o", str(tmp_path / "busy"), "--results-dir", store])
+        == 2
+    )
     assert "not empty" in capsys.readouterr().err and (tmp_path / "busy" / "notes.txt").read_text() == "mine"
     assert main(["leaderboard", "--task", MX, "--format", "markdown", "--results-dir", store]) == 0
     assert capsys.readouterr().out == render_board(load_board(MX, results_dir=store)[0], "markdown")
@@ -177,6 +181,7 @@ def test_cli_html_all_tasks_and_other_formats_unchanged(store, tmp_path, capsys)
 
 
 # --- bad data -------------------------------------------------------------------------------------
+
 
 def test_empty_store(tmp_path):
     build = build_site(tmp_path / "site", None, results_dir=str(tmp_path / "empty"))
@@ -214,7 +219,7 @@ def test_html_in_a_name_is_escaped(store, tmp_path):
 
 def nan_figures(result):
     bench = result.benchmark_cases()
-    bench[0].stats = Stats.from_samples([bench[0].stats.mean])       # one sample: no standard error
+    bench[0].stats = Stats.from_samples([bench[0].stats.mean])  # one sample: no standard error
     bench[-1].extra = {}
     result.score_us = float("nan")
 
@@ -251,8 +256,9 @@ def test_ci_script_writes_the_site(tmp_path, capsys):
     subs = tmp_path / "subs"
     subs.mkdir()
     shutil.copy(ROOT / "submissions" / "torch_mxfp4.py", subs)
-    code = ci.main(["--task", MX, "--submissions", str(subs), "--tests-only", "--device", "cpu",
-                    "--site", str(tmp_path / "site")])
+    code = ci.main(
+        ["--task", MX, "--submissions", str(subs), "--tests-only", "--device", "cpu", "--site", str(tmp_path / "site")]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     index = (tmp_path / "site" / "index.html").read_text()

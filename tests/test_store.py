@@ -3,6 +3,7 @@ interrupted runs, and the errors a wrong location gives.
 
 ``make_result`` (tests/helpers.py) builds synthetic RunResults.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,6 +27,8 @@ from tests.helpers import make_result
 from tests.store_backends import BACKENDS, fresh_location, run_in_processes
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
 @pytest.fixture(params=BACKENDS)
 def location(request, tmp_path):
     return fresh_location(request.param, tmp_path)
@@ -41,7 +44,7 @@ def test_round_trip(location):
         assert row.software["torch"] == "2.13.0" and "python" in row.software
         cases = st.cases([run_id])[run_id]
         assert [c.kind for c in cases] == ["test", "benchmark", "benchmark"]
-        assert cases[1].stats.samples_ns == result.cases[1].stats.samples_ns   # raw, unrounded (float64)
+        assert cases[1].stats.samples_ns == result.cases[1].stats.samples_ns  # raw, unrounded (float64)
         assert st.result(run_id) == result
         assert st.schema_version() == store_mod.SCHEMA_VERSION
         assert st.tasks() == ["mxfp4_mm"] and st.devices("mxfp4_mm") == ["NVIDIA H200"]
@@ -52,7 +55,7 @@ def test_sqlite_location_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_RESULTS_DIR", str(tmp_path / "env-dir"))
     with open_store(None) as st:
         assert st.path == tmp_path / "env-dir" / "results.sqlite"
-    monkeypatch.setenv("HARNESS_STORE", str(tmp_path / "store.sqlite"))    # $HARNESS_STORE first
+    monkeypatch.setenv("HARNESS_STORE", str(tmp_path / "store.sqlite"))  # $HARNESS_STORE first
     with open_store(None) as st:
         assert st.path == tmp_path / "store.sqlite"
     assert (tmp_path / "res" / "results.sqlite").exists() is False
@@ -60,10 +63,13 @@ def test_sqlite_location_from_env(tmp_path, monkeypatch):
 
 def _make_v1(location: str) -> None:
     """A database at schema version 1 holding one old run."""
-    insert = ("INSERT INTO runs (task, mode, submission_path, submission_sha256, submission_name, started_at,"
-              " verdict, complete) VALUES ('t', 'test', '/a.py', 'aa', 'old name', '2026-01-01', 'pass', 1)")
+    insert = (
+        "INSERT INTO runs (task, mode, submission_path, submission_sha256, submission_name, started_at,"
+        " verdict, complete) VALUES ('t', 'test', '/a.py', 'aa', 'old name', '2026-01-01', 'pass', 1)"
+    )
     if location.startswith("postgresql://"):
         import psycopg
+
         with psycopg.connect(location, autocommit=True) as conn:
             for sql in statements(0, "postgresql"):
                 conn.execute(sql)
@@ -87,7 +93,7 @@ def test_migration_from_v1(location):
         assert st.schema_version() == store_mod.SCHEMA_VERSION
         (row,) = st.runs()
         assert row.display_name == "old name"
-        assert st.db.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0   # step 3 ran
+        assert st.db.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0  # step 3 ran
 
 
 def test_newer_schema_is_refused(location):
@@ -152,19 +158,26 @@ def test_finish_run_updates_the_begun_row(location):
 
 # --- a wrong location: a clear usage error (exit 2), never a traceback ----------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("url, expected", [
-    (lambda tmp: f"postgresql://harness:topsecret@127.0.0.1:{_free_port()}/nothing", "cannot connect to the PostgreSQL"),
-    (lambda tmp: "postgresql://harness@127.0.0.1:notaport/db", "cannot connect to the PostgreSQL"),
-    (lambda tmp: "mysql://user@127.0.0.1/db", "unknown store URL mysql://"),
-    (lambda tmp: str(tmp / "junk.sqlite"), "is it an SQLite database"),
-    (lambda tmp: str(tmp / "plain-file"), "is a file, not a folder"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        (
+            lambda tmp: f"postgresql://harness:topsecret@127.0.0.1:{_free_port()}/nothing",
+            "cannot connect to the PostgreSQL",
+        ),
+        (lambda tmp: "postgresql://harness@127.0.0.1:notaport/db", "cannot connect to the PostgreSQL"),
+        (lambda tmp: "mysql://user@127.0.0.1/db", "unknown store URL mysql://"),
+        (lambda tmp: str(tmp / "junk.sqlite"), "is it an SQLite database"),
+        (lambda tmp: str(tmp / "plain-file"), "is a file, not a folder"),
+    ],
+)
 def test_wrong_store_is_a_usage_error(tmp_path, capsys, url, expected):
     (tmp_path / "junk.sqlite").write_bytes(b"this is not a database, just text " * 200)
     (tmp_path / "plain-file").write_text("x")
@@ -174,5 +187,5 @@ def test_wrong_store_is_a_usage_error(tmp_path, capsys, url, expected):
     code = cli_main(["leaderboard", "--task", "mxfp4_mm", "--store", location])
     err = capsys.readouterr().err
     assert code == 2 and expected in err and "Traceback" not in err
-    assert "topsecret" not in err                       # the password is never printed
-    assert (tmp_path / "junk.sqlite").read_bytes().startswith(b"this is not")   # left as it was
+    assert "topsecret" not in err  # the password is never printed
+    assert (tmp_path / "junk.sqlite").read_bytes().startswith(b"this is not")  # left as it was

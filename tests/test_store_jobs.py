@@ -1,5 +1,6 @@
 """The job table on both backends: claiming (new, done, busy, taken over), retries, failure, concurrent
 drivers, and the ``jobs`` command."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,8 @@ from harness.cli.main import main as cli_main
 from harness.results import SubmissionInfo
 from harness.store.database import INCOMPLETE, open_store
 from harness.store.jobs import JobTable
-from tests.store_backends import BACKENDS, fresh_location, run_in_processes
 from tests.helpers import make_result
+from tests.store_backends import BACKENDS, fresh_location, run_in_processes
 
 
 @pytest.fixture(params=BACKENDS)
@@ -28,8 +29,9 @@ def info(i: int) -> SubmissionInfo:
 
 def claim(st, i, version="0.1.0", mode="leaderboard"):
     sub = info(i)
-    return JobTable(st).claim("mxfp4_mm", mode, sub, sub.name, version,
-                              lambda db: st.insert_run(db, "mxfp4_mm", mode, sub, sub.name))
+    return JobTable(st).claim(
+        "mxfp4_mm", mode, sub, sub.name, version, lambda db: st.insert_run(db, "mxfp4_mm", mode, sub, sub.name)
+    )
 
 
 def _set_driver(st, job_id, driver):
@@ -59,7 +61,7 @@ def test_claim_finish_and_skip(location):
         assert run.complete and run.id == done.run_id
         again = claim(st, 1)
         assert again.outcome == "done" and again.job.id == first.job.id
-        other_version = claim(st, 1, version="0.2.0")      # another harness version: a new job
+        other_version = claim(st, 1, version="0.2.0")  # another harness version: a new job
         assert other_version.outcome == "new" and len(st.runs()) == 2
         assert jobs.counts() == {"queued": 1, "running": 0, "done": 1, "failed": 0}
 
@@ -68,13 +70,13 @@ def test_live_driver_keeps_its_job_and_a_gone_one_is_taken_over(location):
     with open_store(location) as st:
         jobs = JobTable(st)
         a, b = claim(st, 1).job, claim(st, 2).job
-        _set_driver(st, a.id, f"{socket.gethostname()}:{os.getppid()}")     # alive: pytest's parent
+        _set_driver(st, a.id, f"{socket.gethostname()}:{os.getppid()}")  # alive: pytest's parent
         _set_driver(st, b.id, f"{socket.gethostname()}:{_dead_pid()}")
         jobs.start(b.id, "node-a", "0")
         assert claim(st, 1).outcome == "busy"
         retake = claim(st, 2)
         assert retake.outcome == "retake" and retake.job.state == "queued" and retake.job.node is None
-        assert retake.job.run_id == b.run_id and len(st.runs()) == 2      # the same run row, no duplicate
+        assert retake.job.run_id == b.run_id and len(st.runs()) == 2  # the same run row, no duplicate
         assert "taken over from driver" in retake.job.retry_reasons[0] and retake.job.attempts == 1
 
 
@@ -91,7 +93,7 @@ def test_retries_and_failure(location):
         assert failed.state == "failed" and failed.attempts == 2 and failed.verdict == "error"
         assert failed.retry_reasons == ["Ray: WorkerCrashedError: the worker died", "harness internal error: x"]
         assert st.runs()[0].complete and st.runs()[0].verdict == "error"
-        rerun = claim(st, 3)               # a failed job runs again, into a new run row
+        rerun = claim(st, 3)  # a failed job runs again, into a new run row
         assert rerun.outcome == "retake" and rerun.job.run_id != failed.run_id and len(st.runs()) == 2
 
 
@@ -127,17 +129,18 @@ def test_jobs_command(location, capsys):
     assert all(r[1] != "done" for r in lines)
     assert cli_main(["jobs", "--store", location, "--format", "json", "--all"]) == 0
     import json
+
     data = json.loads(capsys.readouterr().out)
     assert data["counts"] == {"queued": 2, "running": 1, "done": 1, "failed": 0} and len(data["jobs"]) == 4
 
 
-def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(location, tmp_path, capsys,
-                                                                                monkeypatch):
+def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(location, tmp_path, capsys, monkeypatch):
     """run-all (serial, with a stand-in runner) into either backend; the rerun skips; the readers read it."""
     import json
     from pathlib import Path
 
     import harness.engine.runner as runner
+
     root = Path(__file__).resolve().parents[1]
     task = str(root / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
     subs = tmp_path / "subs"
@@ -162,12 +165,16 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
     assert calls == ["alpha.py", "beta.py"] and err.count("already done for these contents") == 2
     with open_store(location) as st:
         assert len(st.runs()) == 2 and all(r.complete for r in st.runs())
-    assert cli_main([*args, "--rerun"]) == 0                 # --rerun measures them again, as new runs
+    assert cli_main([*args, "--rerun"]) == 0  # --rerun measures them again, as new runs
     assert calls == ["alpha.py", "beta.py"] * 2 and "already done" not in capsys.readouterr().err
     with open_store(location) as st:
         assert len(st.runs()) == 4 and len(JobTable(st).jobs()) == 4
-    for command in (["leaderboard", "--task", task, "--format", "json"], ["history", "alpha", "--task", "mxfp4_small"],
-                    ["export", "--task", "mxfp4_small", "--format", "json"], ["jobs", "--all", "--format", "json"]):
+    for command in (
+        ["leaderboard", "--task", task, "--format", "json"],
+        ["history", "alpha", "--task", "mxfp4_small"],
+        ["export", "--task", "mxfp4_small", "--format", "json"],
+        ["jobs", "--all", "--format", "json"],
+    ):
         assert cli_main([*command, "--store", location]) == 0, command
         out = capsys.readouterr().out
         assert "alpha" in out, command

@@ -1,5 +1,6 @@
 """docs/tasks/*.md: the minimal submission each shows passes its task's tests (small copy), and
 'python -m harness tasks TASK' prints the task with that submission."""
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ def test_tasks_command_unknown_task(capsys):
 
 def test_small_copies_by_name():
     from tasks import load_task
+
     assert load_task("mxfp4_mm:small").path == ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small"
     assert load_task("nvfp4_small").path == ROOT / "tests" / "fixtures" / "tasks" / "nvfp4_small"
     with pytest.raises(ValueError, match="small copies: mxfp4_mm:small"):
@@ -53,6 +55,12 @@ def test_small_copies_by_name():
 def test_readme_writing_a_submission_points_at_the_docs():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Writing a submission", 1)[1].split("\n## ", 1)[0]
-    for needle in ("docs/tasks/mxfp4_mm.md", "docs/tasks/nvfp4_gemm.md", "custom_kernel(data)", "B_shuffle",
-                   "B_scale_sh", "python -m harness tasks"):
+    for needle in (
+        "docs/tasks/mxfp4_mm.md",
+        "docs/tasks/nvfp4_gemm.md",
+        "custom_kernel(data)",
+        "B_shuffle",
+        "B_scale_sh",
+        "python -m harness tasks",
+    ):
         assert needle in section

@@ -1,4 +1,5 @@
 """Task contracts: generators, references, check_implementation, and every published shape on CPU."""
+
 import pytest
 import torch
 
@@ -15,11 +16,13 @@ def _bytes(t):
 
 
 def _same(d1, d2) -> bool:
-    return all(x.shape == y.shape and x.stride() == y.stride() and torch.equal(_bytes(x), _bytes(y))
-               for x, y in zip(d1, d2))
+    return all(
+        x.shape == y.shape and x.stride() == y.stride() and torch.equal(_bytes(x), _bytes(y)) for x, y in zip(d1, d2)
+    )
 
 
 # ---------------------------------------------------------------- generators
+
 
 def test_mxfp4_generate_layout_and_dtypes():
     a, b, b_q, b_sh, b_sc = MX.generate_input({"m": 4, "n": 48, "k": 128, "seed": 1}, "cpu")
@@ -36,16 +39,19 @@ def test_mxfp4_generate_layout_and_dtypes():
 def test_mxfp4_generate_draws_a_then_b_from_private_generator():
     state = torch.get_rng_state()
     a, b, *_ = MX.generate_input({"m": 2, "n": 16, "k": 64, "seed": 77}, "cpu")
-    assert torch.equal(torch.get_rng_state(), state)          # global RNG untouched
+    assert torch.equal(torch.get_rng_state(), state)  # global RNG untouched
     g = torch.Generator().manual_seed(77)
     assert torch.equal(a, torch.randn((2, 64), dtype=torch.bfloat16, generator=g))
     assert torch.equal(b, torch.randn((16, 64), dtype=torch.bfloat16, generator=g))
 
 
-@pytest.mark.parametrize("task,case", [
-    (MX, {"m": 4, "n": 32, "k": 128, "seed": 5}),
-    (NV, {"m": 128, "n": 128, "k": 256, "l": 2, "seed": 5}),
-])
+@pytest.mark.parametrize(
+    "task,case",
+    [
+        (MX, {"m": 4, "n": 32, "k": 128, "seed": 5}),
+        (NV, {"m": 128, "n": 128, "k": 256, "l": 2, "seed": 5}),
+    ],
+)
 def test_generators_deterministic_and_seed_sensitive(task, case):
     d1 = task.generate_input(case, "cpu")
     d2 = task.generate_input(case, "cpu")
@@ -65,7 +71,7 @@ def test_nvfp4_generate_layout_and_dtypes():
     m, n, k, l = 128, 256, 512, 3
     a, b, sfa, sfb, sfa_p, sfb_p, c = NV.generate_input({"m": m, "n": n, "k": k, "l": l, "seed": 9}, "cpu")
     assert a.dtype == b.dtype == FP4 and a.shape == (m, k // 2, l) and b.shape == (n, k // 2, l)
-    assert not a.is_contiguous() and a.permute(2, 0, 1).is_contiguous()      # memory order (L, M, K/2)
+    assert not a.is_contiguous() and a.permute(2, 0, 1).is_contiguous()  # memory order (L, M, K/2)
     assert not b.is_contiguous() and b.permute(2, 0, 1).is_contiguous()
     assert sfa.dtype == sfb.dtype == torch.float8_e4m3fn
     assert sfa.shape == (m, k // 16, l) and sfb.shape == (n, k // 16, l) and sfa.permute(2, 0, 1).is_contiguous()
@@ -84,9 +90,12 @@ def test_nvfp4_l1_views():
 
 # ---------------------------------------------------------------- references
 
+
 def test_references_do_not_mutate_inputs():
-    for task, case in ((MX, {"m": 4, "n": 32, "k": 128, "seed": 3}),
-                       (NV, {"m": 128, "n": 128, "k": 256, "l": 2, "seed": 3})):
+    for task, case in (
+        (MX, {"m": 4, "n": 32, "k": 128, "seed": 3}),
+        (NV, {"m": 128, "n": 128, "k": 256, "l": 2, "seed": 3}),
+    ):
         data = task.generate_input(case, "cpu")
         before = [_bytes(t).clone() for t in data]
         out = task.reference(data)
@@ -110,6 +119,7 @@ def test_mxfp4_reference_uses_quantized_a():
 
 
 # ---------------------------------------------------------------- check_implementation reports
+
 
 @pytest.fixture(scope="module")
 def small_mx():
@@ -174,7 +184,7 @@ def test_check_tolerance_boundary(small_mx):
     data, ref = small_mx
     near = (ref.float() * (1 + 0.5 * MX.rtol)).to(torch.bfloat16)
     assert MX.check(data, near)[0]
-    ok, msg = MX.module.check_implementation(data, near, rtol=0.0, atol=0.0)
+    ok, _msg = MX.module.check_implementation(data, near, rtol=0.0, atol=0.0)
     assert not ok
 
 
@@ -182,16 +192,18 @@ def test_nvfp4_check_mismatch_and_c_untouched():
     data = NV.generate_input({"m": 128, "n": 128, "k": 256, "l": 2, "seed": 8}, "cpu")
     ref = NV.reference(data)
     assert NV.check(data, ref)[0]
-    ok, msg = NV.check(data, data[6])              # returning the random c buffer fails
+    ok, msg = NV.check(data, data[6])  # returning the random c buffer fails
     assert not ok and "of 32768" in msg and "Max abs error" in msg
 
 
 # ---------------------------------------------------------------- every published shape, on CPU
 
-ALL_CASES = [pytest.param(t, c, id=f"{t.name}-{kind}{i}")
-             for t in (MX, NV)
-             for kind, cases in (("test", t.tests), ("bench", t.benchmarks))
-             for i, c in enumerate(cases)]
+ALL_CASES = [
+    pytest.param(t, c, id=f"{t.name}-{kind}{i}")
+    for t in (MX, NV)
+    for kind, cases in (("test", t.tests), ("bench", t.benchmarks))
+    for i, c in enumerate(cases)
+]
 
 
 @pytest.mark.parametrize("task,case", ALL_CASES)
@@ -209,7 +221,7 @@ def test_published_case_generates_and_passes_own_check(task, case):
 def test_generators_on_gpu_match_reference_semantics():
     data = MX.generate_input({"m": 8, "n": 64, "k": 256, "seed": 3}, "cuda")
     assert all(t.device.type == "cuda" for t in data)
-    q, s = R.quantize_mxfp4(data[1].cpu())
+    q, _s = R.quantize_mxfp4(data[1].cpu())
     assert torch.equal(R.as_uint8(data[2]).cpu(), q)
     out = MX.reference(data)
     cpu = MX.reference(tuple(t.cpu() for t in data))

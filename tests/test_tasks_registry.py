@@ -1,4 +1,5 @@
 """Task registry: loading, validation errors that name file/key/fix, derived numbers, compat shims."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ def test_mxfp4_fields():
     assert (t.test_timeout, t.benchmark_timeout, t.ranked_timeout) == (420, 420, 600)
     assert t.ranking_by == "geom" and t.rtol == t.atol == 0.01
     assert t.timing_protocol == "per_call" and t.inputs_per_measurement == 1
-    assert t.original_clear_bytes == 16000 * 1024 * 1024 * 4     # GPU MODE's torch.randn((16000, 1024, 1024))
+    assert t.original_clear_bytes == 16000 * 1024 * 1024 * 4  # GPU MODE's torch.randn((16000, 1024, 1024))
     assert t.baseline_label == "AMD aiter on MI355X"
     assert t.baseline_us == [8.198, 20.873, 9.462, 9.173, 12.738, 12.219]
     assert t.published_sol_us is None
@@ -39,7 +40,7 @@ def test_nvfp4_fields():
     assert (t.test_timeout, t.benchmark_timeout, t.ranked_timeout) == (180, 180, 180)
     assert t.rtol == t.atol == 0.001 == t.module.RTOL
     assert t.timing_protocol == "batched" and t.inputs_per_measurement == 50
-    assert t.original_clear_bytes == 32 * 1024 * 1024 * 8        # torch.empty((32, 1024, 1024), int64).fill_
+    assert t.original_clear_bytes == 32 * 1024 * 1024 * 8  # torch.empty((32, 1024, 1024), int64).fill_
     assert t.published_sol_label == "B200 at 1.5 GHz" and t.published_sol_us == [8.994, 2.354, 1.333]
     assert t.baseline_us is None and t.baseline_for(t.benchmarks[0]) is None
 
@@ -70,12 +71,15 @@ def test_unknown_task_names_choices():
 
 # ---------------------------------------------------------------- small copies and bad specs
 
+
 def _small_spec(tmp_path: Path, name="mx_small", **changes) -> Path:
     raw = yaml.safe_load((TASKS_DIR / "mxfp4_mm" / "task.yml").read_text())
-    raw.update(implementation="mxfp4_mm",
-               tests=[{"m": 4, "n": 32, "k": 128, "seed": 1}],
-               benchmarks=[{"m": 2, "n": 16, "k": 64, "seed": 2}, {"m": 8, "n": 48, "k": 256, "seed": 3}],
-               baseline={"label": "made up", "unit": "us", "times": [1.0, 2.0]})
+    raw.update(
+        implementation="mxfp4_mm",
+        tests=[{"m": 4, "n": 32, "k": 128, "seed": 1}],
+        benchmarks=[{"m": 2, "n": 16, "k": 64, "seed": 2}, {"m": 8, "n": 48, "k": 256, "seed": 3}],
+        baseline={"label": "made up", "unit": "us", "times": [1.0, 2.0]},
+    )
     for key, value in changes.items():
         if value is None:
             raw.pop(key, None)
@@ -98,56 +102,73 @@ def test_small_copy_loads_and_runs(tmp_path):
 
 def test_nvfp4_small_copy(tmp_path):
     raw = yaml.safe_load((TASKS_DIR / "nvfp4_gemm" / "task.yml").read_text())
-    raw.update(implementation="nvfp4_gemm", tests=[{"m": 128, "n": 128, "k": 256, "l": 2, "seed": 1}],
-               benchmarks=[{"m": 128, "n": 256, "k": 256, "l": 1, "seed": 1}],
-               published_sol_us={"label": "x", "times": [1.0]})
+    raw.update(
+        implementation="nvfp4_gemm",
+        tests=[{"m": 128, "n": 128, "k": 256, "l": 2, "seed": 1}],
+        benchmarks=[{"m": 128, "n": 256, "k": 256, "l": 1, "seed": 1}],
+        published_sol_us={"label": "x", "times": [1.0]},
+    )
     (tmp_path / "task.yml").write_text(yaml.safe_dump(raw))
     t = load_task(tmp_path)
     data = t.generate_input(t.tests[0], "cpu")
     assert t.check(data, t.reference(data))[0]
 
 
-@pytest.mark.parametrize("changes,key,words", [
-    ({"colour": "red"}, "colour", "unknown key"),
-    ({"rtol": None}, "rtol", "missing required field"),
-    ({"tests": [{"m": 4, "n": 32, "k": 96, "seed": 1}]}, "tests[0].k", "multiple of 64"),
-    ({"tests": [{"m": 4, "n": 24, "k": 128, "seed": 1}]}, "tests[0].n", "multiple of 16"),
-    ({"benchmarks": [{"m": 4, "n": 32, "k": 128, "seed": 1}, {"m": 4, "n": 32, "k": 128}]},
-     "benchmarks[1].seed", "missing case key"),
-    ({"tests": [{"m": 4, "n": 32, "k": 128, "seed": 1, "l": 1}]}, "tests[0].l", "unknown case key"),
-    ({"tests": [{"m": "4", "n": 32, "k": 128, "seed": 1}]}, "tests[0].m", "expected an integer"),
-    ({"tests": []}, "tests", "non-empty list"),
-    ({"ranking_by": "fastest"}, "ranking_by", "unknown ranking"),
-    ({"timing": {"protocol": "warp"}}, "timing.protocol", "unknown timing protocol"),
-    ({"timing": {"protocol": "batched"}}, "timing.inputs_per_measurement", "positive integer"),
-    ({"timing": {"protocol": "per_call", "inputs_per_measurement": 50}}, "timing.inputs_per_measurement",
-     "per_call"),
-    ({"timing": {"protocol": "per_call", "original_clear_bytes": -1}}, "timing.original_clear_bytes",
-     "non-negative integer"),
-    ({"timing": {"protocol": "per_call", "clear": 1}}, "timing.clear", "unknown key"),
-    ({"baseline": {"label": "x", "unit": "us", "times": [1.0]}}, "baseline.times", "2 benchmarks"),
-    ({"baseline": {"label": "x", "unit": "ms", "times": [1.0, 2.0]}}, "baseline.unit", "'us'"),
-    ({"rtol": "1e-2"}, "rtol", "expected a number"),
-    ({"test_timeout": -5}, "test_timeout", "must be > 0"),
-    ({"target_gpu": 3}, "target_gpu", "non-empty string"),
-    ({"implementation": "nope"}, "implementation", "not a task"),
-    ({"implementation": None}, "implementation", "no task.py next to"),
-])
+@pytest.mark.parametrize(
+    "changes,key,words",
+    [
+        ({"colour": "red"}, "colour", "unknown key"),
+        ({"rtol": None}, "rtol", "missing required field"),
+        ({"tests": [{"m": 4, "n": 32, "k": 96, "seed": 1}]}, "tests[0].k", "multiple of 64"),
+        ({"tests": [{"m": 4, "n": 24, "k": 128, "seed": 1}]}, "tests[0].n", "multiple of 16"),
+        (
+            {"benchmarks": [{"m": 4, "n": 32, "k": 128, "seed": 1}, {"m": 4, "n": 32, "k": 128}]},
+            "benchmarks[1].seed",
+            "missing case key",
+        ),
+        ({"tests": [{"m": 4, "n": 32, "k": 128, "seed": 1, "l": 1}]}, "tests[0].l", "unknown case key"),
+        ({"tests": [{"m": "4", "n": 32, "k": 128, "seed": 1}]}, "tests[0].m", "expected an integer"),
+        ({"tests": []}, "tests", "non-empty list"),
+        ({"ranking_by": "fastest"}, "ranking_by", "unknown ranking"),
+        ({"timing": {"protocol": "warp"}}, "timing.protocol", "unknown timing protocol"),
+        ({"timing": {"protocol": "batched"}}, "timing.inputs_per_measurement", "positive integer"),
+        (
+            {"timing": {"protocol": "per_call", "inputs_per_measurement": 50}},
+            "timing.inputs_per_measurement",
+            "per_call",
+        ),
+        (
+            {"timing": {"protocol": "per_call", "original_clear_bytes": -1}},
+            "timing.original_clear_bytes",
+            "non-negative integer",
+        ),
+        ({"timing": {"protocol": "per_call", "clear": 1}}, "timing.clear", "unknown key"),
+        ({"baseline": {"label": "x", "unit": "us", "times": [1.0]}}, "baseline.times", "2 benchmarks"),
+        ({"baseline": {"label": "x", "unit": "ms", "times": [1.0, 2.0]}}, "baseline.unit", "'us'"),
+        ({"rtol": "1e-2"}, "rtol", "expected a number"),
+        ({"test_timeout": -5}, "test_timeout", "must be > 0"),
+        ({"target_gpu": 3}, "target_gpu", "non-empty string"),
+        ({"implementation": "nope"}, "implementation", "not a task"),
+        ({"implementation": None}, "implementation", "no task.py next to"),
+    ],
+)
 def test_bad_spec_names_file_key_and_fix(tmp_path, changes, key, words):
     path = _small_spec(tmp_path, **changes)
     with pytest.raises(TaskSpecError) as err:
         load_task(path)
     msg = str(err.value)
     assert str(path) in msg and f": {key}:" in msg and words in msg
-    assert "; " in msg.split(f": {key}:", 1)[1]        # a fix follows the problem
+    assert "; " in msg.split(f": {key}:", 1)[1]  # a fix follows the problem
 
 
 def test_nvfp4_bad_shapes(tmp_path):
     raw = yaml.safe_load((TASKS_DIR / "nvfp4_gemm" / "task.yml").read_text())
     raw["implementation"] = "nvfp4_gemm"
-    for bad, key in (({"m": 100, "n": 128, "k": 256, "l": 1, "seed": 1}, "tests[0].m"),
-                     ({"m": 128, "n": 130, "k": 256, "l": 1, "seed": 1}, "tests[0].n"),
-                     ({"m": 128, "n": 128, "k": 128, "l": 1, "seed": 1}, "tests[0].k")):
+    for bad, key in (
+        ({"m": 100, "n": 128, "k": 256, "l": 1, "seed": 1}, "tests[0].m"),
+        ({"m": 128, "n": 130, "k": 256, "l": 1, "seed": 1}, "tests[0].n"),
+        ({"m": 128, "n": 128, "k": 128, "l": 1, "seed": 1}, "tests[0].k"),
+    ):
         raw["tests"] = [bad]
         f = tmp_path / "task.yml"
         f.write_text(yaml.safe_dump(raw))
@@ -162,11 +183,12 @@ def test_task_spec_error_is_value_error():
 
 # ---------------------------------------------------------------- GPU MODE compat shims
 
+
 @pytest.mark.parametrize("name", ["mxfp4_mm", "nvfp4_gemm"])
 def test_compat_imports_in_fresh_process(name):
     compat = TASKS_DIR / name / "compat"
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(compat)!r})\n"
         "from task import input_t, output_t, TestSpec\n"
         "from utils import make_match_reference, verbose_allclose, verbose_allequal, set_seed, get_device, "
         "DeterministicContext, clear_l2_cache, match_reference\n"
@@ -180,7 +202,7 @@ def test_compat_imports_in_fresh_process(name):
         "assert verbose_allequal(x, x) == [] and verbose_allclose(x, x + 1)[0].startswith('Number')\n"
         "with DeterministicContext(): set_seed(1)\n"
         "clear_l2_cache(); print(get_device(), 'l' in TestSpec.__annotations__)\n"
-    ) % str(compat)
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split()[1] == str(name == "nvfp4_gemm")

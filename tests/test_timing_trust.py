@@ -1,4 +1,5 @@
 """Measurement you can trust (issue #7): score CI, optional result fields, phase timers, kernel-only."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,14 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from harness.worker import kernel_only
-from harness.worker.sampler import L2Flusher, Sampler
-from harness.engine.clocks import ClockReader, clock_warnings
 from harness.analysis.confidence import score_ci_us
+from harness.api import RunOptions, run_submission
+from harness.engine.clocks import ClockReader, clock_warnings
 from harness.report.run_text import render_phases, render_run
 from harness.results import PASS, REJECTED, RunResult
-from harness.api import RunOptions, run_submission
-
+from harness.worker import kernel_only
+from harness.worker.sampler import L2Flusher, Sampler
 from tests.helpers import CORRECT, MXFP4_SMALL, cheat_with_correct_kernel, run
 
 TORCH_MXFP4 = CORRECT[MXFP4_SMALL]
@@ -44,14 +44,15 @@ def test_bootstrap_ci_is_reproducible_and_follows_the_rule():
     assert lo < np.mean([np.mean(c) for c in xs]) / 1e3 < hi
     lo, hi = score_ci_us(xs, "last")
     assert lo < np.mean(xs[-1]) / 1e3 < hi
-    assert score_ci_us([[1000.0]], "geom") is None     # one sample: no honest interval
+    assert score_ci_us([[1000.0]], "geom") is None  # one sample: no honest interval
     assert score_ci_us([], "geom") is None
 
 
 @pytest.fixture(scope="module")
 def cpu_run():
-    return run_submission(TORCH_MXFP4, MXFP4_SMALL, "test+benchmark",
-                          RunOptions(device="cpu", max_repeats=4, verify_timing=True))
+    return run_submission(
+        TORCH_MXFP4, MXFP4_SMALL, "test+benchmark", RunOptions(device="cpu", max_repeats=4, verify_timing=True)
+    )
 
 
 def test_new_fields_round_trip_and_old_json_still_reads(cpu_run):
@@ -75,20 +76,23 @@ def test_phase_timers_put_the_time_where_it_was_spent(tmp_path):
     """A file that sleeps 0.4 s at import and 20 ms in each call: the import phase holds the import's
     sleep, the timing phase at least every timed call (the samples' sum) and the check phase the
     parent's checks; a timer around the wrong block, or none, breaks one of these."""
-    sub = cheat_with_correct_kernel(tmp_path, """
+    sub = cheat_with_correct_kernel(
+        tmp_path,
+        """
 import time
 time.sleep(0.4)
 
 def custom_kernel(data):
     time.sleep(0.02)
     return _correct_kernel(data)
-""")
+""",
+    )
     r = run(sub, mode="test+benchmark")
     assert r.verdict == PASS, r.message
     phases = r.phases_s
     assert phases["import"] >= 0.4, phases
     timed_s = sum(sum(c.stats.samples_ns) for c in r.benchmark_cases()) / 1e9
-    assert timed_s >= 0.02 * sum(c.stats.runs for c in r.benchmark_cases())      # the samples hold the sleeps
+    assert timed_s >= 0.02 * sum(c.stats.runs for c in r.benchmark_cases())  # the samples hold the sleeps
     assert phases["timing"] >= timed_s, (phases, timed_s)
     assert phases["check"] > 0, phases
     assert "worker_start" in render_phases(r) and "95% CI" in render_run(r)
@@ -102,7 +106,7 @@ def test_kernel_only_fields_are_explained_on_cpu(cpu_run):
         assert x["profiler_kernel_ns"] is None and x["kernel_only_vs_profiler_pct"] is None
         assert "not available on CPU" in x["profiler_note"]
         assert x["clocks_before"] == {"note": "not available on CPU"}
-    assert "kernel-only (us)" not in render_run(cpu_run)      # no column without a number
+    assert "kernel-only (us)" not in render_run(cpu_run)  # no column without a number
 
 
 def test_timing_primitives_say_why_on_cpu():
@@ -124,21 +128,21 @@ def test_device_time_attribution_separates_flush_from_calls():
 
 
 def test_profiled_graph_replay_is_split_into_flushes_and_calls():
-    flushes = [(0, 10, "fill"), (11, 21, "fill"), (22, 32, "fill")]                 # period 11
+    flushes = [(0, 10, "fill"), (11, 21, "fill"), (22, 32, "fill")]  # period 11
     pairs = []
-    for i in range(3):                                                                # period 11 + 5
+    for i in range(3):  # period 11 + 5
         t = 16 * i
         pairs += [(t, t + 10, "fill"), (t + 11, t + 13, "quant"), (t + 13.5, t + 15, "gemm")]
     split = kernel_only.split_replay(flushes, pairs, 3)
     assert split == {"call_us": 3.5, "call_ops": 2.0, "window_us": 5.0}
-    shuffled = pairs[:3] + [pairs[4], pairs[3], pairs[5]] + pairs[6:]
+    shuffled = [*pairs[:3], pairs[4], pairs[3], pairs[5], *pairs[6:]]
     assert "do not each start with the flush" in kernel_only.split_replay(flushes, shuffled, 3)["note"]
     assert "not a multiple" in kernel_only.split_replay(flushes, pairs[:-1], 3)["note"]
     assert "no device work" in kernel_only.split_replay(flushes, flushes, 3)["note"]
 
 
 def test_graph_nodes_are_not_guessed_where_they_cannot_be_counted():
-    assert kernel_only.graph_device_nodes(object()) is None          # no raw_cuda_graph (or no libcuda)
+    assert kernel_only.graph_device_nodes(object()) is None  # no raw_cuda_graph (or no libcuda)
 
 
 def test_clock_warnings():
@@ -153,6 +157,7 @@ def test_graph_kernel_time_agrees_with_the_profiler_for_cublas():
     """The primitives on a kernel known to capture: cuBLAS bf16 A @ B.T, m=256 n=3072 k=1536."""
     from harness.engine.device import device_info
     from tasks import load_task
+
     dev = torch.device("cuda")
     t = load_task("mxfp4_mm")
     data = t.generate_input(t.benchmarks[-1], dev)
@@ -180,8 +185,9 @@ def test_kernel_only_agrees_with_the_profiler_on_gpu():
     import dataclasses
 
     from tasks import load_task
+
     t = load_task("mxfp4_mm")
-    t = dataclasses.replace(t, benchmarks=[t.benchmarks[-1]], baseline_us=None)   # m=256 n=3072 k=1536
+    t = dataclasses.replace(t, benchmarks=[t.benchmarks[-1]], baseline_us=None)  # m=256 n=3072 k=1536
     r = run_submission(TORCH_MXFP4, t, "benchmark", RunOptions(device="cuda", max_repeats=30, verify_timing=True))
     assert r.verdict == PASS, r.message
     x = r.benchmark_cases()[0].extra
@@ -189,7 +195,9 @@ def test_kernel_only_agrees_with_the_profiler_on_gpu():
     if x["kernel_only_method"] == "profiler":
         assert "capture failed" in x["kernel_only_note"] and x["kernel_only_vs_profiler_pct"] is None, x
         pytest.skip(f"graph capture failed, profiler fallback used: {x['kernel_only_note']}")
-    assert x["kernel_only_method"] == "cuda_graph" and x["kernel_only_nodes_per_call"] == x["profiler_kernels_per_call"], x
+    assert (
+        x["kernel_only_method"] == "cuda_graph" and x["kernel_only_nodes_per_call"] == x["profiler_kernels_per_call"]
+    ), x
     assert_window_brackets(x["kernel_only_ns"], x["profiler_kernel_ns"], x["profiler_window_ns"])
     assert x["launch_overhead_ns"] == pytest.approx(r.benchmark_cases()[0].stats.mean - x["kernel_only_ns"])
 
@@ -201,12 +209,13 @@ def test_launch_gate_hides_host_time_and_strict_counts_it():
     import time as _time
 
     from harness.engine.device import device_info
+
     dev = torch.device("cuda")
     l2 = device_info(dev).l2_bytes
     gated, strict = Sampler(dev, l2, hide_bytes=64 << 30), Sampler(dev, l2)
     assert gated.gate is not None, gated.method
     assert strict.gate is None and strict.method.startswith("strict")
-    short = Sampler(dev, l2, hide_bytes=256 << 20)     # nvfp4_gemm's clear: a cap of tens of us
+    short = Sampler(dev, l2, hide_bytes=256 << 20)  # nvfp4_gemm's clear: a cap of tens of us
     assert short.gate is not None, short.method
     x = torch.zeros(16, device=dev)
 
@@ -235,6 +244,7 @@ def test_integrity_watches_the_launch_gate_settings():
     import types
 
     from harness.worker import originals as integrity
+
     gate = types.SimpleNamespace(cap_ns=76_000, nblocks=264, _seq=1)
     sampler = types.SimpleNamespace(start=None, end=None, flush=None, gate=gate)
     conn, _other = multiprocessing.Pipe()
@@ -252,9 +262,18 @@ def test_integrity_watches_the_launch_gate_settings():
 def test_timing_check_line_shows_the_gap_per_kernel(cpu_run):
     """--verify-timing on a GPU: the deviation from the kernel sum is also shown per kernel."""
     import dataclasses
+
     case = cpu_run.benchmark_cases()[0]
-    extra = dict(case.extra, kernel_only_ns=60e3, profiler_kernel_ns=53e3, kernel_only_vs_profiler_pct=13.2,
-                 profiler_kernels_per_call=25, profiler_window_ns=64e3, launch_overhead_ns=18e3, profiler_note="")
+    extra = dict(
+        case.extra,
+        kernel_only_ns=60e3,
+        profiler_kernel_ns=53e3,
+        kernel_only_vs_profiler_pct=13.2,
+        profiler_kernels_per_call=25,
+        profiler_window_ns=64e3,
+        launch_overhead_ns=18e3,
+        profiler_note="",
+    )
     run = dataclasses.replace(cpu_run, cases=[dataclasses.replace(case, extra=extra)])
     text = render_run(run)
     assert "(+13.2%, +280 ns per kernel)" in text and "dispatch gap" in text, text
@@ -263,7 +282,7 @@ def test_timing_check_line_shows_the_gap_per_kernel(cpu_run):
 # ---------------------------------------------------------------------------------------------------
 # The physical floor: a time below the speed of light is rejected in ranked runs, flagged otherwise
 # ---------------------------------------------------------------------------------------------------
-HUGE_BYTES = 10**18        # at the H200's 4.8 TB/s datasheet bandwidth: 208 000 s, far above any real call
+HUGE_BYTES = 10**18  # at the H200's 4.8 TB/s datasheet bandwidth: 208 000 s, far above any real call
 
 
 def _declaring(task, nbytes: int):
@@ -280,11 +299,13 @@ def h200_floor_on_the_cpu(monkeypatch):
     """The CPU has no datasheet peaks, so no floor: give it the H200's (a device-peak override), and
     count the floors computed, so the test knows the check ran."""
     from harness.analysis import sol
+
     real, floors = sol.physical_floor_ns, []
 
     def h200(device_name, nbytes, flops):
         floors.append(real("NVIDIA H200", nbytes, flops))
         return floors[-1]
+
     monkeypatch.setattr(sol, "physical_floor_ns", h200)
     return floors
 
@@ -292,6 +313,7 @@ def h200_floor_on_the_cpu(monkeypatch):
 @pytest.mark.parametrize("mode", ["leaderboard", "benchmark"])
 def test_a_time_below_the_physical_floor_is_rejected_when_ranked(h200_floor_on_the_cpu, mode):
     from tasks import load_task
+
     task = _declaring(load_task(MXFP4_SMALL), HUGE_BYTES)
     r = run(TORCH_MXFP4, task=task, mode=mode, max_repeats=3)
     floors = h200_floor_on_the_cpu
@@ -301,7 +323,7 @@ def test_a_time_below_the_physical_floor_is_rejected_when_ranked(h200_floor_on_t
     if mode == "leaderboard":
         assert r.verdict == REJECTED and first.verdict == REJECTED, r.message
         assert "below the physical floor" in first.message and r.score_us is None, first.message
-    else:   # unranked: the same finding is a warning on a passing case
+    else:  # unranked: the same finding is a warning on a passing case
         assert r.verdict == PASS and all(c.verdict == PASS for c in r.benchmark_cases()), r.message
         assert all(any("below the physical floor" in w for w in c.warnings) for c in r.benchmark_cases())
 

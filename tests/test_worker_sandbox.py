@@ -1,5 +1,6 @@
 """harness.worker.landlock and harness.worker.sandbox on their own, in a child process that confines
 itself with Landlock only (no network namespace, no change of user: the worker of a non-root harness)."""
+
 from __future__ import annotations
 
 import errno
@@ -13,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from harness.worker import landlock
-
 from tests.helpers import listening_sockets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +70,13 @@ def _confined_child(tmp_path, listeners, limit_abi="none") -> dict:
     outside.mkdir()
     (outside / "other.py").write_text("secret = 1\n")
     port, abstract = listeners
-    p = subprocess.run([sys.executable, "-c", CHILD, str(run_dir), str(outside), str(port), abstract, limit_abi],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, str(run_dir), str(outside), str(port), abstract, limit_abi],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -80,9 +85,16 @@ def _confined_child(tmp_path, listeners, limit_abi="none") -> dict:
 def test_landlock_alone_denies_writes_reads_tcp_signals_and_abstract_sockets(tmp_path, listeners):
     out = _confined_child(tmp_path, listeners)
     assert out["report"]["fs"] and out["report"]["net"] and out["report"]["scoped_signals"], out["report"]
-    assert out["results"] == {"write inside": 0, "write outside": errno.EACCES, "read outside": errno.EACCES,
-                              "tcp connect": errno.EACCES, "abstract unix socket": errno.EPERM,
-                              "signal the parent": errno.EPERM, "import torch": 0, "multiprocessing lock": 0}
+    assert out["results"] == {
+        "write inside": 0,
+        "write outside": errno.EACCES,
+        "read outside": errno.EACCES,
+        "tcp connect": errno.EACCES,
+        "abstract unix socket": errno.EPERM,
+        "signal the parent": errno.EPERM,
+        "import torch": 0,
+        "multiprocessing lock": 0,
+    }
     assert not (tmp_path / "outside" / "outside.txt").exists()
 
 
@@ -90,6 +102,7 @@ def test_landlock_alone_denies_writes_reads_tcp_signals_and_abstract_sockets(tmp
 def test_an_older_abi_handles_only_what_it_knows_and_says_so(tmp_path, listeners):
     """ABI 3 (Linux 6.2): files are confined, TCP and signals are not, and the report says which."""
     from harness.worker.sandbox import missing
+
     out = _confined_child(tmp_path, listeners, limit_abi="3")
     report = out["report"]
     assert (report["landlock_abi"], report["fs"], report["net"], report["scoped_signals"]) == (3, True, False, False)

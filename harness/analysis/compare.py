@@ -10,6 +10,7 @@ Welch-Satterthwaite). A difference is significant when the interval excludes 1; 
 single sample the uncertainty is unknown and the result says so instead of guessing.
 The per-shape Welch t-test p-value on the difference of the means is reported alongside.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,18 +23,19 @@ CONFIDENCE = 0.95
 
 @dataclass
 class Ratio:
-    value: float               # mean_B / mean_A: how many times faster A is than B
-    stderr: float              # nan when unknown
-    low: float                 # confidence interval (nan when unknown)
+    value: float  # mean_B / mean_A: how many times faster A is than B
+    stderr: float  # nan when unknown
+    low: float  # confidence interval (nan when unknown)
     high: float
     df: float
-    p_value: float             # Welch t-test, two-sided (nan for an overall ratio or when unknown)
-    significant: bool | None   # None: cannot tell
+    p_value: float  # Welch t-test, two-sided (nan for an overall ratio or when unknown)
+    significant: bool | None  # None: cannot tell
     confidence: float = CONFIDENCE
     note: str = ""
 
 
 # --- Student's t distribution, from the regularized incomplete beta function -------------------------
+
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction for the incomplete beta function (modified Lentz)."""
@@ -43,8 +45,10 @@ def _betacf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 400):
         m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
-                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))):
+        for num in (
+            m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
+            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)),
+        ):
             d = 1.0 + num * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + num / c
@@ -80,7 +84,7 @@ def t_quantile(confidence: float, df: float) -> float:
     lo, hi = 0.0, 1.0
     while t_two_sided_p(hi, df) > alpha:
         hi *= 2.0
-    for _ in range(64):   # bisection: 64 halvings reach double precision
+    for _ in range(64):  # bisection: 64 halvings reach double precision
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if t_two_sided_p(mid, df) > alpha else (lo, mid)
     return 0.5 * (lo + hi)
@@ -88,18 +92,22 @@ def t_quantile(confidence: float, df: float) -> float:
 
 # --- comparisons ---------------------------------------------------------------------------------
 
+
 def _usable(s: Stats) -> bool:
     return s.runs >= 2 and s.mean > 0 and s.stderr is not None and math.isfinite(s.stderr)
 
 
 def welch_t_test(a: Stats, b: Stats) -> tuple[float, float, float]:
     """(t, df, two-sided p) of Welch's test for equal means; needs two samples on each side."""
-    va, vb = a.stderr ** 2, b.stderr ** 2
+    va, vb = a.stderr**2, b.stderr**2
     if va + vb == 0:
-        return (0.0 if a.mean == b.mean else math.copysign(math.inf, b.mean - a.mean)), math.inf, \
-            (1.0 if a.mean == b.mean else 0.0)
+        return (
+            (0.0 if a.mean == b.mean else math.copysign(math.inf, b.mean - a.mean)),
+            math.inf,
+            (1.0 if a.mean == b.mean else 0.0),
+        )
     t = (b.mean - a.mean) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (a.runs - 1) + vb ** 2 / (b.runs - 1))
+    df = (va + vb) ** 2 / (va**2 / (a.runs - 1) + vb**2 / (b.runs - 1))
     return t, df, t_two_sided_p(t, df)
 
 
@@ -119,10 +127,19 @@ def speedup(a: Stats, b: Stats, confidence: float = CONFIDENCE) -> Ratio:
     r = b.mean / a.mean
     if not (_usable(a) and _usable(b)):
         side = "A" if not _usable(a) else "B"
-        return Ratio(r, math.nan, math.nan, math.nan, math.nan, math.nan, None, confidence,
-                     note=f"uncertainty unknown: {side} has a single sample")
+        return Ratio(
+            r,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            None,
+            confidence,
+            note=f"uncertainty unknown: {side} has a single sample",
+        )
     va, vb = (a.stderr / a.mean) ** 2, (b.stderr / b.mean) ** 2
-    denom = va ** 2 / (a.runs - 1) + vb ** 2 / (b.runs - 1)
+    denom = va**2 / (a.runs - 1) + vb**2 / (b.runs - 1)
     df = (va + vb) ** 2 / denom if denom > 0 else math.inf
     return _from_log(math.log(r), math.sqrt(va + vb), df, confidence, welch_t_test(a, b)[2])
 
@@ -134,12 +151,21 @@ def geomean_speedup(ratios: list[Ratio], confidence: float = CONFIDENCE) -> Rati
     k = len(ratios)
     log_r = math.fsum(math.log(x.value) for x in ratios) / k
     if any(x.significant is None for x in ratios):
-        return Ratio(math.exp(log_r), math.nan, math.nan, math.nan, math.nan, math.nan, None, confidence,
-                     note="uncertainty unknown: some shapes have a single sample")
+        return Ratio(
+            math.exp(log_r),
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            None,
+            confidence,
+            note="uncertainty unknown: some shapes have a single sample",
+        )
     rel = [x.stderr / x.value for x in ratios]
     var_sum = math.fsum(s * s for s in rel)
-    denom = math.fsum(s ** 4 / x.df for s, x in zip(rel, ratios) if math.isfinite(x.df))
-    df = var_sum ** 2 / denom if denom > 0 else math.inf
+    denom = math.fsum(s**4 / x.df for s, x in zip(rel, ratios) if math.isfinite(x.df))
+    df = var_sum**2 / denom if denom > 0 else math.inf
     return _from_log(log_r, math.sqrt(var_sum) / k, df, confidence, math.nan)
 
 
@@ -154,6 +180,6 @@ def describe(ratio: Ratio, name_a: str, name_b: str) -> str:
         return f"no significant difference between {name_a} and {name_b} (ratio {ratio.value:.3g}, {ci})"
     if ratio.value >= 1:
         return f"{name_a} is {ratio.value:.3g} \u00b1 {ratio.stderr:.2g} times faster than {name_b} ({ci})"
-    inv, inv_se = 1 / ratio.value, ratio.stderr / ratio.value ** 2
+    inv, inv_se = 1 / ratio.value, ratio.stderr / ratio.value**2
     ci = f"{ratio.confidence:.0%} CI {1 / ratio.high:.4g} to {1 / ratio.low:.4g}"
     return f"{name_a} is {inv:.3g} \u00b1 {inv_se:.2g} times slower than {name_b} ({ci})"

@@ -1,4 +1,5 @@
 """Bootstrap confidence interval of a run's score (the task's ranking rule over case means)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,9 @@ def _combine(means_us: np.ndarray, ranking_by: str) -> np.ndarray:
     return means_us[:, -1]
 
 
-def score_ci_us(samples_per_case, ranking_by: str, resamples: int = RESAMPLES, seed: int = SEED,
-                level: float = 95.0) -> list[float] | None:
+def score_ci_us(
+    samples_per_case, ranking_by: str, resamples: int = RESAMPLES, seed: int = SEED, level: float = 95.0
+) -> list[float] | None:
     """Percentile bootstrap: each case's samples (ns) are resampled with replacement, the score is
     recomputed, and the (100-level)/2 and 100-(100-level)/2 percentiles returned in microseconds.
     None when a case has fewer than 2 samples or a non-positive one (no honest interval)."""

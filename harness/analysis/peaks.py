@@ -16,6 +16,7 @@ Two sets of numbers per GPU:
 When neither holds the device's row, the speed of light falls back to the datasheet peaks and says
 so once per process on stderr.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,6 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-
 
 from harness.errors import UsageError
 
@@ -37,8 +37,8 @@ MEASURE_COMMAND = "python -m harness measure-peaks"
 @dataclass(frozen=True)
 class Peaks:
     mem_bytes_per_s: float
-    matrix_flops_per_s: dict          # format -> dense FLOP/s
-    launch_floor_ns: float            # one kernel launch, back to back
+    matrix_flops_per_s: dict  # format -> dense FLOP/s
+    launch_floor_ns: float  # one kernel launch, back to back
 
 
 # Dense (no sparsity) peaks from the vendors' datasheets.
@@ -54,8 +54,7 @@ DATASHEET = {
     # AMD Instinct MI355X datasheet: 8 TB/s; bf16 2.5 PFLOP/s, fp8 5.0, mxfp4 10.0 dense.
     "MI355X": Peaks(8.0 * TB, {"bf16": 2500 * TB, "fp8": 5000 * TB, "fp4": 10000 * TB}, 3000.0),
 }
-_NAME_PATTERNS = [("H200", "H200"), ("H100", "H100"), ("B200", "B200"), ("MI355", "MI355X"),
-                  ("MI300X", "MI300X")]
+_NAME_PATTERNS = [("H200", "H200"), ("H100", "H100"), ("B200", "B200"), ("MI355", "MI355X"), ("MI300X", "MI300X")]
 
 
 def gpu_key(device_name: str) -> str | None:
@@ -75,7 +74,7 @@ def user_peaks_file() -> Path:
     """The user's own measured peaks: where ``measure-peaks`` writes by default."""
     try:
         import platformdirs
-    except ImportError:     # a GPU image without it (the H200 machine): the XDG rule platformdirs follows on Linux
+    except ImportError:  # a GPU image without it (the H200 machine): the XDG rule platformdirs follows on Linux
         base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
         return base / APP_NAME / PEAKS_FILE_NAME
     return platformdirs.user_data_path(APP_NAME) / PEAKS_FILE_NAME
@@ -97,19 +96,22 @@ def _read_rows(path: Path) -> dict[str, Peaks]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        _warn(f"measured peaks file {path} is unreadable ({exc}); ignored: delete it or re-run "
-              f"'{MEASURE_COMMAND}'")
+        _warn(f"measured peaks file {path} is unreadable ({exc}); ignored: delete it or re-run '{MEASURE_COMMAND}'")
         return {}
     out = {}
     devices = doc.get("devices") if isinstance(doc, dict) else None
     for key, row in (devices if isinstance(devices, dict) else {}).items():
         try:
-            out[key] = Peaks(float(row["mem_bytes_per_s"]),
-                             {fmt: float(v) for fmt, v in row["matrix_flops_per_s"].items()},
-                             float(row["launch_floor_ns"]))
+            out[key] = Peaks(
+                float(row["mem_bytes_per_s"]),
+                {fmt: float(v) for fmt, v in row["matrix_flops_per_s"].items()},
+                float(row["launch_floor_ns"]),
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            _warn(f"measured peaks file {path}: the row for {key!r} is malformed ({exc!r}); ignored: "
-                  f"re-run '{MEASURE_COMMAND}' on that device")
+            _warn(
+                f"measured peaks file {path}: the row for {key!r} is malformed ({exc!r}); ignored: "
+                f"re-run '{MEASURE_COMMAND}' on that device"
+            )
     return out
 
 
@@ -141,8 +143,10 @@ _warned_fallback: set[str] = set()
 
 def fallback_warning(key: str) -> str:
     looked = ", ".join(str(p) for p in peaks_files())
-    return (f"no measured peaks for the {key} (looked in {looked}): its speed of light uses the "
-            f"datasheet peaks; run '{MEASURE_COMMAND}' on this GPU to measure them")
+    return (
+        f"no measured peaks for the {key} (looked in {looked}): its speed of light uses the "
+        f"datasheet peaks; run '{MEASURE_COMMAND}' on this GPU to measure them"
+    )
 
 
 def missing_measured_warning(device_kind: str, device_name: str, measured: dict[str, Peaks]) -> str | None:

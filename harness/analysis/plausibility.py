@@ -7,14 +7,15 @@
 - ``noise_warnings``: why a figure may not be reliable, and what to do.
 - ``host_bound_warnings``: when the score measures the host's launch path rather than the GPU.
 """
+
 from __future__ import annotations
 
 import statistics
 
 from harness.results import Stats
 
-ESCAPE_MIN_NS = 20e3          # wall-minus-event beyond the calibrated gap that always counts as escaped work
-ESCAPE_FRACTION = 0.5         # ... or beyond this fraction of the median sample, whichever is larger
+ESCAPE_MIN_NS = 20e3  # wall-minus-event beyond the calibrated gap that always counts as escaped work
+ESCAPE_FRACTION = 0.5  # ... or beyond this fraction of the median sample, whichever is larger
 # The device clock's window around the events (gated samples) is free of host jitter: tighter limits
 # where the gate held for most samples; where it opened by itself (host time past its cap) the window
 # also holds the host's launch of the second timestamp kernel, and the wall check's limit applies.
@@ -22,23 +23,35 @@ MOVED_MIN_NS = 3e3
 MOVED_FRACTION = 0.05
 
 
-def device_clock_excess_ns(stats: Stats, windows_ns, held, window_gap_ns: dict,
-                           inputs_per_sample: int = 1) -> float | None:
+def device_clock_excess_ns(
+    stats: Stats, windows_ns, held, window_gap_ns: dict, inputs_per_sample: int = 1
+) -> float | None:
     """Median over the samples of (device clock window - event time - the honest calibration for the
     sample's regime, the gate held or opened by itself); about 0 for an honest call. None without
     windows and calibrations for more than half the samples. Samples and windows are per input; the
     calibration, a constant per sample, is shared by its ``inputs_per_sample`` inputs (batched timing)."""
     window_gap_ns = {k: v / inputs_per_sample for k, v in window_gap_ns.items() if v is not None}
-    excess = [w - s - window_gap_ns.get("held" if h else "opened")
-              for w, s, h in zip(windows_ns, stats.samples_ns, held)
-              if w is not None and window_gap_ns.get("held" if h else "opened") is not None]
+    excess = [
+        w - s - window_gap_ns.get("held" if h else "opened")
+        for w, s, h in zip(windows_ns, stats.samples_ns, held)
+        if w is not None and window_gap_ns.get("held" if h else "opened") is not None
+    ]
     if len(excess) * 2 <= len(stats.samples_ns):
         return None
     return statistics.median(excess)
 
 
-def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, gpu: bool,
-                windows_ns=(), held=(), window_gap_ns: dict | None = None, inputs_per_sample: int = 1) -> str | None:
+def implausible(
+    stats: Stats,
+    walls_ns,
+    gap_ns: float,
+    floor_ns: float | None,
+    gpu: bool,
+    windows_ns=(),
+    held=(),
+    window_gap_ns: dict | None = None,
+    inputs_per_sample: int = 1,
+) -> str | None:
     """``windows_ns``: per sample, the device clock's time from just before the start event to just
     after the end event (None where not read); ``held``: per sample, whether the launch gate held
     until the host had enqueued everything; ``window_gap_ns``: {"held", "opened"}: what the window
@@ -46,26 +59,31 @@ def implausible(stats: Stats, walls_ns, gap_ns: float, floor_ns: float | None, g
     Samples, walls and windows are per input (a batched sample's divided by its ``inputs_per_sample``
     inputs); ``gap_ns`` and ``window_gap_ns`` are per sample, and are divided the same way."""
     if floor_ns is not None and stats.mean < floor_ns:
-        return (f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
-                "(datasheet bandwidth and matrix peak): impossible, so not ranked")
+        return (
+            f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
+            "(datasheet bandwidth and matrix peak): impossible, so not ranked"
+        )
     excess = device_clock_excess_ns(stats, windows_ns, held, window_gap_ns or {}, inputs_per_sample) if gpu else None
     if excess is not None:
         limit = MOVED_MIN_NS if sum(map(bool, held)) * 2 > len(stats.samples_ns) else ESCAPE_MIN_NS
         if excess > max(limit, MOVED_FRACTION * stats.median):
-            return (f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
-                    "the events were re-recorded or moved, not the work timed")
+            return (
+                f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
+                "the events were re-recorded or moved, not the work timed"
+            )
     if gpu and walls_ns:
-        escaped = (statistics.median(w - s for w, s in zip(walls_ns, stats.samples_ns))
-                   - gap_ns / inputs_per_sample)
+        escaped = statistics.median(w - s for w, s in zip(walls_ns, stats.samples_ns)) - gap_ns / inputs_per_sample
         if escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
-            return (f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
-                    "normal gap: work escaped the timed region (another stream or thread)")
+            return (
+                f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
+                "normal gap: work escaped the timed region (another stream or thread)"
+            )
     return None
 
 
 # CPU timings (host clock, shared cores, no clock control) spread far more than GPU ones: their limits
 # are wider, and the advice differs (more samples do not make a loaded CPU quiet).
-UNSTABLE_REL_ERR = {True: 0.01, False: 0.10}       # by gpu
+UNSTABLE_REL_ERR = {True: 0.01, False: 0.10}  # by gpu
 OUTLIER_RATIO = {True: 2.0, False: 10.0}
 
 
@@ -76,17 +94,23 @@ def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
     if not gpu:
         if not (unstable or outliers):
             return []
-        return [f"noisy CPU timing: the standard error is {100 * stats.relative_error:.1f}% of the mean and the "
-                f"slowest of {stats.runs} samples {stats.max / stats.min if stats.min > 0 else float('inf'):.1f}x "
-                "the fastest (shared cores, no clock control); compare medians, and time on a GPU for figures "
-                "that mean something"]
+        return [
+            f"noisy CPU timing: the standard error is {100 * stats.relative_error:.1f}% of the mean and the "
+            f"slowest of {stats.runs} samples {stats.max / stats.min if stats.min > 0 else float('inf'):.1f}x "
+            "the fastest (shared cores, no clock control); compare medians, and time on a GPU for figures "
+            "that mean something"
+        ]
     out = []
     if unstable:
-        out.append(f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
-                   "work on this device or raise --max-repeats and --max-time")
+        out.append(
+            f"unstable: the standard error is {100 * stats.relative_error:.1f}% of the mean; close other "
+            "work on this device or raise --max-repeats and --max-time"
+        )
     if outliers:
-        out.append(f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
-                   "(clock changes or interference); the median is the more robust figure")
+        out.append(
+            f"outliers: the slowest sample is {stats.max / stats.min:.1f}x the fastest "
+            "(clock changes or interference); the median is the more robust figure"
+        )
     if strict_per_call and stats.mean < 5e3:
         out.append("shorter than 5 us: per-call launch overhead dominates this figure")
     return out
@@ -105,6 +129,8 @@ def host_bound_warnings(unhidden_ns: float | None, kernel_only_ns: float | None)
     kernels (and moves with the host's jitter)."""
     if unhidden_ns is None or not kernel_only_ns or unhidden_ns <= kernel_only_ns:
         return []
-    return [f"host-bound: launching a call took {unhidden_ns / 1e3:.1f} us of host time that nothing hid, more "
-            f"than its {kernel_only_ns / 1e3:.1f} us of kernel-only time, so the GPU waited for the host; cut "
-            "the Python work per call (fewer launches, launch arguments prepared once per shape)"]
+    return [
+        f"host-bound: launching a call took {unhidden_ns / 1e3:.1f} us of host time that nothing hid, more "
+        f"than its {kernel_only_ns / 1e3:.1f} us of kernel-only time, so the GPU waited for the host; cut "
+        "the Python work per call (fewer launches, launch arguments prepared once per shape)"
+    ]

@@ -17,6 +17,7 @@ interval overlaps the group leader's interval joins it and shares the leader's r
 Ties are not chained: every tied entry is within error of its group's best. A score without a standard
 error (a single sample) ties only with an equal score.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ from harness.results import PASS, shape_label
 from harness.store.database import INCOMPLETE, CaseRow, RunRow
 
 Z_95 = 1.959963984540054
-LEADERBOARD_JSON_VERSION = 1   # 1 - first version: task, rule, devices[{device, ranked, unranked, shapes}]
+LEADERBOARD_JSON_VERSION = 1  # 1 - first version: task, rule, devices[{device, ranked, unranked, shapes}]
 UNKNOWN_DEVICE = "(unknown device)"
 BENCHMARK_KINDS = ("benchmark", "leaderboard")
 
@@ -40,15 +41,17 @@ class RankRule(str, Enum):
 
     @property
     def description(self) -> str:
-        return {"geom": "geometric mean of the per-shape benchmark means",
-                "mean": "arithmetic mean of the per-shape benchmark means",
-                "last": "mean time of the last benchmark shape"}[self.value]
+        return {
+            "geom": "geometric mean of the per-shape benchmark means",
+            "mean": "arithmetic mean of the per-shape benchmark means",
+            "last": "mean time of the last benchmark shape",
+        }[self.value]
 
 
 @dataclass
 class Score:
     value_us: float
-    stderr_us: float    # nan when it cannot be computed (a shape with a single sample)
+    stderr_us: float  # nan when it cannot be computed (a shape with a single sample)
 
     def interval(self, z: float = Z_95) -> tuple[float, float]:
         return self.value_us - z * self.stderr_us, self.value_us + z * self.stderr_us
@@ -72,8 +75,8 @@ class Entry:
     path: str
     score_us: float
     stderr_us: float
-    gap_x: float        # score / leader's score
-    gap_us: float       # score - leader's score
+    gap_x: float  # score / leader's score
+    gap_us: float  # score - leader's score
     shapes: list[ShapeTime]
     verdict: str
     mode: str
@@ -110,7 +113,7 @@ class Leaderboard:
     task: str
     rule: RankRule
     boards: list[DeviceBoard]
-    mode: str | None = None          # the one mode whose runs are ranked (None: every mode, as asked)
+    mode: str | None = None  # the one mode whose runs are ranked (None: every mode, as asked)
 
     def to_dict(self) -> dict[str, Any]:
         def clean(x):
@@ -121,14 +124,23 @@ class Leaderboard:
             if isinstance(x, list):
                 return [clean(v) for v in x]
             return x
+
         devices = []
         for b in self.boards:
             d = asdict(b)
             for e, ed in zip(b.ranked, d["ranked"]):
                 ed["rank_label"] = e.rank_label
             devices.append(d)
-        return clean({"version": LEADERBOARD_JSON_VERSION, "task": self.task, "rule": self.rule.value, "mode": self.mode,
-                      "tie_rule": "95% intervals overlap the group leader's", "devices": devices})
+        return clean(
+            {
+                "version": LEADERBOARD_JSON_VERSION,
+                "task": self.task,
+                "rule": self.rule.value,
+                "mode": self.mode,
+                "tie_rule": "95% intervals overlap the group leader's",
+                "devices": devices,
+            }
+        )
 
 
 def score(shapes: list[ShapeTime], rule: RankRule) -> Score:
@@ -139,12 +151,11 @@ def score(shapes: list[ShapeTime], rule: RankRule) -> Score:
     if rule is RankRule.LAST:
         return Score(shapes[-1].mean_us, shapes[-1].stderr_us)
     if rule is RankRule.MEAN:
-        return Score(math.fsum(s.mean_us for s in shapes) / n,
-                     math.sqrt(math.fsum(s.stderr_us ** 2 for s in shapes)) / n)
+        return Score(math.fsum(s.mean_us for s in shapes) / n, math.sqrt(math.fsum(s.stderr_us**2 for s in shapes)) / n)
     if any(s.mean_us <= 0 for s in shapes):
         raise ValueError("a geometric mean needs positive times")
     log_g = math.fsum(math.log(s.mean_us) for s in shapes) / n
-    var_log = math.fsum((s.stderr_us / s.mean_us) ** 2 for s in shapes) / n ** 2
+    var_log = math.fsum((s.stderr_us / s.mean_us) ** 2 for s in shapes) / n**2
     g = math.exp(log_g)
     return Score(g, g * math.sqrt(var_log))
 
@@ -182,8 +193,10 @@ def shape_times(cases: list[CaseRow]) -> list[ShapeTime] | None:
 
 def _reason(run: RunRow, has_pass: bool) -> str:
     if run.verdict == INCOMPLETE or not run.complete:
-        return run.message or ("the run has not finished: still running, or interrupted (killed, crashed harness, "
-                               "machine lost) before it could store a result")
+        return run.message or (
+            "the run has not finished: still running, or interrupted (killed, crashed harness, "
+            "machine lost) before it could store a result"
+        )
     if run.verdict == PASS or has_pass:
         return "no benchmark timings yet: only test runs passed; run it in benchmark or leaderboard mode"
     return run.message or f"verdict {run.verdict}"
@@ -194,19 +207,26 @@ def _date(run: RunRow) -> str:
     return stamp[:16].replace("T", " ")
 
 
-def best_run(runs: list[RunRow], cases: dict[int, list[CaseRow]],
-             rule: RankRule) -> tuple[Score, RunRow, list[ShapeTime]] | None:
+def best_run(
+    runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule
+) -> tuple[Score, RunRow, list[ShapeTime]] | None:
     """The best-scoring complete, passing run with timings among ``runs`` (None if there is none)."""
     scored = []
     for r in runs:
         shapes = shape_times(cases.get(r.id, [])) if r.complete and r.verdict == PASS else None
-        if shapes and all(s.mean_us > 0 for s in shapes):   # a zero time is a broken timer, not a score
+        if shapes and all(s.mean_us > 0 for s in shapes):  # a zero time is a broken timer, not a score
             scored.append((score(shapes, rule), r, shapes))
     return min(scored, key=lambda t: (t[0].value_us, t[1].id)) if scored else None
 
 
-def build_leaderboard(task: str, rule: RankRule, runs: list[RunRow], cases: dict[int, list[CaseRow]],
-                      device: str | None = None, z: float = Z_95) -> Leaderboard:
+def build_leaderboard(
+    task: str,
+    rule: RankRule,
+    runs: list[RunRow],
+    cases: dict[int, list[CaseRow]],
+    device: str | None = None,
+    z: float = Z_95,
+) -> Leaderboard:
     """Rank ``runs`` (of one task) per device; see the module docstring for every rule."""
     by_device: dict[str, list[RunRow]] = {}
     for r in runs:
@@ -216,8 +236,7 @@ def build_leaderboard(task: str, rule: RankRule, runs: list[RunRow], cases: dict
     return Leaderboard(task=task, rule=rule, boards=boards)
 
 
-def _board(dev: str, runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule,
-           z: float) -> DeviceBoard:
+def _board(dev: str, runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule, z: float) -> DeviceBoard:
     by_sub: dict[tuple[str, str], list[RunRow]] = {}
     for r in runs:
         by_sub.setdefault((r.submission_sha256, r.display_name), []).append(r)
@@ -231,16 +250,39 @@ def _board(dev: str, runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: 
         latest = max(sub_runs, key=lambda r: (r.started_at, r.id))
         has_pass = any(r.verdict == PASS for r in sub_runs)
         verdict = INCOMPLETE if not latest.complete else latest.verdict
-        unranked.append(Unranked(latest.display_name, latest.submission_sha256, latest.submission_path,
-                                 verdict, _reason(latest, has_pass), _date(latest), latest.id))
+        unranked.append(
+            Unranked(
+                latest.display_name,
+                latest.submission_sha256,
+                latest.submission_path,
+                verdict,
+                _reason(latest, has_pass),
+                _date(latest),
+                latest.id,
+            )
+        )
     best.sort(key=lambda t: (t[0].value_us, t[1].display_name))
     ranks = assign_ranks([t[0] for t in best], z)
     leader = best[0][0].value_us if best else math.nan
-    entries = [Entry(rank=rk, tied=tied, name=r.display_name, sha256=r.submission_sha256, path=r.submission_path,
-                     score_us=s.value_us, stderr_us=s.stderr_us, gap_x=s.value_us / leader,
-                     gap_us=s.value_us - leader, shapes=shapes, verdict=r.verdict, mode=r.mode,
-                     date=_date(r), run_id=r.id)
-               for (s, r, shapes), (rk, tied) in zip(best, ranks)]
+    entries = [
+        Entry(
+            rank=rk,
+            tied=tied,
+            name=r.display_name,
+            sha256=r.submission_sha256,
+            path=r.submission_path,
+            score_us=s.value_us,
+            stderr_us=s.stderr_us,
+            gap_x=s.value_us / leader,
+            gap_us=s.value_us - leader,
+            shapes=shapes,
+            verdict=r.verdict,
+            mode=r.mode,
+            date=_date(r),
+            run_id=r.id,
+        )
+        for (s, r, shapes), (rk, tied) in zip(best, ranks)
+    ]
     labels: list[str] = []
     for e in entries:
         labels += [s.label for s in e.shapes if s.label not in labels]

@@ -9,34 +9,44 @@ The peaks come from ``harness.analysis.peaks``: the measured ones (``% of SOL`` 
 peaks file has the device, else the datasheet's (with a warning); the physical floor always uses the
 datasheet's.
 """
+
 from __future__ import annotations
 
 from harness.analysis.peaks import DATASHEET, Peaks, gpu_key, load_measured, warn_datasheet_fallback
 from harness.results import SpeedOfLight
 
-__all__ = ["DATASHEET", "Peaks", "gpu_key", "load_measured", "speed_of_light", "physical_floor_ns"]
+__all__ = ["DATASHEET", "Peaks", "gpu_key", "load_measured", "physical_floor_ns", "speed_of_light"]
 
 FORMAT_PREFERENCE = ("fp4", "fp8", "bf16")
 
 
 def _time_ns(peaks: Peaks, nbytes: int, flops: int) -> tuple[float, str]:
     fmt = next(f for f in FORMAT_PREFERENCE if f in peaks.matrix_flops_per_s)
-    bounds = {"memory": nbytes / peaks.mem_bytes_per_s * 1e9,
-              "compute": flops / peaks.matrix_flops_per_s[fmt] * 1e9,
-              "launch": peaks.launch_floor_ns}
+    bounds = {
+        "memory": nbytes / peaks.mem_bytes_per_s * 1e9,
+        "compute": flops / peaks.matrix_flops_per_s[fmt] * 1e9,
+        "launch": peaks.launch_floor_ns,
+    }
     bound = max(bounds, key=bounds.get)
     return bounds[bound], bound
 
 
-def speed_of_light(device_kind: str, device_name: str, nbytes: int, flops: int,
-                   measured_mean_ns: float | None, measured: dict | None = None) -> SpeedOfLight:
+def speed_of_light(
+    device_kind: str,
+    device_name: str,
+    nbytes: int,
+    flops: int,
+    measured_mean_ns: float | None,
+    measured: dict | None = None,
+) -> SpeedOfLight:
     """``measured``: the measured peaks (``load_measured()``, read once per run); None reads them here."""
     if device_kind == "cpu":
         return SpeedOfLight(None, None, None, nbytes, flops, note="no speed of light for CPU runs")
     key = gpu_key(device_name)
     if key is None:
-        return SpeedOfLight(None, None, None, nbytes, flops,
-                            note=f"unknown GPU {device_name!r}: no peak numbers, so no speed of light")
+        return SpeedOfLight(
+            None, None, None, nbytes, flops, note=f"unknown GPU {device_name!r}: no peak numbers, so no speed of light"
+        )
     peaks = (measured if measured is not None else load_measured()).get(key)
     if peaks is None:
         warn_datasheet_fallback(key)

@@ -1,4 +1,5 @@
 """``compare``: is submission A faster than B, per shape and overall, beyond measurement error?"""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,13 @@ import shlex
 import sys
 
 from harness.analysis import compare as stats
+from harness.analysis.ranking import BENCHMARK_KINDS, best_run
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
+from harness.engine.preflight import check_store_exists
+from harness.errors import UsageError
 from harness.report.board import ranking_rule, resolve_task
 from harness.report.runs import find_runs, no_runs_error
 from harness.report.tables import format_rows, us
-from harness.engine.preflight import check_store_exists
-from harness.errors import UsageError
-from harness.analysis.ranking import BENCHMARK_KINDS, best_run
 from harness.results import shape_label
 from harness.store.database import open_store
 
@@ -43,8 +44,10 @@ def _best(st, task, ref, device, rule):
     runs = [r for r in runs if r.device_name == device]
     top = best_run(runs, st.cases(r.id for r in runs), rule)
     if top is None:
-        raise UsageError(f"{ref!r} has no complete, passing run with timings on {device!r}; "
-                         f"see 'python -m harness history {shlex.quote(ref)} --task {task}'")
+        raise UsageError(
+            f"{ref!r} has no complete, passing run with timings on {device!r}; "
+            f"see 'python -m harness history {shlex.quote(ref)} --task {task}'"
+        )
     return top[1]
 
 
@@ -54,14 +57,18 @@ def _device(st, task, a, b, wanted):
     common = sorted(devs_a & devs_b)
     if wanted is not None:
         if wanted not in common:
-            raise UsageError(f"{a!r} and {b!r} have not both run on {wanted!r}; common devices: "
-                             + (", ".join(map(repr, common)) or "none"))
+            raise UsageError(
+                f"{a!r} and {b!r} have not both run on {wanted!r}; common devices: "
+                + (", ".join(map(repr, common)) or "none")
+            )
         return wanted
     if len(common) != 1:
-        raise UsageError(f"{a!r} and {b!r} ran together on {len(common)} devices "
-                         f"({', '.join(map(repr, common)) or 'none'}); choose one with --device"
-                         if common else f"{a!r} and {b!r} never ran on the same device; results from "
-                         "different devices are not compared")
+        raise UsageError(
+            f"{a!r} and {b!r} ran together on {len(common)} devices "
+            f"({', '.join(map(repr, common)) or 'none'}); choose one with --device"
+            if common
+            else f"{a!r} and {b!r} never ran on the same device; results from different devices are not compared"
+        )
     return common[0]
 
 
@@ -76,9 +83,11 @@ def run(args) -> int:
         _, rule, _ = ranking_rule(args.task, None, True)
         run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
         if run_a.id == run_b.id:
-            raise UsageError(f"{args.a!r} and {args.b!r} are the same submission (both resolve to run {run_a.id}, "
-                             f"{run_a.display_name!r}): that would compare a run with itself; give two different "
-                             "submissions (see 'python -m harness leaderboard --task " + args.task + "')")
+            raise UsageError(
+                f"{args.a!r} and {args.b!r} are the same submission (both resolve to run {run_a.id}, "
+                f"{run_a.display_name!r}): that would compare a run with itself; give two different "
+                "submissions (see 'python -m harness leaderboard --task " + args.task + "')"
+            )
         cases = st.cases([run_a.id, run_b.id])
     name_a, name_b = run_a.display_name, run_b.display_name
     if name_a == name_b:
@@ -91,22 +100,47 @@ def run(args) -> int:
     per_shape = [(label, stats.speedup(shapes_a[label], shapes_b[label])) for label in common]
     overall = stats.geomean_speedup([r for _, r in per_shape])
     if args.format == "json":
+
         def ratio(r):
             return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in vars(r).items()}
-        out = {"version": 1, "task": args.task, "device": device, "a": {"name": name_a, "run_id": run_a.id},
-               "b": {"name": name_b, "run_id": run_b.id},
-               "shapes": [dict(shape=label, mean_us_a=shapes_a[label].mean / 1e3, mean_us_b=shapes_b[label].mean / 1e3,
-                               speedup=ratio(r), text=stats.describe(r, name_a, name_b)) for label, r in per_shape],
-               "overall": dict(speedup=ratio(overall), text=stats.describe(overall, name_a, name_b))}
+
+        out = {
+            "version": 1,
+            "task": args.task,
+            "device": device,
+            "a": {"name": name_a, "run_id": run_a.id},
+            "b": {"name": name_b, "run_id": run_b.id},
+            "shapes": [
+                dict(
+                    shape=label,
+                    mean_us_a=shapes_a[label].mean / 1e3,
+                    mean_us_b=shapes_b[label].mean / 1e3,
+                    speedup=ratio(r),
+                    text=stats.describe(r, name_a, name_b),
+                )
+                for label, r in per_shape
+            ],
+            "overall": dict(speedup=ratio(overall), text=stats.describe(overall, name_a, name_b)),
+        }
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True, allow_nan=False) + "\n")
         return 0
     headers = ["shape", f"A: {name_a} (us)", f"B: {name_b} (us)", "B / A", "\u00b1", "p (Welch)", "verdict"]
     rows = []
     for label, r in per_shape:
         verdict = {None: "cannot tell", False: "no significant difference"}.get(
-            r.significant, "A faster" if r.value > 1 else "B faster")
-        rows.append([label, us(shapes_a[label].mean / 1e3), us(shapes_b[label].mean / 1e3), f"{r.value:.3f}",
-                     f"{r.stderr:.3f}", f"{r.p_value:.2g}", verdict])
+            r.significant, "A faster" if r.value > 1 else "B faster"
+        )
+        rows.append(
+            [
+                label,
+                us(shapes_a[label].mean / 1e3),
+                us(shapes_b[label].mean / 1e3),
+                f"{r.value:.3f}",
+                f"{r.stderr:.3f}",
+                f"{r.p_value:.2g}",
+                verdict,
+            ]
+        )
     sys.stdout.write(f"{args.task} on {device}: A = {name_a} (run {run_a.id}), B = {name_b} (run {run_b.id})\n\n")
     sys.stdout.write(format_rows(headers, rows, args.format, right=[1, 2, 3, 4, 5]))
     sys.stdout.write("\noverall (geometric mean over shapes): " + stats.describe(overall, name_a, name_b) + "\n")

@@ -1,14 +1,15 @@
 """``export``: every stored run of a task, as JSON (whole results) or CSV (one row per run and case)."""
+
 from __future__ import annotations
 
 import json
 import sys
 
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
-from harness.report.board import resolve_task
-from harness.report.tables import format_rows
 from harness.engine.preflight import check_output_file, check_store_exists
 from harness.errors import UsageError
+from harness.report.board import resolve_task
+from harness.report.tables import format_rows
 from harness.results import shape_label
 from harness.store.database import open_store
 
@@ -21,12 +22,42 @@ null for an interrupted run]}; raw samples are in result.cases[].stats.samples_n
 CSV: one row per run and case (an interrupted run has one row with empty case columns); times in ns,
 unrounded; no raw samples (use JSON for those)."""
 
-EXPORT_JSON_VERSION = 1   # 1 - first version
-RUN_COLUMNS = ["run_id", "task", "mode", "name", "submission_path", "sha256", "device", "device_kind",
-               "harness_version", "git_commit", "started_at", "finished_at", "wall_s", "verdict", "message",
-               "score_us", "complete"]
-CASE_COLUMNS = ["case", "kind", "shape", "spec", "case_verdict", "case_message", "runs", "mean_ns", "std_ns",
-                "stderr_ns", "median_ns", "min_ns", "max_ns", "baseline_us"]
+EXPORT_JSON_VERSION = 1  # 1 - first version
+RUN_COLUMNS = [
+    "run_id",
+    "task",
+    "mode",
+    "name",
+    "submission_path",
+    "sha256",
+    "device",
+    "device_kind",
+    "harness_version",
+    "git_commit",
+    "started_at",
+    "finished_at",
+    "wall_s",
+    "verdict",
+    "message",
+    "score_us",
+    "complete",
+]
+CASE_COLUMNS = [
+    "case",
+    "kind",
+    "shape",
+    "spec",
+    "case_verdict",
+    "case_message",
+    "runs",
+    "mean_ns",
+    "std_ns",
+    "stderr_ns",
+    "median_ns",
+    "min_ns",
+    "max_ns",
+    "baseline_us",
+]
 
 
 def add_arguments(parser) -> None:
@@ -41,23 +72,49 @@ def export_text(fmt: str, task: str | None = None, results_dir: str | None = Non
         runs = st.runs(task=task)
         if fmt == "json":
             items = [dict(vars(r), result=st.result_dict(r.id)) for r in runs]
-            return json.dumps({"version": EXPORT_JSON_VERSION, "task": task, "runs": items},
-                              indent=2, sort_keys=True, allow_nan=False) + "\n"
+            return (
+                json.dumps(
+                    {"version": EXPORT_JSON_VERSION, "task": task, "runs": items},
+                    indent=2,
+                    sort_keys=True,
+                    allow_nan=False,
+                )
+                + "\n"
+            )
         cases = st.cases(r.id for r in runs)
     rows = []
     for r in runs:
-        base = [r.id, r.task, r.mode, r.display_name, r.submission_path, r.submission_sha256, r.device_name,
-                r.device_kind, r.harness_version, r.git_commit, r.started_at, r.finished_at, r.wall_s, r.verdict,
-                r.message, r.score_us, int(r.complete)]
+        base = [
+            r.id,
+            r.task,
+            r.mode,
+            r.display_name,
+            r.submission_path,
+            r.submission_sha256,
+            r.device_name,
+            r.device_kind,
+            r.harness_version,
+            r.git_commit,
+            r.started_at,
+            r.finished_at,
+            r.wall_s,
+            r.verdict,
+            r.message,
+            r.score_us,
+            int(r.complete),
+        ]
         for c in cases.get(r.id) or [None]:
             if c is None:
                 rows.append(base + [None] * len(CASE_COLUMNS))
                 continue
             s = c.stats
             nums = [s.runs, s.mean, s.std, s.stderr, s.median, s.min, s.max] if s else [None] * 7
-            rows.append(base + [c.idx, c.kind, shape_label(c.spec), json.dumps(c.spec, sort_keys=True), c.verdict,
-                                c.message] + [None if isinstance(v, float) and v != v else v for v in nums]
-                        + [c.baseline_us])
+            rows.append(
+                base
+                + [c.idx, c.kind, shape_label(c.spec), json.dumps(c.spec, sort_keys=True), c.verdict, c.message]
+                + [None if isinstance(v, float) and v != v else v for v in nums]
+                + [c.baseline_us]
+            )
     return format_rows(RUN_COLUMNS + CASE_COLUMNS, rows, "csv")
 
 

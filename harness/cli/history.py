@@ -1,4 +1,5 @@
 """``history``: the past runs of one submission (by file, content hash or name)."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import sys
 from pathlib import Path
 
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
+from harness.engine.preflight import check_store_exists
 from harness.report.board import resolve_task
 from harness.report.runs import file_sha, find_runs, no_runs_error
 from harness.report.tables import format_rows, us
-from harness.engine.preflight import check_store_exists
 from harness.store.database import open_store
 
 EXIT_CODES = READ_ONLY_EXIT_CODES
@@ -39,8 +40,15 @@ def run(args) -> int:
     current = file_sha(Path(args.submission))
     if args.format == "json":
         rows = [dict(vars(r), current=r.submission_sha256 == current) for r in runs]
-        sys.stdout.write(json.dumps({"version": 1, "task": args.task, "submission": args.submission, "runs": rows},
-                                    indent=2, sort_keys=True, allow_nan=False) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {"version": 1, "task": args.task, "submission": args.submission, "runs": rows},
+                indent=2,
+                sort_keys=True,
+                allow_nan=False,
+            )
+            + "\n"
+        )
         return 0
     headers = ["run", "date", "name", "mode", "device", "verdict", "score (us)", "sha256", "commit", "message"]
     rows = []
@@ -49,7 +57,19 @@ def run(args) -> int:
         sha = r.submission_sha256[:10] + ("*" if r.submission_sha256 == current else "")
         message = (r.message.splitlines() or [""])[0][:80]
         score = (repr(r.score_us) if r.score_us is not None else "") if args.format == "csv" else us(r.score_us)
-        rows.append([r.id, r.started_at[:16].replace("T", " "), r.display_name, r.mode, r.device_name or "-",
-                     verdict, score, sha, r.git_commit or "-", message])
+        rows.append(
+            [
+                r.id,
+                r.started_at[:16].replace("T", " "),
+                r.display_name,
+                r.mode,
+                r.device_name or "-",
+                verdict,
+                score,
+                sha,
+                r.git_commit or "-",
+                message,
+            ]
+        )
     sys.stdout.write(format_rows(headers, rows, args.format, right=[0, 6]))
     return 0

@@ -1,5 +1,6 @@
 """``jobs``: where run-all's jobs stand (the store's job table): counts per state, each queued job's
 place in the queue, the running ones with their node and GPU, and the failed ones with their reason."""
+
 from __future__ import annotations
 
 import json
@@ -42,17 +43,47 @@ def run(args) -> int:
     order = {QUEUED: 0, RUNNING: 1, FAILED: 2, DONE: 3}
     shown.sort(key=lambda j: (order[j.state], j.id))
     if args.format == "json":
-        out = {"version": 1, "task": task, "counts": counts,
-               "jobs": [dict(asdict(j), place=place.get(j.id)) for j in shown]}
+        out = {
+            "version": 1,
+            "task": task,
+            "counts": counts,
+            "jobs": [dict(asdict(j), place=place.get(j.id)) for j in shown],
+        }
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
         return 0
     if args.format in ("table", "markdown"):
         print(", ".join(f"{counts[s]} {s}" for s in STATES) + f" ({len(jobs)} jobs)", file=sys.stderr, flush=True)
-    headers = ["job", "state", "place", "task", "mode", "name", "attempts", "node", "gpu", "started",
-               "verdict", "retries"]
-    rows = [[j.id, j.state, place.get(j.id, ""), j.task, j.mode, j.display_name, j.attempts, j.node or "",
-             j.gpu or "", (j.started_at or "")[:19].replace("T", " "), j.verdict or "",
-             f"{len(j.retry_reasons)}: {_short(j.retry_reasons[-1])}" if j.retry_reasons else ""] for j in shown]
+    headers = [
+        "job",
+        "state",
+        "place",
+        "task",
+        "mode",
+        "name",
+        "attempts",
+        "node",
+        "gpu",
+        "started",
+        "verdict",
+        "retries",
+    ]
+    rows = [
+        [
+            j.id,
+            j.state,
+            place.get(j.id, ""),
+            j.task,
+            j.mode,
+            j.display_name,
+            j.attempts,
+            j.node or "",
+            j.gpu or "",
+            (j.started_at or "")[:19].replace("T", " "),
+            j.verdict or "",
+            f"{len(j.retry_reasons)}: {_short(j.retry_reasons[-1])}" if j.retry_reasons else "",
+        ]
+        for j in shown
+    ]
     table = format_rows(headers, rows, args.format, right=[0, 2, 6])
     sys.stdout.write(table if table.endswith("\n") else table + "\n")
     return 0

@@ -1,4 +1,5 @@
 """``leaderboard``: rank the stored runs of a task, one section per device; or write them as a web site."""
+
 from __future__ import annotations
 
 import sys
@@ -34,15 +35,29 @@ def add_arguments(parser) -> None:
     which.add_argument("--task", help="task name, e.g. mxfp4_mm")
     which.add_argument("--all-tasks", action="store_true", help="every task that has results in the store")
     parser.add_argument("--device", default=None, help="only this device (as shown in the section titles)")
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="output format (default: table); html writes a site into -o DIR")
-    parser.add_argument("-o", "--output", metavar="DIR", default=None,
-                        help="--format html: the site's folder (required); other formats: a file for the text")
-    parser.add_argument("--rule", choices=[r.value for r in RankRule], default=None,
-                        help="override the task's ranking rule")
-    parser.add_argument("--mode", choices=("leaderboard", "benchmark", "test+benchmark"), default=None,
-                        help="rank the runs made in this mode (default: leaderboard when there are such runs, else "
-                             "test+benchmark, else benchmark; the choice is said on stderr)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="output format (default: table); html writes a site into -o DIR",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        default=None,
+        help="--format html: the site's folder (required); other formats: a file for the text",
+    )
+    parser.add_argument(
+        "--rule", choices=[r.value for r in RankRule], default=None, help="override the task's ranking rule"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("leaderboard", "benchmark", "test+benchmark"),
+        default=None,
+        help="rank the runs made in this mode (default: leaderboard when there are such runs, else "
+        "test+benchmark, else benchmark; the choice is said on stderr)",
+    )
     add_results_dir_argument(parser)
 
 
@@ -53,9 +68,11 @@ def _tasks(args) -> list[str] | None:
 def _write_site(args) -> int:
     if not args.output:
         raise UsageError("--format html writes a folder: pass -o DIR (for example -o site/)")
-    from harness.report.site import build_site     # Plotly and Jinja2: loaded only for the site
-    build = build_site(args.output, _tasks(args), results_dir=args.results_dir, device=args.device,
-                       rule=args.rule, mode=args.mode)
+    from harness.report.site import build_site  # Plotly and Jinja2: loaded only for the site
+
+    build = build_site(
+        args.output, _tasks(args), results_dir=args.results_dir, device=args.device, rule=args.rule, mode=args.mode
+    )
     for w in build.warnings:
         print(w, file=sys.stderr)
     print(f"wrote {build.index} ({len(build.run_pages)} run pages, {build.plots} plots)", file=sys.stderr)
@@ -64,12 +81,13 @@ def _write_site(args) -> int:
 
 def _all_task_names(results_dir: str | None) -> list[str]:
     from harness.store.database import open_store
+
     with open_store(results_dir) as st:
         return st.tasks()
 
 
 def run(args) -> int:
-    check_store_exists(args.results_dir)      # a read-only command never creates a store
+    check_store_exists(args.results_dir)  # a read-only command never creates a store
     if args.format == "html":
         return _write_site(args)
     if args.all_tasks and args.format == "json":
@@ -79,13 +97,14 @@ def run(args) -> int:
     tasks = _all_task_names(args.results_dir) if args.all_tasks else [args.task]
     parts = []
     for i, task in enumerate(tasks):
-        board, warnings = load_board(task, device=args.device, results_dir=args.results_dir,
-                                     rule=args.rule, mode=args.mode)
+        board, warnings = load_board(
+            task, device=args.device, results_dir=args.results_dir, rule=args.rule, mode=args.mode
+        )
         for w in warnings:
             print(w, file=sys.stderr)
         text = render_board(board, args.format)
         if args.format == "csv" and i > 0:
-            text = text.split("\n", 1)[1]     # one header for every task's rows
+            text = text.split("\n", 1)[1]  # one header for every task's rows
         parts.append(text)
     if args.all_tasks and not tasks:
         print("no results in the store yet; run 'python -m harness run-all' first", file=sys.stderr)

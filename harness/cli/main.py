@@ -5,6 +5,7 @@ Each command module defines ``NAME``, ``HELP``, ``EXAMPLES``, ``add_arguments(pa
 command runs (a command that reads the results store never loads torch). This module only parses,
 dispatches and maps errors to exit codes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,23 +16,34 @@ from harness.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, UsageError
 
 # name -> (module, one-line help): the help is here so that 'python -m harness --help' imports nothing
 COMMANDS = {
-    "run": ("harness.cli.run",
-            "check and time one submission on a task (test, benchmark, leaderboard or profile mode)"),
-    "run-all": ("harness.cli.run_all",
-                "evaluate every submission in a folder and store the results (exit 0 when all ran, "
-                "whatever the verdicts)"),
-    "leaderboard": ("harness.cli.leaderboard",
-                    "rank the stored results of a task (per device; ties within measurement error marked '=')"),
-    "history": ("harness.cli.history",
-                "list the stored runs of one submission: date, mode, device, verdict, score, commit"),
-    "compare": ("harness.cli.compare",
-                "compare two stored submissions: speed-up per shape and overall, with its uncertainty"),
+    "run": (
+        "harness.cli.run",
+        "check and time one submission on a task (test, benchmark, leaderboard or profile mode)",
+    ),
+    "run-all": (
+        "harness.cli.run_all",
+        "evaluate every submission in a folder and store the results (exit 0 when all ran, whatever the verdicts)",
+    ),
+    "leaderboard": (
+        "harness.cli.leaderboard",
+        "rank the stored results of a task (per device; ties within measurement error marked '=')",
+    ),
+    "history": (
+        "harness.cli.history",
+        "list the stored runs of one submission: date, mode, device, verdict, score, commit",
+    ),
+    "compare": (
+        "harness.cli.compare",
+        "compare two stored submissions: speed-up per shape and overall, with its uncertainty",
+    ),
     "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
     "jobs": ("harness.cli.jobs", "where run-all's jobs stand: counts per state, the queue, the running ones"),
     "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),
-    "measure-peaks": ("harness.cli.measure_peaks",
-                      "measure this GPU's bandwidth, matrix rates and launch floor for the speed of light "
-                      "(stored in the user data folder)"),
+    "measure-peaks": (
+        "harness.cli.measure_peaks",
+        "measure this GPU's bandwidth, matrix rates and launch floor for the speed of light "
+        "(stored in the user data folder)",
+    ),
 }
 
 # every exit code, by number; a command module's EXIT_CODES lists the ones it can return
@@ -55,7 +67,7 @@ def exit_codes_help(codes=None, overrides: dict | None = None) -> str:
 
 
 EXIT_CODES_HELP = exit_codes_help()
-EXIT_BROKEN_PIPE = 141   # the shell's 128 + SIGPIPE
+EXIT_BROKEN_PIPE = 141  # the shell's 128 + SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,18 +91,25 @@ def _chosen_command(argv: list[str]) -> str | None:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the command named in ``argv`` (all of them when None) gets its module loaded."""
     chosen = None if argv is None else _chosen_command(argv)
-    parser = _Parser(prog="python -m harness",
-                     description="GPU-kernel competition harness and leaderboard runner.",
-                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="python -m harness",
+        description="GPU-kernel competition harness and leaderboard runner.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
         if argv is not None and name != chosen:
             sub.add_parser(name, help=help_text, add_help=False)
             continue
         mod = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=help_text, description=help_text,
-                           epilog="examples:\n" + mod.EXAMPLES + "\n" + _command_exit_codes(mod),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog="examples:\n" + mod.EXAMPLES + "\n" + _command_exit_codes(mod),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -105,7 +124,7 @@ def main(argv=None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         code = args._run(args)
-        sys.stdout.flush()     # inside the try: a closed pipe is met here, not at interpreter exit
+        sys.stdout.flush()  # inside the try: a closed pipe is met here, not at interpreter exit
         return code
     except BrokenPipeError:
         _silence_stdout()
@@ -116,8 +135,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the one place that turns a harness bug into a code
+    except Exception as exc:
         import traceback
+
         traceback.print_exc()
         print(f"internal error: {exc!r}; this is a bug in the harness, please report it", file=sys.stderr)
         return EXIT_INTERNAL
@@ -127,6 +147,7 @@ def _silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null so the interpreter's last flush cannot fail again
     (the Python documentation's recipe for SIGPIPE)."""
     import os
+
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -1,4 +1,5 @@
 """``python -m harness measure-peaks``: measure this GPU's peaks for the speed of light and store them."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,8 +17,12 @@ EXAMPLES = """  python -m harness measure-peaks                      # into the 
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", metavar="PATH", default=None,
-                   help=f"peaks file to write (default: {user_peaks_file()}); other devices' rows in it are kept")
+    p.add_argument(
+        "--out",
+        metavar="PATH",
+        default=None,
+        help=f"peaks file to write (default: {user_peaks_file()}); other devices' rows in it are kept",
+    )
     p.add_argument("--device", default=None, help="the GPU to measure (default: the first one)")
 
 
@@ -27,19 +32,31 @@ def run(args) -> int:
 
     device = select_device(args.device)
     if device.type != "cuda":
-        raise UsageError("measure-peaks needs a CUDA/ROCm GPU and this torch sees none: run it on the GPU "
-                         "whose peaks you want")
+        raise UsageError(
+            "measure-peaks needs a CUDA/ROCm GPU and this torch sees none: run it on the GPU whose peaks you want"
+        )
     info = device_info(device)
     key = gpu_key(info.name) or info.name
     out = Path(args.out) if args.out else user_peaks_file()
     print(f"measuring {info.name} (copy, bf16/fp8 matrix products, launch floor)...", file=sys.stderr)
     row = measure(device)
-    row.update(device=info.name, driver=info.driver, torch=info.torch, triton=info.triton,
-               date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               script="python -m harness measure-peaks")
+    row.update(
+        device=info.name,
+        driver=info.driver,
+        torch=info.torch,
+        triton=info.triton,
+        date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        script="python -m harness measure-peaks",
+    )
     save_measured(key, row, out)
     print(json.dumps({key: row}, indent=2, sort_keys=True))
-    print(f"wrote the {key} row to {out}"
-          + ("" if out.resolve() == package_peaks_file().resolve()
-             else f" (read after the package's {package_peaks_file()})"), file=sys.stderr)
+    print(
+        f"wrote the {key} row to {out}"
+        + (
+            ""
+            if out.resolve() == package_peaks_file().resolve()
+            else f" (read after the package's {package_peaks_file()})"
+        ),
+        file=sys.stderr,
+    )
     return 0

@@ -1,16 +1,25 @@
 """Options that several commands share."""
+
 from __future__ import annotations
 
 
 def add_results_dir_argument(parser) -> None:
     """``--store URL`` and its older name ``--results-dir DIR`` (one option, any store location)."""
-    parser.add_argument("--store", "--results-dir", dest="results_dir", metavar="URL", default=None,
-                        help="results store: an SQLite folder or .sqlite file, or a postgresql://user:pw@host/db "
-                             "URL (default: $HARNESS_STORE, else $HARNESS_RESULTS_DIR, else ./harness-results)")
+    parser.add_argument(
+        "--store",
+        "--results-dir",
+        dest="results_dir",
+        metavar="URL",
+        default=None,
+        help="results store: an SQLite folder or .sqlite file, or a postgresql://user:pw@host/db "
+        "URL (default: $HARNESS_STORE, else $HARNESS_RESULTS_DIR, else ./harness-results)",
+    )
 
 
 # the exit codes of the commands that only read (see harness.cli.main.exit_codes_help)
-READ_ONLY_EXIT_CODES = {0: "done: the output was written",
-                        2: "usage error: bad arguments, unknown task, no results store, no matching runs",
-                        70: "internal error in the harness (please report it)",
-                        141: "the output pipe closed early (e.g. '| head'): the rest was dropped, quietly"}
+READ_ONLY_EXIT_CODES = {
+    0: "done: the output was written",
+    2: "usage error: bad arguments, unknown task, no results store, no matching runs",
+    70: "internal error in the harness (please report it)",
+    141: "the output pipe closed early (e.g. '| head'): the rest was dropped, quietly",
+}

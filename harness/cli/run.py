@@ -1,4 +1,5 @@
 """``python -m harness run``: one submission, one task, one verdict."""
+
 from __future__ import annotations
 
 import contextlib
@@ -6,13 +7,13 @@ import signal
 import sys
 from pathlib import Path
 
-from harness.cli.options import add_results_dir_argument
-from harness.errors import UsageError, exit_code_for
-from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
 from harness.api import RunOptions, run_submission
+from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import MODES, Mode
 from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
 from harness.engine.seeds import take_secret
+from harness.errors import UsageError, exit_code_for
+from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
 
 EXIT_CODES = (0, 1, 2, 3, 4, 5, 70, 141)
 EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm
@@ -28,49 +29,82 @@ EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_m
 def add_arguments(p) -> None:
     p.add_argument("file", help="the submission: a .py file defining custom_kernel(data)")
     p.add_argument("--task", required=True, help="task name (see 'python -m harness tasks') or a task.yml path")
-    p.add_argument("--mode", default="test+benchmark", choices=MODES,
-                   help="test: correctness only; benchmark: timing with the competition's protocol; "
-                        "test+benchmark (default); leaderboard: tests, then benchmarks on secret-seeded fresh "
-                        "inputs with every timed output checked, and a score; profile: torch profiler tables")
+    p.add_argument(
+        "--mode",
+        default="test+benchmark",
+        choices=MODES,
+        help="test: correctness only; benchmark: timing with the competition's protocol; "
+        "test+benchmark (default); leaderboard: tests, then benchmarks on secret-seeded fresh "
+        "inputs with every timed output checked, and a score; profile: torch profiler tables",
+    )
     p.add_argument("--json", metavar="PATH", help="write the result as JSON to PATH ('-' for stdout)")
     p.add_argument("--seed", type=int, help="replace every case's public seed with N")
-    p.add_argument("--secret-file", help="leaderboard: read the secret seed from this file "
-                                         "(else $HARNESS_SECRET_SEED, else a random one)")
+    p.add_argument(
+        "--secret-file",
+        help="leaderboard: read the secret seed from this file (else $HARNESS_SECRET_SEED, else a random one)",
+    )
     p.add_argument("--device", help="auto (default), cpu, or cuda[:N]")
     p.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
     p.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
-    p.add_argument("--no-drop-privileges", action="store_true",
-                   help="when root, run the submission as root instead of as 'nobody'")
-    p.add_argument("--save", action="store_true",
-                   help="also store the result in the results store (for 'history', 'compare', 'leaderboard')")
+    p.add_argument(
+        "--no-drop-privileges", action="store_true", help="when root, run the submission as root instead of as 'nobody'"
+    )
+    p.add_argument(
+        "--save",
+        action="store_true",
+        help="also store the result in the results store (for 'history', 'compare', 'leaderboard')",
+    )
     add_results_dir_argument(p)
-    p.add_argument("--verify-timing", action="store_true",
-                   help="GPU: also sum each call's kernel durations with the profiler (CUPTI) and report how far "
-                        "the kernel-only figure deviates from it")
-    p.add_argument("--no-kernel-only", action="store_true",
-                   help="skip the kernel-only figure (CUDA graphs of flush+call minus flushes) after each case")
-    p.add_argument("--triton-cache-dir", metavar="DIR",
-                   help="Triton cache shared across runs (default: a fresh, empty one per run)")
+    p.add_argument(
+        "--verify-timing",
+        action="store_true",
+        help="GPU: also sum each call's kernel durations with the profiler (CUPTI) and report how far "
+        "the kernel-only figure deviates from it",
+    )
+    p.add_argument(
+        "--no-kernel-only",
+        action="store_true",
+        help="skip the kernel-only figure (CUDA graphs of flush+call minus flushes) after each case",
+    )
+    p.add_argument(
+        "--triton-cache-dir",
+        metavar="DIR",
+        help="Triton cache shared across runs (default: a fresh, empty one per run)",
+    )
     p.add_argument("--verbose", action="store_true", help="also print where the wall time went, on stderr")
-    p.add_argument("--scan-policy", choices=("warn", "reject", "off"), default="warn",
-                   help="leaderboard: static scan of the source with kernelguard before running; warn (default) "
-                        "lists findings, reject refuses a submission kernelguard classifies as hacked")
-    p.add_argument("--no-defenses", action="store_true",
-                   help="MEASUREMENT ONLY: turn the anti-cheating defenses off (fixed inputs, no integrity checks) "
-                        "to measure their cost; the result is stamped and must not be ranked")
+    p.add_argument(
+        "--scan-policy",
+        choices=("warn", "reject", "off"),
+        default="warn",
+        help="leaderboard: static scan of the source with kernelguard before running; warn (default) "
+        "lists findings, reject refuses a submission kernelguard classifies as hacked",
+    )
+    p.add_argument(
+        "--no-defenses",
+        action="store_true",
+        help="MEASUREMENT ONLY: turn the anti-cheating defenses off (fixed inputs, no integrity checks) "
+        "to measure their cost; the result is stamped and must not be ranked",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def run(args) -> int:
-    options = RunOptions(device=args.device, seed=args.seed, max_repeats=args.max_repeats,
-                         max_time_s=args.max_time, timeout_scale=args.timeout_scale,
-                         memory_limit_gb=args.memory_limit_gb,
-                         drop_privileges=False if args.no_drop_privileges else None,
-                         verify_timing=args.verify_timing, kernel_only=not args.no_kernel_only,
-                         triton_cache_dir=args.triton_cache_dir,
-                         scan_policy=args.scan_policy, defenses=not args.no_defenses).validate()
+    options = RunOptions(
+        device=args.device,
+        seed=args.seed,
+        max_repeats=args.max_repeats,
+        max_time_s=args.max_time,
+        timeout_scale=args.timeout_scale,
+        memory_limit_gb=args.memory_limit_gb,
+        drop_privileges=False if args.no_drop_privileges else None,
+        verify_timing=args.verify_timing,
+        kernel_only=not args.no_kernel_only,
+        triton_cache_dir=args.triton_cache_dir,
+        scan_policy=args.scan_policy,
+        defenses=not args.no_defenses,
+    ).validate()
     check_submission_file(args.file)
     check_output_file(args.json, "--json")
     if args.save:
@@ -85,8 +119,11 @@ def run(args) -> int:
     with deferred_termination() as received:
         result = run_submission(args.file, args.task, args.mode, options, progress)
     if received:
-        print(f"[harness] {', '.join(received)} arrived during the run and was deferred until its end (a "
-              "submission running as the harness's own user can send it; see SECURITY.md)", file=sys.stderr)
+        print(
+            f"[harness] {', '.join(received)} arrived during the run and was deferred until its end (a "
+            "submission running as the harness's own user can send it; see SECURITY.md)",
+            file=sys.stderr,
+        )
     for line in render_warnings(result):
         print(line, file=sys.stderr)
     if args.verbose:
@@ -100,15 +137,18 @@ def run(args) -> int:
             print(excerpt, file=sys.stderr)
     if args.save:
         from harness.store.database import git_commit_of, open_store
+
         with open_store(args.results_dir) as st:
             run_id = st.record(result, git_commit=git_commit_of(args.file))
             print(f"stored as run {run_id} in {st.path}", file=sys.stderr)
     if args.json and args.json != "-":
         try:
             Path(args.json).write_text(result.to_json() + "\n")
-        except OSError as exc:   # checked before the run; only a change since then gets here
-            raise UsageError(f"--json {args.json}: cannot write ({exc}); the result was not written there"
-                             + (" (it is in the results store)" if args.save else "")) from exc
+        except OSError as exc:  # checked before the run; only a change since then gets here
+            raise UsageError(
+                f"--json {args.json}: cannot write ({exc}); the result was not written there"
+                + (" (it is in the results store)" if args.save else "")
+            ) from exc
     return exit_code_for(result.verdict)
 
 
@@ -117,10 +157,11 @@ def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> s
     from harness.engine.cpu_estimate import long_cpu_run_note
     from harness.engine.device import select_device
     from tasks import load_task
+
     try:
         task = load_task(task_name)
         on_cpu = select_device(device).type == "cpu"
-    except Exception:  # noqa: BLE001 - a bad task or device is reported by the run itself
+    except Exception:
         return None
     if callable(files):
         files = files(task)
@@ -130,9 +171,10 @@ def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> s
 def _diagnosis(result, task: str) -> str | None:
     from harness.engine.diagnosis import diagnose_result
     from tasks import load_task
+
     try:
         target = load_task(task).target_gpu
-    except Exception:  # noqa: BLE001 - the task loaded for the run; a diagnosis never fails the command
+    except Exception:
         target = "(unknown)"
     return diagnose_result(result, target)
 
@@ -147,7 +189,7 @@ def deferred_termination(signals=(signal.SIGTERM, signal.SIGHUP)):
     try:
         for sig in signals:
             previous[sig] = signal.signal(sig, lambda num, _frame: received.append(signal.Signals(num).name))
-    except ValueError:   # not the main thread: nothing to install
+    except ValueError:  # not the main thread: nothing to install
         pass
     try:
         yield received

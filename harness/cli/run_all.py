@@ -1,4 +1,5 @@
 """``run-all``: evaluate every submission in a folder and store each result (see harness.engine.folder)."""
+
 from __future__ import annotations
 
 import sys
@@ -8,11 +9,13 @@ from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import STORED_MODES
 from harness.errors import EXIT_INTERNAL, EXIT_OK, UsageError
 
-EXIT_CODES = {0: "every submission was run and stored, whatever their verdicts (see 'leaderboard', 'history')",
-              2: "usage error: bad arguments, unknown task, missing folder, unwritable results store",
-              70: "the harness or the machine failed on a job more often than --retries allows (stored with "
-                  "verdict 'error', its job 'failed'; the rest still ran)",
-              141: "the output pipe closed early: the rest of the output was dropped, quietly"}
+EXIT_CODES = {
+    0: "every submission was run and stored, whatever their verdicts (see 'leaderboard', 'history')",
+    2: "usage error: bad arguments, unknown task, missing folder, unwritable results store",
+    70: "the harness or the machine failed on a job more often than --retries allows (stored with "
+    "verdict 'error', its job 'failed'; the rest still ran)",
+    141: "the output pipe closed early: the rest of the output was dropped, quietly",
+}
 EXAMPLES = """  python -m harness run-all submissions/ --task mxfp4_mm
   python -m harness run-all submissions/ --task mxfp4_mm --secret-file secret.txt
   python -m harness run-all submissions/ --task mxfp4_mm --mode test --results-dir /tmp/res
@@ -45,37 +48,68 @@ def _positive(text: str) -> int:
 def add_arguments(parser) -> None:
     parser.add_argument("folder", metavar="DIR", help="folder holding the submissions (*.py)")
     parser.add_argument("--task", required=True, help="task name or path to a task.yml")
-    parser.add_argument("--mode", choices=STORED_MODES, default="leaderboard", help="what to run (default: leaderboard)")
+    parser.add_argument(
+        "--mode", choices=STORED_MODES, default="leaderboard", help="what to run (default: leaderboard)"
+    )
     parser.add_argument("--device", default=None, help="auto (default), cpu, or cuda[:N] (serial executor)")
     parser.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
     parser.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
     parser.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     parser.add_argument("--all", action="store_true", help="also run files whose header or name says another task")
-    parser.add_argument("--secret-file", metavar="FILE",
-                        help="leaderboard mode: read the secret seed from FILE (else $HARNESS_SECRET_SEED, else "
-                             "random); taken once for every submission")
-    parser.add_argument("--executor", choices=("serial", "ray"), default="serial",
-                        help="serial: one job after another on this machine (default); ray: one Ray task per "
-                             "job, one GPU each")
-    parser.add_argument("--address", metavar="ADDR",
-                        help="ray: join this cluster ('auto', or ray://HOST:10001); default: start a local one")
-    parser.add_argument("--jobs", type=_positive, metavar="N",
-                        help="ray: at most N jobs at once (a local cluster without GPUs: N CPU jobs; default 1)")
+    parser.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="leaderboard mode: read the secret seed from FILE (else $HARNESS_SECRET_SEED, else "
+        "random); taken once for every submission",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("serial", "ray"),
+        default="serial",
+        help="serial: one job after another on this machine (default); ray: one Ray task per job, one GPU each",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="ray: join this cluster ('auto', or ray://HOST:10001); default: start a local one",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="ray: at most N jobs at once (a local cluster without GPUs: N CPU jobs; default 1)",
+    )
     parser.add_argument("--gpu-type", metavar="T", help="ray: only GPUs of this accelerator type (H200, B200, MI355X)")
-    parser.add_argument("--rerun", action="store_true",
-                        help="run the jobs already done again (new runs beside the old ones) instead of skipping them")
-    parser.add_argument("--retries", type=int, default=2, metavar="N",
-                        help="retries of a job the machine or the harness failed on (default 2)")
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="run the jobs already done again (new runs beside the old ones) instead of skipping them",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="retries of a job the machine or the harness failed on (default 2)",
+    )
     add_results_dir_argument(parser)
 
 
 def _ray_executor(args):
     if args.device not in (None, "auto", "cpu", "cuda"):
-        raise UsageError(f"--device {args.device} with --executor ray: Ray picks each job's GPU; use --device cpu "
-                         "to run the jobs on CPUs, or leave --device out")
+        raise UsageError(
+            f"--device {args.device} with --executor ray: Ray picks each job's GPU; use --device cpu "
+            "to run the jobs on CPUs, or leave --device out"
+        )
     from harness.engine.executors.ray_executor import RayExecutor
-    return RayExecutor(address=args.address, jobs=args.jobs, gpu_type=args.gpu_type, retries=args.retries,
-                       gpus_per_job=0 if args.device == "cpu" else None)
+
+    return RayExecutor(
+        address=args.address,
+        jobs=args.jobs,
+        gpu_type=args.gpu_type,
+        retries=args.retries,
+        gpus_per_job=0 if args.device == "cpu" else None,
+    )
 
 
 def run(args) -> int:
@@ -83,16 +117,28 @@ def run(args) -> int:
         raise UsageError("--retries must be 0 or more")
     if args.executor == "serial" and (args.address or args.gpu_type or args.jobs):
         raise UsageError("--address, --gpu-type and --jobs belong to --executor ray; add --executor ray")
-    options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time,
-                         timeout_scale=args.timeout_scale).validate()
+    options = RunOptions(
+        device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time, timeout_scale=args.timeout_scale
+    ).validate()
     _say_cpu_note(args, options)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     executor = (lambda: _ray_executor(args)) if args.executor == "ray" else None
-    report = run_folder(args.folder, args.task, args.mode, options, results_dir=args.results_dir,
-                        secret_file=args.secret_file, everything=args.all, progress=say, executor=executor,
-                        retries=args.retries, rerun=args.rerun)
+    report = run_folder(
+        args.folder,
+        args.task,
+        args.mode,
+        options,
+        results_dir=args.results_dir,
+        secret_file=args.secret_file,
+        everything=args.all,
+        progress=say,
+        executor=executor,
+        retries=args.retries,
+        rerun=args.rerun,
+    )
     if report.entries:
         from harness.api import load_board, render_board
+
         board, _warnings = load_board(args.task, results_dir=args.results_dir, mode=report.mode)
         say("\n" + render_board(board, "table"))
     return EXIT_INTERNAL if report.internal_errors else EXIT_OK
@@ -107,6 +153,7 @@ def _say_cpu_note(args, options) -> None:
             return discover(args.folder, (task.name, task.compat_dir.parent.name), everything=args.all)[0]
         except UsageError:
             return []
+
     note = cpu_note(args.task, args.mode, args.device, options, files)
     if note:
         print(note, file=sys.stderr, flush=True)

@@ -1,11 +1,11 @@
 """One benchmark case: warm-up, chunks of timed calls until the :class:`StopRule` is met (every timed
 output checked), then the timing checks, the clocks and the kernel-only figure."""
+
 from __future__ import annotations
 
 import time
 
 from harness import protocol
-from harness.messages import Timed, WarmedUp
 from harness.analysis import plausibility
 from harness.engine.checks import Checker
 from harness.engine.clocks import ClockReader, clock_warnings
@@ -17,10 +17,12 @@ from harness.engine.stop_rule import StopRule
 from harness.engine.timing_checks import TimingJudge
 from harness.engine.verdicts import end_case
 from harness.extras import Clocks
+from harness.messages import Timed, WarmedUp
 from harness.results import FAIL, PASS, CaseResult
 
-GATE_MISSED = ("the launch gate could not close for some samples (the GPU was busy); those samples "
-               "include the host's launch time")
+GATE_MISSED = (
+    "the launch gate could not close for some samples (the GPU was busy); those samples include the host's launch time"
+)
 
 
 class BenchmarkLoop:
@@ -45,8 +47,9 @@ class BenchmarkLoop:
         batch = 1 if per_call else task.inputs_per_measurement
         if not ctx.gpu and batch > ctx.opt.cpu_inputs_per_measurement:
             batch = ctx.opt.cpu_inputs_per_measurement
-            result.warnings.append(f"CPU run: {batch} inputs per measurement instead of the task's "
-                                   f"{task.inputs_per_measurement}")
+            result.warnings.append(
+                f"CPU run: {batch} inputs per measurement instead of the task's {task.inputs_per_measurement}"
+            )
 
         # Warm-up calls bring the clocks up before every chunk of timed calls. In ranked runs they use
         # an input of their own (slot 0), never one that is timed afterwards.
@@ -55,9 +58,17 @@ class BenchmarkLoop:
         fixed_specs, fixed = ([], None) if ranked else self.inputs.generate(spec, 0, batch)
         fixed_items = None if ranked else self.inputs.place(fixed_specs, fixed, deadline)
         reply = self.session.request(
-            "timing", {"op": "warmup", "data": 0 if fixed_items else self.inputs.place(*warm, deadline)[0],
-                       "min_calls": 3 if ctx.gpu else 1, "min_ms": 100 if ctx.gpu else 0},
-            deadline, f"warming up {label}", WarmedUp)
+            "timing",
+            {
+                "op": "warmup",
+                "data": 0 if fixed_items else self.inputs.place(*warm, deadline)[0],
+                "min_calls": 3 if ctx.gpu else 1,
+                "min_ms": 100 if ctx.gpu else 0,
+            },
+            deadline,
+            f"warming up {label}",
+            WarmedUp,
+        )
         if ranked and self.session.baseline_threads is None:
             self.session.baseline_threads = reply.integrity.threads
         reason = self.session.rejection(reply)
@@ -83,27 +94,46 @@ class BenchmarkLoop:
             # the worker, so untimed code never sees them), then, right before timing, the harness's
             # own GPU work to hold the clocks up and a read of each timed input (see worker.sampler).
             if chunk_warmup_ms:
-                reply = self.session.request("warmup", {"op": "warmup", "data": 0, "min_calls": 1,
-                                                        "min_ms": chunk_warmup_ms}, deadline,
-                                             f"warming up {label}", WarmedUp)
+                reply = self.session.request(
+                    "warmup",
+                    {"op": "warmup", "data": 0, "min_calls": 1, "min_ms": chunk_warmup_ms},
+                    deadline,
+                    f"warming up {label}",
+                    WarmedUp,
+                )
                 reason = self.session.rejection(reply)
                 if not reply.ok or reason:
                     return end_case(result, reply, reason, samples)
             if ranked:
-                items = self.inputs.place(specs, privates, deadline, keep=1)   # slot 0: the warm-up input
+                items = self.inputs.place(specs, privates, deadline, keep=1)  # slot 0: the warm-up input
             else:
                 items = fixed_items * k if per_call else fixed_items
             index += len(privates)
             reply = self.session.request(
-                "timing", {"op": "time", "protocol": task.timing_protocol, "inputs": items, "return": returned,
-                           "heat_ms": chunk_warmup_ms, "touch": ctx.gpu}, deadline, f"timing {label}",
-                Timed, n_samples=len(items) if per_call else 1, n_outputs=len(returned))
+                "timing",
+                {
+                    "op": "time",
+                    "protocol": task.timing_protocol,
+                    "inputs": items,
+                    "return": returned,
+                    "heat_ms": chunk_warmup_ms,
+                    "touch": ctx.gpu,
+                },
+                deadline,
+                f"timing {label}",
+                Timed,
+                n_samples=len(items) if per_call else 1,
+                n_outputs=len(returned),
+            )
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
                 return end_case(result, reply, reason, samples)
             for idx, out in zip(returned, self.checker.outputs(reply.outputs)):
-                ok, message = (self.checker.check(privates[idx], out) if ranked
-                               else self.checker.check_fixed(privates[idx], out, passed_fixed))
+                ok, message = (
+                    self.checker.check(privates[idx], out)
+                    if ranked
+                    else self.checker.check_fixed(privates[idx], out, passed_fixed)
+                )
                 if not ok:
                     result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
                     return self.judge.finish(result, samples + reply.samples_ns, series, batch)

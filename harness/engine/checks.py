@@ -1,5 +1,6 @@
 """Checking what the worker sends back: outputs rebuilt from their decoded reply (``harness.messages``)
 and judged by the task's ``check_implementation``."""
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,10 @@ class Checker:
         try:
             return rebuild_tensor(out.dtype, out.shape, out.raw, out.device, self.ctx.device)
         except ProtocolError as exc:
-            raise WorkerFailure(REJECTED, f"a malformed output in the worker's reply ({exc}): the "
-                                          "submission wrote into the harness's channel") from exc
+            raise WorkerFailure(
+                REJECTED,
+                f"a malformed output in the worker's reply ({exc}): the submission wrote into the harness's channel",
+            ) from exc
 
     def check(self, data, out) -> tuple[bool, str]:
         if isinstance(out, Unusable):
@@ -48,8 +51,13 @@ class Checker:
     def check_fixed(self, data, out, passed: list) -> tuple[bool, str]:
         """Benchmark mode re-checks the same fixed input every chunk: an output bit-identical to one
         that already passed on that input passes without recomputing the reference."""
-        if passed and isinstance(out, torch.Tensor) and out.dtype == passed[0].dtype \
-                and out.shape == passed[0].shape and torch.equal(out, passed[0]):
+        if (
+            passed
+            and isinstance(out, torch.Tensor)
+            and out.dtype == passed[0].dtype
+            and out.shape == passed[0].shape
+            and torch.equal(out, passed[0])
+        ):
             return True, ""
         ok, message = self.check(data, out)
         if ok and isinstance(out, torch.Tensor):

@@ -3,22 +3,29 @@
 ``pynvml`` (package nvidia-ml-py) is optional: without it, or on the CPU, every reading is a dict
 with only a ``note`` saying why, never a guess.
 """
+
 from __future__ import annotations
 
 import torch
 
 # nvmlClocksEventReasons bits that mean the GPU is slowed down (not idle, not an app-clock setting).
-_THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-                  0x80: "hw_power_brake"}
-SM_CHANGE_WARN = 0.10   # warn when the SM clock moved by more than 10% across a case
+_THROTTLE_BITS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+}
+SM_CHANGE_WARN = 0.10  # warn when the SM clock moved by more than 10% across a case
 
 
 class ClockReader:
     def __init__(self, device: torch.device):
         self.handle, self.note, self._nvml = None, "", None
         if device.type != "cuda" or torch.version.hip is not None:
-            self.note = ("not available on CPU" if device.type != "cuda"
-                         else "not available on ROCm (NVML is NVIDIA only)")
+            self.note = (
+                "not available on CPU" if device.type != "cuda" else "not available on ROCm (NVML is NVIDIA only)"
+            )
             return
         try:
             import pynvml
@@ -29,26 +36,28 @@ class ClockReader:
             pynvml.nvmlInit()
             self._nvml = pynvml
             index = device.index if device.index is not None else torch.cuda.current_device()
-            try:   # honours CUDA_VISIBLE_DEVICES
+            try:  # honours CUDA_VISIBLE_DEVICES
                 index = torch.cuda._get_nvml_device_index(index)
-            except Exception:  # noqa: BLE001 - private helper: fall back to the CUDA index
+            except Exception:
                 pass
             self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.note = f"NVML unavailable ({type(exc).__name__}: {exc})"
 
     def read(self) -> dict:
         if self.handle is None:
             return {"note": self.note}
         nv, h, out = self._nvml, self.handle, {}
-        for key, fn in (("sm_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-                        ("mem_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
-                        ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                        ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
-                        ("throttle_mask", lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))):
+        for key, fn in (
+            ("sm_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+            ("mem_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+            ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
+            ("throttle_mask", lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
+        ):
             try:
                 out[key] = fn()
-            except Exception:  # noqa: BLE001 - one missing counter does not hide the others
+            except Exception:
                 out[key] = None
         mask = out.get("throttle_mask") or 0
         out["throttle"] = [name for bit, name in _THROTTLE_BITS.items() if mask & bit]
@@ -58,7 +67,7 @@ class ClockReader:
         if self._nvml is not None:
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self._nvml = None
 
@@ -68,10 +77,14 @@ def clock_warnings(before: dict, after: dict) -> list[str]:
     warn = []
     b, a = before.get("sm_mhz"), after.get("sm_mhz")
     if b and a and abs(a - b) / b > SM_CHANGE_WARN:
-        warn.append(f"SM clock changed from {b} to {a} MHz during the case ({100 * (a - b) / b:+.0f}%): "
-                    "the samples mix clock speeds; rerun on an idle, cool GPU")
+        warn.append(
+            f"SM clock changed from {b} to {a} MHz during the case ({100 * (a - b) / b:+.0f}%): "
+            "the samples mix clock speeds; rerun on an idle, cool GPU"
+        )
     throttled = sorted(set(before.get("throttle") or []) | set(after.get("throttle") or []))
     if throttled:
-        warn.append(f"the GPU was throttling ({', '.join(throttled)}, "
-                    f"{after.get('temp_c', '?')} C): times may be slower than the card's normal speed")
+        warn.append(
+            f"the GPU was throttling ({', '.join(throttled)}, "
+            f"{after.get('temp_c', '?')} C): times may be slower than the card's normal speed"
+        )
     return warn

@@ -1,11 +1,12 @@
 """What every part of one run shares: the task, the mode, the options, the device, where progress and
 warnings go, and the wall time of each phase. Made once by :class:`harness.engine.run.Run`."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -40,7 +41,7 @@ class RunContext:
     progress: Callable[[str], None]
     warnings: list[str] = field(default_factory=list)
     phases: Phases = field(default_factory=Phases)
-    gated: bool = False          # per-call samples hide launch time behind the launch gate (import reply)
+    gated: bool = False  # per-call samples hide launch time behind the launch gate (import reply)
 
     @property
     def gpu(self) -> bool:

@@ -7,25 +7,28 @@ interpreter are slower still). The constants are fitted to the generator and ref
 both tasks on a 2-core x86 machine (torch 2.13 CPU); they are good to a factor of about two, which is
 enough to tell seconds from minutes. Torch-free.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-LONG_RUN_S = 60.0          # above this, say so before the run
+LONG_RUN_S = 60.0  # above this, say so before the run
 
 
 @dataclass(frozen=True)
 class CpuCost:
-    gen_s_per_byte: float      # generate_input, per byte of the case's data (task.case_bytes)
-    ref_s_per_byte: float      # the reference (and a torch submission's call), per byte ...
-    ref_flops_per_s: float     # ... plus its matmul
+    gen_s_per_byte: float  # generate_input, per byte of the case's data (task.case_bytes)
+    ref_s_per_byte: float  # the reference (and a torch submission's call), per byte ...
+    ref_flops_per_s: float  # ... plus its matmul
 
 
 # by the task that implements the spec (a small copy shares its task's costs)
-COSTS = {"mxfp4_mm": CpuCost(0.45e-6, 0.10e-6, 5e9),      # B is quantized in bf16 element by element
-         "nvfp4_gemm": CpuCost(0.015e-6, 0.04e-6, 30e9)}
+COSTS = {
+    "mxfp4_mm": CpuCost(0.45e-6, 0.10e-6, 5e9),  # B is quantized in bf16 element by element
+    "nvfp4_gemm": CpuCost(0.015e-6, 0.04e-6, 30e9),
+}
 GENERIC = CpuCost(0.2e-6, 0.1e-6, 10e9)
 
 
@@ -37,7 +40,7 @@ def estimate_cpu_seconds(task, mode: str, max_repeats: int | None = None, max_ti
 def _phases(task, mode: str, max_repeats, max_time_s) -> tuple[float, float]:
     """(tests, benchmarks): rough wall seconds of each phase on the CPU, for a plain-torch submission."""
     cost = COSTS.get(task.compat_dir.parent.name, GENERIC)
-    samples_cap, time_cap = max_repeats or 10, max_time_s or 2.0      # the CPU defaults of the runner
+    samples_cap, time_cap = max_repeats or 10, max_time_s or 2.0  # the CPU defaults of the runner
 
     def gen(case):
         return cost.gen_s_per_byte * task.case_bytes(case)
@@ -51,7 +54,7 @@ def _phases(task, mode: str, max_repeats, max_time_s) -> tuple[float, float]:
     if mode in ("benchmark", "test+benchmark", "leaderboard", "profile"):
         for c in task.benchmarks:
             timed = max(3 * call(c), min(samples_cap * call(c), time_cap))
-            fresh = timed / max(call(c), 1e-9) if mode == "leaderboard" else 1   # ranked: new inputs per call
+            fresh = timed / max(call(c), 1e-9) if mode == "leaderboard" else 1  # ranked: new inputs per call
             bench += 2 * gen(c) * fresh + 2 * call(c) + timed
     return tests, bench
 
@@ -74,6 +77,7 @@ def long_cpu_run_note(task, mode: str, max_repeats=None, max_time_s=None, files=
     """One line for stderr when running ``files`` (submission paths; none: one plain-torch file) on the
     CPU will take long, naming the small copy; else None."""
     from tasks.registry import small_copy_name
+
     one = estimate_cpu_seconds(task, mode, max_repeats, max_time_s)
     triton = sum(uses_triton(f) for f in files)
     seconds = one * (max(len(files), 1) - triton + TRITON_FACTOR * triton)
@@ -85,8 +89,10 @@ def long_cpu_run_note(task, mode: str, max_repeats=None, max_time_s=None, files=
     factor = TRITON_FACTOR if triton else 1.0
     over = _past_time_limit(task, mode, [factor * s for s in _phases(task, mode, max_repeats, max_time_s)])
     over = f", past the task's {over:g} s time limit (it would end TIMEOUT; --timeout-scale gives more)" if over else ""
-    return (f"note: on the CPU the {task.name} shapes take roughly {max(seconds / 60, 1):.0f} min in mode {mode} "
-            f"for {how}" + (" (Triton kernels run under the interpreter)" if triton else "") + over + quick)
+    return (
+        f"note: on the CPU the {task.name} shapes take roughly {max(seconds / 60, 1):.0f} min in mode {mode} "
+        f"for {how}" + (" (Triton kernels run under the interpreter)" if triton else "") + over + quick
+    )
 
 
 def _past_time_limit(task, mode: str, phases: list) -> float | None:

@@ -1,4 +1,5 @@
 """Which device a run uses, and what it is (name, versions, L2 size)."""
+
 from __future__ import annotations
 
 import platform
@@ -19,45 +20,52 @@ def select_device(requested: str | None = None) -> torch.device:
         raise DeviceError(f"unknown device {requested!r}: use 'auto', 'cpu' or 'cuda[:N]'") from exc
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceError(f"device {requested!r} asked for, but this torch ({torch.__version__}) sees no "
-                              "CUDA/ROCm GPU; drop --device (or use --device cpu) to run on the CPU")
+            raise DeviceError(
+                f"device {requested!r} asked for, but this torch ({torch.__version__}) sees no "
+                "CUDA/ROCm GPU; drop --device (or use --device cpu) to run on the CPU"
+            )
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise DeviceError(f"device {requested!r} does not exist: this machine has "
-                              f"{torch.cuda.device_count()} GPU(s), cuda:0..cuda:{torch.cuda.device_count() - 1}")
+            raise DeviceError(
+                f"device {requested!r} does not exist: this machine has "
+                f"{torch.cuda.device_count()} GPU(s), cuda:0..cuda:{torch.cuda.device_count() - 1}"
+            )
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
     elif device.type != "cpu":
-        raise DeviceError(f"device type {device.type!r} is not supported; use 'cpu' or 'cuda[:N]' "
-                          "(ROCm GPUs also appear as 'cuda' in torch)")
+        raise DeviceError(
+            f"device type {device.type!r} is not supported; use 'cpu' or 'cuda[:N]' "
+            "(ROCm GPUs also appear as 'cuda' in torch)"
+        )
     return device
 
 
 def _triton_version() -> str | None:
     try:
         import importlib.metadata as md
+
         return md.version("triton")
-    except Exception:  # noqa: BLE001 - absent or broken install: report None
+    except Exception:
         return None
 
 
 def _nvidia_driver() -> str | None:
     try:
         import pynvml
+
         pynvml.nvmlInit()
         try:
             v = pynvml.nvmlSystemGetDriverVersion()
             return v.decode() if isinstance(v, bytes) else v
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - NVML is optional
+    except Exception:
         return None
 
 
 def device_info(device: torch.device) -> DeviceInfo:
     if device.type == "cpu":
         name = platform.processor() or platform.machine() or "cpu"
-        return DeviceInfo(name=f"CPU ({name})", kind="cpu", torch=torch.__version__,
-                          triton=_triton_version())
+        return DeviceInfo(name=f"CPU ({name})", kind="cpu", torch=torch.__version__, triton=_triton_version())
     index = device.index if device.index is not None else torch.cuda.current_device()
     props = torch.cuda.get_device_properties(index)
     is_rocm = torch.version.hip is not None
@@ -67,7 +75,14 @@ def device_info(device: torch.device) -> DeviceInfo:
     else:
         driver = _nvidia_driver() or f"CUDA runtime {torch.version.cuda}"
         capability = f"sm_{props.major}{props.minor}"
-    return DeviceInfo(name=props.name, kind="rocm" if is_rocm else "cuda", driver=driver,
-                      torch=torch.__version__, triton=_triton_version(), capability=capability,
-                      sm_count=props.multi_processor_count,
-                      l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=props.total_memory)
+    return DeviceInfo(
+        name=props.name,
+        kind="rocm" if is_rocm else "cuda",
+        driver=driver,
+        torch=torch.__version__,
+        triton=_triton_version(),
+        capability=capability,
+        sm_count=props.multi_processor_count,
+        l2_bytes=getattr(props, "L2_cache_size", None),
+        memory_bytes=props.total_memory,
+    )

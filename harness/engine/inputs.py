@@ -1,6 +1,7 @@
 """The run's inputs: seeds (the public seed, or in ranked runs derived from the secret), the parent's
 own copy of each input, and the worker's copy, generated in the worker from the same seed and proved
 equal by fingerprints."""
+
 from __future__ import annotations
 
 from harness import protocol
@@ -10,8 +11,8 @@ from harness.engine.session import DIFFERENT_INPUTS, WorkerSession
 from harness.engine.supervisor import WorkerFailure
 from harness.results import ERROR
 
-WARMUP_INDEX = 1 << 40          # leaderboard warm-up inputs use seeds no timed input uses
-TEST_INDEX = 1 << 41            # and leaderboard tests seeds of their own
+WARMUP_INDEX = 1 << 40  # leaderboard warm-up inputs use seeds no timed input uses
+TEST_INDEX = 1 << 41  # and leaderboard tests seeds of their own
 
 
 class Inputs:
@@ -22,8 +23,15 @@ class Inputs:
         """``count`` inputs from index ``index`` on, as (their specs with seeds, the inputs): seeds derived
         from the secret in ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
         fresh = self.ctx.ranked if fresh is None else fresh
-        specs = [dict(spec, seed=derive_seed(self.ctx.opt.secret, spec["seed"], index + j) if fresh
-                      else spec["seed"] + 42 * (index + j)) for j in range(count)]
+        specs = [
+            dict(
+                spec,
+                seed=derive_seed(self.ctx.opt.secret, spec["seed"], index + j)
+                if fresh
+                else spec["seed"] + 42 * (index + j),
+            )
+            for j in range(count)
+        ]
         with self.ctx.phases.measure("generate"):
             return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
 

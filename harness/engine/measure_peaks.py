@@ -2,6 +2,7 @@
 torch has it) and the floor of one kernel launch (a CUDA graph of tiny kernels), plus, for information,
 the per-call overhead of a tiny op timed with events. ``python -m harness measure-peaks`` runs it and
 stores the row where ``harness.analysis.peaks`` finds it."""
+
 from __future__ import annotations
 
 import statistics
@@ -24,11 +25,11 @@ def _time_ms(fn, reps: int) -> float:
 
 
 def _memory_bytes_per_s(device) -> float:
-    n = 1 << 30   # 1 GiB copy: far beyond the L2
+    n = 1 << 30  # 1 GiB copy: far beyond the L2
     src = torch.empty(n, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     copy_ms = _time_ms(lambda: dst.copy_(src), 20)
-    return 2 * n / (copy_ms / 1e3)   # bytes read + written
+    return 2 * n / (copy_ms / 1e3)  # bytes read + written
 
 
 def _matrix_flops_per_s(device) -> dict:
@@ -42,7 +43,7 @@ def _matrix_flops_per_s(device) -> dict:
         one = torch.ones((), device=device)
         fp8_ms = _time_ms(lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16), 10)
         flops["fp8"] = 2 * size**3 / (fp8_ms / 1e3)
-    except Exception as exc:  # noqa: BLE001 - no fp8 matmul on this GPU/torch
+    except Exception as exc:
         print(f"fp8 matmul not measured: {exc}", file=sys.stderr)
     return flops
 
@@ -82,5 +83,9 @@ def measure(device) -> dict:
     mem = _memory_bytes_per_s(device)
     flops = _matrix_flops_per_s(device)
     x = torch.zeros(1, device=device)
-    return {"mem_bytes_per_s": mem, "matrix_flops_per_s": flops, "launch_floor_ns": _launch_floor_ns(x),
-            "per_call_overhead_ns": _per_call_overhead_ns(x)}
+    return {
+        "mem_bytes_per_s": mem,
+        "matrix_flops_per_s": flops,
+        "launch_floor_ns": _launch_floor_ns(x),
+        "per_call_overhead_ns": _per_call_overhead_ns(x),
+    }

@@ -1,5 +1,6 @@
 """What a run does, by mode: the one place that knows what each mode runs, how long it may take and
 whether it is ranked. Imports nothing heavy (the CLI reads it before it loads the engine)."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -15,7 +16,7 @@ class Mode(str, Enum):
     PROFILE = "profile"
 
     @classmethod
-    def parse(cls, value: "str | Mode") -> "Mode":
+    def parse(cls, value: str | Mode) -> Mode:
         try:
             return cls(value)
         except ValueError:

@@ -1,5 +1,6 @@
 """The knobs of one run (defaults in the comments); torch-free, so the CLI and the library build them
 before the engine is loaded."""
+
 from __future__ import annotations
 
 import math
@@ -11,26 +12,26 @@ SCAN_POLICIES = ("warn", "reject", "off")
 @dataclass
 class RunOptions:
     device: str | None = None
-    seed: int | None = None                 # replaces every case's public seed
-    secret: str | None = None               # leaderboard: secret seed (see harness.engine.seeds)
-    max_repeats: int | None = None          # per benchmark case; default 100 on a GPU, 10 on the CPU
-    max_time_s: float | None = None         # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
-    wall_cap_s: float | None = None         # wall time per case; default 120 s, CPU 30 s
-    target_rel_err: float = 0.001           # stop when stderr / mean is below this (0.1%)
+    seed: int | None = None  # replaces every case's public seed
+    secret: str | None = None  # leaderboard: secret seed (see harness.engine.seeds)
+    max_repeats: int | None = None  # per benchmark case; default 100 on a GPU, 10 on the CPU
+    max_time_s: float | None = None  # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
+    wall_cap_s: float | None = None  # wall time per case; default 120 s, CPU 30 s
+    target_rel_err: float = 0.001  # stop when stderr / mean is below this (0.1%)
     min_runs: int = 3
-    timeout_scale: float = 1.0              # multiplies the task's timeouts
-    memory_limit_gb: float | None = None    # host memory of the worker tree; default 75% of RAM
-    drop_privileges: bool | None = None     # run the worker as 'nobody' when root; None = when possible
+    timeout_scale: float = 1.0  # multiplies the task's timeouts
+    memory_limit_gb: float | None = None  # host memory of the worker tree; default 75% of RAM
+    drop_privileges: bool | None = None  # run the worker as 'nobody' when root; None = when possible
     output_limit_mb: int = 64
-    cpu_inputs_per_measurement: int = 2     # batched protocol on the CPU: fewer inputs than the task's 50
-    kernel_only: bool = True                # GPU: kernel-only figure per passed benchmark case (CUDA graphs)
-    verify_timing: bool = False             # also the profiler's kernel sum, and the deviation between the two
-    triton_cache_dir: str | None = None     # share a Triton cache across runs (default: a fresh one per run)
-    scan_policy: str = "warn"               # leaderboard: static scan (harness.engine.scan) warn | reject | off
-    defenses: bool = True                   # False: MEASUREMENT ONLY (scripts/validation/defense_overhead.py), see SECURITY.md
+    cpu_inputs_per_measurement: int = 2  # batched protocol on the CPU: fewer inputs than the task's 50
+    kernel_only: bool = True  # GPU: kernel-only figure per passed benchmark case (CUDA graphs)
+    verify_timing: bool = False  # also the profiler's kernel sum, and the deviation between the two
+    triton_cache_dir: str | None = None  # share a Triton cache across runs (default: a fresh one per run)
+    scan_policy: str = "warn"  # leaderboard: static scan (harness.engine.scan) warn | reject | off
+    defenses: bool = True  # False: MEASUREMENT ONLY (scripts/validation/defense_overhead.py), see SECURITY.md
     extra_warnings: list[str] = field(default_factory=list)
 
-    def validate(self) -> "RunOptions":
+    def validate(self) -> RunOptions:
         """Raises UsageError naming the option, its allowed range and the value given; returns self.
         Called by the CLI and the library before anything runs (a bad value must never reach the worker,
         where e.g. --max-repeats 1 once looked like a forged timing reply)."""
@@ -51,10 +52,16 @@ class RunOptions:
                 raise bad(name, flag, "greater than 0", value)
 
         positive("min_runs", None, self.min_runs, integer=True, minimum=1)
-        if self.max_repeats is not None and not isinstance(self.max_repeats, bool) \
-                and isinstance(self.max_repeats, int) and self.max_repeats < self.min_runs:
-            raise UsageError(f"--max-repeats must be at least {self.min_runs} (the stopping rule takes at least "
-                             f"min_runs={self.min_runs} samples per case); got {self.max_repeats}")
+        if (
+            self.max_repeats is not None
+            and not isinstance(self.max_repeats, bool)
+            and isinstance(self.max_repeats, int)
+            and self.max_repeats < self.min_runs
+        ):
+            raise UsageError(
+                f"--max-repeats must be at least {self.min_runs} (the stopping rule takes at least "
+                f"min_runs={self.min_runs} samples per case); got {self.max_repeats}"
+            )
         positive("max_repeats", "--max-repeats", self.max_repeats, integer=True, minimum=self.min_runs)
         positive("max_time_s", "--max-time", self.max_time_s)
         positive("wall_cap_s", None, self.wall_cap_s)
@@ -62,8 +69,7 @@ class RunOptions:
         positive("timeout_scale", "--timeout-scale", self.timeout_scale)
         positive("memory_limit_gb", "--memory-limit-gb", self.memory_limit_gb)
         positive("output_limit_mb", None, self.output_limit_mb, integer=True, minimum=1)
-        positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement,
-                 integer=True, minimum=1)
+        positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement, integer=True, minimum=1)
         if self.scan_policy not in SCAN_POLICIES:
             raise bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
         return self

@@ -2,6 +2,7 @@
 the submission file, an output path, the results store's folder. Each raises UsageError naming the
 problem and the fix. Torch-free; the store module is not touched (its location rule is read from it).
 """
+
 from __future__ import annotations
 
 import os
@@ -17,12 +18,16 @@ def check_submission_file(path) -> Path:
     """The submission must be an existing, readable .py file (a folder is a common first mistake)."""
     path = Path(path)
     if path.is_dir():
-        raise UsageError(f"{str(path)!r} is a folder, not a submission file; give one .py file that defines "
-                         f"custom_kernel(data) (to run every file of a folder use 'python -m harness run-all "
-                         f"{path} --task TASK')")
+        raise UsageError(
+            f"{str(path)!r} is a folder, not a submission file; give one .py file that defines "
+            f"custom_kernel(data) (to run every file of a folder use 'python -m harness run-all "
+            f"{path} --task TASK')"
+        )
     if not path.exists():
-        raise UsageError(f"submission file {str(path)!r} does not exist; give the path to a .py file "
-                         "that defines custom_kernel(data)")
+        raise UsageError(
+            f"submission file {str(path)!r} does not exist; give the path to a .py file "
+            "that defines custom_kernel(data)"
+        )
     if path.suffix != ".py":
         raise UsageError(f"submission {str(path)!r} is not a .py file; submissions are single Python files")
     if not os.access(path, os.R_OK):
@@ -57,14 +62,16 @@ def check_output_file(path, flag: str = "--json") -> None:
         raise UsageError(f"{flag} {path}: is a folder; give a file name such as {p / 'result.json'}")
     folder = p.parent if str(p.parent) else Path(".")
     if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {folder} does not exist; create it (mkdir -p {folder}) "
-                         f"or choose another path")
-    if p.exists() and not os.access(p, os.W_OK) or not p.exists() and not _can_create_in(folder):
+        raise UsageError(
+            f"{flag} {path}: the folder {folder} does not exist; create it (mkdir -p {folder}) or choose another path"
+        )
+    if (p.exists() and not os.access(p, os.W_OK)) or (not p.exists() and not _can_create_in(folder)):
         raise UsageError(f"{flag} {path}: not writable by this user; choose another path")
 
 
 def store_location(results_dir: str | None) -> str:
     from harness.store.database import resolve_location
+
     return resolve_location(results_dir)
 
 
@@ -79,6 +86,7 @@ def _store_folder(location: str) -> Path:
 
 def _store_file(location: str) -> Path:
     from harness.store.database import DB_FILENAME
+
     return Path(location) if Path(location).suffix in _STORE_SUFFIXES else Path(location) / DB_FILENAME
 
 
@@ -87,20 +95,25 @@ def check_store_writable(results_dir: str | None) -> None:
     created (its nearest existing parent is a writable folder). Creates nothing."""
     location = store_location(results_dir)
     if _is_url(location):
-        return          # the store module says what it makes of a URL
+        return  # the store module says what it makes of a URL
     folder = _store_folder(location)
     existing = _nearest_existing(folder.absolute())
     if not existing.is_dir():
-        raise UsageError(f"--results-dir {location}: {existing} is a file, not a folder; choose another "
-                         f"--results-dir (or set HARNESS_RESULTS_DIR)")
+        raise UsageError(
+            f"--results-dir {location}: {existing} is a file, not a folder; choose another "
+            f"--results-dir (or set HARNESS_RESULTS_DIR)"
+        )
     if not _can_create_in(existing):
         what = "the results folder" if existing == folder.absolute() else f"cannot create {folder}: {existing}"
-        raise UsageError(f"--results-dir {location}: {what} is not writable by this user; choose another "
-                         f"--results-dir (or set HARNESS_RESULTS_DIR)")
+        raise UsageError(
+            f"--results-dir {location}: {what} is not writable by this user; choose another "
+            f"--results-dir (or set HARNESS_RESULTS_DIR)"
+        )
     db = _store_file(location)
     if db.exists() and not os.access(db, os.W_OK):
-        raise UsageError(f"--results-dir {location}: the store {db} is read-only for this user; choose another "
-                         f"--results-dir")
+        raise UsageError(
+            f"--results-dir {location}: the store {db} is read-only for this user; choose another --results-dir"
+        )
 
 
 def check_store_exists(results_dir: str | None) -> None:
@@ -109,10 +122,14 @@ def check_store_exists(results_dir: str | None) -> None:
     if _is_url(location):
         return
     if Path(location).is_file() and Path(location).suffix not in _STORE_SUFFIXES:
-        raise UsageError(f"the results store {location} is a file, not a folder; name an SQLite file with a "
-                         f".sqlite or .db suffix, or a folder (--results-dir / --store)")
+        raise UsageError(
+            f"the results store {location} is a file, not a folder; name an SQLite file with a "
+            f".sqlite or .db suffix, or a folder (--results-dir / --store)"
+        )
     db = _store_file(location)
     if not db.is_file():
-        raise UsageError(f"no results store at {location} (no {db}); store runs first with 'python -m harness "
-                         f"run FILE --task TASK --save' or 'run-all', or point --results-dir (or "
-                         f"HARNESS_RESULTS_DIR) at an existing one")
+        raise UsageError(
+            f"no results store at {location} (no {db}); store runs first with 'python -m harness "
+            f"run FILE --task TASK --save' or 'run-all', or point --results-dir (or "
+            f"HARNESS_RESULTS_DIR) at an existing one"
+        )

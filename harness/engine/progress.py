@@ -1,22 +1,32 @@
 """Progress of a run-all on stderr: a status line of job counts with elapsed time and an estimate,
 and one line per finished job (verdict, score). On a terminal the status line is redrawn in place;
 elsewhere (a log, CI) it is printed as a plain line whenever the counts change."""
+
 from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 
 def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
+    seconds = round(seconds)
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
         else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 class Progress:
-    def __init__(self, total: int, say: Callable[[str], None] | None = None, stream: TextIO | None = None,
-                 live: bool | None = None):
+    def __init__(
+        self,
+        total: int,
+        say: Callable[[str], None] | None = None,
+        stream: TextIO | None = None,
+        live: bool | None = None,
+    ):
         self.total = total
         self.counts = {"queued": total, "running": 0, "done": 0, "failed": 0}
         self.t0 = time.monotonic()
@@ -33,8 +43,10 @@ class Progress:
         ended = c["done"] + c["failed"]
         left = self.total - ended
         eta = f", about {_clock(elapsed / ended * left)} left" if ended and left else ""
-        return (f"jobs: {c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed"
-                f" [{_clock(elapsed)} elapsed{eta}]")
+        return (
+            f"jobs: {c['queued']} queued, {c['running']} running, {c['done']} done, {c['failed']} failed"
+            f" [{_clock(elapsed)} elapsed{eta}]"
+        )
 
     def move(self, src: str, dst: str) -> None:
         self.counts[src] -= 1

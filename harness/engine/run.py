@@ -4,6 +4,7 @@ The parent generates every input, keeps a private copy, has the worker generate 
 comes back with the task's ``check_implementation``, and decides each verdict. It never imports the
 submission. A bad submission never raises out of :meth:`Run.execute`; the result carries its verdict.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,8 +38,15 @@ class Run:
     def __init__(self, path: Path, task, mode: Mode, options: RunOptions, progress=None):
         device = select_device(options.device)
         self.path = path
-        self.ctx = RunContext(task, Mode(mode), options, device, device_info(device),
-                              progress or (lambda _msg: None), warnings=list(options.extra_warnings))
+        self.ctx = RunContext(
+            task,
+            Mode(mode),
+            options,
+            device,
+            device_info(device),
+            progress or (lambda _msg: None),
+            warnings=list(options.extra_warnings),
+        )
         self.planned = verdicts.planned_cases(task, self.ctx.mode, self.ctx.ranked)
         self.cases: list[CaseResult] = []
         self.sandbox: Sandbox | None = None
@@ -47,8 +55,15 @@ class Run:
 
     def execute(self) -> RunResult:
         ctx, t0 = self.ctx, time.monotonic()
-        result = RunResult(task=ctx.task.name, submission=submission_info(self.path), mode=ctx.mode.value,
-                           device=ctx.info, verdict=ERROR, started_at=_now(), harness_version=harness.__version__)
+        result = RunResult(
+            task=ctx.task.name,
+            submission=submission_info(self.path),
+            mode=ctx.mode.value,
+            device=ctx.info,
+            verdict=ERROR,
+            started_at=_now(),
+            harness_version=harness.__version__,
+        )
         self._announce()
         if ctx.ranked and ctx.opt.scan_policy != "off" and self._scan_rejects(result):
             return result
@@ -77,8 +92,10 @@ class Run:
         if ctx.ranked:
             make_undumpable()
         if not ctx.opt.defenses:
-            ctx.warnings.append("DEFENSES OFF (--no-defenses): for measuring their cost only; this result is "
-                                "not a ranked result (fixed inputs, no integrity or background-work checks)")
+            ctx.warnings.append(
+                "DEFENSES OFF (--no-defenses): for measuring their cost only; this result is "
+                "not a ranked result (fixed inputs, no integrity or background-work checks)"
+            )
 
     def _scan_rejects(self, result: RunResult) -> bool:
         """Static pre-scan (harness.engine.scan); True when the policy rejects the run before any code runs."""
@@ -141,8 +158,9 @@ class Run:
     def _profile(self, inputs: Inputs, deadline: float) -> None:
         for i in range(len(self.ctx.task.benchmarks)):
             spec, label, _data, item = inputs.one("profile", i, self.ctx.task.benchmarks, deadline)
-            reply = self.session.request("profile", {"op": "profile", "data": item}, deadline,
-                                         f"profiling {label}", Profiled)
+            reply = self.session.request(
+                "profile", {"op": "profile", "data": item}, deadline, f"profiling {label}", Profiled
+            )
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
                 self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), reply, reason))
@@ -167,8 +185,9 @@ class Run:
         result.score_us = verdicts.score(ctx.task, self.cases) if ctx.mode.scored else None
         if result.score_us is not None:
             with ctx.phases.measure("bootstrap"):
-                result.score_ci_us = score_ci_us([c.stats.samples_ns for c in result.benchmark_cases()],
-                                                 ctx.task.ranking_by)
+                result.score_ci_us = score_ci_us(
+                    [c.stats.samples_ns for c in result.benchmark_cases()], ctx.task.ranking_by
+                )
         result.warnings = ctx.warnings
         result.sandbox = self.session.sandbox if self.session is not None else None
         result.finished_at, result.wall_s = _now(), time.monotonic() - t0

@@ -7,6 +7,7 @@ the source only; nothing runs. Each match becomes a finding ``{"rule", "severity
 is what ``--scan-policy reject`` acts on. Lower-confidence rules (e.g. DECODE_MM_REF, which flags the
 honest torch_nvfp4 example for calling torch.bmm) only warn.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,25 +24,32 @@ def scan_source(source: str) -> tuple[list[dict], bool]:
     try:
         import kernelguard
     except ImportError as exc:
-        raise ScanUnavailable("static scan skipped: the 'kernelguard' package is not installed; "
-                              "pip install 'kernelguard>=0.3,<0.4' (or the 'scan' extra), "
-                              "or pass --scan-policy off") from exc
+        raise ScanUnavailable(
+            "static scan skipped: the 'kernelguard' package is not installed; "
+            "pip install 'kernelguard>=0.3,<0.4' (or the 'scan' extra), "
+            "or pass --scan-policy off"
+        ) from exc
     report = kernelguard.analyze_code(source, compute_structural_hash=False)
     hacked = bool(report.get("should_filter"))
     findings = []
     for match in report.get("matched_patterns", []):
         rule = str(match.get("pattern", "?"))
         blocking = hacked and _auto_filters(kernelguard, rule)
-        findings.append({"rule": rule, "severity": str(match.get("severity", "?")),
-                         "message": str(match.get("evidence", "")), "blocking": blocking})
+        findings.append(
+            {
+                "rule": rule,
+                "severity": str(match.get("severity", "?")),
+                "message": str(match.get("evidence", "")),
+                "blocking": blocking,
+            }
+        )
     return findings, hacked
 
 
 def _auto_filters(kernelguard, rule: str) -> bool:
     try:
-        return kernelguard.classify([{"pattern": rule, "field": "code",
-                                      "severity": "critical"}])[1]
-    except Exception:  # noqa: BLE001 - an unknown rule in another kernelguard version
+        return kernelguard.classify([{"pattern": rule, "field": "code", "severity": "critical"}])[1]
+    except Exception:
         return True
 
 
@@ -62,6 +70,7 @@ def prescan(path, policy: str, warnings: list) -> tuple[list[dict], str | None]:
         warnings.append(f"static scan: {f['rule']} ({f['severity']}): {f['message']}")
     if hacked and policy == "reject":
         rules = ", ".join(sorted({f["rule"] for f in findings if f.get("blocking")}))
-        return findings, (f"rejected by the static scan before running (--scan-policy reject): {rules}; "
-                          "see the findings")
+        return findings, (
+            f"rejected by the static scan before running (--scan-policy reject): {rules}; see the findings"
+        )
     return findings, None

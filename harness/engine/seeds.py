@@ -4,6 +4,7 @@ The secret is read by the parent only and removed from its environment before an
 workers receive only the per-input seeds derived from it (:func:`derive_seed`), each right before
 the worker generates that input, which give away nothing the input itself does not.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,10 @@ def take_secret(secret_file: str | None = None) -> tuple[str, str]:
         try:
             secret = Path(secret_file).read_text().strip()
         except OSError as exc:
-            raise UsageError(f"cannot read the secret seed file {secret_file!r}: {exc.strerror}; "
-                             "give a readable file, or set the secret in $" + SECRET_ENV) from exc
+            raise UsageError(
+                f"cannot read the secret seed file {secret_file!r}: {exc.strerror}; "
+                "give a readable file, or set the secret in $" + SECRET_ENV
+            ) from exc
         if not secret:
             raise UsageError(f"the secret seed file {secret_file!r} is empty; write the secret into it")
         return secret, f"file {secret_file}"
@@ -40,11 +43,12 @@ def _scrub_initial_environ(prefix: bytes) -> None:
     /proc/<pid>/environ shows; ``os.environ.pop`` leaves it there) with zero bytes. Linux only."""
     try:
         import ctypes
+
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])          # env_start, env_end (fields 50, 51)
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
         block = ctypes.string_at(start, end - start)
         at = block.find(prefix)
-        while at != -1 and at > 0 and block[at - 1] != 0:       # only at the start of an entry
+        while at != -1 and at > 0 and block[at - 1] != 0:  # only at the start of an entry
             at = block.find(prefix, at + 1)
         if at != -1:
             stop = block.find(b"\0", at)

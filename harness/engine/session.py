@@ -1,13 +1,14 @@
 """The run's worker: one :class:`Supervisor` at a time, started, asked, checked for tampering on every
 reply, replaced after it broke its CUDA context, and stopped."""
+
 from __future__ import annotations
 
 from harness.engine.context import RunContext
+from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
 from harness.protocol import ProtocolError
 from harness.results import ERROR, REJECTED
-from harness.engine.sandbox import report_warning
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
 
@@ -16,9 +17,9 @@ class WorkerSession:
     def __init__(self, ctx: RunContext, config: WorkerConfig, memory_limit: int):
         self.ctx, self.config, self.memory_limit = ctx, config, memory_limit
         self.sup: Supervisor | None = None
-        self.gap_ns, self.window_gap_ns = 0.0, {}   # the worker's calibration (see start)
-        self.baseline_threads = None        # ranked: the worker's thread count after the first warm-up
-        self.sandbox: dict | None = None     # what confined the worker (RunResult.sandbox)
+        self.gap_ns, self.window_gap_ns = 0.0, {}  # the worker's calibration (see start)
+        self.baseline_threads = None  # ranked: the worker's thread count after the first warm-up
+        self.sandbox: dict | None = None  # what confined the worker (RunResult.sandbox)
 
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
@@ -28,8 +29,9 @@ class WorkerSession:
         ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
         self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
         # sent before the import, like the calibration: the submission cannot shape it
-        self.sandbox = ready.sandbox if ready.sandbox is not None else \
-            {"landlock_error": "the worker sent no sandbox report"}
+        self.sandbox = (
+            ready.sandbox if ready.sandbox is not None else {"landlock_error": "the worker sent no sandbox report"}
+        )
         warning = report_warning(self.sandbox)
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
@@ -45,11 +47,15 @@ class WorkerSession:
     @staticmethod
     def _decode(header, payloads, reply, what: str, expect: dict, plain: bool = False):
         try:
-            return reply.decode(header, payloads, **expect) if plain else \
-                decode_reply(header, payloads, reply, **expect)
+            return (
+                reply.decode(header, payloads, **expect) if plain else decode_reply(header, payloads, reply, **expect)
+            )
         except ProtocolError as exc:
-            raise WorkerFailure(REJECTED, f"a malformed reply from the worker while {what} ({exc}): the "
-                                          "submission wrote into the harness's channel") from exc
+            raise WorkerFailure(
+                REJECTED,
+                f"a malformed reply from the worker while {what} ({exc}): the "
+                "submission wrote into the harness's channel",
+            ) from exc
 
     def load(self, deadline: float, what: str = "importing the submission") -> Loaded | Failed:
         return self.request("import", {"op": "load"}, deadline, what, Loaded)
@@ -72,27 +78,39 @@ class WorkerSession:
             return "the submission replaced harness or torch objects it must leave alone: " + ", ".join(tampered)
         l2 = persisting_l2.reserved(reply.integrity.l2_persisting)
         if l2:
-            l2 = (f"the submission {l2}: persisting L2 lines survive the L2 flush, so later samples read "
-                  "warm data (the harness resets them before every sample)")
+            l2 = (
+                f"the submission {l2}: persisting L2 lines survive the L2 flush, so later samples read "
+                "warm data (the harness resets them before every sample)"
+            )
             if self.ctx.ranked:
                 return l2 + "; ranked runs reject it"
             if l2 not in self.ctx.warnings:
                 self.ctx.warnings.append(l2)
         if self.ctx.ranked and self.baseline_threads is not None:
             if (threads or 0) > self.baseline_threads:
-                return (f"the submission leaves {threads - self.baseline_threads} Python thread(s) "
-                        "running during timed calls; ranked runs allow no background work")
-            children = len(self.sup.strays()) if self.sup else 0   # counted here: the worker could lie
+                return (
+                    f"the submission leaves {threads - self.baseline_threads} Python thread(s) "
+                    "running during timed calls; ranked runs allow no background work"
+                )
+            children = len(self.sup.strays()) if self.sup else 0  # counted here: the worker could lie
             if children > 0:
-                return (f"the submission leaves {children} child process(es) running during timed "
-                        "calls; ranked runs allow no background work")
+                return (
+                    f"the submission leaves {children} child process(es) running during timed "
+                    "calls; ranked runs allow no background work"
+                )
         return None
 
     def generate(self, specs: list, deadline: float, keep: int = 0) -> list:
         """Has the worker generate the inputs of ``specs`` (keeping its first ``keep`` slots) and returns
         their fingerprints; a rejection or an error ends the case."""
-        reply = self.request("worker_generate", {"op": "generate", "specs": specs, "keep": keep}, deadline,
-                             "generating inputs in the worker", Generated, n_inputs=len(specs))
+        reply = self.request(
+            "worker_generate",
+            {"op": "generate", "specs": specs, "keep": keep},
+            deadline,
+            "generating inputs in the worker",
+            Generated,
+            n_inputs=len(specs),
+        )
         reason = self.rejection(reply)
         if reason:
             raise WorkerFailure(REJECTED, reason)
@@ -115,6 +133,8 @@ class WorkerSession:
         return self.sup.captured_output()
 
 
-DIFFERENT_INPUTS = ("the inputs the worker generated differ from the harness's own for the same seeds: the "
-                     "task's generate_input must depend only on its seed (draw from a torch.Generator seeded "
-                     "with it), or the submission changed them")
+DIFFERENT_INPUTS = (
+    "the inputs the worker generated differ from the harness's own for the same seeds: the "
+    "task's generate_input must depend only on its seed (draw from a torch.Generator seeded "
+    "with it), or the submission changed them"
+)

@@ -1,4 +1,5 @@
 """When a benchmark case has enough samples."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,18 +20,26 @@ class StopRule:
     max_samples: int = 100
 
     @classmethod
-    def from_options(cls, opt, gpu: bool, ranked: bool) -> "StopRule":
+    def from_options(cls, opt, gpu: bool, ranked: bool) -> StopRule:
         """The options' limits; unset ones default to 100 samples, 10 s measured (ranked 30 s) and 120 s
         wall on a GPU, 10 samples, 2 s measured and 30 s wall on the CPU."""
         max_samples = opt.max_repeats or (100 if gpu else 10)
         max_time_s = opt.max_time_s or ((30.0 if ranked else 10.0) if gpu else 2.0)
         wall_cap_s = opt.wall_cap_s or (120.0 if gpu else 30.0)
-        return cls(min_samples=opt.min_runs, target_rel_err=opt.target_rel_err, max_measured_ns=max_time_s * 1e9,
-                   wall_cap_s=wall_cap_s, max_samples=max_samples)
+        return cls(
+            min_samples=opt.min_runs,
+            target_rel_err=opt.target_rel_err,
+            max_measured_ns=max_time_s * 1e9,
+            wall_cap_s=wall_cap_s,
+            max_samples=max_samples,
+        )
 
     def should_stop(self, samples_ns: list, elapsed_s: float) -> bool:
         if len(samples_ns) < self.min_samples:
             return False
-        return (Stats.from_samples(samples_ns).relative_error < self.target_rel_err
-                or sum(samples_ns) > self.max_measured_ns or elapsed_s > self.wall_cap_s
-                or len(samples_ns) >= self.max_samples)
+        return (
+            Stats.from_samples(samples_ns).relative_error < self.target_rel_err
+            or sum(samples_ns) > self.max_measured_ns
+            or elapsed_s > self.wall_cap_s
+            or len(samples_ns) >= self.max_samples
+        )

@@ -5,6 +5,7 @@ leaderboard, else the file stem; ``# task: mxfp4_mm`` (or ``#!POPCORN leaderboar
 task it is for, else a keyword in the file name (``mxfp4``/``gluon`` -> mxfp4_mm, ``nvfp4`` ->
 nvfp4_gemm, generally the first word of the task name); a file with no hint applies to any task.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +22,7 @@ _TASK_RE = re.compile(r"^#\s*task\s*:\s*(\S+)|^#!POPCORN\s+leaderboard\s+(\S+)",
 
 
 # --- submission files --------------------------------------------------------------------------
+
 
 def _header(path: Path) -> list[str]:
     try:
@@ -69,13 +71,15 @@ def discover(folder: str | Path, task, *, everything: bool = False) -> tuple[lis
     folder = Path(folder)
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a folder; pass the folder that holds the submissions")
-    files = sorted(p for p in folder.glob("*.py")
-                   if p.is_file() and p.name != "__init__.py" and not p.name.startswith("_"))
+    files = sorted(
+        p for p in folder.glob("*.py") if p.is_file() and p.name != "__init__.py" and not p.name.startswith("_")
+    )
     chosen = [p for p in files if everything or applies_to(p, task)]
     return chosen, [p for p in files if p not in chosen]
 
 
 def submission_info(path: str | Path) -> SubmissionInfo:
     path = Path(path)
-    return SubmissionInfo(path=str(path.resolve()), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-                          name=display_name(path))
+    return SubmissionInfo(
+        path=str(path.resolve()), sha256=hashlib.sha256(path.read_bytes()).hexdigest(), name=display_name(path)
+    )

@@ -5,6 +5,7 @@ one-paragraph message: it died (signal, exit code, os._exit), ran past its deadl
 host memory, flooded its output, or sent a malformed message. It always kills the worker's whole
 process group, and any process the submission started elsewhere, when it stops.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -23,7 +24,7 @@ from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
 
 OUTPUT_KEEP_BYTES = 8 << 10
-DESCENDANT_SCAN_EVERY = 10    # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many
+DESCENDANT_SCAN_EVERY = 10  # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -52,19 +53,19 @@ class Supervisor:
         self.poll_s = poll_s
         self.proc = None
         self.conn = None
-        self._killed_for = None   # why the watchdog killed the worker
+        self._killed_for = None  # why the watchdog killed the worker
         self._stop = threading.Event()
         self.pid = None
         self._seq = 0
-        self._before: set[int] = set()   # our children that existed before the worker started
-        self._seen: dict[int, float] = {}   # pid -> create time of every process seen in the worker's tree
+        self._before: set[int] = set()  # our children that existed before the worker started
+        self._seen: dict[int, float] = {}  # pid -> create time of every process seen in the worker's tree
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self, deadline: float) -> tuple[dict, list[bytes]]:
         """Starts the worker; its first message (header, payloads), the calibration."""
         ctx = mp.get_context("spawn")
         _become_subreaper()
-        multiprocessing.resource_tracker.ensure_running()   # a child of ours, but not the submission's
+        multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
@@ -113,7 +114,7 @@ class Supervisor:
 
     def _kill_everything(self) -> None:
         descendants = self.strays()
-        for pid, created in list(self._seen.items()):   # seen earlier, since left the tree
+        for pid, created in list(self._seen.items()):  # seen earlier, since left the tree
             try:
                 p = psutil.Process(pid)
                 if p.create_time() == created and all(p.pid != d.pid for d in descendants):
@@ -121,17 +122,17 @@ class Supervisor:
             except psutil.Error:
                 pass
         try:
-            os.killpg(self.pid, signal.SIGKILL)   # the worker called setsid(): its pgid is its pid
+            os.killpg(self.pid, signal.SIGKILL)  # the worker called setsid(): its pgid is its pid
         except (ProcessLookupError, PermissionError):
             pass
-        for p in descendants:                     # those that left the group with setsid() too
+        for p in descendants:  # those that left the group with setsid() too
             try:
                 p.kill()
             except psutil.Error:
                 pass
         if self.proc.is_alive():
             self.proc.kill()
-        try:                                      # reap the orphans that became our children
+        try:  # reap the orphans that became our children
             ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != self.pid]
             psutil.wait_procs(ours, timeout=2.0)
         except psutil.Error:
@@ -146,7 +147,7 @@ class Supervisor:
         while not self._stop.wait(self.poll_s):
             try:
                 if polls % DESCENDANT_SCAN_EVERY == 0:
-                    procs = [psutil.Process(self.pid)] + self.strays()
+                    procs = [psutil.Process(self.pid), *self.strays()]
                 polls += 1
                 rss = 0
                 for p in procs:
@@ -157,8 +158,10 @@ class Supervisor:
             except psutil.Error:
                 return
             if rss > self.memory_limit:
-                self._killed_for = (f"the submission used {rss / 2**30:.1f} GiB of host memory, over the "
-                                    f"limit of {self.memory_limit / 2**30:.1f} GiB (--memory-limit-gb)")
+                self._killed_for = (
+                    f"the submission used {rss / 2**30:.1f} GiB of host memory, over the "
+                    f"limit of {self.memory_limit / 2**30:.1f} GiB (--memory-limit-gb)"
+                )
                 self._kill_everything()
                 return
 
@@ -174,9 +177,12 @@ class Supervisor:
         header, payloads = self._receive(deadline, what)
         if header.get("seq") != self._seq:
             self._kill_everything()
-            raise WorkerFailure(REJECTED, f"a reply out of sequence while {what} (request {self._seq}, reply "
-                                          f"{header.get('seq')!r}): the submission wrote its own frames into "
-                                          "the harness's channel")
+            raise WorkerFailure(
+                REJECTED,
+                f"a reply out of sequence while {what} (request {self._seq}, reply "
+                f"{header.get('seq')!r}): the submission wrote its own frames into "
+                "the harness's channel",
+            )
         return header, payloads
 
     def _receive(self, deadline: float, what: str):
@@ -184,8 +190,11 @@ class Supervisor:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill_everything()
-                raise WorkerFailure(TIMEOUT, f"timed out while {what}: the task's time limit for this mode ran "
-                                             "out (the submission hung, or is far too slow)")
+                raise WorkerFailure(
+                    TIMEOUT,
+                    f"timed out while {what}: the task's time limit for this mode ran "
+                    "out (the submission hung, or is far too slow)",
+                )
             try:
                 ready = self.conn.poll(min(remaining, self.poll_s))
             except (EOFError, OSError):
@@ -197,8 +206,11 @@ class Supervisor:
                     self._raise_dead(what)
                 except protocol.ProtocolError as exc:
                     self._kill_everything()
-                    raise WorkerFailure(REJECTED, f"malformed message from the worker while {what} ({exc}); "
-                                                  "the submission wrote into the harness's channel") from exc
+                    raise WorkerFailure(
+                        REJECTED,
+                        f"malformed message from the worker while {what} ({exc}); "
+                        "the submission wrote into the harness's channel",
+                    ) from exc
             elif not self.proc.is_alive():
                 self._raise_dead(what)
 
@@ -210,8 +222,10 @@ class Supervisor:
         if code is not None and code < 0:
             sig = signal.Signals(-code)
             if sig == signal.SIGXFSZ:
-                reason = (f"it wrote more than {self.cfg.output_limit_bytes >> 20} MiB to stdout/stderr or files "
-                          "(output flood); remove the prints")
+                reason = (
+                    f"it wrote more than {self.cfg.output_limit_bytes >> 20} MiB to stdout/stderr or files "
+                    "(output flood); remove the prints"
+                )
             elif sig == signal.SIGSEGV:
                 reason = "it crashed with a segmentation fault (SIGSEGV): an invalid memory access"
             elif sig == signal.SIGKILL:
@@ -254,7 +268,6 @@ def _read_capped(path: str) -> str:
             f.seek(size - OUTPUT_KEEP_BYTES)
             tail = f.read()
         skipped = size - 2 * OUTPUT_KEEP_BYTES
-        return (head.decode(errors="replace") + f"\n[... {skipped} bytes left out ...]\n"
-                + tail.decode(errors="replace"))
+        return head.decode(errors="replace") + f"\n[... {skipped} bytes left out ...]\n" + tail.decode(errors="replace")
     except OSError:
         return ""

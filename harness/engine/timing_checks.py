@@ -1,5 +1,6 @@
 """What a benchmark case's samples say once timing is done: statistics, speed of light, and the
 plausibility checks (too fast to be true, a tampered clock, noise), which reject in ranked runs."""
+
 from __future__ import annotations
 
 from harness.analysis import peaks, plausibility, sol
@@ -30,11 +31,24 @@ class TimingJudge:
             return result
         window_gap_ns = self.session.window_gap_ns
         if ctx.gpu:
-            result.record(DeviceClockCheck(plausibility.device_clock_excess_ns(
-                stats, series["window_ns"], series["gate_held"], window_gap_ns, batch)))
-        reason = plausibility.implausible(stats, series["wall_ns"], self.session.gap_ns,
-                                          sol.physical_floor_ns(info.name, nbytes, flops), ctx.gpu,
-                                          series["window_ns"], series["gate_held"], window_gap_ns, batch)
+            result.record(
+                DeviceClockCheck(
+                    plausibility.device_clock_excess_ns(
+                        stats, series["window_ns"], series["gate_held"], window_gap_ns, batch
+                    )
+                )
+            )
+        reason = plausibility.implausible(
+            stats,
+            series["wall_ns"],
+            self.session.gap_ns,
+            sol.physical_floor_ns(info.name, nbytes, flops),
+            ctx.gpu,
+            series["window_ns"],
+            series["gate_held"],
+            window_gap_ns,
+            batch,
+        )
         if reason and ctx.ranked:
             result.verdict, result.message = REJECTED, reason
             return result

@@ -1,4 +1,5 @@
 """Which cases a mode runs, how a case and a run end, and the run's score."""
+
 from __future__ import annotations
 
 from harness.analysis.ranking import RankRule, ShapeTime
@@ -26,8 +27,10 @@ def not_run_cases(planned, done: list[CaseResult], case_spec) -> list[CaseResult
     """The planned cases after ``done``, as NOT_RUN (none when the import failed: nothing could run)."""
     if done and done[0].kind == "import":
         return []
-    return [CaseResult(kind, case_spec(case), NOT_RUN, "not run: an earlier case ended the run")
-            for kind, case in planned[len(done):]]
+    return [
+        CaseResult(kind, case_spec(case), NOT_RUN, "not run: an earlier case ended the run")
+        for kind, case in planned[len(done) :]
+    ]
 
 
 def running_case(planned, done: list[CaseResult], case_spec) -> tuple[str, dict]:

@@ -1,4 +1,5 @@
 """The leaderboard of a task, read from the results store and rendered as text, markdown, JSON or CSV."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ def resolve_task(task: str, override: str | None = None) -> tuple[str, RankRule 
     """
     try:
         from tasks import load_task
+
         spec = load_task(task)
-    except Exception as exc:  # noqa: BLE001 - unknown task or task package not importable
+    except Exception as exc:
         return task, RankRule(override) if override else None, str(exc)
     return spec.name, RankRule(override or spec.ranking_by), None
 
@@ -30,15 +32,28 @@ def ranking_rule(task: str, override: str | None, known_in_store: bool) -> tuple
     if rule is not None:
         return name, rule, None
     if not known_in_store:
-        raise UsageError(f"unknown task {task!r} ({problem}); pass a task that has results in the store "
-                         "or one under tasks/")
-    return name, RankRule.GEOM, (f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
-                                 "pass --rule to choose, or pass the task.yml path its runs were made with "
-                                 "as --task")
+        raise UsageError(
+            f"unknown task {task!r} ({problem}); pass a task that has results in the store or one under tasks/"
+        )
+    return (
+        name,
+        RankRule.GEOM,
+        (
+            f"warning: cannot load task {task!r} ({problem}); ranking by 'geom'; "
+            "pass --rule to choose, or pass the task.yml path its runs were made with "
+            "as --task"
+        ),
+    )
 
 
-def load_board(task: str, *, device: str | None = None, results_dir: str | None = None,
-               rule: str | None = None, mode: str | None = None) -> tuple[Leaderboard, list[str]]:
+def load_board(
+    task: str,
+    *,
+    device: str | None = None,
+    results_dir: str | None = None,
+    rule: str | None = None,
+    mode: str | None = None,
+) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
     with open_store(results_dir) as st:
@@ -48,13 +63,17 @@ def load_board(task: str, *, device: str | None = None, results_dir: str | None 
         _, rank_rule, warning = ranking_rule(task, rule, bool(runs))
         known_tasks, devices = st.tasks(), st.devices(name)
         if device is not None and device not in devices:
-            raise UsageError(f"no results for task {name!r} on device {device!r}; choose one of: "
-                             + (", ".join(repr(d) for d in devices) or "(none yet)"))
+            raise UsageError(
+                f"no results for task {name!r} on device {device!r}; choose one of: "
+                + (", ".join(repr(d) for d in devices) or "(none yet)")
+            )
         cases = st.cases(r.id for r in runs)
     warnings = [w for w in (warning, note) if w]
     if not runs:
-        warnings.append(f"no results for task {name!r} in the store yet (tasks with results: "
-                        f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first")
+        warnings.append(
+            f"no results for task {name!r} in the store yet (tasks with results: "
+            f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first"
+        )
     board = build_leaderboard(name, rank_rule, runs, cases, device=device)
     board.mode = mode
     return board, warnings
@@ -75,8 +94,11 @@ def choose_mode(runs, wanted: str | None) -> tuple[str | None, str | None]:
             if m == "leaderboard":
                 return m, None
             others = sorted(present & set(MODE_PREFERENCE) - {m})
-            return m, (f"note: no leaderboard-mode runs yet; ranking the {m!r}-mode runs"
-                       + (f" (also stored: {', '.join(others)})" if others else "") + "; choose one with --mode")
+            return m, (
+                f"note: no leaderboard-mode runs yet; ranking the {m!r}-mode runs"
+                + (f" (also stored: {', '.join(others)})" if others else "")
+                + "; choose one with --mode"
+            )
     return None, None
 
 
@@ -89,20 +111,28 @@ def render_board(board: Leaderboard, fmt: str) -> str:
     if not board.boards:
         parts.append(f"No results for {board.task} yet.\n")
     for b in board.boards:
-        title = (f"{board.task} on {b.device}" + (f" ({b.device_kind})" if b.device_kind else "")
-                 + (f", mode {board.mode}" if board.mode else ""))
-        rule = (f"Ranked by the {board.rule.description} (lower is better); '=' marks a tie within "
-                "measurement error (95% intervals overlap).")
+        title = (
+            f"{board.task} on {b.device}"
+            + (f" ({b.device_kind})" if b.device_kind else "")
+            + (f", mode {board.mode}" if board.mode else "")
+        )
+        rule = (
+            f"Ranked by the {board.rule.description} (lower is better); '=' marks a tie within "
+            "measurement error (95% intervals overlap)."
+        )
         parts.append(f"### {title}\n\n{rule}\n" if fmt == "markdown" else f"{title}\n{rule}\n")
         if b.ranked:
-            headers = ["rank", "name", "score (us)", "\u00b1 (us)", "gap to leader"] + b.shapes + ["verdict", "date"]
+            headers = ["rank", "name", "score (us)", "± (us)", "gap to leader", *b.shapes, "verdict", "date"]
             rows = []
             for e in b.ranked:
                 times = {s.label: s.mean_us for s in e.shapes}
                 gap = "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{us(e.gap_us)} us)"
-                rows.append([e.rank_label, e.name, us(e.score_us), us(e.stderr_us), gap]
-                            + [us(times.get(label)) for label in b.shapes] + [e.verdict, e.date])
-            right = [0, 2, 3] + list(range(5, 5 + len(b.shapes)))
+                rows.append(
+                    [e.rank_label, e.name, us(e.score_us), us(e.stderr_us), gap]
+                    + [us(times.get(label)) for label in b.shapes]
+                    + [e.verdict, e.date]
+                )
+            right = [0, 2, 3, *list(range(5, 5 + len(b.shapes)))]
             parts.append(format_rows(headers, rows, fmt, right))
         else:
             parts.append("No complete passing run with timings yet.\n")
@@ -117,16 +147,69 @@ def _board_csv(board: Leaderboard) -> str:
     shapes: list[str] = []
     for b in board.boards:
         shapes += [s for s in b.shapes if s not in shapes]
-    headers = ["task", "rule", "device", "section", "rank", "tied", "name", "sha256", "score_us", "stderr_us",
-               "gap_x", "gap_us", "verdict", "reason", "date", "run_id"] + [f"mean_us[{s}]" for s in shapes]
+    headers = [
+        "task",
+        "rule",
+        "device",
+        "section",
+        "rank",
+        "tied",
+        "name",
+        "sha256",
+        "score_us",
+        "stderr_us",
+        "gap_x",
+        "gap_us",
+        "verdict",
+        "reason",
+        "date",
+        "run_id",
+    ] + [f"mean_us[{s}]" for s in shapes]
     rows = []
     for b in board.boards:
         for e in b.ranked:
             times = {s.label: s.mean_us for s in e.shapes}
-            rows.append([board.task, board.rule.value, b.device, "ranked", e.rank, e.tied, e.name, e.sha256,
-                         repr(e.score_us), repr(e.stderr_us), repr(e.gap_x), repr(e.gap_us), e.verdict, "",
-                         e.date, e.run_id] + [repr(times[s]) if s in times else "" for s in shapes])
+            rows.append(
+                [
+                    board.task,
+                    board.rule.value,
+                    b.device,
+                    "ranked",
+                    e.rank,
+                    e.tied,
+                    e.name,
+                    e.sha256,
+                    repr(e.score_us),
+                    repr(e.stderr_us),
+                    repr(e.gap_x),
+                    repr(e.gap_us),
+                    e.verdict,
+                    "",
+                    e.date,
+                    e.run_id,
+                ]
+                + [repr(times[s]) if s in times else "" for s in shapes]
+            )
         for u in b.unranked:
-            rows.append([board.task, board.rule.value, b.device, "unranked", "", "", u.name, u.sha256, "", "", "",
-                         "", u.verdict, u.reason, u.date, u.run_id] + [""] * len(shapes))
+            rows.append(
+                [
+                    board.task,
+                    board.rule.value,
+                    b.device,
+                    "unranked",
+                    "",
+                    "",
+                    u.name,
+                    u.sha256,
+                    "",
+                    "",
+                    "",
+                    "",
+                    u.verdict,
+                    u.reason,
+                    u.date,
+                    u.run_id,
+                ]
+                + [""] * len(shapes)
+            )
     return format_rows(headers, rows, "csv")

@@ -1,16 +1,20 @@
 """Human-readable text for a RunResult. Returns strings; the commands print them."""
+
 from __future__ import annotations
 
+from harness.report.tables import format_rows
+from harness.report.tables import us_from_ns as fmt_us
 from harness.results import PASS, RunResult, shape_label
-from harness.report.tables import format_rows, us_from_ns as fmt_us
 
 
 def render_run(result: RunResult, diagnosis: str | None = None) -> str:
     """The run's report; ``diagnosis`` (harness.engine.diagnosis) is one more line under 'why:'."""
     d = result.device
-    out = [f"task {result.task} | submission {result.submission.name} ({result.submission.path}) | mode {result.mode}",
-           f"device {d.name} [{d.kind}{', ' + d.capability if d.capability else ''}] | torch {d.torch}"
-           f" | triton {d.triton or '-'} | harness {result.harness_version}"]
+    out = [
+        f"task {result.task} | submission {result.submission.name} ({result.submission.path}) | mode {result.mode}",
+        f"device {d.name} [{d.kind}{', ' + d.capability if d.capability else ''}] | torch {d.torch}"
+        f" | triton {d.triton or '-'} | harness {result.harness_version}",
+    ]
     if d.kind == "cpu":
         out.append("NOTE: CPU results (host clock); they say nothing about GPU speed")
     elif result.timing_method:
@@ -20,16 +24,40 @@ def render_run(result: RunResult, diagnosis: str | None = None) -> str:
     for c in result.cases:
         s = c.stats
         sol = c.sol
-        rows.append([c.kind, shape_label(c.spec), c.verdict,
-                     f"{fmt_us(s.mean)} ± {fmt_us(s.stderr)}" if s else "-",
-                     fmt_us(s.min) if s else "-", fmt_us(s.max) if s else "-", str(s.runs) if s else "-",
-                     f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
-                     fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
-                     f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-"]
-                    + ([fmt_us(c.extra.get("kernel_only_ns"))] if kernel_only else []))
-    out += ["", format_rows(["kind", "shape", "verdict", "mean ± stderr (us)", "min", "max", "runs",
-                              "baseline (us)", "SOL (us)", "% of SOL"] + (["kernel-only (us)"] if kernel_only else []),
-                             rows).rstrip("\n")]
+        rows.append(
+            [
+                c.kind,
+                shape_label(c.spec),
+                c.verdict,
+                f"{fmt_us(s.mean)} ± {fmt_us(s.stderr)}" if s else "-",
+                fmt_us(s.min) if s else "-",
+                fmt_us(s.max) if s else "-",
+                str(s.runs) if s else "-",
+                f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
+                fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
+                f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-",
+            ]
+            + ([fmt_us(c.extra.get("kernel_only_ns"))] if kernel_only else [])
+        )
+    out += [
+        "",
+        format_rows(
+            [
+                "kind",
+                "shape",
+                "verdict",
+                "mean ± stderr (us)",
+                "min",
+                "max",
+                "runs",
+                "baseline (us)",
+                "SOL (us)",
+                "% of SOL",
+            ]
+            + (["kernel-only (us)"] if kernel_only else []),
+            rows,
+        ).rstrip("\n"),
+    ]
     out += _timing_notes(result)
     notes = [(c, c.message) for c in result.cases if c.verdict != PASS and c.message]
     if notes:
@@ -55,31 +83,47 @@ def _timing_notes(result: RunResult) -> list[str]:
     """Kernel-only notes and --verify-timing lines, one per benchmark case that has something to say."""
     lines = []
     cases = result.benchmark_cases()
-    if cases and all(c.extra.get("kernel_only_ns") is None and c.extra.get("profiler_kernel_ns") is None
-                     and c.extra.get("kernel_only_note") for c in cases):
+    if cases and all(
+        c.extra.get("kernel_only_ns") is None
+        and c.extra.get("profiler_kernel_ns") is None
+        and c.extra.get("kernel_only_note")
+        for c in cases
+    ):
         notes = {c.extra["kernel_only_note"] for c in cases} | {c.extra.get("profiler_note") for c in cases} - {None}
-        if len(notes) <= 2:     # the same reason for every case (e.g. a CPU run): say it once
+        if len(notes) <= 2:  # the same reason for every case (e.g. a CPU run): say it once
             return ["", "kernel-only / timing check, all cases: " + "; ".join(sorted(notes))]
     for c in cases:
         x, shape = c.extra, shape_label(c.spec)
         if "profiler_kernel_ns" in x:
             dev, kernels = x.get("kernel_only_vs_profiler_pct"), x.get("profiler_kernels_per_call")
-            per_kernel = (x["kernel_only_ns"] - x["profiler_kernel_ns"]) / kernels if dev is not None and kernels else None
-            lines.append(f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
-                         f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
-                         + (f" ({dev:+.1f}%" + (f", {per_kernel:+.0f} ns per kernel" if per_kernel is not None else "")
-                            + ")" if dev is not None else "")
-                         + (f", profiler window {fmt_us(x['profiler_window_ns'])} us"
-                            if x.get("profiler_window_ns") is not None else "")
-                         + (f", {kernels:g} kernels/call" if kernels else "")
-                         + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"
-                         + (f"; {x['profiler_note']}" if x.get("profiler_note") else ""))
+            per_kernel = (
+                (x["kernel_only_ns"] - x["profiler_kernel_ns"]) / kernels if dev is not None and kernels else None
+            )
+            lines.append(
+                f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
+                f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
+                + (
+                    f" ({dev:+.1f}%" + (f", {per_kernel:+.0f} ns per kernel" if per_kernel is not None else "") + ")"
+                    if dev is not None
+                    else ""
+                )
+                + (
+                    f", profiler window {fmt_us(x['profiler_window_ns'])} us"
+                    if x.get("profiler_window_ns") is not None
+                    else ""
+                )
+                + (f", {kernels:g} kernels/call" if kernels else "")
+                + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"
+                + (f"; {x['profiler_note']}" if x.get("profiler_note") else "")
+            )
         if x.get("kernel_only_note") and c.verdict == PASS:
             lines.append(f"kernel-only {shape}: {x['kernel_only_note']}")
     if any(c.extra.get("kernel_only_vs_profiler_pct") is not None for c in cases):
-        lines.append("(kernel-only is the call's device window: it holds the device's dispatch gap before each "
-                     "kernel, a few hundred ns, which the kernel sum leaves out and the profiler's window keeps)")
-    return [""] + lines if lines else []
+        lines.append(
+            "(kernel-only is the call's device window: it holds the device's dispatch gap before each "
+            "kernel, a few hundred ns, which the kernel sum leaves out and the profiler's window keeps)"
+        )
+    return ["", *lines] if lines else []
 
 
 def render_phases(result: RunResult) -> str:
@@ -101,11 +145,17 @@ def render_output_excerpt(result: RunResult, limit: int = 2000, verbose: bool = 
     parts = []
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
         if text.strip():
-            t = text if len(text) <= limit else text[:limit // 2] + "\n[...]\n" + text[-limit // 2:]
+            t = text if len(text) <= limit else text[: limit // 2] + "\n[...]\n" + text[-limit // 2 :]
             parts.append(f"--- submission {name} ---\n{t.rstrip()}")
     key = "traceback_full" if verbose else "traceback"
     tbs = [c.extra.get(key) or c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
     if tbs:
-        parts.append(("--- traceback (first, every frame) ---\n" if verbose else
-                      "--- traceback (first; the harness's frames with --verbose) ---\n") + tbs[0].rstrip())
+        parts.append(
+            (
+                "--- traceback (first, every frame) ---\n"
+                if verbose
+                else "--- traceback (first; the harness's frames with --verbose) ---\n"
+            )
+            + tbs[0].rstrip()
+        )
     return "\n".join(parts)

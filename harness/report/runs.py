@@ -1,4 +1,5 @@
 """Which stored runs belong to one submission (by file, content hash or name)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,12 +20,20 @@ def find_runs(st: Store, task: str, ref: str) -> list[RunRow]:
     path = Path(ref)
     if path.is_file():
         sha, resolved, name = file_sha(path), path.resolve(), display_name(path)
-        return [r for r in runs if r.submission_sha256 == sha or r.display_name == name
-                or Path(r.submission_path).resolve() == resolved]
+        return [
+            r
+            for r in runs
+            if r.submission_sha256 == sha or r.display_name == name or Path(r.submission_path).resolve() == resolved
+        ]
     ref_l = ref.lower()
     is_hex = len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref_l)
-    return [r for r in runs if r.display_name == ref or Path(r.submission_path).stem == ref
-            or (is_hex and r.submission_sha256.startswith(ref_l))]
+    return [
+        r
+        for r in runs
+        if r.display_name == ref
+        or Path(r.submission_path).stem == ref
+        or (is_hex and r.submission_sha256.startswith(ref_l))
+    ]
 
 
 def no_runs_error(st: Store, task: str, ref: str) -> UsageError:

@@ -3,12 +3,14 @@
 Text and markdown come from ``tabulate``; CSV from the standard library. Times are rounded here, when
 formatting, never when stored.
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tabulate import tabulate
 
@@ -30,8 +32,9 @@ def us_from_ns(ns: float | None, digits: int = 3) -> str:
     return "-" if ns is None else f"{ns / 1e3:.{digits}f}"
 
 
-def format_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",
-                right: Sequence[int] = ()) -> str:
+def format_rows(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table", right: Sequence[int] = ()
+) -> str:
     """``rows`` as an aligned text table, a GitHub markdown table or CSV; columns in ``right`` are
     right-aligned (numbers)."""
     if fmt == "csv":
@@ -45,6 +48,11 @@ def format_rows(headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str 
         cells = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in cells]
         headers = [h.replace("|", "\\|") for h in headers]
     align = ["right" if i in right else "left" for i in range(len(headers))]
-    text = tabulate(cells, headers=list(headers), tablefmt="github" if fmt == "markdown" else "simple",
-                    colalign=align, disable_numparse=True)
+    text = tabulate(
+        cells,
+        headers=list(headers),
+        tablefmt="github" if fmt == "markdown" else "simple",
+        colalign=align,
+        disable_numparse=True,
+    )
     return text + "\n"

@@ -9,32 +9,36 @@ Concurrency: SQLite runs in WAL mode with a busy timeout and ``BEGIN IMMEDIATE``
 PostgreSQL transactions are retried on serialization failures and deadlocks, and migrations hold an
 advisory lock so that many writers starting at once migrate the database once.
 """
+
 from __future__ import annotations
 
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from harness.errors import UsageError
 from harness.store.schema import SCHEMA_VERSION, statements
 
-BUSY_TIMEOUT_S = 30.0          # how long SQLite itself waits for a lock
-WRITE_ATTEMPTS = 20            # then our own retries, with exponential backoff and jitter
-CONNECT_TIMEOUT_S = 5          # PostgreSQL: a server that is down is reported after this
-MIGRATION_LOCK = 0x68617273    # pg_advisory_xact_lock key held while migrating ('hars')
+BUSY_TIMEOUT_S = 30.0  # how long SQLite itself waits for a lock
+WRITE_ATTEMPTS = 20  # then our own retries, with exponential backoff and jitter
+CONNECT_TIMEOUT_S = 5  # PostgreSQL: a server that is down is reported after this
+MIGRATION_LOCK = 0x68617273  # pg_advisory_xact_lock key held while migrating ('hars')
 FIX_HINT = "choose another with --store (or --results-dir), or set $HARNESS_STORE"
 
 
 def _backoff(attempt: int) -> None:
-    time.sleep(min(0.01 * 2 ** attempt, 1.0) * (0.5 + random.random()))
+    time.sleep(min(0.01 * 2**attempt, 1.0) * (0.5 + random.random()))
 
 
 def _newer_schema(where: str, version: int) -> UsageError:
-    return UsageError(f"the results store {where} has schema version {version}, newer than this harness "
-                      f"({SCHEMA_VERSION}); upgrade the harness or {FIX_HINT}")
+    return UsageError(
+        f"the results store {where} has schema version {version}, newer than this harness "
+        f"({SCHEMA_VERSION}); upgrade the harness or {FIX_HINT}"
+    )
 
 
 def _migrate_to_latest(backend, record_version: Callable[[int], Any]) -> None:
@@ -56,16 +60,19 @@ class SQLiteBackend:
         self.path = path
         self.location = str(path)
         try:
-            self._conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                         check_same_thread=False)
+            self._conn = sqlite3.connect(
+                str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._retry(lambda: self._conn.execute("PRAGMA journal_mode = WAL"))
             self.transaction(self._migrate)
         except sqlite3.DatabaseError as exc:
-            raise UsageError(f"cannot use {path} as the results store: {exc} (is it an SQLite database "
-                             f"written by the harness?); {FIX_HINT}") from exc
+            raise UsageError(
+                f"cannot use {path} as the results store: {exc} (is it an SQLite database "
+                f"written by the harness?); {FIX_HINT}"
+            ) from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -87,8 +94,9 @@ class SQLiteBackend:
                 _backoff(attempt)
         raise AssertionError("unreachable")
 
-    def transaction(self, fn: Callable[["SQLiteBackend"], Any]) -> Any:
+    def transaction(self, fn: Callable[[SQLiteBackend], Any]) -> Any:
         """Run ``fn(self)`` in one BEGIN IMMEDIATE transaction, retrying all of it on SQLITE_BUSY."""
+
         def attempt():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -99,6 +107,7 @@ class SQLiteBackend:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+
         return self._retry(attempt)
 
     def lock(self, key: str) -> None:
@@ -135,17 +144,20 @@ class PostgresBackend:
             import psycopg
             from psycopg.rows import dict_row
         except ImportError as exc:
-            raise UsageError("a postgresql:// store needs psycopg 3: pip install 'psycopg[binary]' "
-                             "(or the harness's 'postgres' extra)") from exc
+            raise UsageError(
+                "a postgresql:// store needs psycopg 3: pip install 'psycopg[binary]' "
+                "(or the harness's 'postgres' extra)"
+            ) from exc
         self._psycopg = psycopg
         try:
-            self._conn = psycopg.connect(url, autocommit=True, row_factory=dict_row,
-                                         connect_timeout=CONNECT_TIMEOUT_S)
+            self._conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(f"cannot connect to the PostgreSQL store {self.location}: {first}; check the "
-                             f"URL (postgresql://user:password@host:port/database) and that the server is "
-                             f"running, or {FIX_HINT}") from exc
+            raise UsageError(
+                f"cannot connect to the PostgreSQL store {self.location}: {first}; check the "
+                f"URL (postgresql://user:password@host:port/database) and that the server is "
+                f"running, or {FIX_HINT}"
+            ) from exc
         self.transaction(self._migrate)
 
     def close(self) -> None:
@@ -164,7 +176,7 @@ class PostgresBackend:
             with self._conn.cursor() as cur:
                 cur.executemany(self._sql(sql), rows)
 
-    def transaction(self, fn: Callable[["PostgresBackend"], Any]) -> Any:
+    def transaction(self, fn: Callable[[PostgresBackend], Any]) -> Any:
         errors = self._psycopg.errors
         retryable = (errors.SerializationFailure, errors.DeadlockDetected)
         for attempt in range(WRITE_ATTEMPTS):
@@ -193,5 +205,6 @@ class PostgresBackend:
         self._conn.execute("CREATE TABLE IF NOT EXISTS harness_schema (version INTEGER NOT NULL)")
         if self._conn.execute("SELECT count(*) AS n FROM harness_schema").fetchone()["n"] == 0:
             self._conn.execute("INSERT INTO harness_schema VALUES (0)")
-        _migrate_to_latest(self, lambda version: self._conn.execute("UPDATE harness_schema SET version = %s",
-                                                                    (version,)))
+        _migrate_to_latest(
+            self, lambda version: self._conn.execute("UPDATE harness_schema SET version = %s", (version,))
+        )

@@ -11,6 +11,7 @@ a released step.
   3 - jobs: one row per (submission contents, task, mode, harness version) that run-all evaluates,
       with its state (queued, running, done, failed), attempts, node, GPU, timestamps, retry reasons.
 """
+
 from __future__ import annotations
 
 DIALECT_WORDS = {

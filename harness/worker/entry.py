@@ -3,6 +3,7 @@ the task or the submission is imported, so no thread or library starts outside t
 the worker loop (:func:`harness.worker.main.worker_main`). Imports nothing heavy at module level: the
 spawned child unpickles its target (this module) and its config before anything else runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,10 +21,11 @@ def _die_with_parent(parent: int) -> None:
     Set after the privilege drop, which clears it."""
     try:
         import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent:      # it died before the setting took hold
+    if os.getppid() != parent:  # it died before the setting took hold
         os._exit(1)
 
 
@@ -47,7 +49,7 @@ def _isolate(cfg: WorkerConfig) -> dict:
     # the harness's own modules still to be imported come from the tree the worker started from,
     # not from the working directory, which becomes the run folder ('' on sys.path meant the former)
     sys.path[:] = [sandbox.harness_root() if p in ("", ".") else p for p in sys.path]
-    confine = cfg.confine        # False only when measuring the sandbox's own cost
+    confine = cfg.confine  # False only when measuring the sandbox's own cost
     report = _namespaces() if confine and os.geteuid() == 0 else {}
     user = _change_user(cfg, report, confine)
     _die_with_parent(parent)
@@ -55,8 +57,9 @@ def _isolate(cfg: WorkerConfig) -> dict:
     os.chdir(run_dir)
     if not confine:
         return {"off": "turned off to measure its cost (scripts/validation/sandbox_overhead.py)", "user": user}
-    return dict(sandbox.confine(run_dir, cfg.sandbox_writable, cfg.sandbox_readable, user,
-                                report.get("netns", False)), **report)
+    return dict(
+        sandbox.confine(run_dir, cfg.sandbox_writable, cfg.sandbox_readable, user, report.get("netns", False)), **report
+    )
 
 
 def _namespaces() -> dict:
@@ -95,4 +98,5 @@ def _change_user(cfg: WorkerConfig, report: dict, confine: bool) -> str:
 def start(conn, cfg: WorkerConfig) -> None:
     confinement = _isolate(cfg)
     from harness.worker.main import worker_main
+
     worker_main(conn, cfg, confinement)

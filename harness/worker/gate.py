@@ -22,13 +22,14 @@ the release works, and returns None where it cannot be built or does not hold (n
 register count that leaves thread slots free): the caller then keeps the strict protocol
 (synchronize before the start event, launch latency measured).
 """
+
 from __future__ import annotations
 
 import time
 
 import torch
 
-_START_TIMEOUT_S = 1.0          # blocks not all resident by then: something else occupies the GPU
+_START_TIMEOUT_S = 1.0  # blocks not all resident by then: something else occupies the GPU
 
 
 class LaunchGate:
@@ -48,7 +49,7 @@ class LaunchGate:
         self._count, self._open = device_flags[0:1], device_flags[1:2]
         host = torch.zeros(2, dtype=torch.int32, pin_memory=True)
         self._started, self._release = host[0:1], host[1:2]
-        self._flags = host.numpy()              # the host side of both flags, no CUDA call to read
+        self._flags = host.numpy()  # the host side of both flags, no CUDA call to read
         self._seq = 0
 
     @classmethod
@@ -58,13 +59,13 @@ class LaunchGate:
             return None, "the gate is built for NVIDIA GPUs"
         try:
             from harness.worker.gate_kernel import gate_kernel
-        except Exception as exc:  # noqa: BLE001 - no (usable) Triton
+        except Exception as exc:
             return None, f"Triton is not usable here ({type(exc).__name__}: {str(exc).strip()[:200]})"
         try:
             gate = cls(device, cap_ns, gate_kernel)
             why = gate._why_it_does_not_hold()
             return (None, why) if why else (gate, "")
-        except Exception as exc:  # noqa: BLE001 - compile or launch failure: keep the strict protocol
+        except Exception as exc:
             return None, f"the gate kernel failed ({type(exc).__name__}: {str(exc).strip()[:200]})"
 
     def close(self, cap_ns: int | None = None) -> bool:
@@ -72,9 +73,16 @@ class LaunchGate:
         opened again) if it did not get there in time. ``cap_ns``: this closing's cap, when it is not
         a timed sample (the kernel-only graph replays)."""
         self._seq = (self._seq + 1) & 0x3FFFFFFF
-        self._kernel[(self.nblocks,)](self._count, self._open, self._started, self._release,
-                                      self._seq, self.nblocks, self.cap_ns if cap_ns is None else int(cap_ns),
-                                      num_warps=self.threads // 32)
+        self._kernel[(self.nblocks,)](
+            self._count,
+            self._open,
+            self._started,
+            self._release,
+            self._seq,
+            self.nblocks,
+            self.cap_ns if cap_ns is None else int(cap_ns),
+            num_warps=self.threads // 32,
+        )
         deadline = time.perf_counter() + _START_TIMEOUT_S
         while self._flags[0] != self._seq:
             if time.perf_counter() > deadline:
@@ -91,7 +99,7 @@ class LaunchGate:
         current, side = torch.cuda.current_stream(self.device), torch.cuda.Stream(self.device)
         x = torch.zeros(1, device=self.device)
         before, after, side_done = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        for check in (False, True):               # the first round compiles the kernel
+        for check in (False, True):  # the first round compiles the kernel
             torch.cuda.synchronize(self.device)
             before.record(current)
             if not self.close(cap_ns=50_000_000):  # the task's cap may be shorter than this check
@@ -106,7 +114,9 @@ class LaunchGate:
         held_ms, side_after_ms = before.elapsed_time(after), after.elapsed_time(side_done)
         if held_ms < 1.5:
             return f"the gate opened after {held_ms:.3f} ms instead of being held for 2 ms"
-        if side_after_ms < -0.1:     # held back, it ends with the gate (within a few us either way)
-            return (f"a kernel on another stream ran {-side_after_ms:.3f} ms before the gate opened "
-                    "(thread slots left free)")
+        if side_after_ms < -0.1:  # held back, it ends with the gate (within a few us either way)
+            return (
+                f"a kernel on another stream ran {-side_after_ms:.3f} ms before the gate opened "
+                "(thread slots left free)"
+            )
         return ""

@@ -1,21 +1,27 @@
 """The launch gate's kernel (see ``harness.worker.gate``): fills every thread slot of every SM and spins until
 the host releases it or the cap passes; and the sampler's timestamp kernel, which reads the same device
 clock. Imported only on a GPU, when a gate is built."""
+
 import triton
 import triton.language as tl
 
 
 @triton.jit
 def _now():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
-                                     is_pure=False, pack=1)
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
 @triton.jit
 def _signal_host(ptr, value):
     """A system-scope release store to pinned host memory (no PCIe atomics needed)."""
-    tl.inline_asm_elementwise("st.global.release.sys.b32 [$1], $2; mov.u32 $0, 0;", "=r,l,r", [ptr, value],
-                              dtype=tl.int32, is_pure=False, pack=1)
+    tl.inline_asm_elementwise(
+        "st.global.release.sys.b32 [$1], $2; mov.u32 $0, 0;",
+        "=r,l,r",
+        [ptr, value],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
 
 
 @triton.jit
@@ -32,7 +38,7 @@ def gate_kernel(count_ptr, open_ptr, started_ptr, release_ptr, seq, nblocks, cap
     # others poll open_ptr, which block 0 sets once released.
     t0 = _now()
     old = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
-    if old == nblocks - 1:          # the last block to arrive: every block is resident
+    if old == nblocks - 1:  # the last block to arrive: every block is resident
         tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
         _signal_host(started_ptr, seq)
     if tl.program_id(0) == 0:

@@ -2,15 +2,14 @@
 cold L2, from CUDA graphs of flush+call pairs replayed behind the launch gate (and the profiler's kernel
 table where a call cannot be captured).
 """
+
 from __future__ import annotations
 
 import statistics
 
 import torch
 
-from harness.worker.originals import (_CUDAGraph, _Event, _Stream, _c_sync, _event_elapsed,
-                                      _event_record, _graph_ctx)
-
+from harness.worker.originals import _c_sync, _CUDAGraph, _Event, _event_elapsed, _event_record, _graph_ctx, _Stream
 
 # -- kernel-only figures (issue #7) ----------------------------------------------------------------
 # The competition figure above includes launch overhead and the host's share of each call. The
@@ -27,15 +26,15 @@ from harness.worker.originals import (_CUDAGraph, _Event, _Stream, _c_sync, _eve
 
 FLUSH_RANGE = "harness::flush"
 CALL_RANGE = "harness::call"
-_GRAPH_CAP_NS = 50_000_000          # a gate held while the host launches a whole graph: up to 50 ms
-_DEVICE_NODE_TYPES = (0, 1, 2)      # CUgraphNodeType: kernel, memcpy, memset (the ones that run on the device)
+_GRAPH_CAP_NS = 50_000_000  # a gate held while the host launches a whole graph: up to 50 ms
+_DEVICE_NODE_TYPES = (0, 1, 2)  # CUgraphNodeType: kernel, memcpy, memset (the ones that run on the device)
 _CHILD_GRAPH_NODE = 4
 
 
 def _new_graph():
     try:
-        return _CUDAGraph(keep_graph=True)      # keeps the cudaGraph_t, so its nodes can be counted
-    except TypeError:                           # torch without keep_graph: nodes are not counted
+        return _CUDAGraph(keep_graph=True)  # keeps the cudaGraph_t, so its nodes can be counted
+    except TypeError:  # torch without keep_graph: nodes are not counted
         return _CUDAGraph()
 
 
@@ -44,6 +43,7 @@ def graph_device_nodes(graph) -> int | None:
     be counted (no ``raw_cuda_graph``, no libcuda, a child graph)."""
     try:
         import ctypes
+
         lib = ctypes.CDLL("libcuda.so.1")
         handle = ctypes.c_void_p(graph.raw_cuda_graph())
         count = ctypes.c_size_t(0)
@@ -53,13 +53,15 @@ def graph_device_nodes(graph) -> int | None:
         if lib.cuGraphGetNodes(handle, nodes, ctypes.byref(count)) != 0:
             return None
         kind, total = ctypes.c_int(), 0
-        for node in nodes[:count.value]:
-            if lib.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)) != 0 \
-                    or kind.value == _CHILD_GRAPH_NODE:
+        for node in nodes[: count.value]:
+            if (
+                lib.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)) != 0
+                or kind.value == _CHILD_GRAPH_NODE
+            ):
                 return None
             total += kind.value in _DEVICE_NODE_TYPES
         return total
-    except Exception:  # noqa: BLE001 - counting is optional
+    except Exception:
         return None
 
 
@@ -90,11 +92,14 @@ def _profiled_replay(graph) -> list[tuple[float, float, str]]:
     """(start_us, end_us, name) of the device operations of one replay, by start time (CUPTI)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         graph.replay()
         _c_sync()
-    return sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                   if e.device_type == DeviceType.CUDA), key=lambda t: t[0])
+    return sorted(
+        ((e.time_range.start, e.time_range.end, e.name) for e in prof.events() if e.device_type == DeviceType.CUDA),
+        key=lambda t: t[0],
+    )
 
 
 def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
@@ -105,13 +110,15 @@ def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
     longer a block runs than a flush alone, gaps included), or ``{"note"}`` when the blocks do not
     have that shape."""
     if not flush_ops or len(flush_ops) % n or len(pair_ops) % n:
-        return {"note": f"the profiler saw {len(flush_ops)} flush and {len(pair_ops)} paired operations, "
-                        f"not a multiple of the graphs' {n} blocks"}
+        return {
+            "note": f"the profiler saw {len(flush_ops)} flush and {len(pair_ops)} paired operations, "
+            f"not a multiple of the graphs' {n} blocks"
+        }
     per_flush, per_block = len(flush_ops) // n, len(pair_ops) // n
     names = [op[2] for op in flush_ops[:per_flush]]
     calls = []
     for i in range(n):
-        block = pair_ops[i * per_block:(i + 1) * per_block]
+        block = pair_ops[i * per_block : (i + 1) * per_block]
         if [op[2] for op in block[:per_flush]] != names:
             return {"note": "the paired graph's blocks do not each start with the flush (operations overlap)"}
         calls += block[per_flush:]
@@ -119,12 +126,16 @@ def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
         return {"note": "the profiler saw no device work in the submission's calls"}
     period = lambda ops, size: (ops[-size][0] - ops[0][0]) / (n - 1) if n > 1 else None  # noqa: E731
     pp, pf = period(pair_ops, per_block), period(flush_ops, per_flush)
-    return {"call_us": sum(e - s for s, e, _ in calls) / n, "call_ops": len(calls) / n,
-            "window_us": pp - pf if pp is not None and pf is not None else None}
+    return {
+        "call_us": sum(e - s for s, e, _ in calls) / n,
+        "call_ops": len(calls) / n,
+        "window_us": pp - pf if pp is not None and pf is not None else None,
+    }
 
 
-def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, replays: int = 7, gate=None,
-                      profile: bool = False) -> dict:
+def graph_kernel_time(
+    fn, inputs, device: torch.device, flush, n: int = 20, replays: int = 7, gate=None, profile: bool = False
+) -> dict:
     """Kernel-only time per input from CUDA graphs: a graph of ``n`` x (flush, one call on each of
     ``inputs``) and a graph of ``n`` flushes only, on the same stream, replayed alternately
     ``replays`` times each, behind ``gate`` when given (then the host's time to launch a graph is not
@@ -135,13 +146,17 @@ def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, repl
     Returns ``{"ns": float | None, "note": str, "poisoned": bool, "spread_pct": float | None, ...}``;
     never raises. ``poisoned``: the CUDA context no longer works after a failed capture."""
     if device.type != "cuda":
-        return {"ns": None, "note": "not available on CPU: CUDA graphs need a GPU", "poisoned": False,
-                "spread_pct": None}
+        return {
+            "ns": None,
+            "note": "not available on CPU: CUDA graphs need a GPU",
+            "poisoned": False,
+            "spread_pct": None,
+        }
     graphs, current = [], torch.cuda.current_stream(device)
     try:
         stream = _Stream(device)
         stream.wait_stream(current)
-        with torch.cuda.stream(stream):        # a call on the capture stream first (handles, workspaces)
+        with torch.cuda.stream(stream):  # a call on the capture stream first (handles, workspaces)
             for d in inputs:
                 fn(d)
         current.wait_stream(stream)
@@ -155,14 +170,15 @@ def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, repl
                 flush()
                 for d in inputs:
                     fn(d)
+
         g_pairs = _capture(pairs, stream, pool)
         graphs.append(g_pairs)
-    except BaseException as exc:  # noqa: BLE001 - the submission runs in capture mode and may raise anything
+    except BaseException as exc:
         text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         note = f"CUDA graph capture failed ({type(exc).__name__}: {text})"
-        try:    # a capture_end that raised skips the stream context's exit: put the stream back
+        try:  # a capture_end that raised skips the stream context's exit: put the stream back
             torch.cuda.set_stream(current)
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
         del graphs
         return {"ns": None, "note": note, "poisoned": not cuda_usable(device), "spread_pct": None}
@@ -184,19 +200,33 @@ def graph_kernel_time(fn, inputs, device: torch.device, flush, n: int = 20, repl
         spread = 100 * (max(t_pairs) - min(t_pairs)) / mp if mp > 0 else None
         notes = []
         if gate is None or ungated:
-            notes.append("the graph replays were not all behind the launch gate: the host's time to launch "
-                         "the graph may be in the figure")
+            notes.append(
+                "the graph replays were not all behind the launch gate: the host's time to launch "
+                "the graph may be in the figure"
+            )
         if ns <= 0:
             notes.append("the graph with calls was not slower than the flushes alone: no measurable kernel time")
             ns = None
-        out = {"ns": ns, "note": "; ".join(notes), "poisoned": False, "spread_pct": spread,
-               "nodes_per_call": nodes, "flush_ns": mf / n, "n": n, "replays": replays}
+        out = {
+            "ns": ns,
+            "note": "; ".join(notes),
+            "poisoned": False,
+            "spread_pct": spread,
+            "nodes_per_call": nodes,
+            "flush_ns": mf / n,
+            "n": n,
+            "replays": replays,
+        }
         if profile:
             out["profiler"] = _graph_profile(g_flush, g_pairs, n, len(inputs))
         return out
-    except BaseException as exc:  # noqa: BLE001
-        return {"ns": None, "note": f"CUDA graph replay failed ({type(exc).__name__}: {str(exc)[:300]})",
-                "poisoned": not cuda_usable(device), "spread_pct": None}
+    except BaseException as exc:
+        return {
+            "ns": None,
+            "note": f"CUDA graph replay failed ({type(exc).__name__}: {str(exc)[:300]})",
+            "poisoned": not cuda_usable(device),
+            "spread_pct": None,
+        }
     finally:
         del graphs
 
@@ -205,13 +235,17 @@ def _graph_profile(g_flush, g_pairs, n: int, n_inputs: int) -> dict:
     """The profiler's kernel sum per input from one replay of each graph (see :func:`split_replay`)."""
     try:
         split = split_replay(_profiled_replay(g_flush), _profiled_replay(g_pairs), n)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return {"ns": None, "note": f"profiler failed ({type(exc).__name__}: {str(exc)[:300]})"}
     if "note" in split:
         return {"ns": None, "note": split["note"]}
     window = split["window_us"]
-    return {"ns": split["call_us"] * 1e3 / n_inputs, "note": "", "kernels_per_call": split["call_ops"] / n_inputs,
-            "window_ns": None if window is None else window * 1e3 / n_inputs}
+    return {
+        "ns": split["call_us"] * 1e3 / n_inputs,
+        "note": "",
+        "kernels_per_call": split["call_ops"] / n_inputs,
+        "window_ns": None if window is None else window * 1e3 / n_inputs,
+    }
 
 
 def cuda_usable(device: torch.device) -> bool:
@@ -221,7 +255,7 @@ def cuda_usable(device: torch.device) -> bool:
         ok = float((x + 1).sum().item()) == 8.0
         _c_sync()
         return ok
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         return False
 
 
@@ -257,8 +291,9 @@ def profiler_kernel_time(fn, inputs, device: torch.device, flush, calls: int = 1
     if device.type != "cuda":
         return {"ns": None, "note": "not available on CPU: device kernel times need CUPTI on a GPU"}
     try:
-        from torch.profiler import ProfilerActivity, profile, record_function
         from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile, record_function
+
         for d in inputs:
             fn(d)
         _c_sync()
@@ -277,18 +312,24 @@ def profiler_kernel_time(fn, inputs, device: torch.device, flush, calls: int = 1
             if e.name in (FLUSH_RANGE, CALL_RANGE):
                 if e.device_type == DeviceType.CPU:
                     ranges.append((e.name, e.time_range.start, e.time_range.end))
-                continue                                   # the GPU-side copy of a user annotation
+                continue  # the GPU-side copy of a user annotation
             if e.device_type == DeviceType.CUDA:
                 device_events.append((e.name, e.time_range.start, e.time_range.end - e.time_range.start))
         split = attribute_device_time(ranges, device_events)
         per_input = calls * len(inputs)
         note = ""
         if split["nearest"]:
-            note = (f"{split['nearest']} device event(s) fell outside the harness's host ranges (clock skew) "
-                    "and went to the nearest one")
+            note = (
+                f"{split['nearest']} device event(s) fell outside the harness's host ranges (clock skew) "
+                "and went to the nearest one"
+            )
         if split["call_events"] == 0:
             return {"ns": None, "note": "the profiler saw no device work in the submission's calls", **split}
-        return {"ns": split["call_us"] * 1e3 / per_input, "note": note,
-                "kernels_per_call": split["call_events"] / per_input, **split}
-    except BaseException as exc:  # noqa: BLE001
+        return {
+            "ns": split["call_us"] * 1e3 / per_input,
+            "note": note,
+            "kernels_per_call": split["call_events"] / per_input,
+            **split,
+        }
+    except BaseException as exc:
         return {"ns": None, "note": f"profiler failed ({type(exc).__name__}: {str(exc)[:300]})"}

@@ -6,13 +6,14 @@ directly here (uapi: include/uapi/linux/landlock.h). A ruleset names what it *ha
 handled is denied except what a rule allows. What the running kernel lacks is left out of the handled
 set (best effort), and :class:`Ruleset` says which parts it could handle.
 """
+
 from __future__ import annotations
 
 import ctypes
 import os
 import stat
 
-SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446   # the same on every architecture
+SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # the same on every architecture
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
 PR_SET_NO_NEW_PRIVS = 38
@@ -21,15 +22,16 @@ PR_SET_NO_NEW_PRIVS = 38
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
-REFER = 1 << 13        # ABI 2: rename/link across directories
-TRUNCATE = 1 << 14     # ABI 3
-IOCTL_DEV = 1 << 15    # ABI 5: ioctl on device files
+REFER = 1 << 13  # ABI 2: rename/link across directories
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5: ioctl on device files
 FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
-FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV   # the rights a rule on a non-directory may hold
+FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the rights a rule on a non-directory may hold
 
 READ = EXECUTE | READ_FILE | READ_DIR
-WRITE = (WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM
-         | REFER | TRUNCATE)
+WRITE = (
+    WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_SYM | REFER | TRUNCATE
+)
 DEVICE = READ_FILE | WRITE_FILE | IOCTL_DEV | READ_DIR
 
 # network (ABI 4) and scopes (ABI 6)
@@ -38,8 +40,11 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -60,8 +65,9 @@ def _libc():
 def abi_version() -> int:
     """The kernel's Landlock ABI (0: no Landlock: an old kernel, or not enabled in its LSM list)."""
     try:
-        v = _libc().syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
-                            ctypes.c_uint32(CREATE_RULESET_VERSION))
+        v = _libc().syscall(
+            ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
+        )
     except (OSError, AttributeError):
         return 0
     return max(0, int(v))
@@ -87,8 +93,9 @@ class Ruleset:
         # ABI 1 cannot handle REFER: renames across directories are then always denied
         attr = _RulesetAttr(self.fs_mask, self.net_mask, self.scope_mask)
         size = ctypes.sizeof(_RulesetAttr) if self.abi >= 6 else (16 if self.abi >= 4 else 8)
-        fd = _libc().syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
-                             ctypes.c_uint32(0))
+        fd = _libc().syscall(
+            ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+        )
         if fd < 0:
             err = ctypes.get_errno()
             raise LandlockError(err, f"landlock_create_ruleset failed: {os.strerror(err)}")
@@ -109,8 +116,16 @@ class Ruleset:
             if not access:
                 return False
             rule = _PathBeneathAttr(access, fd)
-            if _libc().syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
-                               ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+            if (
+                _libc().syscall(
+                    ctypes.c_long(SYS_ADD_RULE),
+                    ctypes.c_int(self.fd),
+                    ctypes.c_int(RULE_PATH_BENEATH),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                )
+                < 0
+            ):
                 err = ctypes.get_errno()
                 raise LandlockError(err, f"landlock_add_rule({path!r}) failed: {os.strerror(err)}")
         finally:

@@ -8,6 +8,7 @@ and samples back as plain bytes (``harness.protocol``).
 It never sees a reference output or the secret seed (only the per-input seeds derived from it, which
 give away no more than the inputs themselves).
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,7 +22,7 @@ import torch
 
 from harness import protocol
 from harness.worker import kernel_only, originals, sandbox
-from harness.worker.config import WorkerConfig  # noqa: F401  (re-exported)
+from harness.worker.config import WorkerConfig
 from harness.worker.sampler import Sampler
 from tasks.registry import load_task_module
 
@@ -52,8 +53,10 @@ def _describe(exc: BaseException, shown: dict) -> str:
     if "CompilationError" in name or "CompileError" in name:
         return f"a kernel failed to compile ({name}): {str(exc).strip()[:800]}"
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        return ("the submission wrote more than the allowed output to stdout/stderr or files (output flood); "
-                "remove the prints")
+        return (
+            "the submission wrote more than the allowed output to stdout/stderr or files (output flood); "
+            "remove the prints"
+        )
     if isinstance(exc, SystemExit):
         return f"the submission called sys.exit({exc.code!r})"
     return f"{name}: {str(exc).strip()[:1500]}"
@@ -73,13 +76,13 @@ def _chain(te, seen=None):
 def format_submission_traceback(exc: BaseException, shown: dict, own_only: bool) -> str:
     """The traceback with the submission copy's path replaced by the user's file name; ``own_only``
     keeps only the submission's own frames (the harness's and the libraries' are left out)."""
-    te = traceback.TracebackException.from_exception(exc)   # source lines are read here, from the copy
+    te = traceback.TracebackException.from_exception(exc)  # source lines are read here, from the copy
     for part in _chain(te):
         if own_only:
             part.stack = traceback.StackSummary.from_list([f for f in part.stack if f.filename in shown])
         for frame in part.stack:
             frame.filename = shown.get(frame.filename, frame.filename)
-        if getattr(part, "filename", None) in shown:       # a SyntaxError's own file
+        if getattr(part, "filename", None) in shown:  # a SyntaxError's own file
             part.filename = shown[part.filename]
     return _rename("".join(te.format()), shown)
 
@@ -88,8 +91,13 @@ def _error_reply(exc: BaseException, shown: dict | None = None) -> dict:
     shown = shown or {}
     full = format_submission_traceback(exc, shown, own_only=False)
     own = format_submission_traceback(exc, shown, own_only=True) if shown else full
-    return {"ok": False, "error": _describe_exception(exc, shown), "error_type": type(exc).__name__,
-            "traceback": own[-MAX_TRACEBACK_CHARS:], "traceback_full": full[-MAX_TRACEBACK_CHARS:]}
+    return {
+        "ok": False,
+        "error": _describe_exception(exc, shown),
+        "error_type": type(exc).__name__,
+        "traceback": own[-MAX_TRACEBACK_CHARS:],
+        "traceback_full": full[-MAX_TRACEBACK_CHARS:],
+    }
 
 
 class Worker:
@@ -104,26 +112,33 @@ class Worker:
         self.kernel = None
         self.task_module, self.task_error = None, "the worker was given no task to generate inputs with"
         if cfg.task_file:
-            try:        # before the submission is imported, so its code is in the integrity snapshot
+            try:  # before the submission is imported, so its code is in the integrity snapshot
                 self.task_module = load_task_module(cfg.task_file)
-            except Exception as exc:  # noqa: BLE001 - reported when inputs are asked for
-                self.task_error = (f"the worker could not load the task's generator {cfg.task_file} "
-                                   f"({_describe_exception(exc)}); it must be readable by the worker's user")
-        self.slots = []     # input tuples generated on request (op "generate"), named by index
-        self._baseline = originals.snapshot(self)   # before the submission is imported
+            except Exception as exc:
+                self.task_error = (
+                    f"the worker could not load the task's generator {cfg.task_file} "
+                    f"({_describe_exception(exc)}); it must be readable by the worker's user"
+                )
+        self.slots = []  # input tuples generated on request (op "generate"), named by index
+        self._baseline = originals.snapshot(self)  # before the submission is imported
 
     def _shown_names(self) -> dict:
         """The submission copy's path -> the name the user knows it by."""
         if not self.cfg.submission_name:
             return {}
-        return {self.cfg.submission_path: self.cfg.submission_name,
-                os.path.abspath(self.cfg.submission_path): self.cfg.submission_name}
+        return {
+            self.cfg.submission_path: self.cfg.submission_name,
+            os.path.abspath(self.cfg.submission_path): self.cfg.submission_name,
+        }
 
     # -- replies -------------------------------------------------------------------------------------
     def _integrity(self) -> dict:
         tampered = originals.tampered(self._baseline, self)
-        return {"tampered": tampered, "threads": originals.thread_count(),
-                "l2_persisting": self.sampler.persisting.report()}
+        return {
+            "tampered": tampered,
+            "threads": originals.thread_count(),
+            "l2_persisting": self.sampler.persisting.report(),
+        }
 
     def _send_outputs(self, header: dict, snapshots) -> None:
         """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""
@@ -136,20 +151,28 @@ class Worker:
         # the submission's path: its own folder, the compat modules (task, utils, reference), the Python
         # install; not the harness's folder (its modules the worker needs are already imported)
         root = os.path.realpath(sandbox.harness_root())
-        sys.path[:] = [os.path.dirname(os.path.abspath(self.cfg.submission_path)), self.cfg.compat_dir] + \
-            [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != root]
+        sys.path[:] = [os.path.dirname(os.path.abspath(self.cfg.submission_path)), self.cfg.compat_dir] + [
+            p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != root
+        ]
         spec = importlib.util.spec_from_file_location("submission", self.cfg.submission_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
         spec.loader.exec_module(module)
         kernel = getattr(module, "custom_kernel", None)
         if not callable(kernel):
-            return {"ok": False, "error": "the submission defines no callable custom_kernel(data); "
-                                          "add `def custom_kernel(data): ...` at module level",
-                    "error_type": "MissingEntryPoint"}
+            return {
+                "ok": False,
+                "error": "the submission defines no callable custom_kernel(data); "
+                "add `def custom_kernel(data): ...` at module level",
+                "error_type": "MissingEntryPoint",
+            }
         self.kernel = kernel
-        return {"ok": True, "timing_method": self.sampler.method, "gated": self.sampler.gate is not None,
-                **self._integrity()}
+        return {
+            "ok": True,
+            "timing_method": self.sampler.method,
+            "gated": self.sampler.gate is not None,
+            **self._integrity(),
+        }
 
     def _input(self, slot: int):
         return self.slots[slot]
@@ -161,7 +184,7 @@ class Worker:
         if self.task_module is None:
             return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
         made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in msg["specs"]]
-        self.slots = self.slots[:msg.get("keep", 0)] + made
+        self.slots = self.slots[: msg.get("keep", 0)] + made
         originals.synchronize(self.device)
         return {"ok": True, "fingerprints": [protocol.input_fingerprint(d) for d in made], **self._integrity()}
 
@@ -195,6 +218,7 @@ class Worker:
             s = self.sampler
             for k, v in zip(protocol.TIMING_SERIES, (ns, wall, s.window_ns, s.window_held, s.unhidden_host_ns)):
                 series[k].append(v)
+
         if msg["protocol"] == "batched":
             ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
             record(ns, wall)
@@ -209,6 +233,7 @@ class Worker:
 
     def profile(self, msg) -> dict:
         from torch.profiler import ProfilerActivity, profile
+
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
         data = self._input(msg["data"])
         self.kernel(data)
@@ -220,7 +245,7 @@ class Worker:
         sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
         try:
             table = prof.key_averages().table(sort_by=sort, row_limit=15)
-        except Exception:  # noqa: BLE001 - older torch names the column differently
+        except Exception:
             table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
         return {"ok": True, "table": table, **self._integrity()}
 
@@ -231,15 +256,23 @@ class Worker:
         (``kernel_only.profiler_kernel_time``) stands in when the capture failed. ``poisoned``: the CUDA
         context broke, the worker must be replaced."""
         inputs = [self._input(i) for i in msg["inputs"]]
-        graph = kernel_only.graph_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
-                                         n=msg.get("n", 20), replays=msg.get("replays", 7), gate=self.sampler.gate,
-                                         profile=bool(msg.get("profiler")))
+        graph = kernel_only.graph_kernel_time(
+            self.kernel,
+            inputs,
+            self.device,
+            self.sampler.flush,
+            n=msg.get("n", 20),
+            replays=msg.get("replays", 7),
+            gate=self.sampler.gate,
+            profile=bool(msg.get("profiler")),
+        )
         reply = {"ok": True, "graph": graph, "poisoned": bool(graph.get("poisoned"))}
         if "profiler" in graph:
             reply["profiler"] = graph.pop("profiler")
         elif not reply["poisoned"] and graph.get("ns") is None:
-            reply["profiler"] = kernel_only.profiler_kernel_time(self.kernel, inputs, self.device, self.sampler.flush,
-                                                            calls=msg.get("calls", 10))
+            reply["profiler"] = kernel_only.profiler_kernel_time(
+                self.kernel, inputs, self.device, self.sampler.flush, calls=msg.get("calls", 10)
+            )
             if self.device.type == "cuda" and reply["profiler"].get("ns") is None:
                 reply["poisoned"] = not kernel_only.cuda_usable(self.device)
         reply.update(self._integrity())
@@ -250,10 +283,17 @@ class Worker:
         if op == "exit":
             return False
         try:
-            handler = {"load": self.load, "generate": self.generate, "call": self.call, "warmup": self.warmup,
-                       "time": self.time, "profile": self.profile, "kernel_only": self.kernel_only}[op]
+            handler = {
+                "load": self.load,
+                "generate": self.generate,
+                "call": self.call,
+                "warmup": self.warmup,
+                "time": self.time,
+                "profile": self.profile,
+                "kernel_only": self.kernel_only,
+            }[op]
             reply = handler(msg)
-        except BaseException as exc:  # noqa: BLE001 - the submission may raise anything, SystemExit too
+        except BaseException as exc:
             reply = _error_reply(exc, self._shown_names())
             reply.update(self._integrity())
         if reply is not None:
@@ -271,8 +311,17 @@ def worker_main(conn, cfg: WorkerConfig, confinement: dict) -> None:
     worker = Worker(cfg, conn)
     # the calibration goes out before the submission is imported: the parent keeps these figures, so
     # a submission that changes them in the worker changes nothing
-    protocol.send(conn, {"ok": True, "ready": True, "pid": os.getpid(), "gap_ns": worker.gap_ns,
-                         "window_gap_ns": dict(worker.sampler.window_gap_ns), "sandbox": confinement})
+    protocol.send(
+        conn,
+        {
+            "ok": True,
+            "ready": True,
+            "pid": os.getpid(),
+            "gap_ns": worker.gap_ns,
+            "window_gap_ns": dict(worker.sampler.window_gap_ns),
+            "sandbox": confinement,
+        },
+    )
     while True:
         try:
             msg = protocol.receive_from_parent(conn)

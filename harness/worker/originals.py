@@ -15,6 +15,7 @@ Two layers, one check (:func:`tampered`):
 A submission shares the worker's address space, so this raises the bar; it is not a proof (see
 SECURITY.md: ctypes-level writes and native code are out of its reach).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,7 @@ _ORIGINALS = {name: getattr(owner, attr, None) for name, (owner, attr) in _WATCH
 
 def tampered_names() -> list[str]:
     """Names of watched objects that are no longer the ones captured at import."""
-    return [name for name, (owner, attr) in _WATCHED.items()
-            if getattr(owner, attr, None) is not _ORIGINALS[name]]
+    return [name for name, (owner, attr) in _WATCHED.items() if getattr(owner, attr, None) is not _ORIGINALS[name]]
 
 
 def synchronize(device: torch.device) -> None:
@@ -103,39 +103,52 @@ def _is_code(value) -> bool:
 def _namespaces(worker) -> dict:
     from harness import protocol
     from harness.worker import gate, kernel_only, persisting_l2, sampler
+
     worker_mod = sys.modules[type(worker).__module__]
-    modules = {"harness.worker.main": worker_mod, "harness.worker.sampler": sampler,
-               "harness.worker.kernel_only": kernel_only, "harness.worker.originals": sys.modules[__name__],
-               "harness.protocol": protocol, "harness.worker.gate": gate,
-               "harness.worker.persisting_l2": persisting_l2,
-               "json": json, "json.encoder": json.encoder, "pickle": pickle,
-               "multiprocessing.connection": multiprocessing.connection}
+    modules = {
+        "harness.worker.main": worker_mod,
+        "harness.worker.sampler": sampler,
+        "harness.worker.kernel_only": kernel_only,
+        "harness.worker.originals": sys.modules[__name__],
+        "harness.protocol": protocol,
+        "harness.worker.gate": gate,
+        "harness.worker.persisting_l2": persisting_l2,
+        "json": json,
+        "json.encoder": json.encoder,
+        "pickle": pickle,
+        "multiprocessing.connection": multiprocessing.connection,
+    }
     if getattr(worker, "task_module", None) is not None:
-        modules["task"] = worker.task_module        # its generate_input makes the inputs in the worker
+        modules["task"] = worker.task_module  # its generate_input makes the inputs in the worker
     spaces = {name: {k: v for k, v in vars(m).items() if _is_code(v)} for name, m in modules.items()}
     gate_obj = getattr(worker.sampler, "gate", None)
     persisting = getattr(worker.sampler, "persisting", None)
-    spaces.update({
-        "Worker": _static_attrs(type(worker)),
-        "Sampler": _static_attrs(sampler.Sampler),
-        "L2Flusher": _static_attrs(sampler.L2Flusher),
-        "LaunchGate": _static_attrs(gate.LaunchGate),
-        "PersistingL2": _static_attrs(persisting_l2.PersistingL2),
-        "Connection": _static_attrs(type(worker.conn)),
-        "JSONEncoder": _static_attrs(json.JSONEncoder),
-        "torch.Tensor": _static_attrs(torch.Tensor),
-        "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
-        "worker.sampler": {k: v for k, v in vars(worker.sampler).items()
-                           if k in ("start", "end", "flush", "gate", "_stamp", "_stamps", "persisting")},
-        # the persisting-L2 reset's driver functions (only the largest raised limit moves)
-        "worker.sampler.persisting": {k: v for k, v in vars(persisting).items() if k != "raised_bytes"}
-        if persisting is not None else {},
-        "worker.conn": dict(vars(worker.conn)),
-        # the launch gate's settings (its cap bounds the host time hidden); only the sequence moves
-        "worker.sampler.gate": {k: v for k, v in vars(gate_obj).items() if k != "_seq"} if gate_obj else {},
-        "types": {"worker": type(worker), "worker.sampler": type(worker.sampler),
-                  "worker.conn": type(worker.conn)},
-    })
+    spaces.update(
+        {
+            "Worker": _static_attrs(type(worker)),
+            "Sampler": _static_attrs(sampler.Sampler),
+            "L2Flusher": _static_attrs(sampler.L2Flusher),
+            "LaunchGate": _static_attrs(gate.LaunchGate),
+            "PersistingL2": _static_attrs(persisting_l2.PersistingL2),
+            "Connection": _static_attrs(type(worker.conn)),
+            "JSONEncoder": _static_attrs(json.JSONEncoder),
+            "torch.Tensor": _static_attrs(torch.Tensor),
+            "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
+            "worker.sampler": {
+                k: v
+                for k, v in vars(worker.sampler).items()
+                if k in ("start", "end", "flush", "gate", "_stamp", "_stamps", "persisting")
+            },
+            # the persisting-L2 reset's driver functions (only the largest raised limit moves)
+            "worker.sampler.persisting": {k: v for k, v in vars(persisting).items() if k != "raised_bytes"}
+            if persisting is not None
+            else {},
+            "worker.conn": dict(vars(worker.conn)),
+            # the launch gate's settings (its cap bounds the host time hidden); only the sequence moves
+            "worker.sampler.gate": {k: v for k, v in vars(gate_obj).items() if k != "_seq"} if gate_obj else {},
+            "types": {"worker": type(worker), "worker.sampler": type(worker.sampler), "worker.conn": type(worker.conn)},
+        }
+    )
     return spaces
 
 
@@ -164,10 +177,21 @@ def changed(snap: dict, worker) -> list[str]:
         if current is not value or not _same(_code_parts(current), code):
             out.append(".".join(key))
     for key in now.keys() - snap.keys():
-        if key[0] in ("Worker", "Sampler", "L2Flusher", "LaunchGate", "PersistingL2", "Connection", "JSONEncoder",
-                      "torch.Tensor", "worker.sampler", "worker.conn", "worker.sampler.gate",
-                      "worker.sampler.persisting"):
-            out.append(".".join(key))   # a new attribute there shadows an inherited one
+        if key[0] in (
+            "Worker",
+            "Sampler",
+            "L2Flusher",
+            "LaunchGate",
+            "PersistingL2",
+            "Connection",
+            "JSONEncoder",
+            "torch.Tensor",
+            "worker.sampler",
+            "worker.conn",
+            "worker.sampler.gate",
+            "worker.sampler.persisting",
+        ):
+            out.append(".".join(key))  # a new attribute there shadows an inherited one
     return sorted(out)
 
 

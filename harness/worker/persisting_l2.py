@@ -10,6 +10,7 @@ parent to warn (benchmark mode) or reject (ranked runs).
 Through the CUDA driver API (libcuda.so.1, always the one the process uses; the runtime's calls are thin
 wrappers over these on the primary context torch makes current). A no-op on the CPU and on ROCm.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -18,23 +19,25 @@ import torch
 
 CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
 CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1
-ATTR_VALUE_BYTES = 64               # sizeof(CUstreamAttrValue), a union
-WINDOW_NUM_BYTES_OFFSET = 8         # CUaccessPolicyWindow: void *base_ptr; size_t num_bytes; ...
+ATTR_VALUE_BYTES = 64  # sizeof(CUstreamAttrValue), a union
+WINDOW_NUM_BYTES_OFFSET = 8  # CUaccessPolicyWindow: void *base_ptr; size_t num_bytes; ...
 
 
 class PersistingL2:
     def __init__(self, device: torch.device):
         self.device = device
-        self.raised_bytes = 0       # the largest limit found raised before a sample
-        self.baseline = self.after_reset = None     # see _allowed
+        self.raised_bytes = 0  # the largest limit found raised before a sample
+        self.baseline = self.after_reset = None  # see _allowed
         self.note = "not a CUDA device"
-        self._cu = None     # the driver's functions, each its own attribute (in the integrity snapshot)
+        self._cu = None  # the driver's functions, each its own attribute (in the integrity snapshot)
         if device.type != "cuda" or torch.version.hip:
             return
         try:
             cu = ctypes.CDLL("libcuda.so.1")
-            functions = {name: getattr(cu, name) for name in ("cuCtxGetLimit", "cuCtxSetLimit",
-                                                              "cuCtxResetPersistingL2Cache", "cuStreamGetAttribute")}
+            functions = {
+                name: getattr(cu, name)
+                for name in ("cuCtxGetLimit", "cuCtxSetLimit", "cuCtxResetPersistingL2Cache", "cuStreamGetAttribute")
+            }
         except (OSError, AttributeError) as exc:
             self.note = f"the CUDA driver's persisting-L2 calls are unavailable ({exc})"
             return
@@ -67,8 +70,7 @@ class PersistingL2:
         most = 0
         for stream in {torch.cuda.current_stream(self.device).cuda_stream, 0}:
             value = ctypes.create_string_buffer(ATTR_VALUE_BYTES)
-            if self._stream_attribute(ctypes.c_void_p(stream), CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
-                                             value) == 0:
+            if self._stream_attribute(ctypes.c_void_p(stream), CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, value) == 0:
                 most = max(most, ctypes.c_size_t.from_buffer(value, WINDOW_NUM_BYTES_OFFSET).value)
         return most
 
@@ -92,8 +94,11 @@ class PersistingL2:
         if self._cu is None:
             return {}
         current = self.limit() or 0
-        return {"limit": current if current > self._allowed() else 0, "raised": self.raised_bytes,
-                "window": self.window_bytes()}
+        return {
+            "limit": current if current > self._allowed() else 0,
+            "raised": self.raised_bytes,
+            "window": self.window_bytes(),
+        }
 
 
 def reserved(report) -> str | None:

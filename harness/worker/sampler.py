@@ -19,6 +19,7 @@ and, behind the gate, the device clock's own window around the events (two one-t
 ``%globaltimer`` just before the start event and just after the end event): events a submission
 re-records or moves no longer match it.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -26,9 +27,16 @@ import statistics
 import torch
 
 from harness.worker.gate import LaunchGate
+from harness.worker.originals import (
+    _c_sync,
+    _empty,
+    _Event,
+    _event_elapsed,
+    _event_record,
+    _perf_counter_ns,
+    synchronize,
+)
 from harness.worker.persisting_l2 import PersistingL2
-from harness.worker.originals import (_Event, _c_sync, _empty, _event_elapsed, _event_record,
-                                      _perf_counter_ns, synchronize)
 
 
 class L2Flusher:
@@ -52,11 +60,11 @@ class Sampler:
         host time a write of that size takes on this device is hidden from each sample (0: none)."""
         self.device = device
         self.flush = L2Flusher(device, l2_bytes)
-        self.persisting = PersistingL2(device)    # reset before every sample: no L2 carve-out survives the flush
+        self.persisting = PersistingL2(device)  # reset before every sample: no L2 carve-out survives the flush
         self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
         self.window_ns, self.window_held, self._stamp, self._closing_cap = None, False, None, None
-        self.unhidden_host_ns = None   # per sample: the host's launch time that showed in the event time
-        self.window_gap_ns = {"held": None, "opened": None}   # set by calibrate()
+        self.unhidden_host_ns = None  # per sample: the host's launch time that showed in the event time
+        self.window_gap_ns = {"held": None, "opened": None}  # set by calibrate()
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
             self.end = _Event(enable_timing=True)
@@ -64,17 +72,21 @@ class Sampler:
             if hide_bytes > 0:
                 hide_ns = hide_bytes / self.flush.nbytes * self._flush_ns()
                 self.gate, why = LaunchGate.create(device, hide_ns)
-                self.method = (f"launch gate: up to {hide_ns / 1e3:.0f} us of host time hidden per sample, like "
-                               f"the original's {hide_bytes / 2**30:.2f} GiB L2 clear; other streams held back"
-                               if self.gate else f"strict (launch gate unavailable: {why})")
+                self.method = (
+                    f"launch gate: up to {hide_ns / 1e3:.0f} us of host time hidden per sample, like "
+                    f"the original's {hide_bytes / 2**30:.2f} GiB L2 clear; other streams held back"
+                    if self.gate
+                    else f"strict (launch gate unavailable: {why})"
+                )
             if self.gate is not None:
                 self._stamps = torch.zeros(2, dtype=torch.int64, device=device)
                 try:
                     from harness.worker.gate_kernel import stamp_kernel
-                    stamp_kernel[(1,)](self._stamps, 0, num_warps=1)   # compiles it now, outside any sample
+
+                    stamp_kernel[(1,)](self._stamps, 0, num_warps=1)  # compiles it now, outside any sample
                     _c_sync()
                     self._stamp = stamp_kernel
-                except Exception:  # noqa: BLE001 - no device clock check; the wall-time check remains
+                except Exception:
                     self._stamp = None
 
     def _device_window(self, host_ns: int) -> None:
@@ -145,14 +157,14 @@ class Sampler:
                 cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
                 self.unhidden_host_ns = float(max(0, wall0 - host0 - cap))
                 return _event_elapsed(self.start, self.end) * 1e6, wall, result
-            self.gate_misses += 1       # the GPU was not free for it: this sample is strict
+            self.gate_misses += 1  # the GPU was not free for it: this sample is strict
         synchronize(self.device)
         wall0 = _perf_counter_ns()
         if self.device.type == "cuda":
             _event_record(self.start)
             result = body()
             _event_record(self.end)
-            self.unhidden_host_ns = float(_perf_counter_ns() - wall0)   # the GPU idled at the start event
+            self.unhidden_host_ns = float(_perf_counter_ns() - wall0)  # the GPU idled at the start event
             _c_sync()
             wall = _perf_counter_ns() - wall0
             return _event_elapsed(self.start, self.end) * 1e6, wall, result
@@ -196,6 +208,6 @@ class Sampler:
                     excess.append(self.window_ns - d)
             self.window_gap_ns[regime] = statistics.median(excess) if len(excess) > n // 2 else None
             if self._stamp is None:
-                break                   # no device clock (no gate): a second round would add nothing
+                break  # no device clock (no gate): a second round would add nothing
         self._closing_cap = None
         return float(statistics.median(gaps))

@@ -9,6 +9,7 @@
   'nobody'), no capabilities.
 :func:`confine` returns what held, for the parent to report (``RunResult.sandbox``).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,14 +28,27 @@ from harness.worker import landlock
 
 CLONE_NEWNET, CLONE_NEWNS = 0x40000000, 0x00020000
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 1 << 18
-SOCKET_DIRS = ("/run",)                # where the system's services keep their sockets (docker, dbus, ...)
+SOCKET_DIRS = ("/run",)  # where the system's services keep their sockets (docker, dbus, ...)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_CAPBSET_DROP, PR_SET_SECUREBITS = 24, 28
-SECURE_NOROOT_LOCKED = 0x2f            # NOROOT, NO_SETUID_FIXUP and their locks
+SECURE_NOROOT_LOCKED = 0x2F  # NOROOT, NO_SETUID_FIXUP and their locks
 CAP_VERSION_3 = 0x20080522
 # the only files of /etc the worker reads (the dynamic loader, user and group names, the time zone)
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "localtime",
-             "timezone", "host.conf", "hosts", "os-release", "alternatives", "nvidia")
+ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "timezone",
+    "host.conf",
+    "hosts",
+    "os-release",
+    "alternatives",
+    "nvidia",
+)
 READ_ONLY_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/full")
 # POSIX semaphores and shared memory: multiprocessing's locks, which torch.compile's parallel compile uses
 SHARED_MEMORY = "/dev/shm"
@@ -48,15 +62,17 @@ HARNESS_PACKAGES = ("harness", "tasks", "fp4_reference")
 @dataclass
 class SandboxPaths:
     """What the worker may reach; built by :func:`worker_paths`."""
-    writable: list[str]                       # read and write beneath
-    readable: list[str]                       # read and execute beneath
-    devices: list[str] = field(default_factory=list)        # read, write, ioctl
-    read_devices: list[str] = field(default_factory=list)   # read only
+
+    writable: list[str]  # read and write beneath
+    readable: list[str]  # read and execute beneath
+    devices: list[str] = field(default_factory=list)  # read, write, ioctl
+    read_devices: list[str] = field(default_factory=list)  # read only
 
 
 def harness_root() -> str:
     """The folder the worker's harness was imported from (holds ``harness/``, ``tasks/``, ...)."""
     import harness
+
     return os.path.dirname(os.path.dirname(os.path.abspath(harness.__file__)))
 
 
@@ -76,8 +92,12 @@ def _python_dirs() -> list[str]:
     for so in _mapped_libraries():
         dirs.add(os.path.dirname(so))
     install = [os.path.realpath(p) for p in prefixes]
-    return sorted(d for d in dirs if os.path.realpath(d) != "/" and (
-        not _inside(os.path.realpath(d), root) or any(_inside(os.path.realpath(d), p) for p in install)))
+    return sorted(
+        d
+        for d in dirs
+        if os.path.realpath(d) != "/"
+        and (not _inside(os.path.realpath(d), root) or any(_inside(os.path.realpath(d), p) for p in install))
+    )
 
 
 def _mapped_libraries() -> set[str]:
@@ -119,11 +139,21 @@ def worker_paths(run_dir: str, extra_writable=(), extra_readable=()) -> SandboxP
     # no folder holding the run folder (a script's folder in /tmp on the path): other runs' folders lie there
     run = os.path.realpath(run_dir)
     python = [d for d in _python_dirs() + _toolkit_dirs() if not _inside(run, os.path.realpath(d))]
-    readable = SYSTEM_DIRS + tuple(python) + tuple(packages) \
-        + tuple(extra_readable) + tuple(os.path.join("/etc", f) for f in ETC_FILES) + ("/proc", "/sys")
+    readable = (
+        SYSTEM_DIRS
+        + tuple(python)
+        + tuple(packages)
+        + tuple(extra_readable)
+        + tuple(os.path.join("/etc", f) for f in ETC_FILES)
+        + ("/proc", "/sys")
+    )
     devices = ["/dev/null"] + [p for pattern in GPU_DEVICES for p in glob.glob(pattern)]
-    return SandboxPaths(writable=[run_dir, SHARED_MEMORY, *extra_writable], readable=list(readable),
-                        devices=devices, read_devices=list(READ_ONLY_DEVICES))
+    return SandboxPaths(
+        writable=[run_dir, SHARED_MEMORY, *extra_writable],
+        readable=list(readable),
+        devices=devices,
+        read_devices=list(READ_ONLY_DEVICES),
+    )
 
 
 def apply_landlock(paths: SandboxPaths) -> dict:
@@ -143,8 +173,14 @@ def apply_landlock(paths: SandboxPaths) -> dict:
     rules.allow(OWN_THREADS, landlock.READ | landlock.WRITE_FILE | landlock.TRUNCATE)
     threads = len(os.listdir("/proc/self/task"))
     rules.restrict_self()
-    return {"landlock_abi": rules.abi, "fs": rules.fs, "net": rules.net, "scoped_signals": rules.scopes,
-            "scoped_abstract_unix_sockets": rules.scopes, "threads_before": threads}
+    return {
+        "landlock_abi": rules.abi,
+        "fs": rules.fs,
+        "net": rules.net,
+        "scoped_signals": rules.scopes,
+        "scoped_abstract_unix_sockets": rules.scopes,
+        "threads_before": threads,
+    }
 
 
 def new_network_namespace() -> None:
@@ -169,6 +205,7 @@ def hide_unix_sockets(dirs=SOCKET_DIRS) -> int:
         if rc != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"{what}: {os.strerror(err)}")
+
     check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
     hidden = 0
@@ -199,18 +236,24 @@ def drop_capabilities() -> None:
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     libc.prctl(PR_SET_SECUREBITS, SECURE_NOROOT_LOCKED, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(CAP_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()            # effective, permitted, inheritable: all empty (two words each)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty (two words each)
     if libc.capset(header, data) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"capset: {os.strerror(err)}")
 
 
-def confine(run_dir: str, extra_writable=(), extra_readable=(), user: str = "same",
-            netns_done: bool = False) -> dict:
+def confine(run_dir: str, extra_writable=(), extra_readable=(), user: str = "same", netns_done: bool = False) -> dict:
     """Applies the Landlock part (after any change of user) and returns the report; where Landlock or a
     part of it is missing the report says so (``landlock_error``) instead of raising."""
-    report = {"landlock_abi": landlock.abi_version(), "fs": False, "net": False, "scoped_signals": False,
-              "scoped_abstract_unix_sockets": False, "netns": netns_done, "user": user}
+    report = {
+        "landlock_abi": landlock.abi_version(),
+        "fs": False,
+        "net": False,
+        "scoped_signals": False,
+        "scoped_abstract_unix_sockets": False,
+        "netns": netns_done,
+        "user": user,
+    }
     try:
         report.update(apply_landlock(worker_paths(run_dir, extra_writable, extra_readable)))
     except landlock.LandlockError as exc:
@@ -225,8 +268,11 @@ def missing(report: dict) -> list[str]:
     out = []
     if report.get("landlock_error"):
         out.append(f"Landlock ({report['landlock_error']})")
-    for key, what in (("fs", "file-system confinement"), ("net", "TCP connect/bind denial (Landlock ABI 4)"),
-                      ("scoped_signals", "signal and abstract-socket scoping (Landlock ABI 6)")):
+    for key, what in (
+        ("fs", "file-system confinement"),
+        ("net", "TCP connect/bind denial (Landlock ABI 4)"),
+        ("scoped_signals", "signal and abstract-socket scoping (Landlock ABI 6)"),
+    ):
         if not report.get(key) and not report.get("landlock_error"):
             out.append(what)
     if report.get("user") == "root" and not report.get("capabilities_dropped"):

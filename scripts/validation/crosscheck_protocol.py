@@ -11,6 +11,7 @@ behind it. The harness's figures come from the JSON of
 
     python scripts/validation/crosscheck_protocol.py submissions/triton_mxfp4.py --harness-json J --out results/x.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ from tasks import load_task  # noqa: E402
 
 def gpumode_loop_ns(kernel, data, repeats: int, clear_bytes: int) -> list[float]:
     """GPU MODE's benchmark loop (ns per call), with its stop rule (standard error < 0.1% of the mean)."""
+
     def clear_l2_cache():
         dummy = torch.randn(clear_bytes // 4, device="cuda")
         del dummy
@@ -74,14 +76,31 @@ def main(argv=None) -> int:
         data = task.generate_input(case.spec, torch.device("cuda"))
         times = gpumode_loop_ns(module.custom_kernel, data, args.repeats, clear_bytes)
         ours, theirs = case.stats.mean, sum(times) / len(times)
-        rows.append({"spec": case.spec, "harness_mean_us": ours / 1e3, "gpumode_loop_mean_us": theirs / 1e3,
-                     "ratio": ours / theirs, "within_10pct": abs(ours / theirs - 1) <= 0.10})
-        print(f"{case.spec}: harness {ours / 1e3:.2f} us, GPU MODE loop {theirs / 1e3:.2f} us, "
-              f"ratio {ours / theirs:.3f}", file=sys.stderr)
-    doc = {"script": "scripts/validation/crosscheck_protocol.py", "submission": args.submission, "task": result.task,
-           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": info.__dict__,
-           "repeats": args.repeats, "clear_bytes": clear_bytes,
-           "harness_timing_method": result.timing_method, "cases": rows, "all_within_10pct": all(r["within_10pct"] for r in rows)}
+        rows.append(
+            {
+                "spec": case.spec,
+                "harness_mean_us": ours / 1e3,
+                "gpumode_loop_mean_us": theirs / 1e3,
+                "ratio": ours / theirs,
+                "within_10pct": abs(ours / theirs - 1) <= 0.10,
+            }
+        )
+        print(
+            f"{case.spec}: harness {ours / 1e3:.2f} us, GPU MODE loop {theirs / 1e3:.2f} us, ratio {ours / theirs:.3f}",
+            file=sys.stderr,
+        )
+    doc = {
+        "script": "scripts/validation/crosscheck_protocol.py",
+        "submission": args.submission,
+        "task": result.task,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": info.__dict__,
+        "repeats": args.repeats,
+        "clear_bytes": clear_bytes,
+        "harness_timing_method": result.timing_method,
+        "cases": rows,
+        "all_within_10pct": all(r["within_10pct"] for r in rows),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return 0 if doc["all_within_10pct"] else 1

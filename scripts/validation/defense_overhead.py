@@ -13,6 +13,7 @@ Examples:
   python scripts/validation/defense_overhead.py --out results/defense_overhead.json              # on the H200
   python scripts/validation/defense_overhead.py --quick --out /tmp/overhead.json                 # CPU smoke test
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from onoff import add_arguments, interleaved, median_ratio  # noqa: E402
 
-VERSION = 1   # 1 - first version
+VERSION = 1  # 1 - first version
 
 
 def main(argv=None) -> int:
@@ -35,8 +36,11 @@ def main(argv=None) -> int:
 
     from harness.api import RunOptions, run_submission
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                epilog=__doc__.split("Examples:")[1], formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("Examples:")[1],
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     add_arguments(p, 5)
     p.add_argument("--submission", help="default: triton_mxfp4.py on the GPU, torch_mxfp4.py on the CPU")
     p.add_argument("--task", help="default: mxfp4_mm on the GPU, the small CPU fixture otherwise")
@@ -49,21 +53,36 @@ def main(argv=None) -> int:
     n = 1 if args.quick else args.n
 
     def run(label, i):
-        opts = RunOptions(device=device, secret=f"overhead-{i}", defenses=label == "on",
-                          max_repeats=args.max_repeats or (3 if args.quick else None), scan_policy="off")
+        opts = RunOptions(
+            device=device,
+            secret=f"overhead-{i}",
+            defenses=label == "on",
+            max_repeats=args.max_repeats or (3 if args.quick else None),
+            scan_policy="off",
+        )
         r = run_submission(sub, task, "leaderboard", opts)
         print(f"[overhead] run {i + 1}/{n} defenses {label}: {r.verdict} score {r.score_us}", file=sys.stderr)
         return r
+
     runs = interleaved(n, run)
     scores = {label: [r.score_us for r in rs] for label, rs in runs.items()}
     verdicts = {label: [r.verdict for r in rs] for label, rs in runs.items()}
     ratio = median_ratio(scores)
     ok = ratio is not None
-    doc = {"version": VERSION, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "device": runs["off"][-1].device.__dict__, "submission": sub, "task": task, "mode": "leaderboard", "runs_each": n,
-           "scores_us": scores, "verdicts": verdicts, "ratio_on_over_off": ratio,
-           "within_5_percent": None if ratio is None else ratio <= 1.05,
-           "note": "CPU smoke test, not a measurement" if not gpu else "interleaved on/off runs; medians"}
+    doc = {
+        "version": VERSION,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": runs["off"][-1].device.__dict__,
+        "submission": sub,
+        "task": task,
+        "mode": "leaderboard",
+        "runs_each": n,
+        "scores_us": scores,
+        "verdicts": verdicts,
+        "ratio_on_over_off": ratio,
+        "within_5_percent": None if ratio is None else ratio <= 1.05,
+        "note": "CPU smoke test, not a measurement" if not gpu else "interleaved on/off runs; medians",
+    }
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print(f"ratio (defenses on / off, medians): {ratio}", file=sys.stderr)
     return 0 if ok else 1

@@ -10,6 +10,7 @@ in L2 as they would after a first kernel that wrote them.
 
     PYTHONPATH=$PWD python3 scripts/validation/gemm_probe.py --shape 256,3072,1536 --out results/x.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ def gpu_us(fn) -> float:
     for _ in range(10):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(20_000_000)   # about 10 ms: longer than the host takes to queue the calls
+    torch.cuda._sleep(20_000_000)  # about 10 ms: longer than the host takes to queue the calls
     start.record()
     for _ in range(CALLS):
         fn()
@@ -52,13 +53,17 @@ def variants(m: int, n: int, k: int, dev) -> dict:
     out = {"bf16 mm C": lambda: torch.mm(a16, b16.t()), "bf16 mm C^T": lambda: torch.mm(b16, a16.t())}
     for fast in (False, True):
         out[f"fp8 tensorwise C fast_accum={fast}"] = lambda fast=fast: torch._scaled_mm(
-            a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast)
+            a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast
+        )
         out[f"fp8 tensorwise C^T fast_accum={fast}"] = lambda fast=fast: torch._scaled_mm(
-            b8, a8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast)
-    out["fp8 rowwise C"] = lambda: torch._scaled_mm(a8, b8.t(), scale_a=rows_a, scale_b=rows_b,
-                                                    out_dtype=torch.bfloat16)
-    out["fp8 rowwise C^T"] = lambda: torch._scaled_mm(b8, a8.t(), scale_a=rows_bt, scale_b=rows_at,
-                                                      out_dtype=torch.bfloat16)
+            b8, a8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast
+        )
+    out["fp8 rowwise C"] = lambda: torch._scaled_mm(
+        a8, b8.t(), scale_a=rows_a, scale_b=rows_b, out_dtype=torch.bfloat16
+    )
+    out["fp8 rowwise C^T"] = lambda: torch._scaled_mm(
+        b8, a8.t(), scale_a=rows_bt, scale_b=rows_at, out_dtype=torch.bfloat16
+    )
     return out
 
 
@@ -78,12 +83,17 @@ def main(argv=None) -> int:
             row = {"shape": [m, n, k], "variant": name}
             try:
                 row["gpu_us"] = round(gpu_us(fn), 3)
-            except Exception as exc:  # noqa: BLE001 - a variant this torch lacks is a row, not the end
+            except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
             rows.append(row)
             print(f"{shape} {name}: {row.get('gpu_us', row.get('error'))}", file=sys.stderr)
-    doc = {"script": "scripts/validation/gemm_probe.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(
-        timespec="seconds"), "device": device_info(dev).__dict__, "calls": CALLS, "rows": rows}
+    doc = {
+        "script": "scripts/validation/gemm_probe.py",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": device_info(dev).__dict__,
+        "calls": CALLS,
+        "rows": rows,
+    }
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 

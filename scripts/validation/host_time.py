@@ -7,6 +7,7 @@ many back-to-back calls divided by their number (the GPU queue never fills at th
 
     PYTHONPATH=$PWD python3 scripts/validation/host_time.py --task nvfp4_gemm --out results/x.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "validation"))
 
+from tune_examples import FILES, load_submission  # noqa: E402
+
 from harness.engine.device import device_info  # noqa: E402
 from tasks import load_task  # noqa: E402
-from tune_examples import FILES, load_submission  # noqa: E402
 
 
 def per_call_us(fn, calls: int) -> float:
@@ -42,7 +44,7 @@ def behind_busy_gpu_us(fn) -> float:
     """Host time of ``fn()`` while the GPU sleeps in a kernel queued before it (its launches wait)."""
     fn()
     torch.cuda.synchronize()
-    torch.cuda._sleep(20_000_000)   # cycles: about 10 ms, longer than the host needs for fn
+    torch.cuda._sleep(20_000_000)  # cycles: about 10 ms, longer than the host needs for fn
     t0 = time.perf_counter()
     fn()
     t1 = time.perf_counter()
@@ -57,32 +59,38 @@ def direct_parts_us(sub, plan, ptrs, calls: int) -> dict:
     (cuTensorMapReplaceAddress, the same address); each launch with its parameters packed in one buffer
     (packed_params); and a ctypes call that does nothing in libcuda, for the cost of crossing into C."""
     import ctypes
+
     lib = sub._libcuda()
     stream = torch.cuda.current_stream().cuda_stream
     out = {"get_stream_us": per_call_us(lambda: sub._driver.active.get_current_stream(0), calls)}
-    legacy = lib.cuLaunchKernel   # the launch without attributes, for its cost against the Ex call's
+    legacy = lib.cuLaunchKernel  # the launch without attributes, for its cost against the Ex call's
     legacy.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     plan(ptrs)
     for n, (cfg, function, params, _, _, _) in enumerate(plan.direct):
         cfg.stream = stream
         cfg_at, params_at, pdl = ctypes.addressof(cfg), ctypes.addressof(params), cfg.num_attrs
-        out[f"cuLaunchKernelEx_{n}_us"] = per_call_us(lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None),
-                                                      calls)
+        out[f"cuLaunchKernelEx_{n}_us"] = per_call_us(
+            lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None), calls
+        )
         cfg.num_attrs = 0
         out[f"cuLaunchKernelEx_{n}_no_pdl_us"] = per_call_us(
-            lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None), calls)
+            lambda: lib.cuLaunchKernelEx(cfg_at, function, params_at, None), calls
+        )
         cfg.num_attrs = pdl
         grid, block = list(cfg.grid), list(cfg.block)
         out[f"cuLaunchKernel_{n}_us"] = per_call_us(
-            lambda: legacy(function, *grid, *block, cfg.shared, stream, params_at, None), calls)
+            lambda: legacy(function, *grid, *block, cfg.shared, stream, params_at, None), calls
+        )
         for m, (_, tma, _) in enumerate(plan.direct[n][4]):
             ptr, at = next(iter(tma.maps.items()))
             out[f"cuTensorMapReplaceAddress_{n}_{m}_us"] = per_call_us(
-                lambda: lib.cuTensorMapReplaceAddress(at, ptr), calls)
+                lambda: lib.cuTensorMapReplaceAddress(at, ptr), calls
+            )
         extra, _keep = packed_params(lib, plan.direct[n])
         extra_at = ctypes.addressof(extra)
         out[f"cuLaunchKernelEx_{n}_packed_us"] = per_call_us(
-            lambda: lib.cuLaunchKernelEx(cfg_at, function, None, extra_at), calls)
+            lambda: lib.cuLaunchKernelEx(cfg_at, function, None, extra_at), calls
+        )
         out[f"params_{n}"] = len(plan.direct[n][5][0])
     version = ctypes.c_int()
     out["ctypes_noop_us"] = per_call_us(lambda: lib.cuDriverGetVersion(ctypes.byref(version)), calls)
@@ -95,6 +103,7 @@ def packed_params(lib, step):
     parameter bank, not of the buffer), for cuLaunchKernelEx's ``extra`` (CU_LAUNCH_PARAM_BUFFER_POINTER
     / _SIZE / _END) instead of an array of pointers."""
     import ctypes
+
     _, function, params, _, _, (objs, _) = step
     layout, end = [], 0
     for i, (obj, at) in enumerate(zip(objs, params)):
@@ -114,9 +123,10 @@ def packed_call_ok(sub, task, data, plan, ptrs) -> bool:
     """One call on ``data`` (its data pointers ``ptrs``) launched through packed parameter buffers
     (packed_params), its output checked."""
     import ctypes
+
     lib = sub._libcuda()
     data[6].zero_()
-    plan(ptrs)   # fills the parameters
+    plan(ptrs)  # fills the parameters
     torch.cuda.synchronize()
     data[6].zero_()
     stream = torch.cuda.current_stream().cuda_stream
@@ -133,8 +143,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", choices=sorted(FILES), required=True)
     ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--inputs", type=int, default=50,
-                    help="distinct inputs for the batched rows (the task's inputs per measurement)")
+    ap.add_argument(
+        "--inputs",
+        type=int,
+        default=50,
+        help="distinct inputs for the batched rows (the task's inputs per measurement)",
+    )
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -151,18 +165,24 @@ def main(argv=None) -> int:
         # as the batched protocol calls it: one call on each of many distinct inputs, on an idle GPU
         # and queued behind a GPU that is busy (as behind the harness's launch gate)
         inputs = [task.generate_input({**case, "seed": case["seed"] + 1 + i}, device) for i in range(args.inputs)]
+
         def batch():
             return [sub.custom_kernel(d) for d in inputs]
+
         row["batched_us"] = per_call_us(batch, 4) / len(inputs)
         row["batched_behind_busy_gpu_us"] = behind_busy_gpu_us(batch) / len(inputs)
         row["same_input_behind_busy_gpu_us"] = behind_busy_gpu_us(
-            lambda: [sub.custom_kernel(data) for _ in inputs]) / len(inputs)
+            lambda: [sub.custom_kernel(data) for _ in inputs]
+        ) / len(inputs)
         del inputs
         plans = getattr(sub, "_PLANS", {})
-        if len(plans) == 1:   # the plan alone, and its launches one by one
+        if len(plans) == 1:  # the plan alone, and its launches one by one
             (plan,) = plans.values()
-            ptrs = tuple(t.data_ptr() for t in (data[0], data[1], data[2], data[3], data[6])) \
-                if args.task == "nvfp4_gemm" else None
+            ptrs = (
+                tuple(t.data_ptr() for t in (data[0], data[1], data[2], data[3], data[6]))
+                if args.task == "nvfp4_gemm"
+                else None
+            )
             if ptrs is not None:
                 row["plan_us"] = per_call_us(lambda: plan(ptrs), args.calls)
                 stream = torch.cuda.current_stream().cuda_stream
@@ -171,21 +191,41 @@ def main(argv=None) -> int:
                     for pos, i in slots:
                         launch_args[pos] = ptrs[i]
                     row[f"launch_{n}_us"] = per_call_us(
-                        lambda: h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None,
-                                      *launch_args, *consts), args.calls)
-                row["key_us"] = per_call_us(lambda: (data[0].shape, data[1].shape, data[0].stride(), data[1].stride(),
-                                                     data[2].stride(), data[3].stride(), data[6].stride(),
-                                                     data[0].get_device()), args.calls)
+                        lambda: h.run(
+                            g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *launch_args, *consts
+                        ),
+                        args.calls,
+                    )
+                row["key_us"] = per_call_us(
+                    lambda: (
+                        data[0].shape,
+                        data[1].shape,
+                        data[0].stride(),
+                        data[1].stride(),
+                        data[2].stride(),
+                        data[3].stride(),
+                        data[6].stride(),
+                        data[0].get_device(),
+                    ),
+                    args.calls,
+                )
                 if getattr(plan, "direct", None):
                     row.update(direct_parts_us(sub, plan, ptrs, args.calls))
                     row["packed_output_ok"] = packed_call_ok(sub, task, data, plan, ptrs)
         plans.clear()
         rows.append(row)
-        print(f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if isinstance(v, float)),
-              file=sys.stderr)
-    doc = {"script": "scripts/validation/host_time.py", "device": device_info(device).__dict__,
-           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "calls": args.calls,
-           "file": FILES[args.task], "rows": rows}
+        print(
+            f"{args.task} {case}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items() if isinstance(v, float)),
+            file=sys.stderr,
+        )
+    doc = {
+        "script": "scripts/validation/host_time.py",
+        "device": device_info(device).__dict__,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "calls": args.calls,
+        "file": FILES[args.task],
+        "rows": rows,
+    }
     Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
 

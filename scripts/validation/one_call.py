@@ -3,6 +3,7 @@ profiler such as Nsight Compute to attach to:
 
     ncu --kernel-name regex:mxfp4 python scripts/validation/one_call.py mxfp4_mm 64 64,64,128,1,1,4,3,0
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "validation"))
 
-from tasks import load_task  # noqa: E402
 from tune_examples import load_submission  # noqa: E402
+
+from tasks import load_task  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

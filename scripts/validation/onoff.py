@@ -1,5 +1,6 @@
 """Interleaved on/off runs, shared by the overhead scripts (defense_overhead.py, sandbox_overhead.py):
 on, off, on, off, ... so that drift hits both equally, then the ratio of the median scores."""
+
 from __future__ import annotations
 
 import statistics

@@ -16,6 +16,7 @@ configs for one shape take turns in every round (the host's speed drifts over se
     PYTHONPATH=$PWD python3 scripts/validation/sample_host_time.py --task nvfp4_gemm --out results/x.json \
         [--config 2048=128,64,256,1,8,3,3 --config 2048=128,64,256,1,4,4,4 ...] [--only-k 2048]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "validation"))
 
+from tune_examples import FILES, load_submission  # noqa: E402
+
 from harness.engine.device import device_info  # noqa: E402
 from harness.worker.sampler import Sampler  # noqa: E402
 from tasks import load_task  # noqa: E402
-from tune_examples import FILES, load_submission  # noqa: E402
 
 
 def timed_calls(fn, inputs, hold_cycles: int = 0):
@@ -56,9 +58,11 @@ def timed_calls(fn, inputs, hold_cycles: int = 0):
 def summary(batches: list[list[float]]) -> dict:
     fifth = max(1, len(batches[0]) // 5)
     flat = [t for b in batches for t in b]
-    return {"median_us": statistics.median(flat),
-            "first_fifth_median_us": statistics.median(t for b in batches for t in b[:fifth]),
-            "last_fifth_median_us": statistics.median(t for b in batches for t in b[-fifth:])}
+    return {
+        "median_us": statistics.median(flat),
+        "first_fifth_median_us": statistics.median(t for b in batches for t in b[:fifth]),
+        "last_fifth_median_us": statistics.median(t for b in batches for t in b[-fifth:]),
+    }
 
 
 def main(argv=None) -> int:
@@ -66,9 +70,14 @@ def main(argv=None) -> int:
     ap.add_argument("--task", choices=sorted(FILES), default="nvfp4_gemm")
     ap.add_argument("--inputs", type=int, default=50, help="distinct inputs per batch (the ranked run's count)")
     ap.add_argument("--rounds", type=int, default=20, help="batches per setting, the settings taking turns")
-    ap.add_argument("--config", action="append", default=[], metavar="K=CONFIG",
-                    help="a config for the benchmark shape with this k (comma-separated, as CONFIGS reads it); "
-                         "several for one k take turns in each round")
+    ap.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="K=CONFIG",
+        help="a config for the benchmark shape with this k (comma-separated, as CONFIGS reads it); "
+        "several for one k take turns in each round",
+    )
     ap.add_argument("--only-k", type=int, action="append", help="only the benchmark shapes with this k")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
@@ -91,12 +100,12 @@ def main(argv=None) -> int:
         inputs = [task.generate_input({**case, "seed": case["seed"] + i}, device) for i in range(args.inputs)]
         got = [{"sample": [], "held": [], "running": [], "event": [], "unhidden": []} for _ in configs]
         for _ in range(args.rounds):
-            for config, g in zip(configs, got):   # the configs take turns, so a drift of the host hits each
+            for config, g in zip(configs, got):  # the configs take turns, so a drift of the host hits each
                 if config is not None:
                     sub.CONFIGS[shape] = config
                 getattr(sub, "_PLANS", {}).clear()
                 for d in inputs[:3]:
-                    sub.custom_kernel(d)   # compiled, and its launch plan made
+                    sub.custom_kernel(d)  # compiled, and its launch plan made
                 times = []
 
                 def fn(d):
@@ -104,6 +113,7 @@ def main(argv=None) -> int:
                     out = sub.custom_kernel(d)
                     times.append((time.perf_counter_ns() - t0) / 1e3)
                     return out
+
                 ns, _, _ = sampler.batched(fn, inputs)
                 g["sample"].append(times)
                 g["event"].append(ns / 1e3)
@@ -112,23 +122,38 @@ def main(argv=None) -> int:
                 g["held"].append(timed_calls(sub.custom_kernel, inputs, hold_cycles=200_000_000))
                 g["running"].append(timed_calls(sub.custom_kernel, inputs))
         for config, g in zip(configs, got):
-            row = {"case": dict(case), "config": list(config) if config else None,
-                   **{k: summary(g[k]) for k in ("sample", "held", "running")},
-                   "sample_event_us_per_call": statistics.median(g["event"]),
-                   "sample_unhidden_host_us_per_call": statistics.median(g["unhidden"]) if g["unhidden"] else None}
+            row = {
+                "case": dict(case),
+                "config": list(config) if config else None,
+                **{k: summary(g[k]) for k in ("sample", "held", "running")},
+                "sample_event_us_per_call": statistics.median(g["event"]),
+                "sample_unhidden_host_us_per_call": statistics.median(g["unhidden"]) if g["unhidden"] else None,
+            }
             rows.append(row)
-            print(f"{task.name} {shape} {config}: " + "; ".join(
-                f"{k} {row[k]['median_us']:.2f} (first {row[k]['first_fifth_median_us']:.2f}, last "
-                f"{row[k]['last_fifth_median_us']:.2f})" for k in ("sample", "held", "running")) +
-                f"; event {row['sample_event_us_per_call']:.2f}, unhidden {row['sample_unhidden_host_us_per_call']}",
-                file=sys.stderr)
+            print(
+                f"{task.name} {shape} {config}: "
+                + "; ".join(
+                    f"{k} {row[k]['median_us']:.2f} (first {row[k]['first_fifth_median_us']:.2f}, last "
+                    f"{row[k]['last_fifth_median_us']:.2f})"
+                    for k in ("sample", "held", "running")
+                )
+                + f"; event {row['sample_event_us_per_call']:.2f}, unhidden {row['sample_unhidden_host_us_per_call']}",
+                file=sys.stderr,
+            )
         del inputs
         getattr(sub, "_PLANS", {}).clear()
-    doc = {"script": "scripts/validation/sample_host_time.py", "device": device_info(device).__dict__,
-           "torch": torch.__version__, "triton": getattr(sys.modules.get("triton"), "__version__", None),
-           "sampler": sampler.method, "inputs": args.inputs, "rounds": args.rounds,
-           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "file": FILES[task.name],
-           "rows": rows}
+    doc = {
+        "script": "scripts/validation/sample_host_time.py",
+        "device": device_info(device).__dict__,
+        "torch": torch.__version__,
+        "triton": getattr(sys.modules.get("triton"), "__version__", None),
+        "sampler": sampler.method,
+        "inputs": args.inputs,
+        "rounds": args.rounds,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "file": FILES[task.name],
+        "rows": rows,
+    }
     Path(args.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
 

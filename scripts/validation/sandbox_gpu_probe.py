@@ -6,6 +6,7 @@ variant and writes them all with --out.
 
     python scripts/validation/sandbox_gpu_probe.py --out results/h200_sandbox_gpu_probe.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,13 +53,21 @@ except BaseException as exc:
 print(json.dumps(done))
 """
 
-VARIANTS = {"none": [], "netns": ["netns"], "mountns": ["mountns"], "caps": ["caps"],
-            "landlock": ["landlock"], "landlock_read_all": ["landlock_read_all"],
-            "landlock_dev_all": ["landlock_dev_all"], "landlock_write_all": ["landlock_write_all"],
-            "all": ["netns", "mountns", "caps", "landlock"],
-            **{f"landlock_write:{d}": [f"landlock_write:{d}"]
-               for d in ("/proc", "/proc/self/task", "/sys", "/tmp", "/dev", "/run", "/var", "/etc", "/opt",
-                         "/root", "/usr")}}
+VARIANTS = {
+    "none": [],
+    "netns": ["netns"],
+    "mountns": ["mountns"],
+    "caps": ["caps"],
+    "landlock": ["landlock"],
+    "landlock_read_all": ["landlock_read_all"],
+    "landlock_dev_all": ["landlock_dev_all"],
+    "landlock_write_all": ["landlock_write_all"],
+    "all": ["netns", "mountns", "caps", "landlock"],
+    **{
+        f"landlock_write:{d}": [f"landlock_write:{d}"]
+        for d in ("/proc", "/proc/self/task", "/sys", "/tmp", "/dev", "/run", "/var", "/etc", "/opt", "/root", "/usr")
+    },
+}
 
 
 def main(argv=None) -> int:
@@ -71,8 +80,12 @@ def main(argv=None) -> int:
         if args.only and name not in args.only:
             continue
         with tempfile.TemporaryDirectory(prefix="harness-run-probe-") as run_dir:
-            proc = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), steps=steps, run_dir=run_dir)],
-                                  capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD.format(root=str(ROOT), steps=steps, run_dir=run_dir)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         line = (proc.stdout.strip().splitlines() or ["{}"])[-1]
         try:
             rows[name] = json.loads(line)
@@ -81,10 +94,14 @@ def main(argv=None) -> int:
         print(name, json.dumps(rows[name]), flush=True)
     if args.out:
         import torch
-        doc = {"script": "scripts/validation/sandbox_gpu_probe.py",
-               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               "torch": torch.__version__, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-               "variants": rows}
+
+        doc = {
+            "script": "scripts/validation/sandbox_gpu_probe.py",
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "torch": torch.__version__,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "variants": rows,
+        }
         Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return 0
 

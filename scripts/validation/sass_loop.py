@@ -8,6 +8,7 @@ nvdisasm), and writes them per opcode to a JSON file:
 The count is per loop iteration (one BLOCK_K chunk) and per thread; what it costs on the GPU is for the
 GPU to show.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,17 @@ sys.path.insert(0, str(ROOT))
 
 from tasks import load_task  # noqa: E402
 
-POINTERS = {"a_ptr": "*bf16", "a2_ptr": "*bf16", "a8_ptr": "*fp8e4nv", "base_ptr": "*i32", "bq_ptr": "*u8",
-            "bs_ptr": "*u8", "c_ptr": "*bf16", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
+POINTERS = {
+    "a_ptr": "*bf16",
+    "a2_ptr": "*bf16",
+    "a8_ptr": "*fp8e4nv",
+    "base_ptr": "*i32",
+    "bq_ptr": "*u8",
+    "bs_ptr": "*u8",
+    "c_ptr": "*bf16",
+    "ws_ptr": "*fp32",
+    "cnt_ptr": "*i32",
+}
 
 
 def load(path: Path):
@@ -46,9 +56,19 @@ def compile_gemm(sub, cfg: tuple, segments: bool):
     """triton_mxfp4's GEMM (module sub) for sm_90 as custom_kernel would launch it with config cfg
     (segments: whether it loads B's scales as segments, sub._segments for the shape)."""
     bn, bm, bk, split, pre_a, warps, stages, swap = cfg
-    consts = {"BLOCK_N": bn, "BLOCK_M": bm, "BLOCK_K": bk, "SPLIT_K": split, "PRE_A": pre_a in (1, sub.FP8),
-              "INTERP": False, "PIPELINED": stages > 1, "SWAP_AB": bool(swap), "FP8": pre_a == sub.FP8,
-              "SEGMENTS": segments, "PDL": bool(pre_a)}
+    consts = {
+        "BLOCK_N": bn,
+        "BLOCK_M": bm,
+        "BLOCK_K": bk,
+        "SPLIT_K": split,
+        "PRE_A": pre_a in (1, sub.FP8),
+        "INTERP": False,
+        "PIPELINED": stages > 1,
+        "SWAP_AB": bool(swap),
+        "FP8": pre_a == sub.FP8,
+        "SEGMENTS": segments,
+        "PDL": bool(pre_a),
+    }
     params = sub._mxfp4_mm_kernel.arg_names
     sig = {p: "constexpr" if p in consts else POINTERS.get(p, "i32") for p in params}
     aligned = [p for p in params if p.endswith("_ptr")] + ["N", "K", "stride_am", "stride_bn", "K_SPLIT"]
@@ -65,7 +85,7 @@ def loop_opcodes(sass: str) -> collections.Counter:
     label = lines[start].rstrip(":")
     end = next(i for i in range(first, len(lines)) if re.search(rf"BRA\s+`\({re.escape(label)}\)", lines[i]))
     ops = collections.Counter()
-    for line in lines[start:end + 1]:
+    for line in lines[start : end + 1]:
         op = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
         if op:
             ops[op.group(1)] += 1
@@ -96,10 +116,17 @@ def main(argv=None) -> int:
         f.flush()
         sass = subprocess.run([str(nvdisasm), "-c", f.name], capture_output=True, text=True, check=True).stdout
     ops = loop_opcodes(sass)
-    doc = {"script": "scripts/validation/sass_loop.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(
-        timespec="seconds"), "triton": triton.__version__, "target": "sm_90", "submission": str(args.submission),
-        "shape": case, "config": list(cfg), "loop_instructions": sum(ops.values()),
-        "opcodes": dict(ops.most_common())}
+    doc = {
+        "script": "scripts/validation/sass_loop.py",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "triton": triton.__version__,
+        "target": "sm_90",
+        "submission": str(args.submission),
+        "shape": case,
+        "config": list(cfg),
+        "loop_instructions": sum(ops.values()),
+        "opcodes": dict(ops.most_common()),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{shape} {cfg}: {doc['loop_instructions']} SASS instructions a loop iteration (Triton {triton.__version__})")

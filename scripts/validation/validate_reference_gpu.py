@@ -7,6 +7,7 @@
 
     python scripts/validation/validate_reference_gpu.py --out results/h200_reference.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,14 +22,15 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from harness.engine.device import device_info  # noqa: E402
-from fp4_reference import quantize_mxfp4, unshuffle_scales_e8m0  # noqa: E402
-from tasks import load_task  # noqa: E402
+from fp4_reference import quantize_mxfp4, unshuffle_scales_e8m0
+from harness.engine.device import device_info
+from tasks import load_task
 
 
 @triton.jit
-def _dot_scaled_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K,
-                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _dot_scaled_kernel(
+    a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
@@ -51,8 +53,19 @@ def dot_scaled_mm(A, B_q, B_scales):
     N = B_q.shape[0]
     c = torch.empty(M, N, dtype=torch.bfloat16, device=A.device)
     grid = (triton.cdiv(M, 16), triton.cdiv(N, 64))
-    _dot_scaled_kernel[grid](a_q.view(torch.uint8), a_s.view(torch.uint8), B_q.view(torch.uint8),
-                             B_scales.view(torch.uint8), c, M, N, K, BM=16, BN=64, BK=64)
+    _dot_scaled_kernel[grid](
+        a_q.view(torch.uint8),
+        a_s.view(torch.uint8),
+        B_q.view(torch.uint8),
+        B_scales.view(torch.uint8),
+        c,
+        M,
+        N,
+        K,
+        BM=16,
+        BN=64,
+        BK=64,
+    )
     return c
 
 
@@ -81,9 +94,15 @@ def main() -> int:
         ours = dot_scaled_mm(A, B_q, scales)
         ok, message = mx.check((A, B, B_q, B_shuffle, B_scale_sh), ours)
         ref = mx.reference((A, B, B_q, B_shuffle, B_scale_sh))
-        rows.append({"case": case, "agrees_within_tolerance": ok, "message": message,
-                     "bit_exact": bool(torch.equal(ours, ref)),
-                     "max_abs_diff": float((ours.float() - ref.float()).abs().max())})
+        rows.append(
+            {
+                "case": case,
+                "agrees_within_tolerance": ok,
+                "message": message,
+                "bit_exact": bool(torch.equal(ours, ref)),
+                "max_abs_diff": float((ours.float() - ref.float()).abs().max()),
+            }
+        )
         all_ok &= ok
         print(f"mxfp4 {case}: within tolerance={ok} bit_exact={rows[-1]['bit_exact']}", file=sys.stderr)
     timings = {}
@@ -96,9 +115,14 @@ def main() -> int:
         timings[name] = {"case": largest, "reference_and_check_ms": ms, "under_5_ms": ms < 5.0}
         print(f"{name} largest {largest}: reference+check {ms:.3f} ms", file=sys.stderr)
     info = device_info(device)
-    doc = {"script": "scripts/validation/validate_reference_gpu.py", "date": dt.datetime.now(dt.timezone.utc).isoformat(
-        timespec="seconds"), "device": info.__dict__, "dot_scaled_agreement": rows, "check_cost": timings,
-        "all_ok": all_ok and all(t["under_5_ms"] for t in timings.values())}
+    doc = {
+        "script": "scripts/validation/validate_reference_gpu.py",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": info.__dict__,
+        "dot_scaled_agreement": rows,
+        "check_cost": timings,
+        "all_ok": all_ok and all(t["under_5_ms"] for t in timings.values()),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return 0 if doc["all_ok"] else 1

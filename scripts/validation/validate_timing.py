@@ -15,6 +15,7 @@
 Every GPU-only figure that cannot be had is null with a note; a failing step becomes a note in the
 file, never a crash. The file is rewritten after each section.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import harness  # noqa: E402
-from harness.worker.kernel_only import graph_kernel_time  # noqa: E402
-from harness.worker.sampler import Sampler  # noqa: E402
+from harness.api import RunOptions, run_submission  # noqa: E402
 from harness.engine.device import device_info, select_device  # noqa: E402
 from harness.results import json_safe  # noqa: E402
-from harness.api import RunOptions, run_submission  # noqa: E402
+from harness.worker.kernel_only import graph_kernel_time  # noqa: E402
+from harness.worker.sampler import Sampler  # noqa: E402
 from tasks import load_task  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "tasks"
@@ -57,12 +58,17 @@ def log(msg: str) -> None:
 
 def _versions() -> dict:
     import importlib.metadata as md
-    out = {"python": platform.python_version(), "torch": torch.__version__, "harness": harness.__version__,
-           "cuda_runtime": torch.version.cuda}
+
+    out = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "harness": harness.__version__,
+        "cuda_runtime": torch.version.cuda,
+    }
     for pkg in ("triton", "numpy", "nvidia-ml-py"):
         try:
             out[pkg] = md.version(pkg)
-        except Exception:  # noqa: BLE001
+        except Exception:
             out[pkg] = None
     return out
 
@@ -94,16 +100,19 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
             row["competition_median_ns"] = statistics.median(samples)
             graph = graph_kernel_time(fn, [data], device, sampler.flush, gate=sampler.gate, profile=True)
             prof = graph.get("profiler") or {"ns": None, "note": graph["note"]}
-            row.update(kernel_only_ns=graph["ns"], kernel_only_note=graph["note"],
-                       kernel_only_spread_pct=graph.get("spread_pct"),
-                       kernel_only_nodes_per_call=graph.get("nodes_per_call"),
-                       profiler_kernel_ns=prof["ns"], profiler_note=prof["note"],
-                       profiler_window_ns=prof.get("window_ns"),
-                       kernel_only_vs_profiler_pct=_pct(graph["ns"], prof["ns"]),
-                       profiler_kernels_per_call=prof.get("kernels_per_call"),
-                       launch_overhead_ns=(row["competition_mean_ns"] - graph["ns"]
-                                           if graph["ns"] is not None else None))
-        except Exception as exc:  # noqa: BLE001 - one failing shape is a note, not the end
+            row.update(
+                kernel_only_ns=graph["ns"],
+                kernel_only_note=graph["note"],
+                kernel_only_spread_pct=graph.get("spread_pct"),
+                kernel_only_nodes_per_call=graph.get("nodes_per_call"),
+                profiler_kernel_ns=prof["ns"],
+                profiler_note=prof["note"],
+                profiler_window_ns=prof.get("window_ns"),
+                kernel_only_vs_profiler_pct=_pct(graph["ns"], prof["ns"]),
+                profiler_kernels_per_call=prof.get("kernels_per_call"),
+                launch_overhead_ns=(row["competition_mean_ns"] - graph["ns"] if graph["ns"] is not None else None),
+            )
+        except Exception as exc:
             row["error"] = _error(exc)
         rows.append(row)
         log(f"matmul {row['shape']}: {_brief(row)}")
@@ -119,9 +128,11 @@ def _brief(row: dict) -> str:
         return "error: " + row["error"]
     f = lambda k: "-" if row.get(k) is None else f"{row[k] / 1e3:.2f}"  # noqa: E731
     dev = row.get("kernel_only_vs_profiler_pct")
-    return (f"mean {f('competition_mean_ns')} us, kernel-only {f('kernel_only_ns')}, profiler "
-            f"{f('profiler_kernel_ns')}, dev {'-' if dev is None else f'{dev:+.1f}%'}, "
-            f"launch {f('launch_overhead_ns')}")
+    return (
+        f"mean {f('competition_mean_ns')} us, kernel-only {f('kernel_only_ns')}, profiler "
+        f"{f('profiler_kernel_ns')}, dev {'-' if dev is None else f'{dev:+.1f}%'}, "
+        f"launch {f('launch_overhead_ns')}"
+    )
 
 
 def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
@@ -130,24 +141,43 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
         name = f"{Path(sub).name} on {Path(task).parent.name if task.endswith('.yml') else task}"
         log(f"benchmark --verify-timing: {name}")
         try:
-            r = run_submission(sub, task, "benchmark",
-                               RunOptions(device=device, max_repeats=repeats, verify_timing=True,
-                                          triton_cache_dir=SHARED_CACHE))
-        except Exception as exc:  # noqa: BLE001
+            r = run_submission(
+                sub,
+                task,
+                "benchmark",
+                RunOptions(device=device, max_repeats=repeats, verify_timing=True, triton_cache_dir=SHARED_CACHE),
+            )
+        except Exception as exc:
             rows.append({"what": name, "error": _error(exc)})
             continue
         for c in r.benchmark_cases():
             x = c.extra
-            row = {"what": name, "shape": _shape(c.spec), "verdict": c.verdict,
-                   "competition_mean_ns": c.stats.mean if c.stats else None,
-                   "competition_median_ns": c.stats.median if c.stats else None,
-                   **{k: x.get(k) for k in ("kernel_only_ns", "kernel_only_method", "kernel_only_note",
-                                             "kernel_only_spread_pct", "kernel_only_nodes_per_call",
-                                             "profiler_kernel_ns", "profiler_window_ns", "profiler_note",
-                                             "kernel_only_vs_profiler_pct", "launch_overhead_ns",
-                                             "profiler_kernels_per_call",
-                                             "clocks_before", "clocks_after")},
-                   "warnings": c.warnings}
+            row = {
+                "what": name,
+                "shape": _shape(c.spec),
+                "verdict": c.verdict,
+                "competition_mean_ns": c.stats.mean if c.stats else None,
+                "competition_median_ns": c.stats.median if c.stats else None,
+                **{
+                    k: x.get(k)
+                    for k in (
+                        "kernel_only_ns",
+                        "kernel_only_method",
+                        "kernel_only_note",
+                        "kernel_only_spread_pct",
+                        "kernel_only_nodes_per_call",
+                        "profiler_kernel_ns",
+                        "profiler_window_ns",
+                        "profiler_note",
+                        "kernel_only_vs_profiler_pct",
+                        "launch_overhead_ns",
+                        "profiler_kernels_per_call",
+                        "clocks_before",
+                        "clocks_after",
+                    )
+                },
+                "warnings": c.warnings,
+            }
             if c.verdict != "pass":
                 row["error"] = c.message
             rows.append(row)
@@ -163,19 +193,31 @@ def repeatability(sub, task, device: str, runs: int, repeats: int) -> dict:
     for i in range(runs):
         log(f"leaderboard run {i + 1}/{runs}")
         try:
-            r = run_submission(sub, task, "leaderboard",
-                               RunOptions(device=device, secret=f"validate-timing-{i}", max_repeats=repeats,
-                                          triton_cache_dir=SHARED_CACHE))
-            out["runs"].append({"score_us": r.score_us, "score_ci_us": r.score_ci_us, "verdict": r.verdict,
-                                "wall_s": r.wall_s, "phases_s": r.phases_s, "message": r.message,
-                                "case_means_us": [c.stats.mean / 1e3 if c.stats else None
-                                                  for c in r.benchmark_cases()]})
+            r = run_submission(
+                sub,
+                task,
+                "leaderboard",
+                RunOptions(
+                    device=device, secret=f"validate-timing-{i}", max_repeats=repeats, triton_cache_dir=SHARED_CACHE
+                ),
+            )
+            out["runs"].append(
+                {
+                    "score_us": r.score_us,
+                    "score_ci_us": r.score_ci_us,
+                    "verdict": r.verdict,
+                    "wall_s": r.wall_s,
+                    "phases_s": r.phases_s,
+                    "message": r.message,
+                    "case_means_us": [c.stats.mean / 1e3 if c.stats else None for c in r.benchmark_cases()],
+                }
+            )
             if r.score_us is not None:
                 scores.append(r.score_us)
             ci = "-" if not r.score_ci_us else f"{r.score_ci_us[0]:.3f}-{r.score_ci_us[1]:.3f}"
             score = "-" if r.score_us is None else f"{r.score_us:.3f}"
             log(f"  score {score} us (95% CI {ci}), wall {r.wall_s:.1f} s, {r.verdict}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out["runs"].append({"error": _error(exc)})
     out["scores_us"] = scores
     out["cv_pct"] = (100 * statistics.stdev(scores) / statistics.fmean(scores)) if len(scores) > 1 else None
@@ -190,12 +232,21 @@ def triton_cache_walls(sub, task, device: str) -> dict:
         for label in ("cold", "warm"):
             log(f"full leaderboard run, {label} Triton cache")
             try:
-                r = run_submission(sub, task, "leaderboard",
-                                   RunOptions(device=device, secret="validate-timing-cache", triton_cache_dir=cache))
-                out[label] = {"wall_s": r.wall_s, "verdict": r.verdict, "score_us": r.score_us,
-                              "phases_s": r.phases_s, "message": r.message}
+                r = run_submission(
+                    sub,
+                    task,
+                    "leaderboard",
+                    RunOptions(device=device, secret="validate-timing-cache", triton_cache_dir=cache),
+                )
+                out[label] = {
+                    "wall_s": r.wall_s,
+                    "verdict": r.verdict,
+                    "score_us": r.score_us,
+                    "phases_s": r.phases_s,
+                    "message": r.message,
+                }
                 log(f"  wall {r.wall_s:.1f} s ({r.verdict})")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 out[label] = {"error": _error(exc)}
     cold, warm = out.get("cold", {}).get("wall_s"), out.get("warm", {}).get("wall_s")
     out["cold_minus_warm_s"] = cold - warm if cold is not None and warm is not None else None
@@ -203,25 +254,32 @@ def triton_cache_walls(sub, task, device: str) -> dict:
 
 
 def _table(results: dict) -> str:
-    lines = ["", f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} "
-                 f"{'p-window':>9} {'kernels':>7} {'launch':>8}  (us)"]
+    lines = [
+        "",
+        f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} "
+        f"{'p-window':>9} {'kernels':>7} {'launch':>8}  (us)",
+    ]
     for row in results.get("matmul_reference", []) + results.get("submissions", []):
         if row.get("error") and "shape" not in row:
             lines.append(f"{row['what'][:34]:34} error: {row['error'][:80]}")
             continue
         f = lambda k: "-" if row.get(k) is None else f"{row[k] / 1e3:.2f}"  # noqa: E731
         dev, kernels = row.get("kernel_only_vs_profiler_pct"), row.get("profiler_kernels_per_call")
-        lines.append(f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
-                     f"{f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
-                     f"{'-' if dev is None else f'{dev:+.1f}':>7} {f('profiler_window_ns'):>9} "
-                     f"{'-' if kernels is None else f'{kernels:g}':>7} "
-                     f"{f('launch_overhead_ns'):>8}")
+        lines.append(
+            f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
+            f"{f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
+            f"{'-' if dev is None else f'{dev:+.1f}':>7} {f('profiler_window_ns'):>9} "
+            f"{'-' if kernels is None else f'{kernels:g}':>7} "
+            f"{f('launch_overhead_ns'):>8}"
+        )
     rep = results.get("repeatability") or {}
     if rep:
         cv = rep.get("cv_pct")
-        lines.append(f"\nleaderboard x{len(rep.get('runs', []))} ({rep.get('submission')}): scores "
-                     + ", ".join(f"{s:.3f}" for s in rep.get("scores_us", []))
-                     + f" us; CV {'-' if cv is None else f'{cv:.2f}%'}")
+        lines.append(
+            f"\nleaderboard x{len(rep.get('runs', []))} ({rep.get('submission')}): scores "
+            + ", ".join(f"{s:.3f}" for s in rep.get("scores_us", []))
+            + f" us; CV {'-' if cv is None else f'{cv:.2f}%'}"
+        )
     cache = results.get("triton_cache") or {}
     if cache:
         w = lambda k: "-" if (cache.get(k) or {}).get("wall_s") is None else f"{cache[k]['wall_s']:.1f} s"  # noqa: E731
@@ -247,12 +305,21 @@ def main(argv=None) -> int:
     else:
         mx, nv = "mxfp4_mm", "nvfp4_gemm"
     repeats_a, repeats_b = (30, 50) if gpu else (3, 3)
-    results = {"script": "scripts/validation/validate_timing.py", "argv": sys.argv[1:] if argv is None else list(argv),
-               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               "device": dataclasses.asdict(device_info(device)), "versions": _versions(), "quick": args.quick,
-               "notes": [] if gpu else ["CPU run: every GPU-only figure (kernel-only, profiler kernel sum, "
-                                        "launch overhead, clocks) is null with a 'not available on CPU' note; "
-                                        "times are host-clock times"]}
+    results = {
+        "script": "scripts/validation/validate_timing.py",
+        "argv": sys.argv[1:] if argv is None else list(argv),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": dataclasses.asdict(device_info(device)),
+        "versions": _versions(),
+        "quick": args.quick,
+        "notes": []
+        if gpu
+        else [
+            "CPU run: every GPU-only figure (kernel-only, profiler kernel sum, "
+            "launch overhead, clocks) is null with a 'not available on CPU' note; "
+            "times are host-clock times"
+        ],
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -262,27 +329,41 @@ def main(argv=None) -> int:
     sections = set(args.sections.split(","))
     steps = []
     if "a" in sections:
-        steps += [("matmul_reference", lambda: matmul_reference(load_task(mx), device, repeats_a)),
-                  ("submissions", lambda: submissions_verify(
-                      [(str(SUBS / "torch_mxfp4.py"), mx), (str(SUBS / "triton_mxfp4.py"), mx),
-                       (str(SUBS / "gluon.py"), mx), (str(SUBS / "torch_nvfp4.py"), nv),
-                       (str(SUBS / "triton_nvfp4.py"), nv)], str(device), repeats_a))]
+        steps += [
+            ("matmul_reference", lambda: matmul_reference(load_task(mx), device, repeats_a)),
+            (
+                "submissions",
+                lambda: submissions_verify(
+                    [
+                        (str(SUBS / "torch_mxfp4.py"), mx),
+                        (str(SUBS / "triton_mxfp4.py"), mx),
+                        (str(SUBS / "gluon.py"), mx),
+                        (str(SUBS / "torch_nvfp4.py"), nv),
+                        (str(SUBS / "triton_nvfp4.py"), nv),
+                    ],
+                    str(device),
+                    repeats_a,
+                ),
+            ),
+        ]
     if "b" in sections:
-        steps.append(("repeatability", lambda: repeatability(str(SUBS / "triton_mxfp4.py"), mx, str(device),
-                                                             runs, repeats_b)))
+        steps.append(
+            ("repeatability", lambda: repeatability(str(SUBS / "triton_mxfp4.py"), mx, str(device), runs, repeats_b))
+        )
     if "c" in sections:
         steps.append(("triton_cache", lambda: triton_cache_walls(str(SUBS / "triton_mxfp4.py"), mx, str(device))))
     for key, step in steps:
         t = time.monotonic()
         try:
             results[key] = step()
-        except Exception as exc:  # noqa: BLE001 - a section that breaks leaves a note, the others still run
+        except Exception as exc:
             results[key] = {"error": _error(exc), "traceback": traceback.format_exc()[-3000:]}
         results.setdefault("section_wall_s", {})[key] = time.monotonic() - t
         save()
     results["total_wall_s"] = time.monotonic() - T0
     save()
     import shutil
+
     shutil.rmtree(SHARED_CACHE, ignore_errors=True)
     print(_table(results))
     print(f"\nwrote {out} ({results['total_wall_s']:.0f} s, device {results['device']['name']})")

@@ -46,18 +46,30 @@ def _parts(data, plan):
     return out
 
 
-def custom_kernel(data):  # noqa: F811
+def custom_kernel(data):
     n, k = data[1].shape[0], data[0].shape[1] * 2
     seen = _seen.setdefault((n, k), [])
     a, b, sfa, sfb, _, _, c = data
     ptrs = (a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
-    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.get_device(),
-           (ptrs[1] | ptrs[3]) % 16 == 0)
+    key = (
+        a.shape,
+        b.shape,
+        a.stride(),
+        b.stride(),
+        sfa.stride(),
+        sfb.stride(),
+        c.stride(),
+        a.get_device(),
+        (ptrs[1] | ptrs[3]) % 16 == 0,
+    )
     plan = _PLANS.get(key)  # noqa: F821
     if len(seen) == 1 and plan is not None:
         try:
-            print(f"DIAG parts n={n} k={k}: " + ", ".join(f"{x} {y:.2f}" for x, y in _parts(data, plan).items()),
-                  file=sys.stderr, flush=True)
+            print(
+                f"DIAG parts n={n} k={k}: " + ", ".join(f"{x} {y:.2f}" for x, y in _parts(data, plan).items()),
+                file=sys.stderr,
+                flush=True,
+            )
         except Exception as e:
             print(f"DIAG parts failed {e!r}", file=sys.stderr, flush=True)
     t0 = _time.perf_counter_ns()
@@ -65,6 +77,10 @@ def custom_kernel(data):  # noqa: F811
     seen.append(_time.perf_counter_ns() - t0)
     if len(seen) % 1000 == 0:
         last = sorted(seen[-1000:])
-        print(f"DIAG calls n={n} k={k} #{len(seen)}: mean {sum(last) / 1e6:.2f} us, median {last[500] / 1e3:.2f}, "
-              f"p90 {last[900] / 1e3:.2f}", file=sys.stderr, flush=True)
+        print(
+            f"DIAG calls n={n} k={k} #{len(seen)}: mean {sum(last) / 1e6:.2f} us, median {last[500] / 1e3:.2f}, "
+            f"p90 {last[900] / 1e3:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
     return out

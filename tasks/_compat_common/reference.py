@@ -8,6 +8,7 @@ Inside the worker the task module is already loaded (it generates the inputs), a
 returned: the integrity snapshot watches it, so a submission that patches ``reference``'s module
 functions in place is caught; rebinding names in its own ``reference`` changes nothing of the harness's.
 """
+
 import os as _os
 import sys as _sys
 from pathlib import Path as _Path
@@ -15,7 +16,7 @@ from pathlib import Path as _Path
 _task_py = _Path(_os.path.abspath(__file__)).parents[1] / "task.py"
 try:
     from tasks.registry import load_task_module as _load
-except ImportError:     # used outside the harness: the tasks package sits two levels above the task
+except ImportError:  # used outside the harness: the tasks package sits two levels above the task
     _sys.path.append(str(_task_py.parents[2]))
     from tasks.registry import load_task_module as _load
 
@@ -24,4 +25,4 @@ generate_input = _task.generate_input
 ref_kernel = _task.ref_kernel
 check_implementation = _task.check_implementation
 
-__all__ = ["generate_input", "ref_kernel", "check_implementation"]
+__all__ = ["check_implementation", "generate_input", "ref_kernel"]

@@ -1,4 +1,5 @@
 """Type names that GPU MODE submissions import with ``from task import input_t, output_t``."""
+
 from __future__ import annotations
 
 from typing import TypeVar

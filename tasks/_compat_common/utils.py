@@ -1,4 +1,5 @@
 """GPU MODE-style helpers (``from utils import ...`` in competition files). Depends only on torch."""
+
 from __future__ import annotations
 
 import random
@@ -6,14 +7,14 @@ import random
 import torch
 
 __all__ = [
-    "set_seed",
-    "get_device",
-    "verbose_allclose",
-    "verbose_allequal",
-    "match_reference",
-    "make_match_reference",
     "DeterministicContext",
     "clear_l2_cache",
+    "get_device",
+    "make_match_reference",
+    "match_reference",
+    "set_seed",
+    "verbose_allclose",
+    "verbose_allequal",
 ]
 
 
@@ -38,8 +39,9 @@ def _index(flat_idx: int, shape) -> tuple[int, ...]:
     return tuple(reversed(idx))
 
 
-def _describe(received: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, max_print: int,
-              what: str) -> list[str]:
+def _describe(
+    received: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, max_print: int, what: str
+) -> list[str]:
     n_bad = int(bad.sum())
     if n_bad == 0:
         return []
@@ -47,15 +49,15 @@ def _describe(received: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor,
     first = bad.reshape(-1).nonzero()[:max_print, 0].tolist()
     r_flat, e_flat = received.reshape(-1), expected.reshape(-1)
     for i in first:
-        lines.append(f"ERROR at {_index(i, bad.shape)}: got {r_flat[i].item()!r}, "
-                     f"expected {e_flat[i].item()!r}")
+        lines.append(f"ERROR at {_index(i, bad.shape)}: got {r_flat[i].item()!r}, expected {e_flat[i].item()!r}")
     if n_bad > len(first):
         lines.append(f"... and {n_bad - len(first)} more mismatched elements.")
     return lines
 
 
-def verbose_allclose(received: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5,
-                     atol: float = 1e-8, max_print: int = 5) -> list[str]:
+def verbose_allclose(
+    received: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5, atol: float = 1e-8, max_print: int = 5
+) -> list[str]:
     """Elementwise ``|received - expected| <= atol + rtol * |expected|``; [] when all match.
 
     NaN matches only NaN and inf only the same inf. On a mismatch the list holds the count out of
@@ -101,8 +103,10 @@ def match_reference(data, output, reference, rtol: float = 1e-5, atol: float = 1
 
 def make_match_reference(reference, **kwargs):
     """A ``check_implementation(data, output)`` built on :func:`match_reference`."""
+
     def check_implementation(data, output):
         return match_reference(data, output, reference=reference, **kwargs)
+
     return check_implementation
 
 

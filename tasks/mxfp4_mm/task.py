@@ -2,12 +2,12 @@
 
 Contract: the description in task.yml beside this file (docs/tasks/mxfp4_mm.md). Input tuple ``(A, B, B_q, B_shuffle, B_scale_sh)``.
 """
+
 from __future__ import annotations
 
 import torch
 
-from fp4_reference import (mxfp4_mm_reference, quantize_mxfp4, shuffle_scales_e8m0, shuffle_weight,
-                       unshuffle_scales_e8m0)
+from fp4_reference import mxfp4_mm_reference, quantize_mxfp4, shuffle_scales_e8m0, shuffle_weight, unshuffle_scales_e8m0
 from tasks._check import check_output
 
 RTOL = 1e-2
@@ -54,8 +54,9 @@ def case_problems(case: dict) -> list[str]:
     """What is wrong with a case's shape, each with its fix ([] if fine)."""
     out = []
     if case["k"] % 64:
-        out.append(f"k={case['k']} is not a multiple of 64 (the weight shuffle needs K/2 % 32 == 0); "
-                   "use a multiple of 64")
+        out.append(
+            f"k={case['k']} is not a multiple of 64 (the weight shuffle needs K/2 % 32 == 0); use a multiple of 64"
+        )
     if case["n"] % 16:
         out.append(f"n={case['n']} is not a multiple of 16 (16-row shuffle tiles); use a multiple of 16")
     for key in ("m", "n", "k"):

@@ -2,6 +2,7 @@
 
 Contract: the description in task.yml beside this file (docs/tasks/nvfp4_gemm.md). Input tuple ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,7 +23,7 @@ def _device(device) -> torch.device:
 
 def _fp4_operand(rows: int, k: int, l: int, dev, gen) -> torch.Tensor:
     raw = torch.randint(-128, 128, (l, rows, k // 2), dtype=torch.int8, device=dev, generator=gen)
-    return raw.view(torch.float4_e2m1fn_x2).permute(1, 2, 0)          # [rows, K/2, L], order (L, rows, K/2)
+    return raw.view(torch.float4_e2m1fn_x2).permute(1, 2, 0)  # [rows, K/2, L], order (L, rows, K/2)
 
 
 def _scales(rows: int, k: int, l: int, dev, gen) -> torch.Tensor:
@@ -62,11 +63,11 @@ def case_problems(case: dict) -> list[str]:
     out = []
     for key in ("m", "n"):
         if case[key] % 128:
-            out.append(f"{key}={case[key]} is not a multiple of 128 (128-row scale atoms); "
-                       "use a multiple of 128")
+            out.append(f"{key}={case[key]} is not a multiple of 128 (128-row scale atoms); use a multiple of 128")
     if case["k"] % 256:
-        out.append(f"k={case['k']} is not a multiple of 256 (K/16 scales in groups of 4, 64-wide tiles); "
-                   "use a multiple of 256")
+        out.append(
+            f"k={case['k']} is not a multiple of 256 (K/16 scales in groups of 4, 64-wide tiles); use a multiple of 256"
+        )
     for key in ("m", "n", "k", "l"):
         if case[key] <= 0:
             out.append(f"{key}={case[key]} must be positive")

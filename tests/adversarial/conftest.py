@@ -1,4 +1,5 @@
 """The ``cheat`` fixture: a cheating submission file in the test's tmp folder (tests/helpers.py)."""
+
 from __future__ import annotations
 
 import pytest

@@ -8,6 +8,7 @@ sleep of known length, and the measured time is at least that; noise only adds t
 run in leaderboard mode with a secret. CPU tests run here; tests marked ``gpu`` run on the device
 (SECURITY.md lists the commands).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,8 @@ import time
 import psutil
 import pytest
 
-from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT
 from harness.engine.scan import scan_file, scan_source
-
+from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT
 from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, SECRET, cli, run
 
 # ---------------------------------------------------------------------------------------------------
@@ -50,8 +50,9 @@ def custom_kernel(data):
 WORK_S = 0.03
 
 
-@pytest.mark.parametrize("key", ["tuple(data[0].shape)", "data[0].data_ptr()", "id(data)",
-                                 "(tuple(data[0].shape), data[0]._version)"])
+@pytest.mark.parametrize(
+    "key", ["tuple(data[0].shape)", "data[0].data_ptr()", "id(data)", "(tuple(data[0].shape), data[0]._version)"]
+)
 def test_output_cache_is_caught_whenever_it_hits(cheat, key):
     """A cache keyed by shape (or shape and version counter: 0 on every fresh tensor) always hits: a
     benchmark shape repeats a test shape, and the warm-up input precedes the fresh timed inputs; keyed
@@ -60,7 +61,11 @@ def test_output_cache_is_caught_whenever_it_hits(cheat, key):
     one hands back another input's output, which the check catches. 10 timed calls per case: the pointer
     key hit 2 checked calls in each of 4 trial runs (1 or none with 3)."""
     r = run(cheat(CACHE.format(key=key, work_s=0)), max_repeats=10)
-    assert r.stdout.splitlines().count("HIT") >= 1, ("the cache never hit: the attack did not fire", r.verdict, r.stdout)
+    assert r.stdout.splitlines().count("HIT") >= 1, (
+        "the cache never hit: the attack did not fire",
+        r.verdict,
+        r.stdout,
+    )
     assert r.verdict == FAIL, r.message
 
 
@@ -86,6 +91,7 @@ def test_replaying_public_test_outputs_fails_the_ranked_tests(cheat):
     """Outputs precomputed for the public test seeds pass the tests in test mode (the replay works),
     but ranked runs test on secret-derived inputs, so the same file fails its first test there."""
     from tasks import load_task
+
     sub = cheat(REPLAY.format(tests=load_task(MXFP4_SMALL).tests))
     public = run(sub, mode="test")
     assert public.verdict == PASS and "REPLAY" in public.stdout, public.message
@@ -99,8 +105,9 @@ def test_content_hash_cache_gains_nothing_in_ranked_runs(cheat):
     saves: in benchmark mode (one fixed input per case) it hits, and a timed call takes less than the
     sleep; in ranked runs every timed input is fresh, the cache never serves a timed call, and every
     timed call takes at least the sleep (noise only adds time): an honest pass that gained nothing."""
-    body = CACHE.format(key="hash(data[0].float().sum().item()) ^ hash(data[2].view(torch.uint8).sum().item())",
-                        work_s=WORK_S)
+    body = CACHE.format(
+        key="hash(data[0].float().sum().item()) ^ hash(data[2].view(torch.uint8).sum().item())", work_s=WORK_S
+    )
     sub = cheat(body)
     fixed = run(sub, mode="benchmark")
     assert fixed.verdict == PASS and fixed.stdout.splitlines().count("HIT") >= 1, (fixed.message, fixed.stdout)
@@ -110,8 +117,12 @@ def test_content_hash_cache_gains_nothing_in_ranked_runs(cheat):
     assert min(c.stats.min for c in ranked.benchmark_cases()) >= WORK_S * 1e9, ranked.to_dict()["cases"]
 
 
-@pytest.mark.parametrize("task, body", [
-    (NVFP4_SMALL, """
+@pytest.mark.parametrize(
+    "task, body",
+    [
+        (
+            NVFP4_SMALL,
+            """
 _first = {}
 def custom_kernel(data):
     c = data[-1]
@@ -120,8 +131,11 @@ def custom_kernel(data):
         return _correct_kernel(data)
     print("STALE", flush=True)
     return c
-"""),
-    (MXFP4_SMALL, """
+""",
+        ),
+        (
+            MXFP4_SMALL,
+            """
 _buf = {}
 def custom_kernel(data):
     a = data[0]
@@ -130,8 +144,10 @@ def custom_kernel(data):
     else:
         print("STALE", flush=True)
     return _buf[a.shape]
-"""),
-])
+""",
+        ),
+    ],
+)
 def test_stale_or_input_buffer_fails(cheat, task, body):
     """The test shapes are distinct, so every test call computes (and passes); a benchmark shape's
     later calls hand back a stale or unfilled buffer (counted), which a timed call's check catches."""
@@ -146,6 +162,7 @@ def test_precomputed_public_seed_outputs_fail_in_ranked_runs(cheat):
     ``reference``); ranked benchmark inputs come from secret-derived seeds, so the replay is wrong. The
     cheat computes its first calls honestly (ranked tests run on secret-derived inputs too)."""
     from tasks import load_task
+
     task = load_task(MXFP4_SMALL)
     body = f"""
 import torch
@@ -170,9 +187,9 @@ def custom_kernel(data):
     return _pre[tuple(data[0].shape)][0][1]     # unknown input: replay anyway (ranked inputs)
 """
     r = run(cheat(body))
-    assert "REPLAY" not in r.stdout, r.stdout             # no ranked input, test or timed, is a public one
+    assert "REPLAY" not in r.stdout, r.stdout  # no ranked input, test or timed, is a public one
     assert all(c.verdict == PASS for c in r.cases if c.kind == "test"), r.message
-    assert "GUESS" in r.stdout and r.verdict == FAIL, r.message   # the replay of public outputs is wrong
+    assert "GUESS" in r.stdout and r.verdict == FAIL, r.message  # the replay of public outputs is wrong
     assert {c.kind for c in r.cases if c.verdict == FAIL} == {"leaderboard"}, r.message
 
 
@@ -226,7 +243,7 @@ def custom_kernel(data):
     return out
 """
     r = run(cheat(body))
-    assert "DEFERRED" in r.stdout, r.stdout       # a later call did fill an earlier call's buffer
+    assert "DEFERRED" in r.stdout, r.stdout  # a later call did fill an earlier call's buffer
     assert r.verdict == FAIL, r.message
 
 
@@ -288,7 +305,7 @@ def custom_kernel(data):
     return _last[key]
 """
     r = run(cheat(body))
-    assert "REPLAY" in r.stdout, r.stdout          # a timed call was told apart and got the replay
+    assert "REPLAY" in r.stdout, r.stdout  # a timed call was told apart and got the replay
     assert r.verdict == FAIL and "timed call" in r.message, r.message
 
 
@@ -317,8 +334,15 @@ def custom_kernel(data):
 """
     r = run(cheat(body), mode="test")
     assert r.verdict == REJECTED, r.message
-    for name in ("time.perf_counter_ns", "torch.allclose", "harness.worker.sampler._perf_counter_ns",
-                 "Sampler.per_call", "harness.protocol.send", "Worker._send_outputs", "Sampler._timed"):
+    for name in (
+        "time.perf_counter_ns",
+        "torch.allclose",
+        "harness.worker.sampler._perf_counter_ns",
+        "Sampler.per_call",
+        "harness.protocol.send",
+        "Worker._send_outputs",
+        "Sampler._timed",
+    ):
         assert name in r.message, (name, r.message)
 
 
@@ -442,8 +466,24 @@ def custom_kernel(data):
 """
     out = tmp_path / "r.json"
     env = dict(os.environ, HARNESS_SECRET_SEED=SECRET)
-    p = cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "leaderboard",
-              "--max-repeats", "3", "--json", str(out), "--quiet"], env=env)
+    p = cli(
+        [
+            "run",
+            str(cheat(body)),
+            "--task",
+            MXFP4_SMALL,
+            "--device",
+            "cpu",
+            "--mode",
+            "leaderboard",
+            "--max-repeats",
+            "3",
+            "--json",
+            str(out),
+            "--quiet",
+        ],
+        env=env,
+    )
     doc = json.loads(out.read_text())
     assert "PENV" in doc["stdout"], (p.stderr[-2000:], doc["stdout"][:500])
     assert SECRET not in doc["stdout"]
@@ -465,8 +505,21 @@ def custom_kernel(data):
     return _correct_kernel(data)
 """
     out = tmp_path / "r.json"
-    p = cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
-              "--json", str(out), "--quiet"])
+    p = cli(
+        [
+            "run",
+            str(cheat(body)),
+            "--task",
+            MXFP4_SMALL,
+            "--device",
+            "cpu",
+            "--mode",
+            "test",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["verdict"] == PASS
@@ -480,12 +533,16 @@ def _signals_reach_the_parent() -> bool:
     """Without Landlock's signal scope (ABI 6) a worker of the harness's own user can signal it."""
     from harness.engine.sandbox import privilege_drop_possible
     from harness.worker.landlock import abi_version
+
     return abi_version() < 6 and not privilege_drop_possible()
 
 
-@pytest.mark.xfail(condition=_signals_reach_the_parent(), strict=True,
-                   reason="not defensible without Landlock ABI 6 when the worker runs as the harness's own user: "
-                          "SIGKILL cannot be caught (SECURITY.md)")
+@pytest.mark.xfail(
+    condition=_signals_reach_the_parent(),
+    strict=True,
+    reason="not defensible without Landlock ABI 6 when the worker runs as the harness's own user: "
+    "SIGKILL cannot be caught (SECURITY.md)",
+)
 def test_sigkill_to_the_parent(cheat, tmp_path):
     """The sandbox scopes signals to the worker's own domain: the kill fails (EPERM) and the run goes on."""
     body = """
@@ -500,12 +557,25 @@ def custom_kernel(data):
     return _correct_kernel(data)
 """
     out = tmp_path / "r.json"
-    p = cli(["run", str(cheat(body)), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test",
-             "--json", str(out), "--quiet"])
+    p = cli(
+        [
+            "run",
+            str(cheat(body)),
+            "--task",
+            MXFP4_SMALL,
+            "--device",
+            "cpu",
+            "--mode",
+            "test",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["verdict"] == PASS, doc["message"]
-    assert "KILL-DENIED 1" in doc["stdout"], doc["stdout"][-2000:]   # attempted, and denied
+    assert "KILL-DENIED 1" in doc["stdout"], doc["stdout"][-2000:]  # attempted, and denied
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -592,16 +662,19 @@ def custom_kernel(data):
 # ---------------------------------------------------------------------------------------------------
 # Weak checking
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, body", [
-    ("nan", "out = _correct_kernel(data); out[0, 0] = float('nan'); return out"),
-    ("inf", "out = _correct_kernel(data); out[-1, -1] = float('inf'); return out"),
-    ("some_rows", "out = _correct_kernel(data); out[out.shape[0] // 2:] = 0; return out"),
-    ("a_not_quantized", "return (data[0].float() @ _decode_b(data[2], data[4]).T).to(torch.bfloat16)"),
-    ("fp8_output", "return _correct_kernel(data).to(torch.float8_e4m3fn).to(torch.bfloat16)"),
-    ("broadcast_row", "return _correct_kernel(data)[:1]"),
-    ("wrong_dtype", "return _correct_kernel(data).float()"),
-    ("returns_input", "return data[0]"),
-])
+@pytest.mark.parametrize(
+    "name, body",
+    [
+        ("nan", "out = _correct_kernel(data); out[0, 0] = float('nan'); return out"),
+        ("inf", "out = _correct_kernel(data); out[-1, -1] = float('inf'); return out"),
+        ("some_rows", "out = _correct_kernel(data); out[out.shape[0] // 2:] = 0; return out"),
+        ("a_not_quantized", "return (data[0].float() @ _decode_b(data[2], data[4]).T).to(torch.bfloat16)"),
+        ("fp8_output", "return _correct_kernel(data).to(torch.float8_e4m3fn).to(torch.bfloat16)"),
+        ("broadcast_row", "return _correct_kernel(data)[:1]"),
+        ("wrong_dtype", "return _correct_kernel(data).float()"),
+        ("returns_input", "return data[0]"),
+    ],
+)
 def test_weak_outputs_fail(cheat, name, body):
     r = run(cheat(f"def custom_kernel(data):\n    {body}\n", name=name), mode="test")
     assert r.verdict == FAIL, (name, r.message)
@@ -641,30 +714,32 @@ def test_scan_rejects_an_obvious_cheat_before_running(cheat):
     r = run(sub, scan_policy="reject")
     assert r.verdict == REJECTED and "POINTER_REPLAY" in r.message, r.message
     assert [c.kind for c in r.cases] == ["scan"] and r.findings
-    assert time.monotonic() - t0 < 5           # nothing ran
+    assert time.monotonic() - t0 < 5  # nothing ran
 
 
-@pytest.mark.parametrize("name", ["torch_mxfp4.py", "triton_mxfp4.py", "gluon.py", "torch_nvfp4.py",
-                                  "triton_nvfp4.py"])
+@pytest.mark.parametrize("name", ["torch_mxfp4.py", "triton_mxfp4.py", "gluon.py", "torch_nvfp4.py", "triton_nvfp4.py"])
 def test_scan_does_not_block_honest_examples(name):
     pytest.importorskip("kernelguard")
     findings, hacked = scan_file(ROOT / "submissions" / name)
     assert not hacked, findings
     assert not any(f["blocking"] for f in findings)
-    if name != "torch_nvfp4.py":   # kernelguard's DECODE_MM_REF (high, telemetry) flags its torch.bmm
+    if name != "torch_nvfp4.py":  # kernelguard's DECODE_MM_REF (high, telemetry) flags its torch.bmm
         assert findings == []
 
 
 def test_scan_unavailable_is_a_clear_message(monkeypatch):
     import builtins
+
     real_import = builtins.__import__
 
     def fake(name, *a, **k):
         if name == "kernelguard":
             raise ImportError("no kernelguard")
         return real_import(name, *a, **k)
+
     monkeypatch.setattr(builtins, "__import__", fake)
     from harness.engine.scan import ScanUnavailable
+
     with pytest.raises(ScanUnavailable, match="pip install"):
         scan_source("def custom_kernel(data): return data")
 
@@ -711,6 +786,7 @@ def custom_kernel(data):
     return _correct_kernel(data)
 """
     import torch
+
     big = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(2):

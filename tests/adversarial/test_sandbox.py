@@ -7,6 +7,7 @@ the control, succeeded. On this machine the harness runs as root and the Python 
 /root, so the worker cannot drop to 'nobody': it runs as root (capabilities dropped), the case of a
 harness user that owns everything the worker could reach.
 """
+
 from __future__ import annotations
 
 import errno
@@ -22,7 +23,6 @@ import pytest
 
 from harness.results import PASS
 from harness.worker import landlock
-
 from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, listening_sockets, run
 
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12+)")
@@ -92,9 +92,14 @@ def custom_kernel(data):
     return _correct_kernel(data)
 '''
 # what Landlock answers: EACCES for file and TCP access, EPERM for what is out of its scope
-EXPECTED_ERRNO = {"tcp connect": errno.EACCES, "tcp bind": errno.EACCES, "abstract unix socket": errno.EPERM,
-                  "signal the parent": errno.EPERM, "read the parent's environment": errno.EACCES}
-HIDDEN = errno.ECONNREFUSED       # a root worker's view of the system's sockets: covered by /dev/null
+EXPECTED_ERRNO = {
+    "tcp connect": errno.EACCES,
+    "tcp bind": errno.EACCES,
+    "abstract unix socket": errno.EPERM,
+    "signal the parent": errno.EPERM,
+    "read the parent's environment": errno.EACCES,
+}
+HIDDEN = errno.ECONNREFUSED  # a root worker's view of the system's sockets: covered by /dev/null
 
 
 @pytest.fixture
@@ -115,13 +120,29 @@ def targets(tmp_path):
             f.write("def custom_kernel(data): ...  # another competitor's file\n")
         secret = tmp_path / "secret.txt"
         secret.write_text("a secret of the harness's user\n")
-        write_dirs = [str(ROOT), str(ROOT / "harness"), str(ROOT / "tasks"), str(ROOT / "fp4_reference"),
-                      tempfile.gettempdir(), str(tmp_path), other_run]
-        yield {"port": port, "abstract": abstract, "write_dirs": write_dirs, "run_socket": run_socket,
-               # another run's file, the repository's examples, a secret of the harness's user, and a folder a
-               # test runner put on the path (pytest's rootdir)
-               "read_files": [other, str(ROOT / "submissions" / "torch_nvfp4.py"), str(secret),
-                              str(ROOT / "tests" / "conftest.py")]}
+        write_dirs = [
+            str(ROOT),
+            str(ROOT / "harness"),
+            str(ROOT / "tasks"),
+            str(ROOT / "fp4_reference"),
+            tempfile.gettempdir(),
+            str(tmp_path),
+            other_run,
+        ]
+        yield {
+            "port": port,
+            "abstract": abstract,
+            "write_dirs": write_dirs,
+            "run_socket": run_socket,
+            # another run's file, the repository's examples, a secret of the harness's user, and a folder a
+            # test runner put on the path (pytest's rootdir)
+            "read_files": [
+                other,
+                str(ROOT / "submissions" / "torch_nvfp4.py"),
+                str(secret),
+                str(ROOT / "tests" / "conftest.py"),
+            ],
+        }
         if service is not None:
             service.close()
             os.unlink(run_socket)
@@ -131,17 +152,21 @@ def targets(tmp_path):
 def _probe_report(r) -> dict:
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("SANDBOX-PROBE ")), None)
     assert line, f"the probe printed no report (verdict {r.verdict}: {r.message}); stdout: {r.stdout[-2000:]}"
-    return json.loads(line[len("SANDBOX-PROBE "):])
+    return json.loads(line[len("SANDBOX-PROBE ") :])
 
 
 def _assert_all_denied(report: dict, targets: dict, netns: bool) -> None:
     """``netns``: the worker has a network namespace of its own, where the harness's abstract socket
     does not even exist (ECONNREFUSED); Landlock's scope on its own is tested in test_worker_sandbox."""
-    expected = (["write own run folder"] + [f"write {d}" for d in targets["write_dirs"]]
-                + [f"read {f}" for f in targets["read_files"]] + list(EXPECTED_ERRNO)
-                + (["pathname unix socket"] if targets["run_socket"] else []))
+    expected = (
+        ["write own run folder"]
+        + [f"write {d}" for d in targets["write_dirs"]]
+        + [f"read {f}" for f in targets["read_files"]]
+        + list(EXPECTED_ERRNO)
+        + (["pathname unix socket"] if targets["run_socket"] else [])
+    )
     assert set(expected) <= set(report["attempted"]), set(expected) - set(report["attempted"])
-    assert report["allowed"] == ["write own run folder"], report["allowed"]   # the control, and only it
+    assert report["allowed"] == ["write own run folder"], report["allowed"]  # the control, and only it
     assert set(report["denied"]) == set(report["attempted"]) - {"write own run folder"}
     for name, err in report["denied"].items():
         want = {EXPECTED_ERRNO.get(name, errno.EACCES)}
@@ -150,7 +175,7 @@ def _assert_all_denied(report: dict, targets: dict, netns: bool) -> None:
         if name == "pathname unix socket":
             want = {HIDDEN}
         assert err in want, (name, errno.errorcode.get(err, err))
-    assert report["cwd"] == report["folder"]          # the worker works in its run folder
+    assert report["cwd"] == report["folder"]  # the worker works in its run folder
     root = os.path.realpath(ROOT)
     assert not [p for p in report["sys_path"] if p in ("", ".") or os.path.realpath(p) == root], report["sys_path"]
 
@@ -161,14 +186,14 @@ def test_probe_every_escape_attempt_runs_and_fails(cheat, targets, drop):
     sub = cheat(PROBE.format(targets=json.dumps(targets)), name="probe")
     r = run(sub, mode="test", drop_privileges=drop)
     _assert_all_denied(_probe_report(r), targets, r.sandbox.get("netns"))
-    assert r.verdict == PASS, r.message          # an honest kernel still passes inside the sandbox
+    assert r.verdict == PASS, r.message  # an honest kernel still passes inside the sandbox
     assert r.sandbox["fs"] and r.sandbox["net"] and r.sandbox["scoped_signals"], r.sandbox
     assert r.sandbox["landlock_abi"] == landlock.abi_version()
-    assert r.sandbox["threads_before"] == 1      # confined before any other thread existed
+    assert r.sandbox["threads_before"] == 1  # confined before any other thread existed
     if os.geteuid() == 0:
         assert r.sandbox["netns"] is True
         assert r.sandbox["user"] == "nobody" or r.sandbox.get("capabilities_dropped") is True
-        assert r.sandbox["hidden_sockets"] >= 1          # at least the test's own service socket
+        assert r.sandbox["hidden_sockets"] >= 1  # at least the test's own service socket
     assert not [w for w in r.warnings if w.startswith("sandbox:")], r.warnings
     assert not [f for d in targets["write_dirs"] for f in glob.glob(os.path.join(d, "sandbox_probe_*.txt"))]
     assert not os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "sitecustomize.py"))
@@ -190,16 +215,19 @@ def test_gpu_probe_every_escape_attempt_runs_and_fails(cheat, targets, task):
 def test_a_kernel_without_landlock_is_reported_not_hidden(monkeypatch):
     """Where the kernel lacks Landlock the report says so, and the parent's warning names it."""
     from harness.worker import sandbox
+
     monkeypatch.setattr(landlock, "abi_version", lambda: 0)
     report = sandbox.confine("/nonexistent", user="same")
     assert report["fs"] is False and "no Landlock" in report["landlock_error"]
     assert sandbox.missing(report) == [f"Landlock ({report['landlock_error']})"]
     partial = {"landlock_abi": 3, "fs": True, "net": False, "scoped_signals": False, "user": "same"}
-    assert sandbox.missing(partial) == ["TCP connect/bind denial (Landlock ABI 4)",
-                                        "signal and abstract-socket scoping (Landlock ABI 6)"]
+    assert sandbox.missing(partial) == [
+        "TCP connect/bind denial (Landlock ABI 4)",
+        "signal and abstract-socket scoping (Landlock ABI 6)",
+    ]
 
 
-COMPILED = r'''
+COMPILED = r"""
 import glob as _glob, os as _os
 
 # Inductor's C++ backend on the CPU: g++ runs inside the sandbox, with its cache in the run folder
@@ -211,7 +239,7 @@ print("INDUCTOR-BUILT", len(_built), all(p.startswith(_os.getcwd()) for p in _bu
 def custom_kernel(data):
     out = _correct_kernel(data)
     return (out.float() * _one).to(out.dtype)
-'''
+"""
 
 
 @needs_landlock

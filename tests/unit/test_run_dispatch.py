@@ -1,5 +1,6 @@
 """What ``Run`` executes for each mode matches its plan (``verdicts.planned_cases``): the worker, the
 inputs and the benchmark loop are stand-ins here, so no process is started."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,9 +15,14 @@ from harness.engine.run import Run
 from harness.messages import Called, Failed, Integrity, Output, Profiled
 from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult
 
-TASK = SimpleNamespace(name="toy", tests=[{"m": 1, "seed": 1}, {"m": 2, "seed": 2}],
-                       benchmarks=[{"m": 8, "seed": 8}, {"m": 16, "seed": 16}], test_timeout=10.0,
-                       benchmark_timeout=20.0, ranked_timeout=30.0)
+TASK = SimpleNamespace(
+    name="toy",
+    tests=[{"m": 1, "seed": 1}, {"m": 2, "seed": 2}],
+    benchmarks=[{"m": 8, "seed": 8}, {"m": 16, "seed": 16}],
+    test_timeout=10.0,
+    benchmark_timeout=20.0,
+    ranked_timeout=30.0,
+)
 OUT = Output("object", type="int")
 
 

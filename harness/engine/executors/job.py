@@ -6,6 +6,7 @@ writes it into a private temporary folder, runs the isolated runner on the devic
 returns a :class:`JobReport`. A submission's own failure is inside the RunResult (its verdict); an
 exception of the harness or an unusable GPU comes back as ``retry_reason`` and is retried.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,23 +24,25 @@ from harness.results import RunResult, SubmissionInfo
 @dataclass
 class JobSpec:
     """What a job needs; picklable (sent to Ray workers)."""
+
     job_id: int
-    path: str                    # the submission on the driver's machine
-    source: bytes                # its contents (the sha256 in ``info`` is of these bytes)
+    path: str  # the submission on the driver's machine
+    source: bytes  # its contents (the sha256 in ``info`` is of these bytes)
     info: SubmissionInfo
     display_name: str
-    task_ref: str                # a task name, or the path of a task.yml
+    task_ref: str  # a task name, or the path of a task.yml
     mode: str
-    submitted_at: float = 0.0    # time.time() when the driver handed it to the executor (last attempt)
+    submitted_at: float = 0.0  # time.time() when the driver handed it to the executor (last attempt)
 
 
 @dataclass
 class JobStart:
     """Sent when the runner starts: where the job runs."""
+
     job_id: int
     node: str
-    gpu: str | None              # the GPU id(s) this job may use, as the scheduler set them
-    started_at: float            # time.time()
+    gpu: str | None  # the GPU id(s) this job may use, as the scheduler set them
+    started_at: float  # time.time()
     pid: int
 
 
@@ -47,7 +50,7 @@ class JobStart:
 class JobReport:
     start: JobStart
     result: RunResult | None = None
-    retry_reason: str | None = None     # the machine or the harness failed: retry (bounded)
+    retry_reason: str | None = None  # the machine or the harness failed: retry (bounded)
 
 
 class JobSink:
@@ -79,26 +82,29 @@ def job_start(spec: JobSpec) -> JobStart:
     return JobStart(spec.job_id, socket.gethostname(), visible_gpu(), time.time(), os.getpid())
 
 
-def run_job(spec: JobSpec, options: RunOptions, start: JobStart | None = None,
-            on_usage_error: str = "raise") -> JobReport:
+def run_job(
+    spec: JobSpec, options: RunOptions, start: JobStart | None = None, on_usage_error: str = "raise"
+) -> JobReport:
     """Runs one job here. ``on_usage_error``: 'raise' (serial: the request is wrong, stop) or 'retry'
     (a worker node: its GPU could not be attached or the node lacks something; another may work)."""
     from harness.engine.folder import load_task_or_usage_error
     from harness.engine.runner import run_submission
     from harness.errors import HarnessError
+
     start = start or job_start(spec)
     with tempfile.TemporaryDirectory(prefix="harness-job-") as tmp:
         copy = Path(tmp) / Path(spec.path).name
         copy.write_bytes(spec.source)
         try:
             task = load_task_or_usage_error(spec.task_ref)
-            result = run_submission(copy, task, spec.mode,
-                                    dataclasses.replace(options, extra_warnings=list(options.extra_warnings)))
-        except HarnessError as exc:      # UsageError, DeviceError: the request, or this node's device
+            result = run_submission(
+                copy, task, spec.mode, dataclasses.replace(options, extra_warnings=list(options.extra_warnings))
+            )
+        except HarnessError as exc:  # UsageError, DeviceError: the request, or this node's device
             if on_usage_error == "raise":
                 raise
             return JobReport(start, retry_reason=f"the node {start.node} could not run it: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a harness bug on one job: retried, then reported
+        except Exception as exc:
             return JobReport(start, retry_reason=f"harness internal error: {exc!r}")
-    result.submission = spec.info        # the driver's path; the same contents and sha256
+    result.submission = spec.info  # the driver's path; the same contents and sha256
     return JobReport(start, result=result)

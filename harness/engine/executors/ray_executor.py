@@ -19,6 +19,7 @@ report says the GPU could not be used or the harness failed, is submitted again,
 The secret travels inside the pickled RunOptions, a task argument (never ``runtime_env`` or an
 environment variable), and the driver took it out of its own environment before Ray started.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,6 +63,7 @@ def _import_ray(local: bool):
                 os.environ[RAY_LOOPBACK_ENV] = old
         return ray
     import ray
+
     return ray
 
 
@@ -76,13 +78,16 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=PROBE_TIMEOUT_S).close()
     except (OSError, ValueError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise UsageError(f"no Ray cluster answers at {address} ({detail}); give the head node's address "
-                         "(HOST:6379, ray://HOST:10001, or 'auto' on a cluster node), or drop --address to "
-                         "start a local cluster") from exc
+        raise UsageError(
+            f"no Ray cluster answers at {address} ({detail}); give the head node's address "
+            "(HOST:6379, ray://HOST:10001, or 'auto' on a cluster node), or drop --address to "
+            "start a local cluster"
+        ) from exc
 
 
 def _job_task(spec: JobSpec, options: RunOptions):
     import ray
+
     start = job_start(spec)
     yield start
     if ray.get_gpu_ids() and options.device in (None, "auto", "cuda"):
@@ -107,9 +112,17 @@ def _error_reason(exc: BaseException) -> str:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, *, address: str | None = None, jobs: int | None = None, gpu_type: str | None = None,
-                 retries: int = 2, gpus_per_job: int | None = None, temp_dir: str | None = None,
-                 streaming: bool | None = None):
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        jobs: int | None = None,
+        gpu_type: str | None = None,
+        retries: int = 2,
+        gpus_per_job: int | None = None,
+        temp_dir: str | None = None,
+        streaming: bool | None = None,
+    ):
         try:
             ray = _import_ray(local=address is None or _on_loopback(address))
         except ImportError as exc:
@@ -125,8 +138,13 @@ class RayExecutor:
         self._check_resources(resources)
         capacity = int(resources.get("GPU", 0)) if self.gpus_per_job else int(resources.get("CPU", 1))
         self.slots = max(1, min(capacity, jobs) if jobs else capacity)
-        resources = dict(num_gpus=self.gpus_per_job, num_cpus=0 if self.gpus_per_job else 1, max_retries=0,
-                         accelerator_type=gpu_type if self.gpus_per_job else None, name="harness-job")
+        resources = dict(
+            num_gpus=self.gpus_per_job,
+            num_cpus=0 if self.gpus_per_job else 1,
+            max_retries=0,
+            accelerator_type=gpu_type if self.gpus_per_job else None,
+            name="harness-job",
+        )
         self.streaming = not (address or "").startswith("ray://") if streaming is None else streaming
         self._remote = ray.remote(_job_task).options(**resources)
         self._remote_once = ray.remote(_job_task_once).options(**resources)
@@ -140,40 +158,52 @@ class RayExecutor:
                 ray.init(address=address, **kwargs)
             else:
                 import torch
+
                 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-                ray.init(num_gpus=gpus, num_cpus=max(1, gpus or jobs or 1), _temp_dir=temp_dir,
-                         _node_ip_address=LOCAL_IP, **kwargs)     # a local cluster listens on loopback only
+                ray.init(
+                    num_gpus=gpus,
+                    num_cpus=max(1, gpus or jobs or 1),
+                    _temp_dir=temp_dir,
+                    _node_ip_address=LOCAL_IP,
+                    **kwargs,
+                )  # a local cluster listens on loopback only
                 self.started_cluster = True
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
-            raise UsageError(f"cannot connect to {where}: {_error_reason(exc)}; start one with "
-                             "'ray start --head' and pass --address auto (or ray://HOST:10001), or drop "
-                             "--address to start a local cluster") from exc
+            raise UsageError(
+                f"cannot connect to {where}: {_error_reason(exc)}; start one with "
+                "'ray start --head' and pass --address auto (or ray://HOST:10001), or drop "
+                "--address to start a local cluster"
+            ) from exc
 
     def _check_resources(self, resources: dict) -> None:
         if not self.gpus_per_job:
             return
         if resources.get("GPU", 0) < self.gpus_per_job:
             self.close()
-            raise UsageError("the Ray cluster has no GPUs: start its nodes with GPUs (ray start ... --num-gpus N), "
-                             "or add --device cpu to run the jobs on CPUs")
+            raise UsageError(
+                "the Ray cluster has no GPUs: start its nodes with GPUs (ray start ... --num-gpus N), "
+                "or add --device cpu to run the jobs on CPUs"
+            )
         if self.gpu_type and f"accelerator_type:{self.gpu_type}" not in resources:
             have = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
             self.close()
-            raise UsageError(f"no GPU of type {self.gpu_type!r} in the Ray cluster (it has: "
-                             f"{', '.join(have) or 'none labelled'}); pick one of those with --gpu-type")
+            raise UsageError(
+                f"no GPU of type {self.gpu_type!r} in the Ray cluster (it has: "
+                f"{', '.join(have) or 'none labelled'}); pick one of those with --gpu-type"
+            )
 
     def run(self, specs: list[JobSpec], options: RunOptions, sink: JobSink) -> None:
         ray = self.ray
         pending = deque((spec, 0) for spec in specs)
-        inflight: dict = {}                  # generator (or ref) -> [spec, attempt, started]
+        inflight: dict = {}  # generator (or ref) -> [spec, attempt, started]
         while pending or inflight:
             while pending and len(inflight) < self.slots:
                 spec, attempt = pending.popleft()
                 spec.submitted_at = time.time()
                 if self.streaming:
                     inflight[self._remote.remote(spec, options)] = [spec, attempt, False]
-                else:                        # Ray Client: no streaming; where it runs comes with its report
+                else:  # Ray Client: no streaming; where it runs comes with its report
                     inflight[self._remote_once.remote(spec, options)] = [spec, attempt, True]
                     sink.started(spec, JobStart(spec.job_id, "(reported at the end)", None, spec.submitted_at, 0))
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=TICK_S)
@@ -184,7 +214,7 @@ class RayExecutor:
                 except StopIteration:
                     del inflight[key]
                     continue
-                except Exception as exc:  # noqa: BLE001 - the worker or node died, or a harness bug
+                except Exception as exc:
                     del inflight[key]
                     self._retry_or_fail(sink, pending, spec, attempt, f"Ray: {_error_reason(exc)}")
                     continue

@@ -1,4 +1,5 @@
 """The serial executor: every job in this process, one after another, on this machine's device."""
+
 from __future__ import annotations
 
 import time
@@ -23,7 +24,7 @@ class SerialExecutor:
                 spec.submitted_at = time.time()
                 start = job_start(spec)
                 sink.started(spec, start)
-                report = run_job(spec, options, start)       # a UsageError stops the whole run
+                report = run_job(spec, options, start)  # a UsageError stops the whole run
                 if report.result is not None:
                     sink.finished(spec, report.result)
                     break

@@ -6,6 +6,7 @@ performance log records every request a page makes, so a caller can check that n
 Needs ``selenium`` (the ``test`` extra) and the system browser; :func:`browser_problem` says what is
 missing instead of failing deep inside.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,9 +20,20 @@ from harness.errors import UsageError
 
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-         "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-pings",
-         "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars")
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--no-pings",
+    "--disable-dev-shm-usage",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--hide-scrollbars",
+)
 
 
 def chromium_path() -> str | None:
@@ -47,6 +59,7 @@ def headless_chromium(width: int = 1400, height: int = 1000):
         raise UsageError(f"cannot start a browser: {problem}")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
     with tempfile.TemporaryDirectory(prefix="site-chromium-") as profile:
         options = webdriver.ChromeOptions()
         options.binary_location = chromium_path()
@@ -70,8 +83,16 @@ def requests_made(driver) -> list[str]:
     return urls
 
 
-def screenshot(driver, page: Path, out_png: Path, *, full_height: bool = True, max_height: int = 6000,
-               width: int = 1400, height: int = 1000) -> None:
+def screenshot(
+    driver,
+    page: Path,
+    out_png: Path,
+    *,
+    full_height: bool = True,
+    max_height: int = 6000,
+    width: int = 1400,
+    height: int = 1000,
+) -> None:
     """Opens ``page`` (a file) and saves a PNG of it, as tall as the page (up to ``max_height``) when
     ``full_height``."""
     driver.set_window_size(width, height)
@@ -88,7 +109,11 @@ def screenshot(driver, page: Path, out_png: Path, *, full_height: bool = True, m
 def wait_for_plots(driver, timeout_s: float = 30.0) -> None:
     """Waits until every Plotly div on the page has drawn its SVG, with a trace group per trace."""
     from selenium.webdriver.support.ui import WebDriverWait
-    WebDriverWait(driver, timeout_s).until(lambda d: d.execute_script(
-        "return Array.from(document.querySelectorAll('.plotly-graph-div')).every(g => g._fullLayout"
-        " && g.querySelector('svg.main-svg')"
-        " && g.querySelectorAll('.scatterlayer .trace').length === g.data.length);"))
+
+    WebDriverWait(driver, timeout_s).until(
+        lambda d: d.execute_script(
+            "return Array.from(document.querySelectorAll('.plotly-graph-div')).every(g => g._fullLayout"
+            " && g.querySelector('svg.main-svg')"
+            " && g.querySelectorAll('.scatterlayer .trace').length === g.data.length);"
+        )
+    )

@@ -6,6 +6,7 @@ the file system or any static host.
 A folder that already holds files must be a site this builder wrote (it leaves a ``.harness-site``
 marker); the old run pages are then replaced, and nothing else in the folder is touched.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -38,9 +39,13 @@ class SiteBuild:
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("harness.report.site", "templates"),
-                      autoescape=select_autoescape(["html"]), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("harness.report.site", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["us"] = us
     return env
 
@@ -49,8 +54,10 @@ def _prepare(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir} is a file; pass a folder to -o/--output")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
-        raise UsageError(f"{out_dir} is not empty and holds no site written by this command; "
-                         "pass a new or empty folder to -o/--output")
+        raise UsageError(
+            f"{out_dir} is not empty and holds no site written by this command; "
+            "pass a new or empty folder to -o/--output"
+        )
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         if (out_dir / RUNS_DIR).is_dir():
@@ -64,6 +71,7 @@ def _prepare(out_dir: Path) -> None:
 
 def _write_assets(out_dir: Path) -> None:
     from plotly.offline import get_plotlyjs
+
     (out_dir / "assets" / "plotly.min.js").write_text(get_plotlyjs(), encoding="utf-8")
     css = resources.files("harness.report.site").joinpath("templates", "site.css").read_text(encoding="utf-8")
     (out_dir / "assets" / "site.css").write_text(css, encoding="utf-8")
@@ -73,16 +81,25 @@ def _plots(model: SiteModel) -> tuple[dict[str, dict[str, Markup]], int]:
     plots, count = {}, 0
     for t in model.tasks:
         for s in t.sections:
-            p = {"shapes": charts.to_div(charts.shapes_figure(s), f"plot-shapes-{s.anchor}") if s.series else "",
-                 "sol": charts.to_div(charts.sol_percent_figure(s), f"plot-sol-{s.anchor}"),
-                 "history": charts.to_div(charts.history_figure(s), f"plot-history-{s.anchor}")}
+            p = {
+                "shapes": charts.to_div(charts.shapes_figure(s), f"plot-shapes-{s.anchor}") if s.series else "",
+                "sol": charts.to_div(charts.sol_percent_figure(s), f"plot-sol-{s.anchor}"),
+                "history": charts.to_div(charts.history_figure(s), f"plot-history-{s.anchor}"),
+            }
             count += sum(bool(v) for v in p.values())
-            plots[s.anchor] = {k: Markup(v) for k, v in p.items()}   # Plotly's own output; names escaped in charts
+            plots[s.anchor] = {k: Markup(v) for k, v in p.items()}  # Plotly's own output; names escaped in charts
     return plots, count
 
 
-def build_site(out_dir, tasks: list[str] | None = None, *, results_dir: str | None = None,
-               device: str | None = None, rule: str | None = None, mode: str | None = None) -> SiteBuild:
+def build_site(
+    out_dir,
+    tasks: list[str] | None = None,
+    *,
+    results_dir: str | None = None,
+    device: str | None = None,
+    rule: str | None = None,
+    mode: str | None = None,
+) -> SiteBuild:
     """Writes the site for ``tasks`` (None: every task in the store) into ``out_dir``."""
     out_dir = Path(out_dir)
     with open_store(results_dir) as st:
@@ -91,20 +108,41 @@ def build_site(out_dir, tasks: list[str] | None = None, *, results_dir: str | No
     _prepare(out_dir)
     _write_assets(out_dir)
     env = _environment()
-    common = {"built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "harness_version": harness.__version__, "run_href": run_href}
+    common = {
+        "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "harness_version": harness.__version__,
+        "run_href": run_href,
+    }
     plots, count = _plots(model)
     index = out_dir / "index.html"
-    index.write_text(env.get_template("index.html").render(
-        title="Leaderboard", root="", with_plots=count > 0, tasks=model.tasks, plots=plots,
-        warnings=model.warnings, **common), encoding="utf-8")
+    index.write_text(
+        env.get_template("index.html").render(
+            title="Leaderboard",
+            root="",
+            with_plots=count > 0,
+            tasks=model.tasks,
+            plots=plots,
+            warnings=model.warnings,
+            **common,
+        ),
+        encoding="utf-8",
+    )
     build = SiteBuild(out_dir=out_dir, index=index, plots=count, warnings=list(model.warnings), model=model)
     listed = {r.run_id for t in model.tasks for s in t.sections for r in [*s.ranked, *s.unranked]}
     template = env.get_template("run.html")
     for page in model.runs:
         back = f"run-{page.run_id}" if page.run_id in listed else page.board_anchor
         path = out_dir / run_href(page.run_id)
-        path.write_text(template.render(title=f"Run {page.run_id}: {page.name}", root="../", with_plots=False,
-                                        run=page, back_anchor=back, **common), encoding="utf-8")
+        path.write_text(
+            template.render(
+                title=f"Run {page.run_id}: {page.name}",
+                root="../",
+                with_plots=False,
+                run=page,
+                back_anchor=back,
+                **common,
+            ),
+            encoding="utf-8",
+        )
         build.run_pages.append(path)
     return build

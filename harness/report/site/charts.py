@@ -5,6 +5,7 @@ there by the builder; nothing comes from the network.
 Text that Plotly draws (trace names, hover text) is HTML-escaped first: Plotly reads a subset of HTML
 in its labels, and a submission's name is the competitor's to choose.
 """
+
 from __future__ import annotations
 
 import html
@@ -22,9 +23,13 @@ BEST_NAME = "best so far (board)"
 
 
 def _layout(fig: go.Figure, y_title: str, *, log: bool = False, x_title: str | None = None) -> go.Figure:
-    fig.update_layout(template="plotly_white", height=440, margin=dict(l=70, r=20, t=20, b=70),
-                      legend=dict(orientation="v", yanchor="top", y=1, x=1.02, font=dict(size=12)),
-                      hovermode="closest")
+    fig.update_layout(
+        template="plotly_white",
+        height=440,
+        margin=dict(l=70, r=20, t=20, b=70),
+        legend=dict(orientation="v", yanchor="top", y=1, x=1.02, font=dict(size=12)),
+        hovermode="closest",
+    )
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(title_text=y_title, type="log" if log else "linear")
     if x_title:
@@ -67,17 +72,29 @@ def shapes_figure(section: BoardSection) -> go.Figure:
     fig, color = go.Figure(), colors(section)
     for s, symbol in zip(section.series, _symbols(section)):
         name = _text(s.label)
-        fig.add_trace(go.Scatter(
-            x=[p.label for p in s.points], y=[p.mean_us for p in s.points], mode="markers", name=name,
-            marker=dict(size=10, color=color[s.name], symbol=symbol),
-            error_y=dict(type="data", array=[_ci(p.stderr_us) for p in s.points], visible=True),
-            hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} us<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[p.label for p in s.points],
+                y=[p.mean_us for p in s.points],
+                mode="markers",
+                name=name,
+                marker=dict(size=10, color=color[s.name], symbol=symbol),
+                error_y=dict(type="data", array=[_ci(p.stderr_us) for p in s.points], visible=True),
+                hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} us<extra></extra>",
+            )
+        )
     if section.sol_floor_us:
         labels = [s for s in section.shapes if s in section.sol_floor_us]
-        fig.add_trace(go.Scatter(
-            x=labels, y=[section.sol_floor_us[s] for s in labels], mode="markers", name=SOL_NAME,
-            marker=dict(symbol="line-ew-open", size=40, color="#222", line=dict(width=3, color="#222")),
-            hovertemplate="speed of light<br>%{x}<br>%{y:.4g} us<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=labels,
+                y=[section.sol_floor_us[s] for s in labels],
+                mode="markers",
+                name=SOL_NAME,
+                marker=dict(symbol="line-ew-open", size=40, color="#222", line=dict(width=3, color="#222")),
+                hovertemplate="speed of light<br>%{x}<br>%{y:.4g} us<extra></extra>",
+            )
+        )
     fig.update_xaxes(categoryorder="array", categoryarray=section.shapes)
     return _layout(fig, "time per call (us, log scale)", log=True, x_title="benchmark shape")
 
@@ -90,10 +107,16 @@ def sol_percent_figure(section: BoardSection) -> go.Figure | None:
     for s, symbol in zip(section.series, _symbols(section)):
         name = _text(s.label)
         points = [p for p in s.points if p.sol_percent is not None]
-        fig.add_trace(go.Scatter(
-            x=[p.label for p in points], y=[p.sol_percent for p in points], mode="markers", name=name,
-            marker=dict(size=10, color=color[s.name], symbol=symbol),
-            hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.3g}}% of SOL<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[p.label for p in points],
+                y=[p.sol_percent for p in points],
+                mode="markers",
+                name=name,
+                marker=dict(size=10, color=color[s.name], symbol=symbol),
+                hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.3g}}% of SOL<extra></extra>",
+            )
+        )
     fig.update_xaxes(categoryorder="array", categoryarray=section.shapes)
     fig.update_yaxes(rangemode="tozero", ticksuffix="%")
     return _layout(fig, "% of speed of light (higher is better)", x_title="benchmark shape")
@@ -108,20 +131,32 @@ def history_figure(section: BoardSection) -> go.Figure | None:
     for n in names:
         pts = [p for p in section.history if p.name == n]
         name = _text(n)
-        fig.add_trace(go.Scatter(
-            x=[p.when for p in pts], y=[p.score_us for p in pts], mode="lines+markers", name=name,
-            marker=dict(size=9, color=color[n]), line=dict(color=color[n]),
-            error_y=dict(type="data", array=[_ci(p.stderr_us) for p in pts], visible=True),
-            customdata=[[p.run_id, p.mode] for p in pts],
-            hovertemplate=f"{name}<br>run %{{customdata[0]}} (%{{customdata[1]}})<br>%{{x}}<br>"
-                          "%{y:.4g} us<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[p.when for p in pts],
+                y=[p.score_us for p in pts],
+                mode="lines+markers",
+                name=name,
+                marker=dict(size=9, color=color[n]),
+                line=dict(color=color[n]),
+                error_y=dict(type="data", array=[_ci(p.stderr_us) for p in pts], visible=True),
+                customdata=[[p.run_id, p.mode] for p in pts],
+                hovertemplate=f"{name}<br>run %{{customdata[0]}} (%{{customdata[1]}})<br>%{{x}}<br>"
+                "%{y:.4g} us<extra></extra>",
+            )
+        )
     best = section.best_so_far
     last = section.history[-1].when
-    fig.add_trace(go.Scatter(
-        x=[p.when for p in best] + ([last] if last != best[-1].when else []),
-        y=[p.score_us for p in best] + ([best[-1].score_us] if last != best[-1].when else []),
-        mode="lines", name=BEST_NAME, line=dict(shape="hv", dash="dash", color="#222"),
-        hovertemplate="best so far<br>%{x}<br>%{y:.4g} us<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=[p.when for p in best] + ([last] if last != best[-1].when else []),
+            y=[p.score_us for p in best] + ([best[-1].score_us] if last != best[-1].when else []),
+            mode="lines",
+            name=BEST_NAME,
+            line=dict(shape="hv", dash="dash", color="#222"),
+            hovertemplate="best so far<br>%{x}<br>%{y:.4g} us<extra></extra>",
+        )
+    )
     return _layout(fig, "score (us, log scale)", log=True, x_title="when the run finished (UTC)")
 
 
@@ -129,5 +164,4 @@ def to_div(fig: go.Figure | None, div_id: str) -> str:
     """The figure as a div and its drawing script (plotly.min.js must be loaded before it)."""
     if fig is None:
         return ""
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG,
-                       validate=True)
+    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG, validate=True)

@@ -7,6 +7,7 @@ best-so-far line, and one :class:`RunPage` per stored run. Templates and charts 
 nothing else. A figure that is missing (no speed of light on a CPU, a single sample, NaN, an
 interrupted run) is None here, and a note says why.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,9 +48,9 @@ class RankedRow:
     tied: bool
     name: str
     score_us: float
-    ci_low_us: float | None      # None when the score has no standard error (a single sample)
+    ci_low_us: float | None  # None when the score has no standard error (a single sample)
     ci_high_us: float | None
-    gap: str                     # "leader" or "1.52x slower (+3.10 us)", as the text table says it
+    gap: str  # "leader" or "1.52x slower (+3.10 us)", as the text table says it
     verdict: str
     mode: str
     date: str
@@ -71,14 +72,15 @@ class ShapePoint:
     label: str
     mean_us: float
     stderr_us: float | None
-    sol_percent: float | None    # 100 * speed of light / mean, from the run's stored result
+    sol_percent: float | None  # 100 * speed of light / mean, from the run's stored result
 
 
 @dataclass
 class Series:
     """One ranked submission's per-shape times: one trace of the per-shape plots."""
+
     name: str
-    label: str                   # the name, with the content hash's start when two entries share a name
+    label: str  # the name, with the content hash's start when two entries share a name
     run_id: int
     points: list[ShapePoint]
 
@@ -87,7 +89,7 @@ class Series:
 class HistoryPoint:
     name: str
     run_id: int
-    when: str                    # ISO 8601
+    when: str  # ISO 8601
     score_us: float
     stderr_us: float | None
     mode: str
@@ -96,6 +98,7 @@ class HistoryPoint:
 @dataclass
 class BoardSection:
     """One task on one device: the table, the plots' data and what is missing from them."""
+
     task: str
     device: str
     device_kind: str | None
@@ -105,10 +108,10 @@ class BoardSection:
     ranked: list[RankedRow]
     unranked: list[UnrankedRow]
     series: list[Series]
-    sol_floor_us: dict[str, float]          # shape -> speed-of-light time, for the shapes that have one
-    history: list[HistoryPoint]             # every scored run, oldest first
-    best_so_far: list[HistoryPoint]         # the board's best score after each run that improved it
-    notes: list[str] = field(default_factory=list)   # what is missing and why
+    sol_floor_us: dict[str, float]  # shape -> speed-of-light time, for the shapes that have one
+    history: list[HistoryPoint]  # every scored run, oldest first
+    best_so_far: list[HistoryPoint]  # the board's best score after each run that improved it
+    notes: list[str] = field(default_factory=list)  # what is missing and why
 
 
 @dataclass
@@ -133,7 +136,7 @@ class CaseLine:
     sol_us: float | None
     sol_percent: float | None
     sol_note: str
-    timing: str                  # the run's sampling method, and the kernel-only method when there is one
+    timing: str  # the run's sampling method, and the kernel-only method when there is one
     warnings: list[str]
 
 
@@ -160,9 +163,9 @@ class RunPage:
     timing_method: str
     warnings: list[str]
     cases: list[CaseLine]
-    board_anchor: str            # the index section that lists it
-    board_place: str             # e.g. "ranked =2", "not ranked: ...", "not the submission's best run"
-    other_runs: list[RunRow]     # the other stored runs of the same name on the same task and device
+    board_anchor: str  # the index section that lists it
+    board_place: str  # e.g. "ranked =2", "not ranked: ...", "not the submission's best run"
+    other_runs: list[RunRow]  # the other stored runs of the same name on the same task and device
     notes: list[str] = field(default_factory=list)
 
 
@@ -185,19 +188,20 @@ def _ranked_row(e) -> RankedRow:
     se = finite(e.stderr_us)
     low = e.score_us - Z_95 * se if se is not None else None
     high = e.score_us + Z_95 * se if se is not None else None
-    return RankedRow(e.rank_label, e.tied, e.name, e.score_us, low, high, _gap(e), e.verdict, e.mode, e.date,
-                     e.run_id, e.sha256)
+    return RankedRow(
+        e.rank_label, e.tied, e.name, e.score_us, low, high, _gap(e), e.verdict, e.mode, e.date, e.run_id, e.sha256
+    )
 
 
 def _sol_by_shape(result: RunResult | None) -> dict[str, tuple[float | None, float | None, str]]:
     """shape label -> (SOL time in us, % of SOL, note) for a run's benchmark cases."""
     from harness.results import shape_label
+
     out = {}
-    for c in (result.benchmark_cases() if result else []):
+    for c in result.benchmark_cases() if result else []:
         sol = c.sol
         time_us = finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) else None
-        out[shape_label(c.spec)] = (time_us, finite(sol.percent) if sol else None,
-                                    (sol.note if sol else "") or "")
+        out[shape_label(c.spec)] = (time_us, finite(sol.percent) if sol else None, (sol.note if sol else "") or "")
     return out
 
 
@@ -207,8 +211,11 @@ def _history(runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule
         top = best_run([r], cases, rule)
         if top is not None:
             s = top[0]
-            points.append(HistoryPoint(r.display_name, r.id, r.finished_at or r.started_at, s.value_us,
-                                       finite(s.stderr_us), r.mode))
+            points.append(
+                HistoryPoint(
+                    r.display_name, r.id, r.finished_at or r.started_at, s.value_us, finite(s.stderr_us), r.mode
+                )
+            )
     return sorted(points, key=lambda p: (p.when, p.run_id))
 
 
@@ -243,21 +250,35 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
     elif len(floor) < len(b.shapes):
         missing = [s for s in b.shapes if s not in floor]
         why = "; ".join(sorted(sol_notes)) or "the stored results carry no speed-of-light figure"
-        notes.append(f"no speed of light for {len(missing)} of {len(b.shapes)} shapes ({why}), "
-                     "so the floor and the % of SOL view are missing there")
+        notes.append(
+            f"no speed of light for {len(missing)} of {len(b.shapes)} shapes ({why}), "
+            "so the floor and the % of SOL view are missing there"
+        )
     if any(finite(e.stderr_us) is None for e in b.ranked):
-        notes.append("some scores have no 95% interval (a shape with a single sample); they tie only with "
-                     "an equal score")
+        notes.append(
+            "some scores have no 95% interval (a shape with a single sample); they tie only with an equal score"
+        )
     history = _history(device_runs, cases, rule)
-    return BoardSection(task=task, device=b.device, device_kind=b.device_kind, anchor=_section_anchor(task, b.device),
-                        rule=rule.description, shapes=list(b.shapes), ranked=[_ranked_row(e) for e in b.ranked],
-                        unranked=[UnrankedRow(u.name, u.verdict, u.reason, u.date, u.run_id) for u in b.unranked],
-                        series=series, sol_floor_us=floor, history=history, best_so_far=_best_so_far(history),
-                        notes=notes)
+    return BoardSection(
+        task=task,
+        device=b.device,
+        device_kind=b.device_kind,
+        anchor=_section_anchor(task, b.device),
+        rule=rule.description,
+        shapes=list(b.shapes),
+        ranked=[_ranked_row(e) for e in b.ranked],
+        unranked=[UnrankedRow(u.name, u.verdict, u.reason, u.date, u.run_id) for u in b.unranked],
+        series=series,
+        sol_floor_us=floor,
+        history=history,
+        best_so_far=_best_so_far(history),
+        notes=notes,
+    )
 
 
 def _case_line(c, run_timing: str) -> CaseLine:
     from harness.results import shape_label
+
     s, sol, extra = c.stats, c.sol, c.extra or {}
     mean = finite(s.mean) / 1e3 if s and finite(s.mean) is not None else None
     stderr = finite(s.stderr) / 1e3 if s and finite(s.stderr) is not None else None
@@ -266,17 +287,26 @@ def _case_line(c, run_timing: str) -> CaseLine:
     timing = run_timing.split(":")[0] if c.kind != "test" and run_timing else ""
     if method:
         timing += f"; kernel-only: {method}"
-    return CaseLine(kind=c.kind, label=shape_label(c.spec), verdict=c.verdict, message=c.message or "",
-                    runs=s.runs if s else None, mean_us=mean, stderr_us=stderr,
-                    kernel_only_us=ko / 1e3 if ko is not None else None,
-                    kernel_only_note=str(extra.get("kernel_only_note") or ""),
-                    sol_us=finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) is not None else None,
-                    sol_percent=finite(sol.percent) if sol else None, sol_note=(sol.note if sol else "") or "",
-                    timing=timing, warnings=list(c.warnings or []))
+    return CaseLine(
+        kind=c.kind,
+        label=shape_label(c.spec),
+        verdict=c.verdict,
+        message=c.message or "",
+        runs=s.runs if s else None,
+        mean_us=mean,
+        stderr_us=stderr,
+        kernel_only_us=ko / 1e3 if ko is not None else None,
+        kernel_only_note=str(extra.get("kernel_only_note") or ""),
+        sol_us=finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) is not None else None,
+        sol_percent=finite(sol.percent) if sol else None,
+        sol_note=(sol.note if sol else "") or "",
+        timing=timing,
+        warnings=list(c.warnings or []),
+    )
 
 
 def _place(row: RunRow, board: Leaderboard | None) -> str:
-    for b in (board.boards if board else []):
+    for b in board.boards if board else []:
         for e in b.ranked:
             if e.run_id == row.id:
                 return f"ranked {e.rank_label} on {b.device}"
@@ -289,46 +319,76 @@ def _place(row: RunRow, board: Leaderboard | None) -> str:
 def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
     notes = []
     if result is None:
-        notes.append("this run never stored a result (it was interrupted, or is still running): no cases, "
-                     "no timings")
+        notes.append("this run never stored a result (it was interrupted, or is still running): no cases, no timings")
     timing = result.timing_method if result else ""
     cases = [_case_line(c, timing) for c in result.cases] if result else []
     if result and not cases:
         notes.append("the stored result has no cases")
     if any(c.kind != "test" and c.verdict == "pass" and c.mean_us is None for c in cases):
         notes.append("some passed benchmark cases have no mean time (missing or NaN in the stored result)")
-    device = ({k: v for k, v in vars(result.device).items() if v is not None} if result
-              else {"name": row.device_name, "kind": row.device_kind})
-    return RunPage(run_id=row.id, task=row.task, name=row.display_name, path=row.submission_path,
-                   sha256=row.submission_sha256, mode=row.mode, verdict=row.verdict, complete=row.complete,
-                   message=row.message, started_at=row.started_at, finished_at=row.finished_at,
-                   wall_s=finite(row.wall_s), score_us=finite(result.score_us) if result else None,
-                   score_ci_us=result.score_ci_us if result else None, device=device, software=dict(row.software),
-                   harness_version=row.harness_version, git_commit=row.git_commit, timing_method=timing,
-                   warnings=list(result.warnings) if result else [], cases=cases,
-                   board_anchor=_section_anchor(row.task, row.device_name or UNKNOWN_DEVICE),
-                   board_place=_place(row, board),
-                   other_runs=[r for r in siblings if r.id != row.id], notes=notes)
+    device = (
+        {k: v for k, v in vars(result.device).items() if v is not None}
+        if result
+        else {"name": row.device_name, "kind": row.device_kind}
+    )
+    return RunPage(
+        run_id=row.id,
+        task=row.task,
+        name=row.display_name,
+        path=row.submission_path,
+        sha256=row.submission_sha256,
+        mode=row.mode,
+        verdict=row.verdict,
+        complete=row.complete,
+        message=row.message,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        wall_s=finite(row.wall_s),
+        score_us=finite(result.score_us) if result else None,
+        score_ci_us=result.score_ci_us if result else None,
+        device=device,
+        software=dict(row.software),
+        harness_version=row.harness_version,
+        git_commit=row.git_commit,
+        timing_method=timing,
+        warnings=list(result.warnings) if result else [],
+        cases=cases,
+        board_anchor=_section_anchor(row.task, row.device_name or UNKNOWN_DEVICE),
+        board_place=_place(row, board),
+        other_runs=[r for r in siblings if r.id != row.id],
+        notes=notes,
+    )
 
 
 def _stored_result(st: Store, run_id: int, warnings: list[str]) -> RunResult | None:
     try:
         return st.result(run_id)
-    except (ValueError, TypeError, KeyError) as exc:   # another schema version, or a damaged row
-        warnings.append(f"warning: run {run_id}: cannot read its stored result ({exc}); its page shows the "
-                        "run's summary only")
+    except (ValueError, TypeError, KeyError) as exc:  # another schema version, or a damaged row
+        warnings.append(
+            f"warning: run {run_id}: cannot read its stored result ({exc}); its page shows the run's summary only"
+        )
         return None
 
 
-def build_model(st: Store, tasks: list[str], *, results_dir: str | None = None, device: str | None = None,
-                rule: str | None = None, mode: str | None = None) -> SiteModel:
+def build_model(
+    st: Store,
+    tasks: list[str],
+    *,
+    results_dir: str | None = None,
+    device: str | None = None,
+    rule: str | None = None,
+    mode: str | None = None,
+) -> SiteModel:
     """The site's pages for ``tasks`` from the store ``st`` (opened on ``results_dir``)."""
     task_sections, pages, warnings = [], [], []
     for task in tasks:
         board, board_warnings = load_board(task, device=device, results_dir=results_dir, rule=rule, mode=mode)
         warnings += board_warnings
-        runs = [r for r in st.runs(task=board.task) if (device is None or r.device_name == device)
-                and (mode is None or r.mode == mode)]
+        runs = [
+            r
+            for r in st.runs(task=board.task)
+            if (device is None or r.device_name == device) and (mode is None or r.mode == mode)
+        ]
         cases = st.cases(r.id for r in runs)
         results = {r.id: _stored_result(st, r.id, warnings) for r in runs}
         sections = [_board_section(board.task, board.rule, b, runs, cases, results) for b in board.boards]

@@ -2,6 +2,7 @@
 
 input_t is ``(A, B, B_q, B_shuffle, B_scale_sh)``; output_t is bf16 ``C [M, N]``.
 """
+
 import importlib.util as _ilu
 import sys as _sys
 from pathlib import Path as _Path
@@ -23,4 +24,4 @@ class TestSpec(TypedDict):
     seed: int
 
 
-__all__ = ["input_t", "output_t", "TestSpec"]
+__all__ = ["TestSpec", "input_t", "output_t"]

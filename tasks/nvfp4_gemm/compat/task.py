@@ -2,6 +2,7 @@
 
 input_t is ``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)``; output_t is fp16 ``c [M, N, L]``.
 """
+
 import importlib.util as _ilu
 import sys as _sys
 from pathlib import Path as _Path
@@ -24,4 +25,4 @@ class TestSpec(TypedDict):
     seed: int
 
 
-__all__ = ["input_t", "output_t", "TestSpec"]
+__all__ = ["TestSpec", "input_t", "output_t"]
