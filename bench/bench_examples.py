@@ -4,12 +4,12 @@ For each task: ``python -m harness run-all submissions/ --task TASK --mode MODE`
 store, then, from the stored results, a JSON file (device, versions, date, per-shape times, SOL,
 % of SOL, geomeans) and the markdown leaderboard.
 
-    python scripts/bench_examples.py --out results/h200_examples.json --markdown results/h200_leaderboard.md
-    python scripts/bench_examples.py --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu --quick \\
+    python bench/bench_examples.py --out results/h200_examples.json --markdown results/h200_leaderboard.md
+    python bench/bench_examples.py --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu --quick \\
         --out /tmp/examples.json
-    python scripts/bench_examples.py --mode leaderboard --submissions DIR --out results/h200_ranked.json
+    python bench/bench_examples.py --mode leaderboard --submissions DIR --out results/h200_ranked.json
         # DIR: a folder holding only the files to rank (e.g. copies of submissions/triton_*.py)
-    python scripts/bench_examples.py --from-runs results/h200_runs --out results/h200_examples.json \\
+    python bench/bench_examples.py --from-runs results/h200_runs --out results/h200_examples.json \\
         --markdown results/h200_leaderboard.md     # summarize a run that stopped before its summary
 """
 
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-examples-") as tmp:
         results_dir = args.results_dir or tmp
         doc = {
-            "script": "scripts/bench_examples.py",
+            "script": "bench/bench_examples.py",
             "mode": args.mode,
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "tasks": {},

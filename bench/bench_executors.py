@@ -12,7 +12,7 @@ and the per-job scheduling overhead: the job handed to the executor -> the runne
 job's start report says). The load average of the machine before and after is recorded: other
 processes compete for the same cores.
 
-    python scripts/bench_executors.py --out results/cpu_bench_executors.json
+    python bench/bench_executors.py --out results/cpu_bench_executors.json
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ behind it. The harness's figures come from the JSON of
 ``python -m harness run FILE --task mxfp4_mm --mode benchmark --json J``. The two must agree within
 10% per shape.
 
-    python scripts/validation/crosscheck_protocol.py submissions/triton_mxfp4.py --harness-json J --out results/x.json
+    python bench/crosscheck_protocol.py submissions/triton_mxfp4.py --harness-json J --out results/x.json
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.engine.device import device_info  # noqa: E402
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
     doc = {
-        "script": "scripts/validation/crosscheck_protocol.py",
+        "script": "bench/crosscheck_protocol.py",
         "submission": args.submission,
         "task": result.task,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

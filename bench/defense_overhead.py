@@ -10,8 +10,8 @@ GPU (default): submissions/triton_mxfp4.py on mxfp4_mm. Without a GPU, or with -
 to the small CPU fixture task and the torch example (a smoke test of the script, not a measurement).
 
 Examples:
-  python scripts/validation/defense_overhead.py --out results/defense_overhead.json              # on the H200
-  python scripts/validation/defense_overhead.py --quick --out /tmp/overhead.json                 # CPU smoke test
+  python bench/defense_overhead.py --out results/defense_overhead.json              # on the H200
+  python bench/defense_overhead.py --quick --out /tmp/overhead.json                 # CPU smoke test
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

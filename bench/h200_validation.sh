@@ -2,15 +2,15 @@
 # The H200 validation, in stages that each fit one device call (run from the repository root).
 # Every number lands in results/ (written by the scripts, never typed in) and, on the device tool,
 # in $OUT/results-<stage>.tar. Each step has its own time limit, so one stuck step cannot eat the call.
-#   bash scripts/validation/h200_validation.sh a   # examples + leaderboard table, protocol cross-check, all modes
-#   bash scripts/validation/h200_validation.sh b   # timing trust (kernel-only, repeatability, wall time), defense overhead
-#   bash scripts/validation/h200_validation.sh checks  # every GPU-marked test (JUnit XML)
-#   bash scripts/validation/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
+#   bash bench/h200_validation.sh a   # examples + leaderboard table, protocol cross-check, all modes
+#   bash bench/h200_validation.sh b   # timing trust (kernel-only, repeatability, wall time), defense overhead
+#   bash bench/h200_validation.sh checks  # every GPU-marked test (JUnit XML)
+#   bash bench/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
 #                       # check (mxfp4: the gate holds; nvfp4: its short cap opens it by itself); the
 #                       # examples named after the stage only (default: all three)
 # (harness/data/device_peaks.json and results/h200_reference.json come from
 #  'python -m harness measure-peaks --out harness/data/device_peaks.json' and
-#  scripts/validation/validate_reference_gpu.py, run on their own.)
+#  bench/validate_reference_gpu.py, run on their own.)
 set -u
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -43,11 +43,11 @@ s = Sampler(torch.device('cuda'), d(torch.device('cuda')).l2_bytes, 64 << 30); p
 fi
 if [ "$stage" = a ]; then
   step examples
-  timeout 330 $PY scripts/bench_examples.py --out $R/h200_examples.json --markdown $R/h200_leaderboard.md \
+  timeout 330 $PY bench/bench_examples.py --out $R/h200_examples.json --markdown $R/h200_leaderboard.md \
     --runs-dir $RUNS >/dev/null
   for s in torch_mxfp4 triton_mxfp4; do
     step "$s cross-check"
-    timeout 60 $PY scripts/validation/crosscheck_protocol.py submissions/$s.py --harness-json $RUNS/$s.json \
+    timeout 60 $PY bench/crosscheck_protocol.py submissions/$s.py --harness-json $RUNS/$s.json \
       --out $R/h200_crosscheck_$s.json
     for mode in leaderboard profile; do
       step "$s $mode"
@@ -74,8 +74,8 @@ if [ "$stage" = ranked ]; then
   done
 fi
 if [ "$stage" = b ]; then
-  step timing;   timeout 400 $PY scripts/validation/validate_timing.py --out $R/h200_timing.json
-  step defenses; timeout 150 $PY scripts/validation/defense_overhead.py --out $R/h200_defense_overhead.json -n 3 --max-repeats 30
+  step timing;   timeout 400 $PY bench/validate_timing.py --out $R/h200_timing.json
+  step defenses; timeout 150 $PY bench/defense_overhead.py --out $R/h200_defense_overhead.json -n 3 --max-repeats 30
 fi
 step done   # saves everything
 exit 0

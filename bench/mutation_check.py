@@ -6,8 +6,8 @@ or a failure would prove nothing.
 Defences that act only on a GPU are patched too: the CPU tests cannot reach them, and the report says
 so and names the GPU tests that cover them.
 
-    python scripts/mutation_check.py                 # writes results/mutation_check.txt
-    python scripts/mutation_check.py --only "output check"
+    python bench/mutation_check.py                 # writes results/mutation_check.txt
+    python bench/mutation_check.py --only "output check"
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def apply(copy: Path, m: Mutation) -> None:
         raise SystemExit(
             f"mutation check: the patch for '{m.defence}' expects its target exactly once in "
             f"{m.file}, found it {found} times:\n    {m.old.strip()}\nThe code moved: update the "
-            "patch in scripts/mutation_check.py to the defence's new place."
+            "patch in bench/mutation_check.py to the defence's new place."
         )
     path.write_text(text.replace(m.old, m.new))
 

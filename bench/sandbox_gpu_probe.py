@@ -4,7 +4,7 @@ Each variant runs in a fresh Python process: it applies one part of harness.work
 them, in the worker's order), then initializes CUDA and runs one kernel. Prints one JSON line per
 variant and writes them all with --out.
 
-    python scripts/validation/sandbox_gpu_probe.py --out results/h200_sandbox_gpu_probe.json
+    python bench/sandbox_gpu_probe.py --out results/h200_sandbox_gpu_probe.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, os, sys
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
         import torch
 
         doc = {
-            "script": "scripts/validation/sandbox_gpu_probe.py",
+            "script": "bench/sandbox_gpu_probe.py",
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__,
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,

@@ -11,8 +11,8 @@ GPU (default): the torch and Triton examples of both tasks. Without a GPU, or wi
 CPU fixture and the torch example, one run each (a smoke test of the script, not a measurement).
 
 Examples:
-  python scripts/validation/sandbox_overhead.py --out results/h200_sandbox_overhead.json        # on the H200
-  python scripts/validation/sandbox_overhead.py --quick --out /tmp/sandbox_overhead.json        # CPU smoke test
+  python bench/sandbox_overhead.py --out results/h200_sandbox_overhead.json        # on the H200
+  python bench/sandbox_overhead.py --quick --out /tmp/sandbox_overhead.json        # CPU smoke test
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

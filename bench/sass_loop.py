@@ -2,7 +2,7 @@
 benchmark shape's config, compiled for sm_90 on this machine (no GPU needed: Triton's own ptxas and
 nvdisasm), and writes them per opcode to a JSON file:
 
-    python scripts/validation/sass_loop.py --m 64 --out results/probes/cpu_sass_mxfp4_m64_<commit>.json
+    python bench/sass_loop.py --m 64 --out results/probes/cpu_sass_mxfp4_m64_<commit>.json
         [--config 64,64,256,1,3,4,4,1] [--submission path/to/triton_mxfp4.py]
 
 The count is per loop iteration (one BLOCK_K chunk) and per thread; what it costs on the GPU is for the
@@ -25,7 +25,7 @@ from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tasks import load_task  # noqa: E402
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         sass = subprocess.run([str(nvdisasm), "-c", f.name], capture_output=True, text=True, check=True).stdout
     ops = loop_opcodes(sass)
     doc = {
-        "script": "scripts/validation/sass_loop.py",
+        "script": "bench/sass_loop.py",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "triton": triton.__version__,
         "target": "sm_90",

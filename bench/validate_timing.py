@@ -9,8 +9,8 @@
     bootstrap intervals and the coefficient of variation of the score;
 (c) the wall time of a full leaderboard run of mxfp4_mm with a cold Triton cache and a warm one.
 
-    python scripts/validation/validate_timing.py --out results/h200_timing.json          # on the GPU, < ~4 min
-    python scripts/validation/validate_timing.py --quick --out /tmp/timing_cpu.json       # CPU: small fixtures
+    python bench/validate_timing.py --out results/h200_timing.json          # on the GPU, < ~4 min
+    python bench/validate_timing.py --quick --out /tmp/timing_cpu.json       # CPU: small fixtures
 
 Every GPU-only figure that cannot be had is null with a note; a failing step becomes a note in the
 file, never a crash. The file is rewritten after each section.
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import functools
 import json
 import platform
 import statistics
@@ -30,7 +31,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -253,6 +254,11 @@ def triton_cache_walls(sub, task, device: str) -> dict:
     return out
 
 
+def _us(row: dict, key: str) -> str:
+    """row[key] (ns) in us, or '-' where it is missing."""
+    return "-" if row.get(key) is None else f"{row[key] / 1e3:.2f}"
+
+
 def _table(results: dict) -> str:
     lines = [
         "",
@@ -263,7 +269,7 @@ def _table(results: dict) -> str:
         if row.get("error") and "shape" not in row:
             lines.append(f"{row['what'][:34]:34} error: {row['error'][:80]}")
             continue
-        f = lambda k: "-" if row.get(k) is None else f"{row[k] / 1e3:.2f}"  # noqa: E731
+        f = functools.partial(_us, row)
         dev, kernels = row.get("kernel_only_vs_profiler_pct"), row.get("profiler_kernels_per_call")
         lines.append(
             f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
@@ -306,7 +312,7 @@ def main(argv=None) -> int:
         mx, nv = "mxfp4_mm", "nvfp4_gemm"
     repeats_a, repeats_b = (30, 50) if gpu else (3, 3)
     results = {
-        "script": "scripts/validation/validate_timing.py",
+        "script": "bench/validate_timing.py",
         "argv": sys.argv[1:] if argv is None else list(argv),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "device": dataclasses.asdict(device_info(device)),

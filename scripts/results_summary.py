@@ -251,7 +251,7 @@ def gpu_test_line(t: dict) -> str:
 
 def defense_line(d) -> str:
     return (
-        f"Defense overhead (scripts/validation/defense_overhead.py): score with defenses on / off = "
+        f"Defense overhead (bench/defense_overhead.py): score with defenses on / off = "
         f"{_f(d['ratio_on_over_off'], 3)} over {d['runs_each']} runs each (within 5%: {d['within_5_percent']})"
     )
 
@@ -277,10 +277,10 @@ def long_form(r: Path) -> str:
         lines += [*kernel_split_lines(kr), ""]
     cc = crosscheck(r)
     if cc:
-        lines += ["Protocol cross-check (scripts/validation/crosscheck_protocol.py):", *crosscheck_lines(cc), ""]
+        lines += ["Protocol cross-check (bench/crosscheck_protocol.py):", *crosscheck_lines(cc), ""]
     tm = _load(r / "h200_timing.json")
     if tm:
-        lines += ["Timing validation (scripts/validation/validate_timing.py):", *timing_lines(tm), ""]
+        lines += ["Timing validation (bench/validate_timing.py):", *timing_lines(tm), ""]
     gg = _load(r / "h200_graph_gaps.json")
     if gg:
         lines += [
