@@ -55,7 +55,7 @@ def _case_row(case) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", action="append", dest="tasks", help="task (repeatable; default: mxfp4_mm, nvfp4_gemm)")
     ap.add_argument("--mode", default="test+benchmark", choices=("test+benchmark", "benchmark", "leaderboard"))
@@ -76,7 +76,74 @@ def main(argv=None) -> int:
         help="run nothing: summarize the result JSONs a run of this "
         "script left in DIR (--runs-dir), e.g. after it stopped",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _stored_runs(folder: str, task_name: str, results_dir: str) -> list:
+    """The run results a run of this script left in ``folder`` for one task, recorded in the store."""
+    results = [
+        RunResult.from_json(p.read_text()) for p in sorted(Path(folder).glob("*.json")) if p.stem.count(".") == 0
+    ]
+    results = [r for r in results if r.task == task_name]
+    with open_store(results_dir) as st:
+        for r in results:
+            st.record(r)
+    return results
+
+
+def _fresh_runs(args: argparse.Namespace, task: str, task_name: str, results_dir: str) -> list:
+    """Runs every submission of the folder on one task; their results from the store."""
+    run_folder(
+        Path(args.submissions),
+        task,
+        args.mode,
+        RunOptions(device=args.device, max_repeats=3 if args.quick else None),
+        results_dir=results_dir,
+        progress=lambda line: print(line, file=sys.stderr),
+        rerun=True,
+    )  # a benchmark measures, even where the store holds a result
+    with open_store(results_dir) as st:
+        return [st.result(r.id) for r in st.runs(task=task_name)]
+
+
+def _entry(r, cases: list[dict]) -> dict:
+    return {
+        "submission": r.submission.name,
+        "path": r.submission.path,
+        "verdict": r.verdict,
+        "message": r.message,
+        "score_us": r.score_us,
+        "wall_s": r.wall_s,
+        "benchmarks": cases,
+    }
+
+
+def _cell(c: dict) -> str:
+    if c["mean_us"] and c["percent_of_sol"]:
+        return f"{c['mean_us']:.2f} ({c['percent_of_sol']:.0f}%)"
+    return f"{c['mean_us']:.2f}" if c["mean_us"] else "-"
+
+
+def _task_entries(results: list, runs_dir: str | None, doc: dict) -> tuple[list[dict], list[list[str]]]:
+    """The results file's entries of one task and the rows of its table on stderr."""
+    entries, rows = [], []
+    for r in results:
+        if r is None:
+            continue
+        doc.setdefault("device", r.device.__dict__)
+        if runs_dir:
+            Path(runs_dir).mkdir(parents=True, exist_ok=True)
+            (Path(runs_dir) / (Path(r.submission.path).stem + ".json")).write_text(r.to_json() + "\n")
+        cases = [_case_row(c) for c in r.benchmark_cases()]
+        entries.append(_entry(r, cases))
+        rows.append(
+            [r.submission.name, r.verdict, f"{r.score_us:.3f}" if r.score_us else "-"] + [_cell(c) for c in cases]
+        )
+    return entries, rows
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     tasks = args.tasks or ["mxfp4_mm", "nvfp4_gemm"]
     if args.from_runs:
         args.runs_dir = None  # they are there already
@@ -92,58 +159,12 @@ def main(argv=None) -> int:
         for task in tasks:
             task_name = Path(task).parent.name if task.endswith(".yml") else task
             if args.from_runs:
-                results = [
-                    RunResult.from_json(p.read_text())
-                    for p in sorted(Path(args.from_runs).glob("*.json"))
-                    if p.stem.count(".") == 0
-                ]
-                results = [r for r in results if r.task == task_name]
-                with open_store(results_dir) as st:
-                    for r in results:
-                        st.record(r)
+                results = _stored_runs(args.from_runs, task_name, results_dir)
                 doc["from_runs"] = args.from_runs
                 doc["date"] = min((r.started_at for r in results), default=doc["date"])
             else:
-                run_folder(
-                    Path(args.submissions),
-                    task,
-                    args.mode,
-                    RunOptions(device=args.device, max_repeats=3 if args.quick else None),
-                    results_dir=results_dir,
-                    progress=lambda line: print(line, file=sys.stderr),
-                    rerun=True,
-                )  # a benchmark measures, even where the store holds a result
-                with open_store(results_dir) as st:
-                    results = [st.result(r.id) for r in st.runs(task=task_name)]
-            entries, rows = [], []
-            for r in results:
-                if r is None:
-                    continue
-                doc.setdefault("device", r.device.__dict__)
-                if args.runs_dir:
-                    Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
-                    (Path(args.runs_dir) / (Path(r.submission.path).stem + ".json")).write_text(r.to_json() + "\n")
-                cases = [_case_row(c) for c in r.benchmark_cases()]
-                entries.append(
-                    {
-                        "submission": r.submission.name,
-                        "path": r.submission.path,
-                        "verdict": r.verdict,
-                        "message": r.message,
-                        "score_us": r.score_us,
-                        "wall_s": r.wall_s,
-                        "benchmarks": cases,
-                    }
-                )
-                rows.append(
-                    [r.submission.name, r.verdict, f"{r.score_us:.3f}" if r.score_us else "-"]
-                    + [
-                        f"{c['mean_us']:.2f} ({c['percent_of_sol']:.0f}%)"
-                        if c["mean_us"] and c["percent_of_sol"]
-                        else (f"{c['mean_us']:.2f}" if c["mean_us"] else "-")
-                        for c in cases
-                    ]
-                )
+                results = _fresh_runs(args, task, task_name, results_dir)
+            entries, rows = _task_entries(results, args.runs_dir, doc)
             doc["tasks"][task] = entries
             shapes = [shape_label(c["spec"]) for c in (entries[0]["benchmarks"] if entries else [])]
             print(f"\n{task}: mean us per shape (% of SOL)", file=sys.stderr)

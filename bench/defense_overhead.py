@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from onoff import add_arguments, interleaved, median_ratio  # noqa: E402
+from relative_paths import repo_relative  # noqa: E402
 
 VERSION = 1  # 1 - first version
 
@@ -73,8 +74,8 @@ def main(argv=None) -> int:
         "version": VERSION,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "device": runs["off"][-1].device.__dict__,
-        "submission": sub,
-        "task": task,
+        "submission": repo_relative(sub),
+        "task": repo_relative(task),
         "mode": "leaderboard",
         "runs_each": n,
         "scores_us": scores,

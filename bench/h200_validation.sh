@@ -60,6 +60,7 @@ if [ "$stage" = checks ]; then
   step "GPU tests"
   timeout -k 5 400 $PY -m pytest -q -m gpu -p no:cacheprovider tests \
     --junitxml=$R/h200_gpu_tests.xml > $LOGS/gpu_tests.log 2>&1
+  $PY bench/relative_paths.py $R/h200_gpu_tests.xml   # pytest names the test files by absolute path
   tail -5 $LOGS/gpu_tests.log
 fi
 if [ "$stage" = ranked ]; then

@@ -27,6 +27,9 @@ from triton.backends.compiler import GPUTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from relative_paths import repo_relative  # noqa: E402
 
 from tasks import load_task  # noqa: E402
 
@@ -121,7 +124,7 @@ def main(argv=None) -> int:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "triton": triton.__version__,
         "target": "sm_90",
-        "submission": str(args.submission),
+        "submission": repo_relative(args.submission),
         "shape": case,
         "config": list(cfg),
         "loop_instructions": sum(ops.values()),

@@ -33,8 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from relative_paths import repo_relative  # noqa: E402
 
 import harness  # noqa: E402
 from harness.api import RunOptions, run_submission  # noqa: E402
@@ -190,7 +192,7 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
 
 # -- (b) ------------------------------------------------------------------------------------------
 def repeatability(sub, task, device: str, runs: int, repeats: int) -> dict:
-    scores, out = [], {"submission": Path(sub).name, "task": str(task), "runs": []}
+    scores, out = [], {"submission": Path(sub).name, "task": repo_relative(task), "runs": []}
     for i in range(runs):
         log(f"leaderboard run {i + 1}/{runs}")
         try:
@@ -259,25 +261,32 @@ def _us(row: dict, key: str) -> str:
     return "-" if row.get(key) is None else f"{row[key] / 1e3:.2f}"
 
 
+def _row_line(row: dict) -> str:
+    """One measured thing's line of the table (times in us)."""
+    if row.get("error") and "shape" not in row:
+        return f"{row['what'][:34]:34} error: {row['error'][:80]}"
+    f = functools.partial(_us, row)
+    dev, kernels = row.get("kernel_only_vs_profiler_pct"), row.get("profiler_kernels_per_call")
+    return (
+        f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
+        f"{f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
+        f"{'-' if dev is None else f'{dev:+.1f}':>7} {f('profiler_window_ns'):>9} "
+        f"{'-' if kernels is None else f'{kernels:g}':>7} "
+        f"{f('launch_overhead_ns'):>8}"
+    )
+
+
+def _wall(cache: dict, key: str) -> str:
+    return "-" if (cache.get(key) or {}).get("wall_s") is None else f"{cache[key]['wall_s']:.1f} s"
+
+
 def _table(results: dict) -> str:
     lines = [
         "",
         f"{'what':34} {'shape':26} {'mean':>9} {'k-only':>9} {'prof':>9} {'dev%':>7} "
         f"{'p-window':>9} {'kernels':>7} {'launch':>8}  (us)",
     ]
-    for row in results.get("matmul_reference", []) + results.get("submissions", []):
-        if row.get("error") and "shape" not in row:
-            lines.append(f"{row['what'][:34]:34} error: {row['error'][:80]}")
-            continue
-        f = functools.partial(_us, row)
-        dev, kernels = row.get("kernel_only_vs_profiler_pct"), row.get("profiler_kernels_per_call")
-        lines.append(
-            f"{row['what'][:34]:34} {row.get('shape', '')[:26]:26} {f('competition_mean_ns'):>9} "
-            f"{f('kernel_only_ns'):>9} {f('profiler_kernel_ns'):>9} "
-            f"{'-' if dev is None else f'{dev:+.1f}':>7} {f('profiler_window_ns'):>9} "
-            f"{'-' if kernels is None else f'{kernels:g}':>7} "
-            f"{f('launch_overhead_ns'):>8}"
-        )
+    lines += [_row_line(row) for row in results.get("matmul_reference", []) + results.get("submissions", [])]
     rep = results.get("repeatability") or {}
     if rep:
         cv = rep.get("cv_pct")
@@ -288,8 +297,7 @@ def _table(results: dict) -> str:
         )
     cache = results.get("triton_cache") or {}
     if cache:
-        w = lambda k: "-" if (cache.get(k) or {}).get("wall_s") is None else f"{cache[k]['wall_s']:.1f} s"  # noqa: E731
-        lines.append(f"full leaderboard wall: cold Triton cache {w('cold')}, warm {w('warm')}")
+        lines.append(f"full leaderboard wall: cold Triton cache {_wall(cache, 'cold')}, warm {_wall(cache, 'warm')}")
     notes = sorted({row.get("kernel_only_note") or "" for row in results.get("submissions", [])} - {""})
     lines += [f"note: {n}" for n in notes[:5]]
     return "\n".join(lines)
