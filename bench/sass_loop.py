@@ -2,7 +2,7 @@
 benchmark shape's config, compiled for sm_90 on this machine (no GPU needed: Triton's own ptxas and
 nvdisasm), and writes them per opcode to a JSON file:
 
-    python bench/sass_loop.py --m 64 --out results/probes/cpu_sass_mxfp4_m64_<commit>.json
+    python bench/sass_loop.py --m 64 --out sass_m64.json
         [--config 64,64,256,1,3,4,4,1] [--submission path/to/triton_mxfp4.py]
 
 The count is per loop iteration (one BLOCK_K chunk) and per thread; what it costs on the GPU is for the
