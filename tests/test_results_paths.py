@@ -91,3 +91,15 @@ def test_rewrite_makes_checkout_paths_repository_relative(tmp_path):
     assert b.read_text() == "<t name=\"t[tests/fixtures/task.yml]\">PosixPath('$TMPDIR/pytest-0/t0')</t>\n"
     assert rp.main(["--check", str(a), str(b)]) == 0
     assert rp.main(["--check", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_run_records_the_submission_path_relative_to_the_working_folder(tmp_path, monkeypatch):
+    from harness.engine.submission import submission_info
+
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "mine.py").write_text("def custom_kernel(data):\n    return data\n")
+    (tmp_path / "elsewhere.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path / "subs")
+    assert submission_info(tmp_path / "subs" / "mine.py").path == "mine.py"  # absolute in, relative out
+    assert submission_info("mine.py").path == "mine.py"
+    assert submission_info("../elsewhere.py").path == "../elsewhere.py"  # outside the working folder: as given
