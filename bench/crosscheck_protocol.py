@@ -66,6 +66,8 @@ def main(argv=None) -> int:
     result = RunResult.from_json(Path(args.harness_json).read_text())
     task = load_task(result.task)
     spec = importlib.util.spec_from_file_location("submission", args.submission)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"crosscheck_protocol: {args.submission} is not a Python file it can import")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(task.compat_dir))
     spec.loader.exec_module(module)
@@ -73,6 +75,9 @@ def main(argv=None) -> int:
     clear_bytes = task.original_clear_bytes or 2 * (info.l2_bytes or 64 << 20)
     rows = []
     for case in result.benchmark_cases():
+        if case.stats is None:
+            print(f"crosscheck_protocol: {case.spec} has no timing in {args.harness_json}: skipped", file=sys.stderr)
+            continue
         data = task.generate_input(case.spec, torch.device("cuda"))
         times = gpumode_loop_ns(module.custom_kernel, data, args.repeats, clear_bytes)
         ours, theirs = case.stats.mean, sum(times) / len(times)

@@ -18,7 +18,7 @@ def add_arguments(parser, default_n: int, each: str = "each way") -> None:
 
 def interleaved(n: int, run) -> dict[str, list]:
     """{"on": [...], "off": [...]}: what ``run(label, i)`` returned, for i < n, on before off each time."""
-    results = {label: [] for label in LABELS}
+    results: dict[str, list] = {label: [] for label in LABELS}
     for i in range(n):
         for label in LABELS:
             results[label].append(run(label, i))

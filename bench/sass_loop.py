@@ -50,6 +50,8 @@ def load(path: Path):
     task = load_task("mxfp4_mm")
     sys.path.insert(0, str(task.compat_dir))
     spec = importlib.util.spec_from_file_location("triton_mxfp4", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"sass_loop: {path} is not a Python file it can import")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return task, module
@@ -87,7 +89,7 @@ def loop_opcodes(sass: str) -> collections.Counter:
     start = max(i for i in range(first) if re.match(r"\.L_x_\d+:", lines[i]))
     label = lines[start].rstrip(":")
     end = next(i for i in range(first, len(lines)) if re.search(rf"BRA\s+`\({re.escape(label)}\)", lines[i]))
-    ops = collections.Counter()
+    ops: collections.Counter[str] = collections.Counter()
     for line in lines[start : end + 1]:
         op = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
         if op:

@@ -29,7 +29,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -93,7 +95,7 @@ def matmul_reference(task, device, repeats: int) -> list[dict]:
     rows = []
     log(f"matmul timing: {sampler.method}")
     for case in task.benchmarks:
-        row = {"what": "cuBLAS bf16 A @ B.T (reference kernel)", "shape": _shape(case)}
+        row: dict[str, Any] = {"what": "cuBLAS bf16 A @ B.T (reference kernel)", "shape": _shape(case)}
         try:
             data = task.generate_input(case, device)
             for _ in range(3):
@@ -139,7 +141,7 @@ def _brief(row: dict) -> str:
 
 
 def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for sub, task in pairs:
         name = f"{Path(sub).name} on {Path(task).parent.name if task.endswith('.yml') else task}"
         log(f"benchmark --verify-timing: {name}")
@@ -155,7 +157,7 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
             continue
         for c in r.benchmark_cases():
             x = c.extra
-            row = {
+            row: dict[str, Any] = {
                 "what": name,
                 "shape": _shape(c.spec),
                 "verdict": c.verdict,
@@ -192,7 +194,8 @@ def submissions_verify(pairs, device: str, repeats: int) -> list[dict]:
 
 # -- (b) ------------------------------------------------------------------------------------------
 def repeatability(sub, task, device: str, runs: int, repeats: int) -> dict:
-    scores, out = [], {"submission": Path(sub).name, "task": repo_relative(task), "runs": []}
+    scores: list[float] = []
+    out: dict[str, Any] = {"submission": Path(sub).name, "task": repo_relative(task), "runs": []}
     for i in range(runs):
         log(f"leaderboard run {i + 1}/{runs}")
         try:
@@ -229,7 +232,7 @@ def repeatability(sub, task, device: str, runs: int, repeats: int) -> dict:
 
 # -- (c) ------------------------------------------------------------------------------------------
 def triton_cache_walls(sub, task, device: str) -> dict:
-    out = {}
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="validate-triton-cache-") as cache:
         Path(cache).chmod(0o777)
         for label in ("cold", "warm"):
@@ -341,7 +344,7 @@ def main(argv=None) -> int:
         out.write_text(json.dumps(json_safe(results), indent=2, sort_keys=True, default=str) + "\n")
 
     sections = set(args.sections.split(","))
-    steps = []
+    steps: list[tuple[str, Callable[[], Any]]] = []
     if "a" in sections:
         steps += [
             ("matmul_reference", lambda: matmul_reference(load_task(mx), device, repeats_a)),

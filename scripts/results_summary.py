@@ -229,6 +229,8 @@ def gpu_tests(path: Path) -> dict | None:
         suite = ET.parse(path).getroot().find("testsuite")
     except (OSError, ET.ParseError):
         return None
+    if suite is None:
+        return None
     failed = [
         c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None
     ]

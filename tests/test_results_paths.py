@@ -16,6 +16,7 @@ LIMIT = 60  # issue #48: results/ holds at most this many files
 
 def _relative_paths():
     spec = importlib.util.spec_from_file_location("relative_paths", ROOT / "bench" / "relative_paths.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
