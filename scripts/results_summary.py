@@ -229,6 +229,8 @@ def gpu_tests(path: Path) -> dict | None:
         suite = ET.parse(path).getroot().find("testsuite")
     except (OSError, ET.ParseError):
         return None
+    if suite is None:
+        return None
     failed = [
         c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None
     ]
@@ -251,7 +253,7 @@ def gpu_test_line(t: dict) -> str:
 
 def defense_line(d) -> str:
     return (
-        f"Defense overhead (scripts/validation/defense_overhead.py): score with defenses on / off = "
+        f"Defense overhead (bench/defense_overhead.py): score with defenses on / off = "
         f"{_f(d['ratio_on_over_off'], 3)} over {d['runs_each']} runs each (within 5%: {d['within_5_percent']})"
     )
 
@@ -277,10 +279,10 @@ def long_form(r: Path) -> str:
         lines += [*kernel_split_lines(kr), ""]
     cc = crosscheck(r)
     if cc:
-        lines += ["Protocol cross-check (scripts/validation/crosscheck_protocol.py):", *crosscheck_lines(cc), ""]
+        lines += ["Protocol cross-check (bench/crosscheck_protocol.py):", *crosscheck_lines(cc), ""]
     tm = _load(r / "h200_timing.json")
     if tm:
-        lines += ["Timing validation (scripts/validation/validate_timing.py):", *timing_lines(tm), ""]
+        lines += ["Timing validation (bench/validate_timing.py):", *timing_lines(tm), ""]
     gg = _load(r / "h200_graph_gaps.json")
     if gg:
         lines += [
@@ -293,9 +295,7 @@ def long_form(r: Path) -> str:
     if rr:
         lines += ["Ranked runs (`python -m harness run --mode leaderboard`, device-clock check on):"]
         lines += [*ranked_lines(rr), ""]
-    lines += [
-        gpu_test_line(t) for t in (gpu_tests(r / x) for x in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml")) if t
-    ]
+    lines += [gpu_test_line(t) for t in (gpu_tests(r / x) for x in GPU_TEST_FILES) if t]
     dov = _load(r / "h200_defense_overhead.json")
     if dov:
         lines.append(defense_line(dov))
@@ -335,81 +335,114 @@ def _what_was_timed(devs) -> str:
     return f"{len(devs) - cublas} examples" + (" and cuBLAS" if cublas else "")
 
 
-def _check_rows(r: Path) -> list[list[str]]:
-    rows = []
+def _crosscheck_rows(r: Path) -> list[list[str]]:
     cc = crosscheck(r)
-    if cc:
-        ratios = [c["ratio"] for d in cc for c in d["cases"]]
-        rows.append(
-            [
-                "harness / GPU MODE's own loop (" + ", ".join(Path(d["submission"]).stem for d in cc) + ")",
-                f"{_range(ratios, 3)}; all within 10%: {all(d['all_within_10pct'] for d in cc)}",
-                "h200_crosscheck_*.json",
-            ]
-        )
+    if not cc:
+        return []
+    ratios = [c["ratio"] for d in cc for c in d["cases"]]
+    return [
+        [
+            "harness / GPU MODE's own loop (" + ", ".join(Path(d["submission"]).stem for d in cc) + ")",
+            f"{_range(ratios, 3)}; all within 10%: {all(d['all_within_10pct'] for d in cc)}",
+            "h200_crosscheck_*.json",
+        ]
+    ]
+
+
+def _timing_rows(r: Path) -> list[list[str]]:
     tm = _load(r / "h200_timing.json")
-    if tm:
-        devs = timing_rows(tm)
-        if devs:
-            rows.append(
-                [
-                    "kernel-only vs the profiler's kernel sum (max over shapes)",
-                    _range([t["max_dev"] for t in devs], 1, "%") + f" over {_what_was_timed(devs)}",
-                    "h200_timing.json",
-                ]
-            )
-        rep = tm.get("repeatability") or {}
-        if rep.get("scores_us"):
-            rows.append(
-                [
-                    f"score of {len(rep['scores_us'])} ranked runs of {rep.get('submission')}",
-                    f"{_range(rep['scores_us'])} us, CV {_f(rep.get('cv_pct'))}%",
-                    "h200_timing.json",
-                ]
-            )
-    rr = ranked(r)
-    if rr:
-        excess = [x for d in rr for x in _clock_excess_ns(d)]
-        passed = sum(d["verdict"] == "pass" for d in rr)
+    if not tm:
+        return []
+    rows = []
+    devs = timing_rows(tm)
+    if devs:
         rows.append(
             [
-                f"ranked runs of {len(rr)} examples, device-clock check on",
-                f"{passed} of {len(rr)} pass; clock excess {_range([x / 1e3 for x in excess])} us per sample",
-                "h200_runs/*.leaderboard_clock.json",
+                "kernel-only vs the profiler's kernel sum (max over shapes)",
+                _range([t["max_dev"] for t in devs], 1, "%") + f" over {_what_was_timed(devs)}",
+                "h200_timing.json",
             ]
         )
-    for xml in ("h200_gpu_tests.xml", "h200_gpu_security_tests.xml"):
-        t = gpu_tests(r / xml)
-        if t:
-            rows.append(
-                [
-                    f"GPU tests{' (security)' if 'security' in xml else ''}",
-                    f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped",
-                    xml,
-                ]
-            )
-    dov = _load(r / "h200_defense_overhead.json")
-    if dov:
+    rep = tm.get("repeatability") or {}
+    if rep.get("scores_us"):
         rows.append(
             [
-                "score with the defenses on / off",
-                f"{_f(dov['ratio_on_over_off'], 3)} (median of "
-                f"{dov['runs_each']} each; within 5%: {dov['within_5_percent']})",
-                "h200_defense_overhead.json",
-            ]
-        )
-    peaks = _load(PEAKS)
-    for key, row in (peaks or {}).get("devices", {}).items():
-        rows.append(
-            [
-                f"measured peaks, {key}",
-                f"copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
-                + ", ".join(f"{k} {_f(v / 1e12, 0)}" for k, v in row["matrix_flops_per_s"].items())
-                + f" TFLOP/s, launch {_f(row['launch_floor_ns'] / 1e3)} us",
-                "harness/data/device_peaks.json",
+                f"score of {len(rep['scores_us'])} ranked runs of {rep.get('submission')}",
+                f"{_range(rep['scores_us'])} us, CV {_f(rep.get('cv_pct'))}%",
+                "h200_timing.json",
             ]
         )
     return rows
+
+
+def _ranked_rows(r: Path) -> list[list[str]]:
+    rr = ranked(r)
+    if not rr:
+        return []
+    excess = [x for d in rr for x in _clock_excess_ns(d)]
+    passed = sum(d["verdict"] == "pass" for d in rr)
+    return [
+        [
+            f"ranked runs of {len(rr)} examples, device-clock check on",
+            f"{passed} of {len(rr)} pass; clock excess {_range([x / 1e3 for x in excess])} us per sample",
+            "h200_runs/*.leaderboard_clock.json",
+        ]
+    ]
+
+
+# the GPU test files the summaries show, with the label of their row
+GPU_TEST_FILES = {
+    "h200_gpu_tests.xml": "GPU tests",
+    "h200_persisting_l2_tests.xml": "GPU tests of the persisting-L2 defence, after its fix",
+    "h200_gpu_security_tests.xml": "GPU tests (security)",
+}
+
+
+def _gpu_test_rows(r: Path) -> list[list[str]]:
+    rows = []
+    for xml, label in GPU_TEST_FILES.items():
+        t = gpu_tests(r / xml)
+        if t:
+            rows.append([label, f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped", xml])
+    return rows
+
+
+def _defense_rows(r: Path) -> list[list[str]]:
+    dov = _load(r / "h200_defense_overhead.json")
+    if not dov:
+        return []
+    return [
+        [
+            "score with the defenses on / off",
+            f"{_f(dov['ratio_on_over_off'], 3)} (median of {dov['runs_each']} each; within 5%: {dov['within_5_percent']})",
+            "h200_defense_overhead.json",
+        ]
+    ]
+
+
+def _peak_rows() -> list[list[str]]:
+    peaks = _load(PEAKS)
+    return [
+        [
+            f"measured peaks, {key}",
+            f"copy {_f(row['mem_bytes_per_s'] / 1e12)} TB/s, "
+            + ", ".join(f"{k} {_f(v / 1e12, 0)}" for k, v in row["matrix_flops_per_s"].items())
+            + f" TFLOP/s, launch {_f(row['launch_floor_ns'] / 1e3)} us",
+            "harness/data/device_peaks.json",
+        ]
+        for key, row in (peaks or {}).get("devices", {}).items()
+    ]
+
+
+def _check_rows(r: Path) -> list[list[str]]:
+    return [
+        *_crosscheck_rows(r),
+        *_timing_rows(r),
+        *_ranked_rows(r),
+        *_gpu_test_rows(r),
+        *_defense_rows(r),
+        *_peak_rows(),
+    ]
 
 
 def short_form(r: Path) -> str:

@@ -324,14 +324,14 @@ def test_nvfp4_i8f_fuses_a_into_one_launch_where_every_program_fits(monkeypatch)
 
 @functools.cache
 def _sass_loop():
-    spec = importlib.util.spec_from_file_location("sass_loop", ROOT / "scripts" / "validation" / "sass_loop.py")
+    spec = importlib.util.spec_from_file_location("sass_loop", ROOT / "bench" / "sass_loop.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def _mxfp4_compiled(sub, cfg: tuple, segments: bool):
-    """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config (scripts/validation/sass_loop.py's)."""
+    """triton_mxfp4's GEMM compiled for sm_90 on the CPU with one config (bench/sass_loop.py's)."""
     return _sass_loop().compile_gemm(sub, cfg, segments)
 
 

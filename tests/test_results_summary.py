@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _script():
     spec = importlib.util.spec_from_file_location("results_summary", ROOT / "scripts" / "results_summary.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -28,7 +28,7 @@ class RunOptions:
     verify_timing: bool = False  # also the profiler's kernel sum, and the deviation between the two
     triton_cache_dir: str | None = None  # share a Triton cache across runs (default: a fresh one per run)
     scan_policy: str = "warn"  # leaderboard: static scan (harness.engine.scan) warn | reject | off
-    defenses: bool = True  # False: MEASUREMENT ONLY (scripts/validation/defense_overhead.py), see SECURITY.md
+    defenses: bool = True  # False: MEASUREMENT ONLY (bench/defense_overhead.py), see SECURITY.md
     extra_warnings: list[str] = field(default_factory=list)
 
     def validate(self) -> RunOptions:

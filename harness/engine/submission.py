@@ -78,8 +78,17 @@ def discover(folder: str | Path, task, *, everything: bool = False) -> tuple[lis
     return chosen, [p for p in files if p not in chosen]
 
 
+def recorded_path(path: Path) -> str:
+    """The submission's path as results record it: relative to the working folder when the file lies below it,
+    else as given; never resolved to an absolute path (a results file must not carry the machine's folders)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (OSError, ValueError):
+        return str(path)
+
+
 def submission_info(path: str | Path) -> SubmissionInfo:
     path = Path(path)
     return SubmissionInfo(
-        path=str(path.resolve()), sha256=hashlib.sha256(path.read_bytes()).hexdigest(), name=display_name(path)
+        path=recorded_path(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(), name=display_name(path)
     )

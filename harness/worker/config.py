@@ -24,4 +24,4 @@ class WorkerConfig:
     run_dir: str | None = None  # the run's own folder: the worker's cwd and its only writable place
     sandbox_readable: list = field(default_factory=list)  # besides the Python install, the system, the harness
     sandbox_writable: list = field(default_factory=list)  # besides the run folder (a shared Triton cache)
-    confine: bool = True  # False only in scripts/validation/sandbox_overhead.py (no CLI/option)
+    confine: bool = True  # False only in bench/sandbox_overhead.py (no CLI/option)

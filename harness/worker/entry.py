@@ -56,7 +56,7 @@ def _isolate(cfg: WorkerConfig) -> dict:
     run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
     os.chdir(run_dir)
     if not confine:
-        return {"off": "turned off to measure its cost (scripts/validation/sandbox_overhead.py)", "user": user}
+        return {"off": "turned off to measure its cost (bench/sandbox_overhead.py)", "user": user}
     return dict(
         sandbox.confine(run_dir, cfg.sandbox_writable, cfg.sandbox_readable, user, report.get("netns", False)), **report
     )

@@ -169,7 +169,7 @@ def apply_landlock(paths: SandboxPaths) -> dict:
         rules.allow(p, landlock.READ | landlock.WRITE)
     # the worker's own threads' files (/proc/self resolves to this process now): CUDA names its threads
     # by opening /proc/self/task/<tid>/comm for writing (with O_TRUNC) and does not start without it (error 304
-    # on the H200: scripts/validation/sandbox_gpu_probe.py)
+    # on the H200: bench/sandbox_gpu_probe.py)
     rules.allow(OWN_THREADS, landlock.READ | landlock.WRITE_FILE | landlock.TRUNCATE)
     threads = len(os.listdir("/proc/self/task"))
     rules.restrict_self()

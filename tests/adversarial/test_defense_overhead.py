@@ -1,4 +1,4 @@
-"""scripts/validation/defense_overhead.py in its CPU --quick form, and the --no-defenses stamp."""
+"""bench/defense_overhead.py in its CPU --quick form, and the --no-defenses stamp."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from tests.helpers import ROOT
 
 
 def test_defense_overhead_quick_writes_both_score_lists(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "defense_overhead", ROOT / "scripts" / "validation" / "defense_overhead.py"
-    )
+    spec = importlib.util.spec_from_file_location("defense_overhead", ROOT / "bench" / "defense_overhead.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "o.json"

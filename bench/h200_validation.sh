@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The H200 validation, in stages that each fit one device call (run from the repository root).
+# Every number lands in results/ (written by the scripts, never typed in) and, on the device tool,
+# in $OUT/results-<stage>.tar. Each step has its own time limit, so one stuck step cannot eat the call.
+#   bash bench/h200_validation.sh a   # examples + leaderboard table, protocol cross-check, all modes
+#   bash bench/h200_validation.sh b   # timing trust (kernel-only, repeatability, wall time), defense overhead
+#   bash bench/h200_validation.sh checks  # every GPU-marked test (JUnit XML)
+#   bash bench/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
+#                       # check (mxfp4: the gate holds; nvfp4: its short cap opens it by itself); the
+#                       # examples named after the stage only (default: all three)
+# (harness/data/device_peaks.json and results/h200_reference.json come from
+#  'python -m harness measure-peaks --out harness/data/device_peaks.json' and
+#  bench/validate_reference_gpu.py, run on their own.)
+set -u
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+R=results
+RUNS=$R/h200_runs
+mkdir -p "$RUNS"
+stage=${1:?stage smoke, a, b, checks or ranked}
+LOGS=$R/logs
+mkdir -p "$LOGS"
+# Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
+# returns them. Output goes to log files, not pipes (a pipe stays open while a killed step's
+# children live, and the call then hangs to its limit).
+step() {
+  [ -n "${OUT:-}" ] && tar -cf "$OUT/results-$stage.tar" $R 2>/dev/null
+  echo "=== $* ($(date -u +%H:%M:%S))" >&2
+}
+
+if [ "$stage" = smoke ]; then   # a few minutes: the launch gate and one example per task
+  step "launch gate"
+  timeout 60 $PY -c "import torch; from harness.worker.sampler import Sampler; from harness.engine.device import device_info as d; \
+s = Sampler(torch.device('cuda'), d(torch.device('cuda')).l2_bytes, 64 << 30); print(s.method)"
+  step "GPU gate tests"
+  timeout 150 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_timing_trust.py tests/adversarial \
+    -k "gate or side_stream or rerecording" 2>&1 | tail -15
+  for pair in triton_mxfp4:mxfp4_mm triton_nvfp4:nvfp4_gemm; do
+    step "${pair%%:*} benchmark"
+    timeout 150 $PY -m harness run submissions/${pair%%:*}.py --task ${pair##*:} --mode benchmark --max-repeats 30 \
+      --verify-timing --json $LOGS/smoke_${pair%%:*}.json --quiet 2>&1 | grep -v "^\[harness\]" | tail -14
+  done
+fi
+if [ "$stage" = a ]; then
+  step examples
+  timeout 330 $PY bench/bench_examples.py --out $R/h200_examples.json --markdown $R/h200_leaderboard.md \
+    --runs-dir $RUNS >/dev/null
+  for s in torch_mxfp4 triton_mxfp4; do
+    step "$s cross-check"
+    timeout 60 $PY bench/crosscheck_protocol.py submissions/$s.py --harness-json $RUNS/$s.json \
+      --out $R/h200_crosscheck_$s.json
+    for mode in leaderboard profile; do   # the profile run is a check that the mode works: kept in logs/
+      step "$s $mode"
+      dest=$RUNS; [ $mode = profile ] && dest=$LOGS
+      HARNESS_SECRET_SEED=h200-validation timeout 90 $PY -m harness run submissions/$s.py --task mxfp4_mm \
+        --mode $mode --max-repeats 30 --json $dest/$s.$mode.json --quiet | tail -2
+    done
+  done
+fi
+if [ "$stage" = checks ]; then
+  step "GPU tests"
+  timeout -k 5 400 $PY -m pytest -q -m gpu -p no:cacheprovider tests \
+    --junitxml=$R/h200_gpu_tests.xml > $LOGS/gpu_tests.log 2>&1
+  $PY bench/relative_paths.py $R/h200_gpu_tests.xml   # pytest names the test files by absolute path
+  tail -5 $LOGS/gpu_tests.log
+fi
+if [ "$stage" = ranked ]; then
+  shift
+  for run in triton_mxfp4:mxfp4_mm:90 triton_nvfp4:nvfp4_gemm:200 torch_nvfp4:nvfp4_gemm:250; do
+    IFS=: read -r sub task limit <<< "$run"
+    [ $# -gt 0 ] && [[ " $* " != *" $sub "* ]] && continue
+    step "$sub ranked run (device clock)"
+    timeout -k 5 "$limit" $PY -m harness run submissions/$sub.py --task $task --mode leaderboard \
+      --json $RUNS/$sub.leaderboard_clock.json > $LOGS/$sub.leaderboard_clock.log 2>&1
+    tail -3 $LOGS/$sub.leaderboard_clock.log
+  done
+fi
+if [ "$stage" = b ]; then
+  step timing;   timeout 400 $PY bench/validate_timing.py --out $R/h200_timing.json
+  step defenses; timeout 150 $PY bench/defense_overhead.py --out $R/h200_defense_overhead.json -n 3 --max-repeats 30
+fi
+step done   # saves everything
+exit 0
