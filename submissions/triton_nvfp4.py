@@ -123,7 +123,6 @@ try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA or cp
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _TensorDescriptor
     _GLUON = True
@@ -136,7 +135,6 @@ except Exception:
     pass
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-_SM100 = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
 
 
 @triton.jit
@@ -227,26 +225,21 @@ def _decode_fp8(p, sf, INTERP: tl.constexpr):
 
 @triton.jit
 def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal,
-                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
-                     PDL: tl.constexpr = False):
-    """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
-    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
-    the scales folded in, exact where _fp8_code finds no bad scale, and whether this program's tile has
-    one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM
-    launch."""
+                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False):
+    """FP8, the first kernel: decodes a [M, K/2, L] once into e4m3 out [L, M, K] with the scales folded
+    in, exact where _fp8_code finds no bad scale, so that the GEMM's N/BLOCK_N programs do not each
+    decode the same A tiles again, and whether this program's tile has a bad scale in
+    bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
     out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
-    if FP8:
-        lo, hi = _planes_f32(a, sa)
-        tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-        tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
-                 tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
-    else:
-        tl.store(out, _decode(a, sa))
+    lo, hi = _planes_f32(a, sa)
+    tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
+    tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
+             tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
     if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
 
@@ -353,19 +346,15 @@ def _i8_tile(acc, a8_rows, b8_rows, fa_rows, fb_rows, k_lo, k_hi, BLOCK_K: tl.co
 
 
 @triton.jit
-def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr,
-               INTERP: tl.constexpr):
-    """acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is value * 2**-14, so the
-    tile is acc * 2**28. *_rows: pointers to the tile's rows at k = 0. A_DEC: a_rows point into A
-    decoded by _decode_a_kernel, else into a itself."""
+def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
+    """The fallback: acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is
+    value * 2**-14 (exact for every e4m3 scale), so the tile is acc * 2**28. *_rows: pointers to the
+    tile's rows at k = 0 in a, sfa, b and sfb."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
     for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
-        if A_DEC:
-            av = tl.load(a_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :])
-        else:
-            av = _decode(tl.load(a_rows[:, None] + kh + offs_kh), tl.load(sa_rows[:, None] + ks + offs_ks))
+        av = _decode(tl.load(a_rows[:, None] + kh + offs_kh), tl.load(sa_rows[:, None] + ks + offs_ks))
         bv = _decode(tl.load(b_rows[:, None] + kh + offs_kh), tl.load(sb_rows[:, None] + ks + offs_ks))
         acc = _dot(av, bv, acc, INTERP)
     return acc
@@ -415,8 +404,7 @@ def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl
 def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                   M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
-    # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
+                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr, PDL: tl.constexpr = False):
     # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
     # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback). A_DEC = INT8: a8_ptr, b8_ptr hold both
     # operands as _prep_i8_kernel wrote them ([L, M, K], [L, N, K]), fa_ptr, fb_ptr their flags.
@@ -439,24 +427,20 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
     if PDL:
         _cuda.gdc_wait()
     a_rows = a_ptr + l * sal + offs_m * sam
-    if A_DEC == 1:
-        acc = _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
-    else:
-        bad = 1
-        blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks of A
-        if A_DEC == 2:   # FP8
-            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
-                                 k_lo, k_hi, BLOCK_K, INTERP)
-        if A_DEC == 3:   # INT8: 4 * C, exact in int32
-            b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
-            acc_i, bad = _i8_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32), a8_ptr + l * M * K + offs_m * K,
-                                  b8_ptr + l * N * K + offs_n * K, fa_ptr + blocks * (K // 256),
-                                  fb_ptr + b_blocks * (K // 256), k_lo, k_hi, BLOCK_K, INTERP)
-            acc = acc_i.to(tl.float32) * 0.25
-        if bad > 0:   # (FP8, INT8: a scale that the path cannot fold: this tile again, exactly, on fp16, in
-            # chunks of 64, whose registers stay within the fp8 loop's)
-            acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
-                             k_lo, k_hi, 64 if A_DEC >= 2 else BLOCK_K, False, INTERP) * 268435456.0
+    blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks of A
+    if A_DEC == 2:   # FP8
+        acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
+                             k_lo, k_hi, BLOCK_K, INTERP)
+    if A_DEC == 3:   # INT8: 4 * C, exact in int32
+        b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
+        acc_i, bad = _i8_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32), a8_ptr + l * M * K + offs_m * K,
+                              b8_ptr + l * N * K + offs_n * K, fa_ptr + blocks * (K // 256),
+                              fb_ptr + b_blocks * (K // 256), k_lo, k_hi, BLOCK_K, INTERP)
+        acc = acc_i.to(tl.float32) * 0.25
+    if bad > 0:   # a scale that the path cannot fold: this tile again, exactly, on fp16, in chunks of 64,
+        # whose registers stay within the fp8 loop's
+        acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
+                         k_lo, k_hi, 64, INTERP) * 268435456.0
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, acc.to(tl.float16))
@@ -475,29 +459,6 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-@triton.jit
-def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
-                        sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """sm_100: packed e2m1 operands and float8_e4m3fn scales straight into tl.dot_scaled (16-element
-    blocks: the FP4 tensor cores apply the scales), fp32 accumulation, fp16 C."""
-    pid_n, pid_m, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_kh = tl.arange(0, BLOCK_K // 2)
-    offs_ks = tl.arange(0, BLOCK_K // 16)
-    a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
-    b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
-    sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
-    sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        acc = tl.dot_scaled(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16), "e2m1",
-                            tl.trans(tl.load(b_ptrs + k // 2)), tl.load(sb_ptrs + k // 16), "e2m1", acc)
-    tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
-
-
-
 # ---- I8G: the INT8 path with B decoded in the GEMM, in Gluon (Hopper) --------------------------------------
 # Triton waits for each wgmma at once when an operand is computed in the loop, so the decode and the
 # tensor cores take turns. Here they overlap: A (int8 2 * value in K order, written once by
@@ -510,7 +471,6 @@ def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
 # A tile whose scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores
 # (exact products, as the reference): slow, and only adversarial inputs reach it.
 if _GLUON:
-    _cp_async = getattr(_async_copy, "async_load", None) or _async_copy.async_copy_global_to_shared
     _gl_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
@@ -523,13 +483,6 @@ if _GLUON:
         def _gl_flat(smem, shape: gl.constexpr):
             return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
-
-    @gluon.jit
-    def _gl_load_chunk(a_s, c_s, s_s, a_ptrs, b_ptrs, s_ptrs, kc, BK: gl.constexpr):
-        """Chunk kc's A tile, B codes and B scales into one stage of shared memory (cp.async)."""
-        _cp_async(a_s, a_ptrs + kc * BK)
-        _cp_async(c_s, b_ptrs + kc * (BK // 2))
-        _cp_async(s_s, s_ptrs + kc * (BK // 16))
 
     @gluon.jit
     def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
@@ -611,56 +564,6 @@ if _GLUON:
         return acc
 
     @gluon.jit
-    def _gl_ring_loop(a_smem, b_smem, a8_ptr, row_a, K, b_ptr, sb_ptr, n0, sbn, ssbn, acc, c_lo, n_it,
-                      cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
-        """The I8G loop with A (a8_ptr: the batch's [M, K], rows from row_a), B's codes and B's scales
-        staged by cp.async, STAGES chunks ahead."""
-        num_warps: gl.constexpr = cl.warps_per_cta[0]
-        BM: gl.constexpr = a_smem.shape[1]
-        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
-        ldb: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 2]
-        lds: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 16]
-        c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(16, 1, 1, [1, 0]))
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-        ra = row_a + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
-        a_ptrs = a8_ptr + gl.expand_dims(ra * K, 1) + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0)
-        rb = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
-        b_ptrs = b_ptr + gl.expand_dims(rb * sbn, 1) + gl.expand_dims(gl.arange(0, BK // 2, layout=gl.SliceLayout(0, ldb)), 0)
-        rs = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
-        s_ptrs = sb_ptr + gl.expand_dims(rs * ssbn, 1) + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0)
-        # The loop body has no branch, so that ptxas can schedule across it: past the last chunk the loads
-        # repeat it and its fold is thrown away (and so are its flags).
-        for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
-            _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs,
-                           c_lo + gl.minimum(i, n_it - 1), BK)
-            _async_copy.commit_group()
-        _async_copy.wait_group(STAGES - 2)
-        _gl_barrier()
-        vals, bad = _gl_fold(c_smem.index(0), s_smem.index(0), cl, BLOCK_N, BK)
-        b_smem.index(0).store(vals)
-        hopper.fence_async_shared()
-        rd = 0   # the stage of chunk it
-        for it in range(n_it):
-            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
-            _async_copy.wait_group(STAGES - 3)   # chunk it + 1 landed; b_smem[it % 2] stored by every warp
-            _gl_barrier()
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            vals, nb = _gl_fold(c_smem.index(nxt), s_smem.index(nxt), cl, BLOCK_N, BK)   # chunk it + 1's B
-            bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
-            b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()   # (before the next loads: the fence waits for this thread's copies)
-            _gl_load_chunk(a_smem.index(prv), c_smem.index(prv), s_smem.index(prv), a_ptrs, b_ptrs, s_ptrs,
-                           c_lo + gl.minimum(it + STAGES - 1, n_it - 1), BK)   # into chunk it - 1's stage
-            _async_copy.commit_group()
-            rd = nxt
-        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-        _async_copy.wait_group(0)   # the loads past the last chunk: none may land in the epilogue's scratch
-        return acc, bad
-
-    @gluon.jit
     def _gl_tma_a(a_desc, a_s, bar, row_a, kc, pred):
         """Chunk kc's A tile into one stage of A's ring by TMA, counted by mbarrier ``bar``."""
         mbarrier.expect(bar, a_desc.block_type.nbytes, pred=pred)
@@ -672,45 +575,6 @@ if _GLUON:
         mbarrier.expect(bar, b_desc.block_type.nbytes + s_desc.block_type.nbytes, pred=pred)
         _tma_load(b_desc, [n0, kc * b_desc.block_type.shape[1]], bar, c_s, pred=pred)
         _tma_load(s_desc, [n0, kc * s_desc.block_type.shape[1]], bar, s_s, pred=pred)
-
-    @gluon.jit
-    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b, row_a, n0, acc,
-                     c_lo, n_it, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                     B_STAGES: gl.constexpr):
-        """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
-        once the stage's mbarrier has flipped, with no proxy fence waiting on the copies). A and B have
-        rings of their own: A (32 KB a chunk, from L2) STAGES chunks ahead, B (9 KB a chunk, from DRAM)
-        B_STAGES; B's first B_STAGES chunks were issued by the caller before PDL's wait."""
-        # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
-        c_view = _gl_flat(c_smem, [B_STAGES, BLOCK_N, BK // 2])
-        s_view = _gl_flat(s_smem, [B_STAGES, BLOCK_N, BK // 16])
-        for i in gl.static_range(STAGES - 1):
-            _gl_tma_a(a_desc, a_smem.index(i), ready_a.index(i), row_a, c_lo + i, i < n_it)
-        mbarrier.wait(ready_b.index(0), 0)
-        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
-        b_smem.index(0).store(vals)
-        hopper.fence_async_shared()
-        for it in range(n_it):
-            ra = it % STAGES            # chunk it's A stage
-            rb = (it + 1) % B_STAGES    # chunk it + 1's B stage
-            mbarrier.wait(ready_a.index(ra), (it // STAGES) & 1)
-            _gl_barrier()   # b_smem[it % 2] stored by every warp
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
-            fb = it % B_STAGES   # chunk it's B stage: folded last iteration, and fenced since
-            _gl_tma_b(b_desc, s_desc, c_smem.index(fb), s_smem.index(fb), ready_b.index(fb), n0,
-                      c_lo + it + B_STAGES, it + B_STAGES < n_it)
-            mbarrier.wait(ready_b.index(rb), ((it + 1) // B_STAGES) & 1, pred=it + 1 < n_it)
-            vals, nb = _gl_fold(c_view.index(rb), s_view.index(rb), cl, BLOCK_N, BK)
-            bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
-            b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()
-            pa = (it + STAGES - 1) % STAGES   # chunk it - 1's A stage
-            _gl_tma_a(a_desc, a_smem.index(pa), ready_a.index(pa), row_a, c_lo + it + STAGES - 1,
-                      it + STAGES - 1 < n_it)
-        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-        return acc, bad
 
     @gluon.jit
     def _ws_mma(acc, a_smem, f_smem, bars, n_it, fa_ptrs, fmask, rdy):
@@ -797,9 +661,7 @@ if _GLUON:
     def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
                     rdy_ptr, M, N, K, sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
                     BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
-                    B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
-                    WS_REGS: gl.constexpr = 152, FUSED_A: gl.constexpr = 0, CHAIN: gl.constexpr = 0):
+                    PDL: gl.constexpr, B_STAGES: gl.constexpr, FUSED_A: gl.constexpr, CHAIN: gl.constexpr):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it). FUSED_A
@@ -807,8 +669,9 @@ if _GLUON:
         in turn (_gl_prep_a) before their partitions start and count them at rdy_ptr[0], where the
         partitions wait for all of them (_gl_wait_a); the last program to finish resets rdy_ptr[0:2]."""
         BM: gl.constexpr = 128
-        BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
-        num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
+        BK: gl.constexpr = 256   # a TMA box's rows start on 16 bytes: B's scales, BK / 16 bytes a row
+        num_warps: gl.constexpr = 4   # the wgmma warpgroup (the partitions add their own warps)
+        F_STAGES: gl.constexpr = 2   # folded-B buffers (four were no faster)
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 32])
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
@@ -824,33 +687,33 @@ if _GLUON:
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
         b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
         row_a, row_b = l * M + pid_m * BM, l * N + pid_n * BLOCK_N   # (TMA: the batches' rows follow each other)
-        if TMA:   # descriptors made on the host (_Tma); B's first loads go before PDL's wait
-            raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
-            s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
-            ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-            ready_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(STAGES):
-                mbarrier.init(ready_a.index(i), count=1)
-            for i in gl.static_range(B_STAGES):
-                mbarrier.init(ready_b.index(i), count=1)
-            if WS:   # the slots' "free" barriers, and the folded-B ring's
-                empty_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-                empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
-                ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-                empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-                bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-                for i in gl.static_range(STAGES):
-                    mbarrier.init(empty_a.index(i), count=1)
-                for i in gl.static_range(B_STAGES):   # (BLOCK_N 128: both fold warpgroups arrive)
-                    mbarrier.init(empty_b.index(i), count=BLOCK_N // 64)
-                for i in gl.static_range(F_STAGES):
-                    mbarrier.init(ready_f.index(i), count=BLOCK_N // 64)
-                    mbarrier.init(empty_f.index(i), count=1)
-            hopper.fence_async_shared()
-            for i in gl.static_range(B_STAGES):
-                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
-                          i < n_it)
+        # descriptors made on the host (_Tma); B's first loads go before PDL's wait
+        raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+        c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
+        ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        ready_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready_a.index(i), count=1)
+        for i in gl.static_range(B_STAGES):
+            mbarrier.init(ready_b.index(i), count=1)
+        # the slots' "free" barriers, and the folded-B ring's
+        empty_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
+        ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+        empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+        bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        for i in gl.static_range(STAGES):
+            mbarrier.init(empty_a.index(i), count=1)
+        for i in gl.static_range(B_STAGES):   # (BLOCK_N 128: both fold warpgroups arrive)
+            mbarrier.init(empty_b.index(i), count=BLOCK_N // 64)
+        for i in gl.static_range(F_STAGES):
+            mbarrier.init(ready_f.index(i), count=BLOCK_N // 64)
+            mbarrier.init(empty_f.index(i), count=1)
+        hopper.fence_async_shared()
+        for i in gl.static_range(B_STAGES):
+            _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
+                      i < n_it)
         if CHAIN:   # the next call's first kernel may launch now (its stores wait for this kernel's end)
             _cuda.gdc_launch_dependents()
         units = pid_n * 0   # FUSED_A: A's units, made here by programs pid, pid + nprog, ... (B's loads in flight)
@@ -870,32 +733,20 @@ if _GLUON:
         fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa_ptrs = fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0)
-        if not WS:   # the first kernel's A and flags (warp-specialized: waited for in the partitions)
-            if PDL:
-                _cuda.gdc_wait()
-            fa = gl.load(fa_ptrs, mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-        if WS:
-            bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
-            descs = (a_desc, b_desc, s_desc)
-            smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
-            rdy = (rdy_ptr, units)
-            wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
-            p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
-            acc, fa = gl.warp_specialize(
-                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
-                 (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
-                [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
-            bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
-            bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
-                                            bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
-        elif TMA:
-            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
-                                    row_a, row_b, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
-        else:
-            acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
-                                     sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
-                                     STAGES)
+        bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
+        descs = (a_desc, b_desc, s_desc)
+        smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
+        rdy = (rdy_ptr, units)
+        wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
+        p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
+        acc, fa = gl.warp_specialize(
+            [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
+             (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
+            [1, 1, 4, 4], [24, 24, 152, 152])   # registers a thread
+        bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+        bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
+                                        bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
         om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
@@ -928,30 +779,16 @@ if _GLUON:
 
 
 FP8, INT8, I8G, I8F = 2, 3, 4, 5
-# (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
-# A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
-# kernel, then the fp8 GEMM, INT8 = both operands to int8 in a first kernel, then the int8 GEMM (both:
-# fp16 for a tile with a scale that the path cannot fold), I8G = A to int8 in a first kernel, B folded
-# in the Gluon GEMM's loop (fp32 for such a tile), I8F = I8G with A made by the GEMM's own programs
-# (FUSED_A: one launch a call, where the kernel is warp-specialized and its grid fits on the SMs at
-# once; else I8G's two launches). INT8 configs:
-# results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json.
-# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
-# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
-# BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 (and B's scale codes
-# made by the first kernel) a ranked run failed: one output of 524288 off by 0.25 at n=4096
-# (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
-# I8G (BLOCK_K 256: TMA, 128: cp.async; num_warps = a warpgroup per 64 or 128 rows of B, num_stages =
-# STAGES, A's stages when warp-specialized): results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json
-# (47.0 and 23.3 us; 3 stages of A 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6).
-# Every benchmark shape: I8F, one launch a call, chained (_CHAIN): with the GEMM of one call letting the
-# next call's launch start early, I8F's GEMM was the faster on all three (41.44 / 17.88 / 11.21 us
-# against I8G's 42.62 / 19.10 / 15.34 at k=16384 / n=4096 / k=2048,
-# results/probes/h200_tuning_nvfp4_chain2_040f468.json), and it halves the host's launches, which the
-# batched protocol measures whenever the host is slower than the GPU (at k=2048 with I8G the ranked run
-# read 20.51 us against I8F's 14.13, results/probes/h200_ranked_nvfp4_chain_040f468/). Unchained, I8F
-# was the slower at n=4096 (22.46 against 21.33, results/probes/h200_sample_host_time_nvfp4_turns_25a58b6.json):
-# its programs made A before starting, after the call before had ended.
+# CONFIGS: (M, N, K) -> (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, path), the path one of
+# FP8 (A to e4m3 by a first kernel, then the fp8 GEMM), INT8 (both operands to int8 by a first kernel, then
+# the int8 GEMM), I8G (A to int8 by a first kernel, B folded in the Gluon GEMM) and I8F (I8G with A made by
+# the GEMM's own programs: one launch a call where the grid fits on the SMs at once, else I8G). I8G and I8F
+# need Hopper, Gluon, 4 warps, BLOCK_K 256 and 16-byte aligned B and sfb (TMA); elsewhere they take INT8.
+# The benchmark shapes, tuned by tune_examples.py on the H200: I8F, chained (see the header; A's stages
+# results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json: 4 stages 47.0 and 23.3 us at k=16384 and n=4096,
+# 3 stages 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6). Other shapes: FP8, one dot
+# (a fresh fp8 accumulator) per 128 K (with 256 a ranked run was off by 0.25 in one output of 524288:
+# results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8F),
     (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8F),
@@ -980,17 +817,11 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-def _f_stages(ws):
-    """I8G: the folded-B buffers (the one-loop kernel alternates two)."""
-    return _F_STAGES if ws else 2
-
-
-def _b_stages(a_stages, BN, BK, ws, smem=220 * 1024):
-    """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the
-    folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales.
-    ws: the kernel is warp-specialized."""
-    stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages(ws) * BN * BK) // (BN * BK // 2 + BN * BK // 16)
-    if ws and BN == 64:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
+def _b_stages(a_stages, BN, smem=220 * 1024):
+    """I8G: B's ring fills the shared memory that A's ring (a_stages of 128 x 256 int8) and the two
+    folded-B buffers (BN x 256 int8 each) leave; a stage holds BN x 128 codes and BN x 16 scales."""
+    stages = (smem - a_stages * 128 * 256 - 2 * BN * 256) // (BN * 128 + BN * 16)
+    if BN == 64:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
         stages -= stages % 2   # (a wait on its mbarrier then never finds it two phases behind)
     if stages < 2:
         raise ValueError(f"I8G: {a_stages} stages of A leave too little shared memory for two stages of B")
@@ -1025,13 +856,13 @@ def _scratch(dev, nws, ncnt):
 # H200, most of what is left being libcuda's own (probes/h200_host_time_nvfp4_libcuda_*.json).
 # Nothing is cached by input identity or content.
 class _In:
-    """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c,
-    5, 6 = sfa, sfb as they are (float8_e4m3fn, for tl.dot_scaled); ``ptr``: which data pointer."""
+    """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c;
+    ``ptr``: which data pointer."""
     def __init__(self, i):
-        self.i, self.ptr = i, (0, 1, 2, 3, 4, 2, 3)[i]
+        self.i = self.ptr = i
 
 
-_A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+_A, _B, _SA, _SB, _C = (_In(i) for i in range(5))
 
 
 class _Address:
@@ -1108,14 +939,6 @@ class _Tma:
         return at
 
 
-_WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
-_F_STAGES = 2   # ... its folded-B buffers
-_WS_REGS = 152   # ... registers a thread of a fold warpgroup
-_B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
-# Warp-specialized I8G and I8F: a call's first launch (I8G's first kernel, I8F's GEMM) is a dependent
-# launch of the call before's GEMM, which lets it launch at its start (0: off). I8G's first kernel loads
-# and folds A while that GEMM runs, waits for its end, then lets its own GEMM launch and stores
-_CHAIN = 1
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
@@ -1124,76 +947,67 @@ except Exception:
     _driver = None
 
 
+def _path(M, N, K, L, strides, aligned):
+    """The call's config with its path resolved for this machine and these operands: (BLOCK_N, BLOCK_K,
+    SPLIT_K, num_warps, num_stages, path), path FP8, INT8 or I8G, and whether I8G makes A itself (I8F)."""
+    (_, _, _), (sbn, sbk, sbl), _, (ssbn, ssbk, ssbl), _ = strides
+    _, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
+    fused = a_dec == I8F
+    if fused:
+        a_dec = I8G
+    # I8G: descriptors over all batches (a batch's rows follow the last one's), 16-byte aligned rows
+    tma = BK == 256 and aligned and sbk == ssbk == 1 and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) \
+        and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
+    if a_dec == I8G and not (_GLUON and _HOPPER and tma and nw == 4 and BN in (64, 128)):
+        a_dec, BK, nw, fused = INT8, 256, 8, False   # (the Gluon kernel is written for Hopper's wgmma and TMA)
+    if a_dec in (INT8, I8G) and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
+        a_dec, BK, nw, fused = FP8, 128, 4, False
+    return BN, BK, SPLIT, nw, ns, a_dec, fused
+
+
 def _launches(M, N, K, L, strides, dev, aligned=True):
     """The call's kernel launches as (kernel, grid, args, meta); ``strides``: a, b, sfa, sfb, c as uint8
     views (elements); an ``_In`` argument stands for one of the call's tensors; ``aligned``: b and sfb
     start on 16 bytes (as TMA needs)."""
-    (sam, _, sal), (sbn, sbk, sbl), (ssam, _, ssal), (ssbn, ssbk, ssbl), (scm, _, scl) = strides
-    if _SM100 and M % 128 == 0 and N % 128 == 0 and K % 128 == 0:
-        return [(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
-                 [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
-                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
-    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    want_fused, a_dec = a_dec == I8F, I8G if a_dec == I8F else a_dec
-    if a_dec == I8G and not (_GLUON and _HOPPER):   # the Gluon kernel is written for Hopper's wgmma
-        a_dec, BK, nw = INT8, 256, 8
-    if a_dec in (INT8, I8G) and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
-        a_dec, BK, nw = FP8, 128, 4
-    out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
-    chain = 0
+    (sam, _, sal), (sbn, _, sbl), (ssam, _, ssal), (ssbn, _, ssbl), (scm, _, scl) = strides
+    BM = 128
+    BN, BK, SPLIT, nw, ns, a_dec, fused = _path(M, N, K, L, strides, aligned)
     grid = (N // BN, M // BM, L * SPLIT)
-    # I8G by TMA: one descriptor per operand over all batches (a batch's rows follow the last one's); with
-    # one warpgroup of wgmma warp-specialized, and then (I8F) A made in the same kernel (FUSED_A) where
-    # every program is resident at once (one an SM), as its programs wait for each other's units of A
-    tma = a_dec == I8G and BK == 256 and aligned and sbk == ssbk == 1 \
-        and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
-    spec = bool(tma and _WS and nw == 4 and BN in (64, 128))
-    fused = want_fused and spec and \
-        grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
+    # I8F: no first kernel where every program is resident at once (one an SM), as they wait for each
+    # other's units of A; a dependent launch of the call before's GEMM (the chain)
+    fused = fused and grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
+    out, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _C, _C, _C, _C, _PDL
     if a_dec in (INT8, I8G):   # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags
-        a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _C
+        a8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8)
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
         if a_dec == INT8:
             b8_arg = _buffer(dev, "b_i8", L * N * K, torch.int8)
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-    if fused:   # no first kernel; _CHAIN: a dependent launch of the call before's GEMM
-        chain = int(bool(_CHAIN and _PDL))
-        pdl = bool(chain)
-    elif a_dec in (INT8, I8G):
-        chain = int(bool(_CHAIN and pdl and spec))
+    chain = int(pdl and a_dec == I8G)   # I8G's first launch: a dependent launch of the call before's GEMM
+    if a_dec in (INT8, I8G) and not fused:
         out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
                     [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
                      ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "WAIT": chain,
                             "num_warps": 8 if a_dec == I8G else 4,   # (A alone: 8 warps, 0.3 us faster)
                             "num_stages": 1, **({"launch_pdl": True} if chain else {})}))
-    elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
-        buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
-                      torch.float8_e4m3fn)
-        if a_dec == FP8:
-            bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
-        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, bad_arg, M, K, sam, sal, ssam, ssal],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
-        if a_dec == 1:
-            a_arg, sam, sal = buf, K, M * K
-        else:
-            a8_arg = buf
+    elif a_dec == FP8:   # A decoded once to e4m3, with its bad-scale flags, in a first kernel
+        a8_arg = _buffer(dev, "a_fp8", L * M * K, torch.float8_e4m3fn)
+        bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
+        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, a8_arg, bad_arg, M, K, sam, sal, ssam, ssal],
+                    {"BLOCK_R": 64, "BLOCK_K": 256, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
     if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
         descs = [_Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
-                 _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)] \
-            if tma else [None] * 3
+                 _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)]
         rdy = _buffer(dev, "a_ready", 2, torch.int32)   # (FUSED_A: A's units made, programs done)
         out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, rdy, M, N, K, sam, sal,
                                                 ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl],
-                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": tma, "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
-                     "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS, "FUSED_A": int(fused),
-                     "CHAIN": chain, "num_warps": nw,
-                     **({"launch_pdl": True} if pdl else {})}))
+                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "B_STAGES": _b_stages(ns, BN),
+                     "FUSED_A": int(fused), "CHAIN": chain, "num_warps": nw, **({"launch_pdl": True} if pdl else {})}))
         return out
     out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
+                [_A, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
                  ssal, ssbn, ssbl, scm, scl],
                 {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
                  "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
@@ -1340,8 +1154,8 @@ def custom_kernel(data):
         except Exception:
             _FAST[0] = False
     M, KH, L = a.shape
-    views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c, sfa, sfb)
-    launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views[:5]], a.device, key[-1])
+    views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c)
+    launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views], a.device, key[-1])
     handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x.value(ptrs) if isinstance(x, _Tma) else x
                               for x in args], **meta) for kernel, grid, args, meta in launches]
     if _FAST[0]:
