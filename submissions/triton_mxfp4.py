@@ -650,7 +650,7 @@ def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
     rows_a = rows_a or rows
     _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows_a), K // bk),
             (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)),
-            ("prepare", N, rows, rows_a, bk, nw) + key,
+            ("prepare", N, rows, rows_a, bk, nw, *key),
             {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "BLOCK_RA": rows_a, "num_warps": nw,
              "num_stages": 1})
     return ap, bp
@@ -680,7 +680,7 @@ def custom_kernel(data):
         kp = triton.next_power_of_2(K)
         rows = _FP8_PREP_ROWS or max(1, 2048 // kp)
         _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
-                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
+                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8", *key),
                 {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl,
                  "num_warps": _FP8_PREP_WARPS, "num_stages": 1})
     elif pre_a:
@@ -690,7 +690,7 @@ def custom_kernel(data):
     _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
             (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
              K // SPLIT),
-            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
+            ("mm", *key), {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
                             "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
                             "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
                             "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})

@@ -1,114 +1,61 @@
-"""nvfp4_gemm in Triton for NVIDIA Hopper (H200).
+"""nvfp4_gemm in Triton and Gluon for NVIDIA Hopper (H200): the fast example.
 
-C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements with e4m3 scales per
-16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
-on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
+What it computes: C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16; e2m1 elements, one
+e4m3 scale per 16 of them (the task's scales are 0..3). For the plain version read torch_nvfp4.py first.
 
-* I8F on every benchmark shape (below), I8G where a grid does not fit on the SMs at once. I8G: INT8 as
-  below, but only A is folded by the first kernel; B is folded in the GEMM, a Gluon kernel
-  (_i8g_kernel), which Triton's own pipeline cannot express (it waits for every wgmma at once when an
-  operand is computed in the loop, so the decode and the tensor cores took turns). Its TMA descriptors
-  are made on the host: a tensor map per operand encoded on the first call, then for each new address a
-  copy with the address replaced (cuTensorMapReplaceAddress, under 1 us:
-  probes/h200_host_time_nvfp4_launch_api_0ce8111.json), kept by address (the batched protocol's inputs
-  come back at the same addresses). Made in each program, the writes and fences before its first load
-  cost 3.4 and 2.6 us of the GEMM at k=16384 and n=4096
-  (probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json); a map encoded for every new address made
-  the ranked run host-bound (probes/h200_examples_ranked_nvfp4_7b9bed5.json); as now, 26.01 against
-  27.64 us ranked in one session (probes/h200_examples_ranked_nvfp4_{host_tma,head}_0ce8111.json).
-  I8F (A_DEC = I8F, FUSED_A): A made by the GEMM's own programs, before their partitions start (B's
-  first loads in flight), counted in global memory where the partitions wait for the count, so a
-  call is one launch; only where every program is resident at once. Launched after the call before
-  had ended, its programs made A late (27.01 against I8G's 25.06 ranked on every shape,
-  probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json); chained (_CHAIN, below) it is the
-  faster on every shape, with half the launches (see CONFIGS). The fold takes B 64 rows at a time,
-  whatever BLOCK_N. With TMA
-  (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
-  mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
-  scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold
-  warpgroups take alternate chunks of B to int8 (_FOLD_I8) into two folded-B buffers (BLOCK_N 128:
-  both take every chunk, 64 rows each), a warp reading two whole rows of codes at a time; the wgmma
-  warpgroup multiplies each chunk from shared memory into one
-  int32 accumulator for the whole K (exact) and frees its stages. Its shared memory is nearly always
-  busy: at k=16384 Nsight Compute counts about 975 shared-memory wavefronts a chunk (wgmma operands
-  384, loads 356, stores 205; one a cycle at most) in about 1050 active cycles a chunk
-  (results/probes/h200_ncu_nvfp4_i8g_ws_bn64_smem_3b5d227.txt). Slower or no faster (twenty-second
-  pass, results/probes/): BLOCK_N 128 (56.3 against 45.1 us, h200_tuning_nvfp4_bn128_0bf27fe.json),
-  four folded-B buffers (h200_tuning_nvfp4_f_stages_*), three fold warpgroups (_three_folds_*), B's
-  scales checked by the wgmma warpgroup instead (47.9 against 43.5, _scales_in_mma_*); the fold
-  without its scale check would save about 2.5 us at k=16384 (_fold_probe_*). In one run at 6ab5ed0: 49.2 against
-  59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
-  h200_tuning_nvfp4_i8g_ws_6ab5ed0.json, _nows_6ab5ed0.json, which has 25.8 at n=4096); with two
-  folded-B buffers instead of three 47.0 and 23.3 (_ws_fe1ce8f.json). What bounded that loop, by
-  probes that time wrong outputs on purpose (h200_probe_nvfp4_i8g_probe*_2b6bab2.json and
-  _5b3d110.json, switches at 5b3d110): one warp per scheduler ran the fold, the wgmma and the loads'
-  waits in turn. Without the fold 52.8 us, without the wgmma 46.8, without both 39.0 (the loads
-  alone), half of A's bytes 58.0: A read by every program from L2 was not the bound. Other schedules,
-  slower: rings of their own for A and B in the one loop (57.0-59.6,
-  h200_tuning_nvfp4_i8g_rings_*_996a03d.json); stream-K (70.3 against 58.9,
-  probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, code at 185a864); B folded straight into
-  the wgmma's register operand (85.0 against 59.3, h200_tuning_nvfp4_b_regs_591361c.json). Without
-  TMA (BLOCK_K 128) or with 8 warps the loop runs in every warp: chunk i's wgmma runs while chunk
-  i + 1's B is folded, its loads by TMA (one mbarrier a stage) or by cp.async. TMA matters there
-  because a wgmma on data that cp.async brought must follow a proxy fence, which waits for the
-  thread's copies still in flight (Nsight Compute, results/probes/h200_ncu_nvfp4_i8g_*). A box's rows
-  start on 16 bytes and B's scales are BLOCK_K / 16 bytes a row, hence BLOCK_K 256 for TMA (at 128 the
-  H200 raised an illegal instruction). A's first kernel runs 8 warps a program here (4 for INT8): 0.3
-  us faster in four rounds (results/probes/h200_tuning_nvfp4_prep_warps_*_591361c.json).
-  A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
-* INT8 (A_DEC = INT8: the k=2048 benchmark shape before I8F): an e2m1 value times an integer scale
-  0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
-  accumulate exactly in int32. A first kernel writes both operands that way, in K order, reading the
-  codes and writing the values as 32-bit words (_FOLD_I8_ASM: prmt lookups in two tables times the
-  block's scale), and flags every 64-row x 256-K tile with any other scale; the GEMM is then a plain
-  int8 GEMM (its loads staged by cp.async, one int32 accumulator), and a flagged tile is computed
-  again, exactly, on the fp16 path. It writes and reads the int8 B (2 bytes per packed byte), which is
-  why the FP8 path stays faster at k=16384 (results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json:
-  100.1 against 93.2 us; 30.5 against 31.3 at n=4096, 15.2 against 22.4 at k=2048; the first kernel
-  alone 54.0 / 14.8 / 7.6 us, h200_profile_nvfp4_prep_i8w_fc59e7e.json). One program per 64 x 256
-  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json, code at
-  a5e26f1). Both steps in one cooperative launch (one program per SM, a grid barrier between them)
-  were slower: 51.3 and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json,
-  code at 4e03a61).
-  At k=2048 the ranked run measures the host: two launches through Triton cost it about 8 us each
-  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 13.9 us per call. The launch plan
-  below calls cuLaunchKernelEx itself: a call then takes about 17 us of host time, and k=2048 ranks at
-  17.6 against 26.6 us (superseded/h200_examples_ranked_ca22fd7.json; probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
-* FP8 (A_DEC = FP8: the default for other shapes): an e2m1 value times a scale 2**E * f is exact
-  in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
-  so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
-  first kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in
-  the loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM),
-  its even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop
-  flags B's other scales itself; a flagged tile is computed again on the fp16 path. Each dot (128 K)
-  gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one accumulator
-  for the whole K failed the 1e-3 tolerance, results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json,
-  and so did 256 K per dot once in a ranked run, see CONFIGS). Checking A's scales in the loop of every
-  N tile instead, with a dearer _fp8_code: 113.6 / 36.8 / 24.8 us at best against 93.0 / 31.5 / 22.7
-  (results/h200_tuning_nvfp4_fp8_join.json, h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
-  codes and flags in the first kernel too saved loop instructions but cost more in that kernel at
-  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2). Decoding
-  B into int8 in the loop instead (per-byte prmt lookups, two dots per chunk) was slower:
-  114.9 / 38.0 / 26.6 us (results/probes/h200_tuning_nvfp4_int8_3f3fa47.json, code at 3f3fa47).
-* fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
-  e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
-  e4m3 scale; the fp32 accumulator is multiplied by 2**28 at the end (exact).
-* Split-K over a persistent fp32 workspace with a last-arriving-split reduction (counters reset by the
-  kernel itself); a split takes a share of the K chunks, so any split count works.
-* Two launches: the GEMM after the first kernel is a programmatic dependent launch (PDL: it launches
-  while the first kernel runs and waits for it in the kernel). Chained (_CHAIN, I8G and I8F): a call's
-  first launch is itself a dependent launch of the call before's GEMM, which lets it launch at its
-  start, so the next call's programs start on the SMs that GEMM leaves free and load and fold their
-  part of A while it runs; they wait for its end (PDL's wait) before writing the scratch it reads
-  (A's int8, its flags, the split-K partials and counters). Every kernel of the chain waits for the
-  one before, so when one ends all before it have ended. A dependent grid is placed only once every
-  program of the one before has started, so I8F's programs, which wait for each other, never wait
-  on a program that has no SM. At k=2048: 11.21 against 15.60 us unchained
-  (results/probes/h200_tuning_nvfp4_chain{2_040f468,0_f29435a}.json).
-On sm_100 (B200) a second kernel multiplies the packed operands directly with tl.dot_scaled and the
-e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the FP4 tensor cores); a
-CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
-harness's check is what would catch a mistake there.
+Speed: 21.69 us ranked (geometric mean; 41.37 / 18.24 / 13.52 us at k=16384 / n=4096 / k=2048), from
+results/h200_examples_ranked.json (H200, Triton 3.6; measured at commit dc7a925, whose kernels this file
+still compiles to: same sm_90 PTX and launch configs).
+
+What it shows: Hopper has no FP4 tensor cores, so the kernels fold the scales into the elements and use
+the int8 tensor cores (wgmma): 2 * e2m1 * s is an exact int8 for an integer scale s in 0..10, and the
+int32 accumulator is exact. The data path on the benchmark shapes (I8F, one launch a call):
+1. The GEMM's programs first fold A into int8 (_gl_prep_a, inline-PTX prmt lookups: _FOLD_I8), each its
+   share, and count the shares in global memory; B's first TMA loads are already in flight.
+2. Then the kernel is warp-specialized (gl.warp_specialize): a warp loads A's int8 chunks by TMA, a warp
+   B's codes and scales, two fold warpgroups turn B's chunks into int8 in shared memory, and a wgmma
+   warpgroup multiplies them into one int32 accumulator; mbarriers hand each chunk over. Triton's own
+   pipeline cannot overlap a decode with the wgmma (it waits for every wgmma when an operand is computed
+   in the loop), hence Gluon.
+3. A tile with a scale that does not fold (not an integer 0..10: adversarial inputs only) is computed
+   again in fp32 on the CUDA cores (_gl_fp32_tile), so the output is right for any e4m3 scale.
+Elsewhere (other shapes: FP8; non-Hopper GPUs, inputs not aligned for TMA and Triton's CPU interpreter,
+which the tests use: INT8) a first kernel decodes A (and for INT8 also B) and a Triton GEMM follows as a
+programmatic dependent launch (PDL); its scale check redoes a tile on fp16 (_fp16_tile), which is exact
+for every e4m3 scale. FP8 folds a scale 2**E * f (f 1 or 1.5) into e4m3 elements; B is decoded in the
+loop by prmt lookups (_DECODE_FP8_ASM).
+
+Driver-level tricks, each kept for its measured gain:
+* The chain: a call's first launch is a PDL launch of the call before's GEMM, which triggers it at its
+  start, so the next call's programs fold their part of A on the SMs that GEMM leaves free and wait for
+  its end (PDL's wait) before writing the scratch it reads. A dependent grid is placed only once every
+  program of the one before has started, so I8F's programs, which wait for each other, never wait on a
+  program with no SM. At k=2048: 11.21 against 15.60 us unchained (tune_examples.py,
+  results/probes/h200_tuning_nvfp4_chain2_040f468.json and _chain0_f29435a.json; commits 040f468,
+  f29435a), and I8F (one launch) became faster than I8G (two) on all three shapes: 41.44 / 17.88 / 11.21
+  against 42.62 / 19.10 / 15.34 us (h200_tuning_nvfp4_chain2_040f468.json).
+* The launch plan with cuLaunchKernelEx by ctypes: the batched protocol times the host whenever the host
+  is slower than the GPU (at k=2048 the kernel takes 9.9 us, README), and Triton's launcher spends 5.5-7.2
+  us a launch binding arguments. After a call's first launch the plan keeps each kernel's CUDA parameter
+  block (laid out from the kernel's PTX entry), writes the five data pointers into it and calls
+  cuLaunchKernelEx itself (3.7-5.6 us a launch: results/probes/h200_host_time_nvfp4_launch_api_0ce8111.json,
+  commit 0ce8111); k=2048 ranked 17.6 against 26.6 us through Triton's launchers (commit ca22fd7,
+  results/superseded/h200_examples_ranked_ca22fd7.json and probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
+  The TMA descriptors are made on the host: a tensor map encoded once, then for each new address a copy
+  with the address replaced (cuTensorMapReplaceAddress, under 1 us), kept by address; made in the kernel
+  they cost 3.4 and 2.6 us at k=16384 and n=4096 (probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json).
+  Where the plan cannot lay a kernel's parameters out (another Triton), it launches through Triton's own
+  launchers; nothing is cached by input identity or content.
+
+Tried and slower on the H200 (results/README.md names each file and its commit): BLOCK_N 128, three fold
+warpgroups, four folded-B buffers, the wgmma warpgroup checking B's scales, one loop in every warp
+instead of the partitions (59.7 against 49.2 us at k=16384), cp.async instead of TMA, stream-K, B folded
+into the wgmma's register operand, both INT8 steps in one cooperative launch, FP8 on the benchmark shapes
+(93.2 / 31.3 / 22.4 us), and I8F unchained (its programs made A only after the call before had ended).
+
+Why more than 700 lines: the Gluon kernel (its partitions, the fold, the in-kernel A) takes about 320, the
+FP8 / INT8 Triton kernels, which serve every GPU and input that the Gluon kernel does not (and the CPU
+tests), 320, and the host side (configs, TMA descriptors, the launch plan) 380.
 """
 import ctypes
 import os
@@ -119,7 +66,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
-try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA or cp.async, and async wgmma
+try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA, warp specialization and async wgmma
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
@@ -314,7 +261,7 @@ def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr
     finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
     (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
     Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch.
-    WAIT (launched as a dependent of the call before's GEMM, see _CHAIN): its loads before PDL's wait,
+    WAIT (launched as a dependent of the call before's GEMM, the chain): its loads before PDL's wait,
     its stores after."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     na, kt = M // BLOCK_R, tl.num_programs(1)
@@ -461,15 +408,14 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
 
 # ---- I8G: the INT8 path with B decoded in the GEMM, in Gluon (Hopper) --------------------------------------
 # Triton waits for each wgmma at once when an operand is computed in the loop, so the decode and the
-# tensor cores take turns. Here they overlap: A (int8 2 * value in K order, written once by
-# _prep_i8_kernel) and B's codes and scales reach shared memory ahead of use, by TMA (chunks of 256 K)
-# or by cp.async (128 K); B is folded into int8 by _FOLD_I8 (prmt lookups in tables times the block's
-# integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows of B, all 128 rows of
-# A); one int32 accumulator, exact, so no partial sums leave the tensor cores. By TMA with one
-# warpgroup of wgmma the kernel is warp-specialized (_ws_*: load warps, fold warpgroups, the wgmma
-# warpgroup); otherwise one loop in every warp issues chunk i's wgmma and folds chunk i + 1 meanwhile.
-# A tile whose scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores
-# (exact products, as the reference): slow, and only adversarial inputs reach it.
+# tensor cores take turns. Here they overlap: A (int8 2 * value in K order, written by _prep_i8_kernel
+# or, I8F, by the GEMM's own programs: _gl_prep_a) and B's codes and scales reach shared memory ahead of
+# use by TMA, in chunks of 256 K; B is folded into int8 by _FOLD_I8 (prmt lookups in tables times the
+# block's integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows of B, all 128
+# rows of A); one int32 accumulator, exact, so no partial sums leave the tensor cores. The kernel is
+# warp-specialized (_ws_*: two load warps, two fold warpgroups, the wgmma warpgroup). A tile whose
+# scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores (exact
+# products, as the reference): slow, and only adversarial inputs reach it.
 if _GLUON:
     _gl_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
@@ -523,7 +469,7 @@ if _GLUON:
         out_l: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [cl.warps_per_cta[0], 1], [1, 0])
         orow = l * M + r * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, out_l))
         ocol = kc * 256 + gl.arange(0, 256, layout=gl.SliceLayout(0, out_l))
-        _cuda.gdc_wait()   # (_CHAIN: the kernel before, which reads a8 and fa, has ended)
+        _cuda.gdc_wait()   # (the chain: the kernel before, which reads a8 and fa, has ended)
         gl.store(a8_ptr + gl.expand_dims(orow * K, 1) + gl.expand_dims(ocol, 0), gl.convert_layout(vals, out_l))
         gl.store(fa_ptr + unit, gl.max(gl.max(bad, axis=1), axis=0))
 
@@ -581,7 +527,7 @@ if _GLUON:
         """Warp-specialized I8G, the default partition (one warpgroup): A's flags once A is written
         (_gl_wait_a), then chunk c's wgmma once its A tile and its folded B are in; a chunk's A stage and
         folded-B slot are released when its wgmma is done. Returns the accumulator and A's flags."""
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        a_ready, a_empty, _b_ready, _b_empty, f_ready, f_empty = bars
         _gl_wait_a(rdy)
         fa = gl.load(fa_ptrs, mask=fmask, other=0)
         SA: gl.constexpr = a_smem.shape[0]
@@ -601,9 +547,9 @@ if _GLUON:
     def _ws_load_a(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
         """Warp-specialized I8G, A's load warp: waits until A is written (_gl_wait_a), then A's chunks
         into A's ring as the wgmmas free its stages."""
-        a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        a_desc, _b_desc, _s_desc = descs
+        a_smem, _c_smem, _s_smem, _f_smem, _bad_smem = smems
+        a_ready, a_empty, _b_ready, _b_empty, _f_ready, _f_empty = bars
         SA: gl.constexpr = a_smem.shape[0]
         _gl_wait_a(rdy)
         for c in range(n_it):
@@ -614,9 +560,9 @@ if _GLUON:
     def _ws_load_b(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
         """Warp-specialized I8G, B's load warp: B's codes and scales of chunk c + B_STAGES once chunk c is
         folded (the first B_STAGES chunks came before the partitions, and before PDL's wait)."""
-        a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        _a_desc, b_desc, s_desc = descs
+        _a_smem, c_smem, s_smem, _f_smem, _bad_smem = smems
+        _a_ready, _a_empty, b_ready, b_empty, _f_ready, _f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         for c in range(n_it - SB):
             mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1)
@@ -629,8 +575,8 @@ if _GLUON:
         the folded-B ring, its flags to bad_smem[part]. BLOCK_N 64: the two take alternate chunks; BLOCK_N
         128: both take every chunk, rows part * 64 .. part * 64 + 63 each (a B stage is freed, and a folded
         buffer filled, when both have arrived)."""
-        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        _a_smem, c_smem, s_smem, f_smem, bad_smem = smems
+        _a_ready, _a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
         NH: gl.constexpr = c_smem.shape[1] // 64   # 64 rows of B folded at a time (registers)
@@ -741,8 +687,8 @@ if _GLUON:
         wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
         p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
         acc, fa = gl.warp_specialize(
-            [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
-             (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
+            [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),  # noqa: RUF005
+             (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],  # noqa: RUF005
             [1, 1, 4, 4], [24, 24, 152, 152])   # registers a thread
         bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
         bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
@@ -1001,8 +947,8 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
         descs = [_Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
                  _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)]
         rdy = _buffer(dev, "a_ready", 2, torch.int32)   # (FUSED_A: A's units made, programs done)
-        out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, rdy, M, N, K, sam, sal,
-                                                ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl],
+        out.append((_i8g_kernel, grid, [*descs, a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, rdy, M, N, K, sam, sal,
+                                          ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl],
                     {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "B_STAGES": _b_stages(ns, BN),
                      "FUSED_A": int(fused), "CHAIN": chain, "num_warps": nw, **({"launch_pdl": True} if pdl else {})}))
         return out
