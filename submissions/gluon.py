@@ -1,6 +1,10 @@
-"""mxfp4_mm written in Gluon (Triton's explicit-layout dialect).
+"""mxfp4_mm written in Gluon (Triton's explicit-layout dialect): how a kernel looks when you place every
+layout, shared-memory buffer and wgmma yourself. Needs a GPU (Triton's interpreter does not run Gluon).
 
-NVIDIA Hopper path (what runs on the H200): swap-AB, one warpgroup per program.
+Speed: 22.30 us (geometric mean, test+benchmark mode on the H200; results/h200_examples.json); for a
+faster Triton version see triton_mxfp4.py (10.66 us ranked).
+
+Data path, NVIDIA Hopper (what runs on the H200): swap-AB, one warpgroup per program.
   * explicit BlockedLayouts for the global loads, 1x32 K-slices per iteration (one MXFP4 block: the A
     quantization's amax is a plain row reduction, B's e8m0 scale is one value per row),
   * A quantize-dequantize (aiter "even" rounding) in registers -> bf16 -> shared memory
