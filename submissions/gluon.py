@@ -33,14 +33,31 @@ except Exception:
 
 
 @gluon.jit
-def _mxfp4_gluon_hopper(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
-                        M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
-                        BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                        num_warps: gl.constexpr):
+def _mxfp4_gluon_hopper(
+    a_ptr,
+    bq_ptr,
+    bs_ptr,
+    c_ptr,
+    ws_ptr,
+    cnt_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    stride_cm,
+    bs_stride,
+    K_SPLIT,
+    BLOCK_N: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    SPLIT_K: gl.constexpr,
+    num_warps: gl.constexpr,
+):
     BK: gl.constexpr = 32
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [num_warps, 1], [1, 0])
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BLOCK_M, 16])
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16]
+    )
     b_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     a_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
     row_l: gl.constexpr = gl.SliceLayout(1, ld)
@@ -78,8 +95,7 @@ def _mxfp4_gluon_hopper(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
         step = gl.where(aq < 2.0, 0.5, gl.where(aq < 4.0, 1.0, 2.0))
         r = (aq * inv_step + 12582912.0) - 12582912.0
         r = gl.minimum(r * step, 6.0)
-        r = (r.to(gl.int32, bitcast=True) | (q.to(gl.int32, bitcast=True) & -2147483648)).to(gl.float32,
-                                                                                              bitcast=True)
+        r = (r.to(gl.int32, bitcast=True) | (q.to(gl.int32, bitcast=True) & -2147483648)).to(gl.float32, bitcast=True)
         a_dq = (r * sc).to(gl.bfloat16)
         # ---- B: codes + shuffled scale -> bf16
         byte = gl.load(b_ptrs + k // 2, mask=gl.expand_dims(n_mask, 1), other=0).to(gl.int32)
@@ -168,8 +184,9 @@ def _pick(M, N, K):
 def custom_kernel(data):
     A, _B, B_q, _B_shuffle, B_scale_sh = data
     if A.device.type != "cuda":
-        raise RuntimeError("gluon.py needs a GPU (NVIDIA Hopper, or AMD CDNA4): Triton's CPU interpreter "
-                           "does not run Gluon kernels")
+        raise RuntimeError(
+            "gluon.py needs a GPU (NVIDIA Hopper, or AMD CDNA4): Triton's CPU interpreter does not run Gluon kernels"
+        )
     M, K = A.shape
     N = B_q.shape[0]
     BN, BM, SPLIT = _pick(M, N, K)
@@ -186,6 +203,24 @@ def custom_kernel(data):
             _SCRATCH[dev] = (ws, cnt)
     else:
         ws, cnt = C, C
-    _mxfp4_gluon_hopper[grid](A, bq, bs, C, ws, cnt, M, N, K, A.stride(0), bq.stride(0), C.stride(0),
-                              bs.stride(0), K // SPLIT, BLOCK_N=BN, BLOCK_M=BM, SPLIT_K=SPLIT, num_warps=BN // 16)
+    _mxfp4_gluon_hopper[grid](
+        A,
+        bq,
+        bs,
+        C,
+        ws,
+        cnt,
+        M,
+        N,
+        K,
+        A.stride(0),
+        bq.stride(0),
+        C.stride(0),
+        bs.stride(0),
+        K // SPLIT,
+        BLOCK_N=BN,
+        BLOCK_M=BM,
+        SPLIT_K=SPLIT,
+        num_warps=BN // 16,
+    )
     return C

@@ -12,6 +12,7 @@ with no kernel of its own. Simple and slow on purpose: see triton_nvfp4.py for a
 Speed: 873.02 us (geometric mean, test+benchmark mode on the H200; results/h200_examples.json), against
 21.69 us for triton_nvfp4 ranked.
 """
+
 import torch
 
 _E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -38,6 +39,6 @@ def _decode(x: torch.Tensor, sf: torch.Tensor) -> torch.Tensor:
 
 def custom_kernel(data):
     a, b, sfa, sfb, _sfa_permuted, _sfb_permuted, c = data
-    out = torch.bmm(_decode(a, sfa), _decode(b, sfb).transpose(1, 2))   # [L, M, N]
+    out = torch.bmm(_decode(a, sfa), _decode(b, sfb).transpose(1, 2))  # [L, M, N]
     c.copy_(out.permute(1, 2, 0))
     return c

@@ -42,12 +42,17 @@ GEMM's programs crowded the SMs: 17.98 against 16.93 us, results/probes/h200_pdl
 The launches go through Triton's own launcher: mxfp4_mm's per-call protocol hides the host's launch
 time behind the launch gate.
 
-Tried and slower on the H200 (results/README.md names each file and its commit): PREPARE (a first kernel
-writes both operands as bf16, then one cuBLAS GEMM; m=256's path until the FP8 decode got cheaper, and
-still selectable in CONFIGS), an FP8 version rescaling each block's partial product, cuBLAS's FP8 GEMM,
-a three-chunk register prefetch, B written as e4m3 by the first kernel, FP8 in one launch with a grid
-barrier, split-K on the FP8 path, and C tiles (SWAP_AB = 0) at m=16 and m=64.
+Tried and slower on the H200 (results/README.md at commit 2d68822 names each file and its commit):
+PREPARE (a first kernel writes both operands as bf16, then one cuBLAS GEMM; m=256's path until the FP8
+decode got cheaper, and still selectable in CONFIGS), an FP8 version rescaling each block's partial
+product, cuBLAS's FP8 GEMM, a three-chunk register prefetch, B written as e4m3 by the first kernel, FP8
+in one launch with a grid barrier, split-K on the FP8 path, and C tiles (SWAP_AB = 0) at m=16 and m=64.
+
+Why more than 700 lines (about 620 before ruff format laid the long calls out one argument a line): the
+kernels take about 600 (the A quantization, two B decodes, the PRE_A / PREPARE and FP8 first kernels, and
+three loops), the host side 170.
 """
+
 import os
 
 import torch
@@ -136,7 +141,12 @@ def _decode_b(b, e, INTERP: tl.constexpr):
             "and.b32 u, t1, 0x00700070; shl.b32 u, u, 2; and.b32 m, t1, 0x00800080; shl.b32 m, m, 8; or.b32 $3, u, m;\n"
             "mul.rn.bf16x2 $0, $0, c; mul.rn.bf16x2 $1, $1, c; mul.rn.bf16x2 $2, $2, c; mul.rn.bf16x2 $3, $3, c;\n"
             "mul.rn.bf16x2 $0, $0, $5; mul.rn.bf16x2 $1, $1, $6; mul.rn.bf16x2 $2, $2, $5; mul.rn.bf16x2 $3, $3, $6; }",
-            "=r,=r,=r,=r,r,r,r", [b, s], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+            "=r,=r,=r,=r,r,r,r",
+            [b, s],
+            dtype=(tl.bfloat16, tl.bfloat16),
+            is_pure=True,
+            pack=4,
+        )
     return lo, hi
 
 
@@ -151,7 +161,8 @@ _DECODE_FP8_ASM = tl.constexpr(
     "prmt.b32 x, $3, $7, m; shr.b32 m, m, 16; prmt.b32 y, $3, $7, m;\n"
     "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
     "shl.b32 w, $2, 4; and.b32 w, w, 0x80808080; or.b32 $0, $0, w;\n"
-    "and.b32 w, $2, 0x80808080; or.b32 $1, $1, w; }")
+    "and.b32 w, $2, 0x80808080; or.b32 $1, $1, w; }"
+)
 
 
 @triton.jit
@@ -185,8 +196,14 @@ def _decode_b_fp8(b, e, bb, INTERP: tl.constexpr):
         lut_lo, lut_hi = _fp8_tables(e, bb)
         lut_lo = tl.reshape(tl.broadcast_to(tl.reshape(lut_lo, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
         lut_hi = tl.reshape(tl.broadcast_to(tl.reshape(lut_hi, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
-        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r,r,r,r,r,r,r,r", [b, lut_lo, lut_hi],
-                                           dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+        lo, hi = tl.inline_asm_elementwise(
+            _DECODE_FP8_ASM,
+            "=r,=r,r,r,r,r,r,r,r,r,r",
+            [b, lut_lo, lut_hi],
+            dtype=(tl.uint8, tl.uint8),
+            is_pure=True,
+            pack=4,
+        )
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
     return lo, hi
 
@@ -198,7 +215,7 @@ def _base(hi, lo):
     and |base| <= 60 (so that 2**(base_A + base_B) is a normal fp32). A row without blocks: base 0."""
     base = tl.where(hi == -1000, 0, hi - 6)
     ok = (hi == -1000) | ((hi - lo <= 11) & (base >= -60) & (base <= 60))
-    return tl.where(ok, base, 1 << 20)   # 1 << 20: this row takes the bf16 path
+    return tl.where(ok, base, 1 << 20)  # 1 << 20: this row takes the bf16 path
 
 
 @triton.jit
@@ -215,9 +232,24 @@ def _scale_column(c):
 
 
 @triton.jit
-def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, stride_bn, bs_stride,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False,
-                    BLOCK_RA: tl.constexpr = 16):
+def _prepare_kernel(
+    a_ptr,
+    bq_ptr,
+    bs_ptr,
+    ap_ptr,
+    bp_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    bs_stride,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INTERP: tl.constexpr,
+    PDL: tl.constexpr = False,
+    BLOCK_RA: tl.constexpr = 16,
+):
     """PREPARE: both operands of one plain bf16 GEMM, exact: bp [N, K] = B dequantized and ap [M, K] =
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
     unchanged. Programs 0 .. cdiv(M, BLOCK_RA) - 1 take BLOCK_RA-row blocks of A, the rest BLOCK_R-row
@@ -233,10 +265,11 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
     if pid < na:
         rows_a = pid * BLOCK_RA + tl.arange(0, BLOCK_RA)
         mask_a = rows_a < M
-        a = tl.load(a_ptr + rows_a[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask_a[:, None],
-                    other=0.0)
-        a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))   # names apart from B's: the
-        a_out = ap_ptr + rows_a[:, None] * K + offs_h[None, :]                      # branches' shapes differ
+        a = tl.load(
+            a_ptr + rows_a[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask_a[:, None], other=0.0
+        )
+        a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))  # names apart from B's: the
+        a_out = ap_ptr + rows_a[:, None] * K + offs_h[None, :]  # branches' shapes differ
         tl.store(a_out, a_even, mask=mask_a[:, None])
         tl.store(a_out + K // 2, a_odd, mask=mask_a[:, None])
     else:
@@ -248,8 +281,9 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
             e = _load_scale_segments(k0, seg_ptrs)
         else:
             s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
-            e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
-                        other=127)
+            e = tl.load(
+                s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None], other=127
+            )
         even, odd = _decode_b(b, e, INTERP)
         out = bp_ptr + rows[:, None] * K + offs_h[None, :]
         tl.store(out, even, mask=mask[:, None])
@@ -259,8 +293,22 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
+def _prep_fp8_kernel(
+    a_ptr,
+    bs_ptr,
+    a8_ptr,
+    ab_ptr,
+    base_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    bs_stride,
+    ROWS: tl.constexpr,
+    KP: tl.constexpr,
+    CP: tl.constexpr,
+    PDL: tl.constexpr = False,
+):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
@@ -273,19 +321,21 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
     if pid < na:
         rows = pid * ROWS + tl.arange(0, ROWS)
         cols = tl.arange(0, KP)
-        a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :],
-                    other=0.0)
+        a = tl.load(
+            a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :], other=0.0
+        )
         r, s, nz = _quant_mxfp4(a.to(tl.float32))
         base = _base(tl.max(tl.where(nz, s, -1000), axis=1), tl.min(tl.where(nz, s, 1000), axis=1))
-        d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
+        d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)  # in -5..6 where base is not the flag
         even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
         offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
         mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
         tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
         tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
         offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
-        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
-                              .to(tl.bfloat16))
+        even, odd = _even_odd(
+            tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP)).to(tl.bfloat16)
+        )
         tl.store(ab_ptr + offs, even, mask=mask)
         tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
@@ -300,8 +350,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 3, 1)), (32, CP)).to(tl.int32)
         valid = (tl.arange(0, CP) < K // 32)[None, :]
         n = g * 32 + tl.arange(0, 32)
-        tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
-                                         tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
+        tl.store(
+            base_ptr + M + n,
+            _base(tl.max(tl.where(valid, e, 0), axis=1) - 127, tl.min(tl.where(valid, e, 255), axis=1) - 127),
+            mask=n < N,
+        )
     if PDL:
         _cuda.gdc_launch_dependents()
 
@@ -331,7 +384,7 @@ def _load_scale_segments(k, seg_ptrs):
     16-byte vectors that Triton's pipeliner stages with cp.async like B's codes."""
     G: tl.constexpr = seg_ptrs.shape[0]
     x = tl.load(seg_ptrs + (k // 256) * 256)
-    x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))   # [g, r1, r2, c1, c2]
+    x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))  # [g, r1, r2, c1, c2]
     return tl.reshape(x, (G * 32, 8))
 
 
@@ -370,8 +423,9 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SWAP_AB: tl.constexpr,
-                INTERP: tl.constexpr):
+def _chunk_dots(
+    acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr
+):
     """One chunk as two dots (even K with even K, odd with odd): acc [BN, BM] += B @ A^T with SWAP_AB,
     else acc [BM, BN] += A @ B^T. FP8: a, a2 are A's e4m3 planes and B is decoded to e4m3 relative to
     its rows' bases bb."""
@@ -391,12 +445,29 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
 
 
 @triton.jit
-def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT,
-          BLOCK_K: tl.constexpr, PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr,
-          SEGMENTS: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
+def _tile(
+    acc,
+    a_ptrs,
+    a2_ptrs,
+    b_ptrs,
+    s_ptrs,
+    seg_ptrs,
+    bb,
+    n_mask,
+    m_mask,
+    k_lo,
+    K_SPLIT,
+    BLOCK_K: tl.constexpr,
+    PRE_A: tl.constexpr,
+    FP8: tl.constexpr,
+    PIPELINED: tl.constexpr,
+    SEGMENTS: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+    INTERP: tl.constexpr,
+):
     """acc plus this program's K range [k_lo, k_lo + K_SPLIT), chunk by chunk."""
     k_last = k_lo + K_SPLIT - BLOCK_K
-    if PIPELINED and SEGMENTS:   # BLOCK_K = 256, every load a plain one, staged by the pipeliner
+    if PIPELINED and SEGMENTS:  # BLOCK_K = 256, every load a plain one, staged by the pipeliner
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             e = _load_scale_segments(k, seg_ptrs)
             b = _load_b(k, b_ptrs, n_mask)
@@ -427,12 +498,36 @@ def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_
 
 
 @triton.jit
-def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
-                     M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
-                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                     SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
-                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
+def _mxfp4_mm_kernel(
+    a_ptr,
+    a2_ptr,
+    a8_ptr,
+    base_ptr,
+    bq_ptr,
+    bs_ptr,
+    c_ptr,
+    ws_ptr,
+    cnt_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    stride_cm,
+    bs_stride,
+    K_SPLIT,
+    BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    PRE_A: tl.constexpr,
+    INTERP: tl.constexpr,
+    PIPELINED: tl.constexpr = False,
+    SWAP_AB: tl.constexpr = True,
+    FP8: tl.constexpr = False,
+    SEGMENTS: tl.constexpr = False,
+    PDL: tl.constexpr = False,
+):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -463,23 +558,77 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     if FP8:
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
         bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
-        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
-            half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
+        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):  # every row in the fp8 window
+            half_k = tl.multiple_of(K // 2, 32)  # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
-                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
+            acc = _tile(
+                acc,
+                a8_ptrs,
+                a8_ptrs + M * half_k,
+                b_ptrs,
+                s_ptrs,
+                seg_ptrs,
+                bb,
+                n_mask,
+                m_mask,
+                k_lo,
+                K_SPLIT,
+                BLOCK_K,
+                True,
+                True,
+                PIPELINED,
+                SEGMENTS,
+                SWAP_AB,
+                INTERP,
+            )
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
-        else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
+        else:  # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
-            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo,
-                        K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
+            acc = _tile(
+                acc,
+                a_ptrs,
+                a2_ptrs,
+                b_ptrs,
+                s_ptrs,
+                seg_ptrs,
+                bb,
+                n_mask,
+                m_mask,
+                k_lo,
+                K_SPLIT,
+                BLOCK_K,
+                True,
+                False,
+                False,
+                False,
+                SWAP_AB,
+                INTERP,
+            )
     else:
-        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT,
-                    BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
-    if SWAP_AB:   # acc is a C^T tile
+        acc = _tile(
+            acc,
+            a_ptrs,
+            a2_ptrs,
+            b_ptrs,
+            s_ptrs,
+            seg_ptrs,
+            0,
+            n_mask,
+            m_mask,
+            k_lo,
+            K_SPLIT,
+            BLOCK_K,
+            PRE_A,
+            False,
+            PIPELINED,
+            SEGMENTS,
+            SWAP_AB,
+            INTERP,
+        )
+    if SWAP_AB:  # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
         out_mask = n_mask[:, None] & m_mask[None, :]
         ws_ptrs = ws_ptr + offs_m[None, :] * N + offs_n[:, None]
@@ -533,7 +682,7 @@ def _pick_config(M, N, K):
         return cfg
     BM = 16 if M <= 16 else (32 if M <= 32 else 64)
     BN = 128 if M <= 32 else 64
-    BK = 128 if K % 128 == 0 else 64   # K is a multiple of 64 (the task's rule)
+    BK = 128 if K % 128 == 0 else 64  # K is a multiple of 64 (the task's rule)
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     split = 1
     while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
@@ -567,8 +716,7 @@ def _buffer(dev, name, numel, dtype):
 
 def _scratch(dev, nws, ncnt):
     """Split-K: the fp32 partials and the per-tile arrival counters (the kernel resets them to 0)."""
-    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32),
-            _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
+    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32), _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
 
 
 def _prepare(A, bq, bs, N, rows, bk, nw, pdl=False, rows_a=0):
@@ -576,12 +724,29 @@ def _prepare(A, bq, bs, N, rows, bk, nw, pdl=False, rows_a=0):
     and BLOCK_RA = rows_a of A (0: rows) per program; returns the bf16 operands (ap [M, K], bp [N, K],
     or ap twice)."""
     M, K = A.shape
-    ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
-    bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K) if N else ap
+    ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[: M * K].view(M, K)
+    bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[: N * K].view(N, K) if N else ap
     rows_a = rows_a or rows
     _prepare_kernel[(triton.cdiv(N, rows) + triton.cdiv(M, rows_a), K // bk)](
-        A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0),
-        BLOCK_R=rows, BLOCK_K=bk, INTERP=_INTERP, PDL=pdl, BLOCK_RA=rows_a, num_warps=nw, num_stages=1)
+        A,
+        bq,
+        bs,
+        ap,
+        bp,
+        M,
+        N,
+        K,
+        A.stride(0),
+        bq.stride(0),
+        bs.stride(0),
+        BLOCK_R=rows,
+        BLOCK_K=bk,
+        INTERP=_INTERP,
+        PDL=pdl,
+        BLOCK_RA=rows_a,
+        num_warps=nw,
+        num_stages=1,
+    )
     return ap, bp
 
 
@@ -593,30 +758,73 @@ def custom_kernel(data):
     BN, BM, BK, SPLIT, pre_a, nw, stages, swap = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
-    if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
+    if pre_a == PREPARE:  # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
         ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, rows_a=BM)
-        return (bp @ ap.T).T if swap else ap @ bp.T   # SWAP_AB: cuBLAS computes C^T (C a transposed view)
+        return (bp @ ap.T).T if swap else ap @ bp.T  # SWAP_AB: cuBLAS computes C^T (C a transposed view)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
-    pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
-    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
+    pdl = _PDL and pre_a in (1, FP8)  # the GEMM launches while the first kernel runs
+    if pre_a == FP8:  # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
         kp = triton.next_power_of_2(K)
-        rows = max(1, 2048 // kp)   # rows of A a program: 2048 elements
+        rows = max(1, 2048 // kp)  # rows of A a program: 2048 elements
         _prep_fp8_kernel[(triton.cdiv(M, rows) + triton.cdiv(N, 32),)](
-            A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0),
-            ROWS=rows, KP=kp, CP=max(8, triton.next_power_of_2(K // 32)), PDL=pdl, num_warps=4, num_stages=1)
+            A,
+            bs,
+            a8,
+            a,
+            base,
+            M,
+            N,
+            K,
+            A.stride(0),
+            bs.stride(0),
+            ROWS=rows,
+            KP=kp,
+            CP=max(8, triton.next_power_of_2(K // 32)),
+            PDL=pdl,
+            num_warps=4,
+            num_stages=1,
+        )
     elif pre_a:
-        a = _prepare(A, bq, bs, 0, 16, 64, 4, pdl, 16)[0]   # A alone: 16 rows x 64 K, 4 warps a program
-    if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
-        a2, stride_am = a.view(-1)[K // 2:], K
+        a = _prepare(A, bq, bs, 0, 16, 64, 4, pdl, 16)[0]  # A alone: 16 rows x 64 K, 4 warps a program
+    if pre_a:  # A's even and odd halves: one [M, K] bf16 buffer, row stride K
+        a2, stride_am = a.view(-1)[K // 2 :], K
     _mxfp4_mm_kernel[(g0, g1, SPLIT)](
-        a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0), K // SPLIT,
-        BLOCK_N=BN, BLOCK_M=BM, BLOCK_K=BK, SPLIT_K=SPLIT, PRE_A=pre_a in (1, FP8), INTERP=_INTERP,
-        PIPELINED=stages > 1, SWAP_AB=bool(swap), FP8=pre_a == FP8, SEGMENTS=_segments(BK, SPLIT, K, stages), PDL=pdl,
-        num_warps=nw, num_stages=stages, **({"launch_pdl": True} if pdl else {}))
+        a,
+        a2,
+        a8,
+        base,
+        bq,
+        bs,
+        C,
+        ws,
+        cnt,
+        M,
+        N,
+        K,
+        stride_am,
+        bq.stride(0),
+        C.stride(0),
+        bs.stride(0),
+        K // SPLIT,
+        BLOCK_N=BN,
+        BLOCK_M=BM,
+        BLOCK_K=BK,
+        SPLIT_K=SPLIT,
+        PRE_A=pre_a in (1, FP8),
+        INTERP=_INTERP,
+        PIPELINED=stages > 1,
+        SWAP_AB=bool(swap),
+        FP8=pre_a == FP8,
+        SEGMENTS=_segments(BK, SPLIT, K, stages),
+        PDL=pdl,
+        num_warps=nw,
+        num_stages=stages,
+        **({"launch_pdl": True} if pdl else {}),
+    )
     return C
