@@ -193,6 +193,8 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
         (128, 128, 128, 3, 8, 3, sub.INT8),
         (128, 64, 256, 1, 4, 4, sub.I8G),
         (128, 64, 256, 2, 4, 4, sub.I8G),
+        (128, 128, 256, 1, 4, 3, sub.I8G),  # BLOCK_N 128: both fold warpgroups take every chunk
+        (128, 128, 128, 2, 8, 4, sub.I8G),  # not served by the Gluon kernel (8 warps, BLOCK_K 128): INT8
         (128, 64, 256, 1, 4, 4, sub.I8F),
         (128, 64, 256, 2, 4, 4, sub.I8F),
     ]:
@@ -209,3 +211,26 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)
             d[6].fill_(float("nan"))
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)  # through the launch plan
+
+
+def test_triton_nvfp4_operands_not_aligned_for_tma_are_right():
+    """B and its scales starting one byte past a 16-byte boundary (TMA cannot load them): every benchmark
+    shape, whose config is I8F, takes the INT8 path instead, first call and through the launch plan."""
+    import torch
+
+    task, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
+
+    def off_by_one(t):
+        u = t.view(torch.uint8)
+        raw = torch.empty(u.untyped_storage().nbytes() + 16, dtype=torch.uint8, device=u.device)
+        moved = torch.as_strided(raw, u.shape, u.stride(), storage_offset=1)
+        moved.copy_(u)
+        return moved.view(t.dtype)
+
+    for case in task.benchmarks:
+        data = list(task.generate_input(case, torch.device("cuda")))
+        data[1], data[3] = off_by_one(data[1]), off_by_one(data[3])
+        assert data[1].data_ptr() % 16 == 1 and data[3].data_ptr() % 16 == 1
+        for _ in range(2):
+            data[6].fill_(float("nan"))
+            assert task.check(tuple(data), sub.custom_kernel(tuple(data)))[0], case
