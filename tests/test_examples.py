@@ -54,6 +54,22 @@ def _interpreted(code: str) -> str:
     return res.stdout
 
 
+def test_launch_gate_kernel_compiles_for_hopper():
+    """The harness's launch gate (not an example, but Triton code that only a GPU runs) compiles for
+    sm_90 on the CPU, with what the gate relies on."""
+    from triton.backends.compiler import GPUTarget
+
+    from harness.worker.gate_kernel import gate_kernel
+
+    names = ("count_ptr", "open_ptr", "started_ptr", "release_ptr", "seq", "nblocks", "cap_ns")
+    sig = {n: "*i32" if n.endswith("_ptr") else "i32" for n in names}
+    src = triton.compiler.ASTSource(fn=gate_kernel, signature=sig, constexprs={}, attrs={})
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 32, "num_stages": 3}).asm["ptx"]
+    assert ".reqntid 1024" in ptx  # one block of 1024 threads: two fill an SM
+    assert "st.global.release.sys" in ptx  # the host sees "started" without PCIe atomics
+    assert "%globaltimer" in ptx  # the cap
+
+
 @pytest.mark.parametrize("name, task", [("triton_mxfp4", "mxfp4_small"), ("triton_nvfp4", "nvfp4_small")])
 def test_triton_examples_pass_through_the_harness_on_the_cpu(name, task):
     """The worker sets TRITON_INTERPRET before the submission imports Triton; the harness itself must
