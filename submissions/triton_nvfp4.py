@@ -1120,10 +1120,11 @@ except Exception:
 
 
 def _path(M, N, K, L, strides, aligned):
-    """The call's config with its path resolved for this machine and these operands: (BLOCK_N, BLOCK_K,
-    SPLIT_K, num_warps, num_stages, path), path FP8, INT8 or I8G, and whether I8G makes A itself (I8F)."""
+    """The call's config with its path resolved for this machine and these operands: (BLOCK_M, BLOCK_N,
+    BLOCK_K, SPLIT_K, num_warps, num_stages, path), path FP8, INT8 or I8G, and whether I8G makes A itself
+    (I8F). (The Gluon kernel's tiles have 128 rows of A whatever BLOCK_M.)"""
     (_, _, _), (sbn, sbk, sbl), _, (ssbn, ssbk, ssbl), _ = strides
-    _, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
+    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
     fused = a_dec == I8F
     if fused:
         a_dec = I8G
@@ -1139,7 +1140,7 @@ def _path(M, N, K, L, strides, aligned):
         a_dec, BK, nw, fused = INT8, 256, 8, False  # (the Gluon kernel is written for Hopper's wgmma and TMA)
     if a_dec in (INT8, I8G) and K > 131072:  # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
         a_dec, BK, nw, fused = FP8, 128, 4, False
-    return BN, BK, SPLIT, nw, ns, a_dec, fused
+    return BM, BN, BK, SPLIT, nw, ns, a_dec, fused
 
 
 def _launches(M, N, K, L, strides, dev, aligned=True):
@@ -1147,8 +1148,7 @@ def _launches(M, N, K, L, strides, dev, aligned=True):
     views (elements); an ``_In`` argument stands for one of the call's tensors; ``aligned``: b and sfb
     start on 16 bytes (as TMA needs)."""
     (sam, _, sal), (sbn, _, sbl), (ssam, _, ssal), (ssbn, _, ssbl), (scm, _, scl) = strides
-    BM = 128
-    BN, BK, SPLIT, nw, ns, a_dec, fused = _path(M, N, K, L, strides, aligned)
+    BM, BN, BK, SPLIT, nw, ns, a_dec, fused = _path(M, N, K, L, strides, aligned)
     grid = (N // BN, M // BM, L * SPLIT)
     # I8F: no first kernel where every program is resident at once (one an SM), as they wait for each
     # other's units of A; a dependent launch of the call before's GEMM (the chain)
