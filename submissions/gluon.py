@@ -1,6 +1,10 @@
-"""mxfp4_mm written in Gluon (Triton's explicit-layout dialect).
+"""mxfp4_mm written in Gluon (Triton's explicit-layout dialect): how a kernel looks when you place every
+layout, shared-memory buffer and wgmma yourself. Needs a GPU (Triton's interpreter does not run Gluon).
 
-NVIDIA Hopper path (what runs on the H200): swap-AB, one warpgroup per program.
+Speed: 22.30 us (geometric mean, test+benchmark mode on the H200; results/h200_examples.json); for a
+faster Triton version see triton_mxfp4.py (10.66 us ranked).
+
+Data path, NVIDIA Hopper (what runs on the H200): swap-AB, one warpgroup per program.
   * explicit BlockedLayouts for the global loads, 1x32 K-slices per iteration (one MXFP4 block: the A
     quantization's amax is a plain row reduction, B's e8m0 scale is one value per row),
   * A quantize-dequantize (aiter "even" rounding) in registers -> bf16 -> shared memory
@@ -20,23 +24,40 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia import hopper
 
 # Triton 3.6 names the CTA barrier gl.thread_barrier; later versions gl.barrier.
-_barrier = getattr(gl, "thread_barrier", None) or getattr(gl, "barrier")
+_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 try:  # pragma: no cover
     from task import input_t, output_t  # noqa: F401
-except Exception:  # noqa: BLE001
+except Exception:
     pass
 
 
 @gluon.jit
-def _mxfp4_gluon_hopper(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
-                        M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
-                        BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SPLIT_K: gl.constexpr,
-                        num_warps: gl.constexpr):
+def _mxfp4_gluon_hopper(
+    a_ptr,
+    bq_ptr,
+    bs_ptr,
+    c_ptr,
+    ws_ptr,
+    cnt_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    stride_cm,
+    bs_stride,
+    K_SPLIT,
+    BLOCK_N: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    SPLIT_K: gl.constexpr,
+    num_warps: gl.constexpr,
+):
     BK: gl.constexpr = 32
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [num_warps, 1], [1, 0])
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BLOCK_M, 16])
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BLOCK_M, 16]
+    )
     b_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
     a_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
     row_l: gl.constexpr = gl.SliceLayout(1, ld)
@@ -74,8 +95,7 @@ def _mxfp4_gluon_hopper(a_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
         step = gl.where(aq < 2.0, 0.5, gl.where(aq < 4.0, 1.0, 2.0))
         r = (aq * inv_step + 12582912.0) - 12582912.0
         r = gl.minimum(r * step, 6.0)
-        r = (r.to(gl.int32, bitcast=True) | (q.to(gl.int32, bitcast=True) & -2147483648)).to(gl.float32,
-                                                                                              bitcast=True)
+        r = (r.to(gl.int32, bitcast=True) | (q.to(gl.int32, bitcast=True) & -2147483648)).to(gl.float32, bitcast=True)
         a_dq = (r * sc).to(gl.bfloat16)
         # ---- B: codes + shuffled scale -> bf16
         byte = gl.load(b_ptrs + k // 2, mask=gl.expand_dims(n_mask, 1), other=0).to(gl.int32)
@@ -121,7 +141,7 @@ def _is_cdna4():
         return False
     try:
         return "gfx950" in torch.cuda.get_device_properties(0).gcnArchName
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -162,10 +182,11 @@ def _pick(M, N, K):
 
 
 def custom_kernel(data):
-    A, B, B_q, B_shuffle, B_scale_sh = data
+    A, _B, B_q, _B_shuffle, B_scale_sh = data
     if A.device.type != "cuda":
-        raise RuntimeError("gluon.py needs a GPU (NVIDIA Hopper, or AMD CDNA4): Triton's CPU interpreter "
-                           "does not run Gluon kernels")
+        raise RuntimeError(
+            "gluon.py needs a GPU (NVIDIA Hopper, or AMD CDNA4): Triton's CPU interpreter does not run Gluon kernels"
+        )
     M, K = A.shape
     N = B_q.shape[0]
     BN, BM, SPLIT = _pick(M, N, K)
@@ -182,6 +203,24 @@ def custom_kernel(data):
             _SCRATCH[dev] = (ws, cnt)
     else:
         ws, cnt = C, C
-    _mxfp4_gluon_hopper[grid](A, bq, bs, C, ws, cnt, M, N, K, A.stride(0), bq.stride(0), C.stride(0),
-                              bs.stride(0), K // SPLIT, BLOCK_N=BN, BLOCK_M=BM, SPLIT_K=SPLIT, num_warps=BN // 16)
+    _mxfp4_gluon_hopper[grid](
+        A,
+        bq,
+        bs,
+        C,
+        ws,
+        cnt,
+        M,
+        N,
+        K,
+        A.stride(0),
+        bq.stride(0),
+        C.stride(0),
+        bs.stride(0),
+        K // SPLIT,
+        BLOCK_N=BN,
+        BLOCK_M=BM,
+        SPLIT_K=SPLIT,
+        num_warps=BN // 16,
+    )
     return C

@@ -1,89 +1,58 @@
-"""mxfp4_mm in Triton for NVIDIA Hopper (H200), one or two launches per call.
+"""mxfp4_mm in Triton for NVIDIA Hopper (H200): the fast example, one or two launches a call.
 
-C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T, bf16 output.  The data path:
+What it computes: C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T in bf16; A is quantized to MXFP4
+(e2m1, an e8m0 scale per 32 elements, aiter's "even" rounding) and multiplied by the pre-quantized B.
+For the plain version read torch_mxfp4.py first.
 
-* Both operands reach the bf16 tensor cores (wgmma) with their e8m0 scales folded in (FP8 below is the
-  exception): an e2m1 value times a power of two is exact in bf16 for every scale, so the kernel is
-  exact up to fp32 accumulation.
-* B: the packed codes of B_q are decoded by inline PTX, four bytes (eight elements) per instance:
-  ``((c & 7) << 6) | ((c & 8) << 12)`` is the bf16 of e2m1(c) * 2**-126, and two exact bf16x2
-  products apply 2**126 and the block's scale, which is read straight from the SHUFFLED B_scale_sh
-  with index math.  The low nibbles (even K) and high nibbles (odd K) stay in two tensors, and the
-  kernel makes two dots per chunk (even with even, odd with odd): no interleave, which Triton would
-  route through shared memory byte by byte.
-* A: quantized with aiter/quark "even" rounding (amax bit-rounding, e2m1 round-half-even on the code,
-  saturation at 6) and dequantized in registers; fused into the GEMM for small M, or (PRE_A) once in a
-  first kernel that writes A's even and odd columns as two planes, when many N tiles would repeat it.
-* FP8 (the M = 64 and M = 256 benchmark shapes): both operands reach the FP8 tensor cores as e4m3 with
-  the e8m0 scales folded in, relative to a power-of-two base per row (the row's largest scale / 2**6),
-  which the epilogue applies once. B: per 32-element block, two 4-byte tables hold the e4m3 bytes of
-  e2m1 * 2**d for the block's power of two d (_fp8_tables), and prmt looks the codes up in them,
-  9 instructions per 8 elements (_DECODE_FP8_ASM; m=64's loop went from 576 to 405 SASS instructions
-  a chunk, results/probes/cpu_sass_mxfp4_m64_*.json; m=64 14.32 -> 13.38 us and m=256 now 14.06
-  against PREPARE's 14.26: results/probes/h200_tuning_mxfp4_fp8_tables_*_edabced.json). The tables
-  cost one multiply-add each (the rows' terms are loop invariants) and B's scale segments need no mask
-  (432 -> 394 instructions in the C^T config; m=64 13.26 -> 13.07, m=256 13.81 -> 13.41 us in one run:
-  results/probes/h200_tuning_mxfp4_fp8_{old,new}_ab42d70.json). An asm instance takes one pair of tables
-  for its 4 code bytes, so the decode needs a layout that packs 4 K bytes of one row per instance:
-  configs with 8 warps, or 32-row tiles of 4 warps, do not, and gave wrong output (a CPU test checks
-  the file's FP8 configs). A: written as e4m3 by _prep_fp8_kernel, which also finds every row's base.
-  Exact while a row's blocks span at most 12 binades (e4m3's normal range for e2m1 * 2**d); a tile
-  with a row outside that takes the bf16 path in the same kernel. Each dot gets a fresh accumulator,
-  added in fp32 (Hopper's fp8 accumulator keeps fewer bits).
-* PREPARE: one kernel writes both operands as exact bf16 (B decoded, A quantize-dequantized, K
-  reordered to even | odd columns, which leaves A @ B^T unchanged), then one cuBLAS bf16 GEMM; the
-  prepared operands stay in L2 for cuBLAS. It was m=256's path until the FP8 decode above got cheaper
-  (the decode-in-the-loop bf16 GEMM below is bound by instruction issue there:
-  results/h200_tuning_mxfp4_pipelined_large_m.json). Small programs (8 rows of B or 4 of A, 2 warps)
-  and A's quantizing programs first in the grid, not trailing it: m=256 14.14 against 15.17 us
-  (results/h200_tuning_mxfp4_prepare_a_first.json).
-* Swap-AB (SWAP_AB = 1): a program computes a C^T tile, N rows on the MMA's M side, the decoded B its
-  register operand (M is 4..256 here).  With SWAP_AB = 0 (M >= 64) a program computes a C tile and the
-  decoded B is the MMA's shared-memory operand, which spares the register operand's trip through shared
-  memory (M = 64's best config with the older fp8 decode; with the table decode SWAP_AB = 1 is faster).
-* Small programs at M = 16 and 32: 64 rows of B and 4 warps each, two or more to an SM, rather than one
-  program of 128 rows and 8 warps (134 registers a thread, so one to an SM: two warps per scheduler,
-  issuing 0.46 instructions a cycle): m=16 14.34 against 16.59 us, m=32 8.45 / 8.22 against 9.25 / 9.02
-  (results/h200_tuning_mxfp4_four_warps_*.json). A register cap (maxnreg) was slower at m=64.
-* Two loops: STAGES = 1 loads the next chunk into registers before the math of this one; STAGES >= 2
-  (PIPELINED) leaves B's codes and A to Triton's pipeliner, which stages them in shared memory with
-  cp.async. B's scales: in the shuffled layout those of 32 rows x 8 blocks are one contiguous 256-byte
-  segment, so with BLOCK_K = 256 (and 4 chunks per split at least) they are loaded as segments and
-  staged by cp.async too (_load_scale_segments); otherwise their bytes (too narrow for cp.async) are
-  loaded one chunk ahead in registers. Before either, every chunk waited for its scales (Nsight Compute:
-  long-scoreboard stalls; results/probes/h200_ncu_mxfp4_*_scales_not_prefetched.txt).
-* Tried and slower, kept as results: an FP8 version that rescaled each 32-element block's partial
-  product (results/probes/h200_tuning_mxfp4_fp8_blocks.json, commit 6d9441d), an FP8 PREPARE (both
-  operands as e4m3 with power-of-two row scales, then torch._scaled_mm: cuBLAS's FP8 GEMM was slower
-  than its bf16 GEMM on these shapes; results/probes/h200_*_mxfp4_fp8_prepare_1d48e26.json), a
-  three-chunk register prefetch (results/probes/h200_tuning_mxfp4_prefetch3.json), the FP8 path on
-  the other shapes (results/h200_tuning_mxfp4_fp8_segments.json; m=16 with PDL:
-  h200_tuning_mxfp4_fp8_pdl_m16.json), and B written as e4m3 by the first kernel too, leaving a plain
-  fp8 GEMM (m=64 20.0 us, m=256 15.07 against PREPARE's 15.10; results/probes/h200_tuning_mxfp4_b8_974a1c2.json,
-  commit 974a1c2); at m=256, a Triton bf16 GEMM after PREPARE as a dependent launch (17.33 against 15.39 us,
-  results/probes/h200_tuning_mxfp4_prepare_pdl_0e2504f.json, commit 0e2504f); with the table decode, B's
-  L2 prefetch by the GEMM before its PDL wait and the first kernel's trigger at its start (m=64 13.81
-  and 15.73 against 13.39 us; B's row bases found by the GEMM changed the decode's layout and gave wrong
-  output: results/probes/h200_tuning_mxfp4_probe_*_95fc505.json, commit 95fc505); FP8 in one launch,
-  the GEMM's first programs quantizing A and every program waiting at a grid barrier (m=64 15.20 and
-  m=256 15.76 against 13.84 and 14.22 us with two launches:
-  results/probes/h200_tuning_mxfp4_one_launch_*_94bf4f1.json, commit 94bf4f1); the fp8 loop issued
-  before the fp8-window check (no faster: m=64 13.01 / 13.10 against 13.06 / 13.06 us,
-  results/probes/h200_tuning_mxfp4_check_after_*_929eb0b_run*.json); the bf16 fallback quantizing A
-  itself, so that the first kernel writes no bf16 planes (slower: m=64 13.49 / 13.42 against 13.26 /
-  13.10, results/probes/h200_tuning_mxfp4_raw_a_*_e158afb_run*.json); split-K 2 on the FP8 path (m=64
-  15.78 against 13.46: results/probes/h200_tuning_mxfp4_fp8_split2_ae30a14.json).
-* Two launches: the GEMM after a first kernel is a programmatic dependent launch (PDL). It launches
-  while the first kernel runs and waits for it in the kernel (griddepcontrol), which hides the second
-  launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_{on,off}.json). The first
-  kernel lets it launch only after its stores: with the trigger at its start the GEMM's programs were
-  placed while the first kernel still held the SMs, and m=64 was slower (17.98 against 16.93 us,
-  results/probes/h200_pdl_mxfp4_m64_*_a630ab6.json).
-* Split-K without a second launch: every split writes an fp32 partial to a persistent workspace, bumps
-  a per-tile counter, and the last split to arrive sums the partials, writes bf16 C and resets the
-  counter to 0 for the next call.  The workspace and counters are scratch memory reused for any input;
-  nothing is cached by tensor identity or content.
+Speed: 10.66 us ranked (geometric mean; 7.81 / 14.32 / 8.68 / 8.49 / 13.24 / 13.47 us at m = 4, 16, 32,
+32, 64, 256; the published baseline is 11.50), from results/h200_examples_ranked.json (H200, Triton 3.6;
+measured at commit 518bbc9, whose kernels this file still compiles to: same sm_90 PTX and launch configs).
+
+What it shows: an e2m1 value times a power of two is exact in bf16 (and, within 12 binades, in e4m3), so
+both operands reach Hopper's tensor cores (wgmma) with their scales folded in, and the result is exact
+up to fp32 accumulation. The data path (per shape in CONFIGS, below):
+* B is decoded in the GEMM's loop by inline PTX, four code bytes a time: ((c & 7) << 6) | ((c & 8) << 12)
+  is the bf16 of e2m1(c) * 2**-126, and two bf16x2 products apply 2**126 and the block's scale, read
+  straight from the SHUFFLED B_scale_sh with index math. Even and odd K stay in two tensors and a chunk
+  is two dots (even with even, odd with odd), which spares an interleave through shared memory.
+* A is quantized (amax bit-rounding, round-half-even on the e2m1 code, saturation at 6) and dequantized
+  in registers: in the GEMM (m = 4 and 32), or once by a first kernel that writes A's even and odd
+  columns as two planes (PRE_A: m = 16, whose 7168 K many N tiles would otherwise quantize again).
+* FP8 (m = 64 and 256): both operands as e4m3 relative to a power-of-two base per row (its largest scale
+  / 2**6), which the epilogue applies. B: prmt lookups in two 4-byte tables of e4m3 bytes of e2m1 * 2**d
+  for the block's power of two d (_DECODE_FP8_ASM, 9 instructions per 8 elements); A by _prep_fp8_kernel,
+  which also finds every row's base. A tile with a row whose blocks span more than 12 binades takes the
+  exact bf16 loop in the same kernel, so the output is right for any input. Each dot gets a fresh
+  accumulator (Hopper's fp8 accumulator keeps fewer bits).
+* Swap-AB: a program computes a C^T tile (N on the MMA's M side) with the decoded B as the register
+  operand; M is 4..256 here. Small programs at M = 16 and 32 (64 rows of B, 4 warps, two or more to an
+  SM): m=16 14.34 against 16.59 us (results/h200_tuning_mxfp4_four_warps_*.json).
+* STAGES = 1 loads the next chunk into registers before this one's math; STAGES >= 2 lets Triton's
+  pipeliner stage B's codes and A by cp.async, and with BLOCK_K 256 (and 4 chunks a split) B's scales
+  too, as 256-byte segments of the shuffled layout (_load_scale_segments).
+* Split-K without a second launch: each split writes an fp32 partial, bumps a per-tile counter, and the
+  last to arrive sums them and resets the counter. Scratch memory is reused for any input; nothing is
+  cached by tensor identity or content.
+
+Driver-level trick, kept for its measured gain: the GEMM after a first kernel is a programmatic
+dependent launch (PDL): it launches while the first kernel runs and waits for it in the kernel, which
+hides the second launch's latency: m=64 14.75 against 16.72 us (results/h200_pdl_mxfp4_m64_on.json and
+_off.json). The first kernel lets it launch only after its stores (with the trigger at its start the
+GEMM's programs crowded the SMs: 17.98 against 16.93 us, results/probes/h200_pdl_mxfp4_m64_*_a630ab6.json).
+The launches go through Triton's own launcher: mxfp4_mm's per-call protocol hides the host's launch
+time behind the launch gate.
+
+Tried and slower on the H200 (results/README.md at commit 2d68822 names each file and its commit):
+PREPARE (a first kernel writes both operands as bf16, then one cuBLAS GEMM; m=256's path until the FP8
+decode got cheaper, and still selectable in CONFIGS), an FP8 version rescaling each block's partial
+product, cuBLAS's FP8 GEMM, a three-chunk register prefetch, B written as e4m3 by the first kernel, FP8
+in one launch with a grid barrier, split-K on the FP8 path, and C tiles (SWAP_AB = 0) at m=16 and m=64.
+
+Why more than 700 lines (about 620 before ruff format laid the long calls out one argument a line): the
+kernels take about 600 (the A quantization, two B decodes, the PRE_A / PREPARE and FP8 first kernels, and
+three loops), the host side 170.
 """
+
 import os
 
 import torch
@@ -172,7 +141,12 @@ def _decode_b(b, e, INTERP: tl.constexpr):
             "and.b32 u, t1, 0x00700070; shl.b32 u, u, 2; and.b32 m, t1, 0x00800080; shl.b32 m, m, 8; or.b32 $3, u, m;\n"
             "mul.rn.bf16x2 $0, $0, c; mul.rn.bf16x2 $1, $1, c; mul.rn.bf16x2 $2, $2, c; mul.rn.bf16x2 $3, $3, c;\n"
             "mul.rn.bf16x2 $0, $0, $5; mul.rn.bf16x2 $1, $1, $6; mul.rn.bf16x2 $2, $2, $5; mul.rn.bf16x2 $3, $3, $6; }",
-            "=r,=r,=r,=r,r,r,r", [b, s], dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+            "=r,=r,=r,=r,r,r,r",
+            [b, s],
+            dtype=(tl.bfloat16, tl.bfloat16),
+            is_pure=True,
+            pack=4,
+        )
     return lo, hi
 
 
@@ -187,7 +161,8 @@ _DECODE_FP8_ASM = tl.constexpr(
     "prmt.b32 x, $3, $7, m; shr.b32 m, m, 16; prmt.b32 y, $3, $7, m;\n"
     "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
     "shl.b32 w, $2, 4; and.b32 w, w, 0x80808080; or.b32 $0, $0, w;\n"
-    "and.b32 w, $2, 0x80808080; or.b32 $1, $1, w; }")
+    "and.b32 w, $2, 0x80808080; or.b32 $1, $1, w; }"
+)
 
 
 @triton.jit
@@ -221,8 +196,14 @@ def _decode_b_fp8(b, e, bb, INTERP: tl.constexpr):
         lut_lo, lut_hi = _fp8_tables(e, bb)
         lut_lo = tl.reshape(tl.broadcast_to(tl.reshape(lut_lo, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
         lut_hi = tl.reshape(tl.broadcast_to(tl.reshape(lut_hi, (R, C // 16, 1)), (R, C // 16, 16)), (R, C))
-        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r,r,r,r,r,r,r,r", [b, lut_lo, lut_hi],
-                                           dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+        lo, hi = tl.inline_asm_elementwise(
+            _DECODE_FP8_ASM,
+            "=r,=r,r,r,r,r,r,r,r,r,r",
+            [b, lut_lo, lut_hi],
+            dtype=(tl.uint8, tl.uint8),
+            is_pure=True,
+            pack=4,
+        )
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
     return lo, hi
 
@@ -234,7 +215,7 @@ def _base(hi, lo):
     and |base| <= 60 (so that 2**(base_A + base_B) is a normal fp32). A row without blocks: base 0."""
     base = tl.where(hi == -1000, 0, hi - 6)
     ok = (hi == -1000) | ((hi - lo <= 11) & (base >= -60) & (base <= 60))
-    return tl.where(ok, base, 1 << 20)   # 1 << 20: this row takes the bf16 path
+    return tl.where(ok, base, 1 << 20)  # 1 << 20: this row takes the bf16 path
 
 
 @triton.jit
@@ -251,9 +232,24 @@ def _scale_column(c):
 
 
 @triton.jit
-def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, stride_bn, bs_stride,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False,
-                    BLOCK_RA: tl.constexpr = 16):
+def _prepare_kernel(
+    a_ptr,
+    bq_ptr,
+    bs_ptr,
+    ap_ptr,
+    bp_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    bs_stride,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INTERP: tl.constexpr,
+    PDL: tl.constexpr = False,
+    BLOCK_RA: tl.constexpr = 16,
+):
     """PREPARE: both operands of one plain bf16 GEMM, exact: bp [N, K] = B dequantized and ap [M, K] =
     A quantize-dequantized, each with K reordered to (even columns | odd columns), which leaves A @ B^T
     unchanged. Programs 0 .. cdiv(M, BLOCK_RA) - 1 take BLOCK_RA-row blocks of A, the rest BLOCK_R-row
@@ -269,10 +265,11 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
     if pid < na:
         rows_a = pid * BLOCK_RA + tl.arange(0, BLOCK_RA)
         mask_a = rows_a < M
-        a = tl.load(a_ptr + rows_a[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask_a[:, None],
-                    other=0.0)
-        a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))   # names apart from B's: the
-        a_out = ap_ptr + rows_a[:, None] * K + offs_h[None, :]                      # branches' shapes differ
+        a = tl.load(
+            a_ptr + rows_a[:, None] * stride_am + k0 + tl.arange(0, BLOCK_K)[None, :], mask=mask_a[:, None], other=0.0
+        )
+        a_even, a_odd = _even_odd(_qdq_mxfp4(a.to(tl.float32)).to(tl.bfloat16))  # names apart from B's: the
+        a_out = ap_ptr + rows_a[:, None] * K + offs_h[None, :]  # branches' shapes differ
         tl.store(a_out, a_even, mask=mask_a[:, None])
         tl.store(a_out + K // 2, a_odd, mask=mask_a[:, None])
     else:
@@ -284,8 +281,9 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
             e = _load_scale_segments(k0, seg_ptrs)
         else:
             s_ptrs = bs_ptr + _scale_row(rows, bs_stride) + _scale_column(k0 // 32)
-            e = tl.load(s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None],
-                        other=127)
+            e = tl.load(
+                s_ptrs[:, None] + _scale_column(tl.arange(0, BLOCK_K // 32))[None, :], mask=mask[:, None], other=127
+            )
         even, odd = _decode_b(b, e, INTERP)
         out = bp_ptr + rows[:, None] * K + offs_h[None, :]
         tl.store(out, even, mask=mask[:, None])
@@ -295,8 +293,22 @@ def _prepare_kernel(a_ptr, bq_ptr, bs_ptr, ap_ptr, bp_ptr, M, N, K, stride_am, s
 
 
 @triton.jit
-def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am, bs_stride,
-                     ROWS: tl.constexpr, KP: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr = False):
+def _prep_fp8_kernel(
+    a_ptr,
+    bs_ptr,
+    a8_ptr,
+    ab_ptr,
+    base_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    bs_stride,
+    ROWS: tl.constexpr,
+    KP: tl.constexpr,
+    CP: tl.constexpr,
+    PDL: tl.constexpr = False,
+):
     """FP8, the first kernel. Programs 0 .. cdiv(M, ROWS) - 1: whole rows of A, quantized and written as
     e4m3 values e2m1 * 2**(s - base) (a8 [2, M, K/2]: the even columns, then the odd ones) with the row's
     base (_base) in base[m], and as exact bf16 (ab [M, K], per row its even columns, then its odd
@@ -309,19 +321,21 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
     if pid < na:
         rows = pid * ROWS + tl.arange(0, ROWS)
         cols = tl.arange(0, KP)
-        a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :],
-                    other=0.0)
+        a = tl.load(
+            a_ptr + rows[:, None] * stride_am + cols[None, :], mask=(rows < M)[:, None] & (cols < K)[None, :], other=0.0
+        )
         r, s, nz = _quant_mxfp4(a.to(tl.float32))
         base = _base(tl.max(tl.where(nz, s, -1000), axis=1), tl.min(tl.where(nz, s, 1000), axis=1))
-        d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)   # in -5..6 where base is not the flag
+        d = tl.minimum(tl.maximum(s - base[:, None], -126), 127)  # in -5..6 where base is not the flag
         even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2(d), (ROWS, KP // 32, 1)), (ROWS, KP)))
         offs = rows[:, None] * (K // 2) + tl.arange(0, KP // 2)[None, :]
         mask = (rows < M)[:, None] & (tl.arange(0, KP // 2) < K // 2)[None, :]
         tl.store(a8_ptr + offs, even.to(tl.float8e4nv), mask=mask)
         tl.store(a8_ptr + offs + M * (K // 2), odd.to(tl.float8e4nv), mask=mask)
         offs = rows[:, None] * K + tl.arange(0, KP // 2)[None, :]
-        even, odd = _even_odd(tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP))
-                              .to(tl.bfloat16))
+        even, odd = _even_odd(
+            tl.reshape(r * tl.reshape(_pow2_scale(s), (ROWS, KP // 32, 1)), (ROWS, KP)).to(tl.bfloat16)
+        )
         tl.store(ab_ptr + offs, even, mask=mask)
         tl.store(ab_ptr + offs + K // 2, odd, mask=mask)
         tl.store(base_ptr + rows, base, mask=rows < M)
@@ -336,8 +350,11 @@ def _prep_fp8_kernel(a_ptr, bs_ptr, a8_ptr, ab_ptr, base_ptr, M, N, K, stride_am
         e = tl.reshape(tl.permute(tl.reshape(e, (CP // 8, 4, 16, 2, 2)), (4, 2, 0, 3, 1)), (32, CP)).to(tl.int32)
         valid = (tl.arange(0, CP) < K // 32)[None, :]
         n = g * 32 + tl.arange(0, 32)
-        tl.store(base_ptr + M + n, _base(tl.max(tl.where(valid, e, 0), axis=1) - 127,
-                                         tl.min(tl.where(valid, e, 255), axis=1) - 127), mask=n < N)
+        tl.store(
+            base_ptr + M + n,
+            _base(tl.max(tl.where(valid, e, 0), axis=1) - 127, tl.min(tl.where(valid, e, 255), axis=1) - 127),
+            mask=n < N,
+        )
     if PDL:
         _cuda.gdc_launch_dependents()
 
@@ -367,7 +384,7 @@ def _load_scale_segments(k, seg_ptrs):
     16-byte vectors that Triton's pipeliner stages with cp.async like B's codes."""
     G: tl.constexpr = seg_ptrs.shape[0]
     x = tl.load(seg_ptrs + (k // 256) * 256)
-    x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))   # [g, r1, r2, c1, c2]
+    x = tl.permute(tl.reshape(x, (G, 4, 16, 2, 2)), (0, 4, 2, 3, 1))  # [g, r1, r2, c1, c2]
     return tl.reshape(x, (G * 32, 8))
 
 
@@ -406,8 +423,9 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SWAP_AB: tl.constexpr,
-                INTERP: tl.constexpr):
+def _chunk_dots(
+    acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr
+):
     """One chunk as two dots (even K with even K, odd with odd): acc [BN, BM] += B @ A^T with SWAP_AB,
     else acc [BM, BN] += A @ B^T. FP8: a, a2 are A's e4m3 planes and B is decoded to e4m3 relative to
     its rows' bases bb."""
@@ -427,12 +445,29 @@ def _chunk_dots(acc, b, e, a, a2, bb, PRE_A: tl.constexpr, FP8: tl.constexpr, SW
 
 
 @triton.jit
-def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo, K_SPLIT,
-          BLOCK_K: tl.constexpr, PRE_A: tl.constexpr, FP8: tl.constexpr, PIPELINED: tl.constexpr,
-          SEGMENTS: tl.constexpr, SWAP_AB: tl.constexpr, INTERP: tl.constexpr):
+def _tile(
+    acc,
+    a_ptrs,
+    a2_ptrs,
+    b_ptrs,
+    s_ptrs,
+    seg_ptrs,
+    bb,
+    n_mask,
+    m_mask,
+    k_lo,
+    K_SPLIT,
+    BLOCK_K: tl.constexpr,
+    PRE_A: tl.constexpr,
+    FP8: tl.constexpr,
+    PIPELINED: tl.constexpr,
+    SEGMENTS: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+    INTERP: tl.constexpr,
+):
     """acc plus this program's K range [k_lo, k_lo + K_SPLIT), chunk by chunk."""
     k_last = k_lo + K_SPLIT - BLOCK_K
-    if PIPELINED and SEGMENTS:   # BLOCK_K = 256, every load a plain one, staged by the pipeliner
+    if PIPELINED and SEGMENTS:  # BLOCK_K = 256, every load a plain one, staged by the pipeliner
         for k in range(k_lo, k_lo + K_SPLIT, BLOCK_K):
             e = _load_scale_segments(k, seg_ptrs)
             b = _load_b(k, b_ptrs, n_mask)
@@ -463,12 +498,36 @@ def _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_
 
 
 @triton.jit
-def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr,
-                     M, N, K, stride_am, stride_bn, stride_cm, bs_stride, K_SPLIT,
-                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                     SPLIT_K: tl.constexpr, PRE_A: tl.constexpr, INTERP: tl.constexpr,
-                     PIPELINED: tl.constexpr = False, SWAP_AB: tl.constexpr = True, FP8: tl.constexpr = False,
-                     SEGMENTS: tl.constexpr = False, PDL: tl.constexpr = False):
+def _mxfp4_mm_kernel(
+    a_ptr,
+    a2_ptr,
+    a8_ptr,
+    base_ptr,
+    bq_ptr,
+    bs_ptr,
+    c_ptr,
+    ws_ptr,
+    cnt_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    stride_cm,
+    bs_stride,
+    K_SPLIT,
+    BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    PRE_A: tl.constexpr,
+    INTERP: tl.constexpr,
+    PIPELINED: tl.constexpr = False,
+    SWAP_AB: tl.constexpr = True,
+    FP8: tl.constexpr = False,
+    SEGMENTS: tl.constexpr = False,
+    PDL: tl.constexpr = False,
+):
     # PRE_A: a_ptr / a2_ptr are the even / odd halves of A prepared by _prepare_kernel (row stride stride_am)
     # FP8 (with PRE_A): a8_ptr holds A's e4m3 planes and base_ptr the row bases of A and B (_prep_fp8_kernel)
     # PDL: launched while the first kernel runs (programmatic dependent launch); waits for it before
@@ -499,23 +558,77 @@ def _mxfp4_mm_kernel(a_ptr, a2_ptr, a8_ptr, base_ptr, bq_ptr, bs_ptr, c_ptr, ws_
     if FP8:
         ba = tl.load(base_ptr + offs_m, mask=m_mask, other=0)
         bb = tl.load(base_ptr + M + offs_n, mask=n_mask, other=0)
-        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):   # every row in the fp8 window
-            half_k = tl.multiple_of(K // 2, 32)   # K is a multiple of 64
+        if tl.maximum(tl.max(ba, axis=0), tl.max(bb, axis=0)) < (1 << 20):  # every row in the fp8 window
+            half_k = tl.multiple_of(K // 2, 32)  # K is a multiple of 64
             a8_ptrs = a8_ptr + offs_m[:, None] * half_k + tl.arange(0, BLOCK_K // 2)[None, :]
-            acc = _tile(acc, a8_ptrs, a8_ptrs + M * half_k, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask,
-                        k_lo, K_SPLIT, BLOCK_K, True, True, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
+            acc = _tile(
+                acc,
+                a8_ptrs,
+                a8_ptrs + M * half_k,
+                b_ptrs,
+                s_ptrs,
+                seg_ptrs,
+                bb,
+                n_mask,
+                m_mask,
+                k_lo,
+                K_SPLIT,
+                BLOCK_K,
+                True,
+                True,
+                PIPELINED,
+                SEGMENTS,
+                SWAP_AB,
+                INTERP,
+            )
             if SWAP_AB:
                 acc = acc * _pow2(bb[:, None] + ba[None, :])
             else:
                 acc = acc * _pow2(ba[:, None] + bb[None, :])
-        else:   # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
+        else:  # the exact bf16 path on A's bf16 planes (the register loop: its shared memory stays
             # within the fp8 loop's, so that two programs can share an SM)
-            acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, bb, n_mask, m_mask, k_lo,
-                        K_SPLIT, BLOCK_K, True, False, False, False, SWAP_AB, INTERP)
+            acc = _tile(
+                acc,
+                a_ptrs,
+                a2_ptrs,
+                b_ptrs,
+                s_ptrs,
+                seg_ptrs,
+                bb,
+                n_mask,
+                m_mask,
+                k_lo,
+                K_SPLIT,
+                BLOCK_K,
+                True,
+                False,
+                False,
+                False,
+                SWAP_AB,
+                INTERP,
+            )
     else:
-        acc = _tile(acc, a_ptrs, a2_ptrs, b_ptrs, s_ptrs, seg_ptrs, 0, n_mask, m_mask, k_lo, K_SPLIT,
-                    BLOCK_K, PRE_A, False, PIPELINED, SEGMENTS, SWAP_AB, INTERP)
-    if SWAP_AB:   # acc is a C^T tile
+        acc = _tile(
+            acc,
+            a_ptrs,
+            a2_ptrs,
+            b_ptrs,
+            s_ptrs,
+            seg_ptrs,
+            0,
+            n_mask,
+            m_mask,
+            k_lo,
+            K_SPLIT,
+            BLOCK_K,
+            PRE_A,
+            False,
+            PIPELINED,
+            SEGMENTS,
+            SWAP_AB,
+            INTERP,
+        )
+    if SWAP_AB:  # acc is a C^T tile
         c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None]
         out_mask = n_mask[:, None] & m_mask[None, :]
         ws_ptrs = ws_ptr + offs_m[None, :] * N + offs_n[:, None]
@@ -569,7 +682,7 @@ def _pick_config(M, N, K):
         return cfg
     BM = 16 if M <= 16 else (32 if M <= 32 else 64)
     BN = 128 if M <= 32 else 64
-    BK = 128 if K % 128 == 0 else 64   # K is a multiple of 64 (the task's rule)
+    BK = 128 if K % 128 == 0 else 64  # K is a multiple of 64 (the task's rule)
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     split = 1
     while tiles * split * 2 <= 264 and K % (split * 2 * BK) == 0 and K // (split * 2) >= 2 * BK:
@@ -589,10 +702,6 @@ _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # Programmatic dependent launch (Hopper on): a GEMM after a first kernel launches while that kernel runs
 # and waits for it in the kernel (PDL), which hides the second launch's latency.
 _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-# PRE_A = 1: the first kernel's rows, K columns and warps per program (tune_examples.py --set)
-_PRE_A_ROWS, _PRE_A_BK, _PRE_A_WARPS = 16, 64, 4
-# FP8: the first kernel's rows of A (0: 2048 elements a program) and warps per program (tune_examples.py --set)
-_FP8_PREP_ROWS, _FP8_PREP_WARPS = 0, 4
 _BUFFERS = {}
 
 
@@ -607,52 +716,37 @@ def _buffer(dev, name, numel, dtype):
 
 def _scratch(dev, nws, ncnt):
     """Split-K: the fp32 partials and the per-tile arrival counters (the kernel resets them to 0)."""
-    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32),
-            _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
+    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32), _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
 
 
-# Triton's launcher binds and checks every argument on each call (tens of microseconds on a slow
-# host). After the first launch of a (kernel, shape, strides, config) the compiled kernel's own
-# launcher is called directly (what Triton's JIT cache holds, minus the binding).
-_HANDLES = {}
-_FAST = [True]
-try:
-    from triton.runtime import driver as _driver
-except Exception:
-    _driver = None
-
-
-def _launch(kernel, grid, args, key, meta):
-    """``kernel[grid](*args, **meta)``; ``meta`` lists the constexprs in signature order, then
-    num_warps / num_stages."""
-    h = _HANDLES.get(key) if _FAST[0] and not _INTERP else None
-    if h is not None:
-        try:
-            consts = [v for k, v in meta.items() if k not in ("num_warps", "num_stages", "launch_pdl")]
-            h.run(*grid, *(1,) * (3 - len(grid)), _driver.active.get_current_stream(args[0].device.index), h.function,
-                  h.packed_metadata, None, None, None, *args, *consts)   # the launcher takes all three grid sizes
-            return
-        except Exception:
-            _FAST[0] = False
-    h = kernel[grid](*args, **meta)
-    if _FAST[0] and not _INTERP and _driver is not None and getattr(h, "function", None) is not None \
-            and getattr(h, "packed_metadata", None) is not None:
-        _HANDLES[key] = h
-
-
-def _prepare(A, bq, bs, N, rows, bk, nw, key, pdl=False, rows_a=0):
+def _prepare(A, bq, bs, N, rows, bk, nw, pdl=False, rows_a=0):
     """Launches _prepare_kernel on A and the first N rows of B (N = 0: A alone), BLOCK_R = rows of B
     and BLOCK_RA = rows_a of A (0: rows) per program; returns the bf16 operands (ap [M, K], bp [N, K],
     or ap twice)."""
     M, K = A.shape
-    ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[:M * K].view(M, K)
-    bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[:N * K].view(N, K) if N else ap
+    ap = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)[: M * K].view(M, K)
+    bp = _buffer(A.device, "b_prepared", N * K, torch.bfloat16)[: N * K].view(N, K) if N else ap
     rows_a = rows_a or rows
-    _launch(_prepare_kernel, (triton.cdiv(N, rows) + triton.cdiv(M, rows_a), K // bk),
-            (A, bq, bs, ap, bp, M, N, K, A.stride(0), bq.stride(0), bs.stride(0)),
-            ("prepare", N, rows, rows_a, bk, nw) + key,
-            {"BLOCK_R": rows, "BLOCK_K": bk, "INTERP": _INTERP, "PDL": pdl, "BLOCK_RA": rows_a, "num_warps": nw,
-             "num_stages": 1})
+    _prepare_kernel[(triton.cdiv(N, rows) + triton.cdiv(M, rows_a), K // bk)](
+        A,
+        bq,
+        bs,
+        ap,
+        bp,
+        M,
+        N,
+        K,
+        A.stride(0),
+        bq.stride(0),
+        bs.stride(0),
+        BLOCK_R=rows,
+        BLOCK_K=bk,
+        INTERP=_INTERP,
+        PDL=pdl,
+        BLOCK_RA=rows_a,
+        num_warps=nw,
+        num_stages=1,
+    )
     return ap, bp
 
 
@@ -664,34 +758,73 @@ def custom_kernel(data):
     BN, BM, BK, SPLIT, pre_a, nw, stages, swap = cfg
     bq = B_q.view(torch.uint8)
     bs = B_scale_sh.view(torch.uint8)
-    key = (M, N, K, A.stride(0), bq.stride(0), bs.stride(0), cfg, A.device)
-    if pre_a == PREPARE:   # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
-        ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, key, rows_a=BM)
-        return (bp @ ap.T).T if swap else ap @ bp.T   # SWAP_AB: cuBLAS computes C^T (C a transposed view)
+    if pre_a == PREPARE:  # one kernel makes both bf16 operands, then cuBLAS (BN, BM: rows of B, A per program)
+        ap, bp = _prepare(A, bq, bs, N, BN, BK, nw, rows_a=BM)
+        return (bp @ ap.T).T if swap else ap @ bp.T  # SWAP_AB: cuBLAS computes C^T (C a transposed view)
     C = torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
     g0, g1 = (N + BN - 1) // BN, (M + BM - 1) // BM
     ws, cnt = _scratch(A.device, SPLIT * M * N, g0 * g1) if SPLIT > 1 else (C, C)
     a, a2, stride_am, a8, base = A, A, A.stride(0), C, C
-    pdl = _PDL and pre_a in (1, FP8)   # the GEMM launches while the first kernel runs
-    if pre_a == FP8:      # A's e4m3 planes and the row bases of A and B, in a first kernel
+    pdl = _PDL and pre_a in (1, FP8)  # the GEMM launches while the first kernel runs
+    if pre_a == FP8:  # A's e4m3 planes and the row bases of A and B, in a first kernel
         a8 = _buffer(A.device, "a_fp8", M * K, torch.float8_e4m3fn)
         a = _buffer(A.device, "a_prepared", M * K, torch.bfloat16)
         base = _buffer(A.device, "fp8_base", M + N, torch.int32)
         kp = triton.next_power_of_2(K)
-        rows = _FP8_PREP_ROWS or max(1, 2048 // kp)
-        _launch(_prep_fp8_kernel, (triton.cdiv(M, rows) + triton.cdiv(N, 32),),
-                (A, bs, a8, a, base, M, N, K, A.stride(0), bs.stride(0)), ("prep_fp8",) + key,
-                {"ROWS": rows, "KP": kp, "CP": max(8, triton.next_power_of_2(K // 32)), "PDL": pdl,
-                 "num_warps": _FP8_PREP_WARPS, "num_stages": 1})
+        rows = max(1, 2048 // kp)  # rows of A a program: 2048 elements
+        _prep_fp8_kernel[(triton.cdiv(M, rows) + triton.cdiv(N, 32),)](
+            A,
+            bs,
+            a8,
+            a,
+            base,
+            M,
+            N,
+            K,
+            A.stride(0),
+            bs.stride(0),
+            ROWS=rows,
+            KP=kp,
+            CP=max(8, triton.next_power_of_2(K // 32)),
+            PDL=pdl,
+            num_warps=4,
+            num_stages=1,
+        )
     elif pre_a:
-        a = _prepare(A, bq, bs, 0, 16, _PRE_A_BK, _PRE_A_WARPS, key, pdl, _PRE_A_ROWS)[0]
-    if pre_a:             # A's even and odd halves: one [M, K] bf16 buffer, row stride K
-        a2, stride_am = a.view(-1)[K // 2:], K
-    _launch(_mxfp4_mm_kernel, (g0, g1, SPLIT),
-            (a, a2, a8, base, bq, bs, C, ws, cnt, M, N, K, stride_am, bq.stride(0), C.stride(0), bs.stride(0),
-             K // SPLIT),
-            ("mm",) + key, {"BLOCK_N": BN, "BLOCK_M": BM, "BLOCK_K": BK, "SPLIT_K": SPLIT,
-                            "PRE_A": pre_a in (1, FP8), "INTERP": _INTERP, "PIPELINED": stages > 1,
-                            "SWAP_AB": bool(swap), "FP8": pre_a == FP8, "SEGMENTS": _segments(BK, SPLIT, K, stages),
-                            "PDL": pdl, "num_warps": nw, "num_stages": stages, **({"launch_pdl": True} if pdl else {})})
+        a = _prepare(A, bq, bs, 0, 16, 64, 4, pdl, 16)[0]  # A alone: 16 rows x 64 K, 4 warps a program
+    if pre_a:  # A's even and odd halves: one [M, K] bf16 buffer, row stride K
+        a2, stride_am = a.view(-1)[K // 2 :], K
+    _mxfp4_mm_kernel[(g0, g1, SPLIT)](
+        a,
+        a2,
+        a8,
+        base,
+        bq,
+        bs,
+        C,
+        ws,
+        cnt,
+        M,
+        N,
+        K,
+        stride_am,
+        bq.stride(0),
+        C.stride(0),
+        bs.stride(0),
+        K // SPLIT,
+        BLOCK_N=BN,
+        BLOCK_M=BM,
+        BLOCK_K=BK,
+        SPLIT_K=SPLIT,
+        PRE_A=pre_a in (1, FP8),
+        INTERP=_INTERP,
+        PIPELINED=stages > 1,
+        SWAP_AB=bool(swap),
+        FP8=pre_a == FP8,
+        SEGMENTS=_segments(BK, SPLIT, K, stages),
+        PDL=pdl,
+        num_warps=nw,
+        num_stages=stages,
+        **({"launch_pdl": True} if pdl else {}),
+    )
     return C

@@ -1,115 +1,65 @@
-"""nvfp4_gemm in Triton for NVIDIA Hopper (H200).
+"""nvfp4_gemm in Triton and Gluon for NVIDIA Hopper (H200): the fast example.
 
-C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16, e2m1 elements with e4m3 scales per
-16-element block.  Hopper has no FP4 tensor cores and Triton 3.6 cannot lower dot_scaled with e4m3 scales
-on sm_90, so the kernels decode FP4 themselves and use plain tl.dot (wgmma). The data path:
+What it computes: C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16; e2m1 elements, one
+e4m3 scale per 16 of them (the task's scales are 0..3). For the plain version read torch_nvfp4.py first.
 
-* I8F on every benchmark shape (below), I8G where a grid does not fit on the SMs at once. I8G: INT8 as
-  below, but only A is folded by the first kernel; B is folded in the GEMM, a Gluon kernel
-  (_i8g_kernel), which Triton's own pipeline cannot express (it waits for every wgmma at once when an
-  operand is computed in the loop, so the decode and the tensor cores took turns). Its TMA descriptors
-  are made on the host: a tensor map per operand encoded on the first call, then for each new address a
-  copy with the address replaced (cuTensorMapReplaceAddress, under 1 us:
-  probes/h200_host_time_nvfp4_launch_api_0ce8111.json), kept by address (the batched protocol's inputs
-  come back at the same addresses). Made in each program, the writes and fences before its first load
-  cost 3.4 and 2.6 us of the GEMM at k=16384 and n=4096
-  (probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json); a map encoded for every new address made
-  the ranked run host-bound (probes/h200_examples_ranked_nvfp4_7b9bed5.json); as now, 26.01 against
-  27.64 us ranked in one session (probes/h200_examples_ranked_nvfp4_{host_tma,head}_0ce8111.json).
-  I8F (A_DEC = I8F, FUSED_A): A made by the GEMM's own programs, before their partitions start (B's
-  first loads in flight), counted in global memory where the partitions wait for the count, so a
-  call is one launch; only where every program is resident at once. Launched after the call before
-  had ended, its programs made A late (27.01 against I8G's 25.06 ranked on every shape,
-  probes/h200_examples_ranked_nvfp4_{fused_a,head}_f519836.json); chained (_CHAIN, below) it is the
-  faster on every shape, with half the launches (see CONFIGS). The fold takes B 64 rows at a time,
-  whatever BLOCK_N. With TMA
-  (BLOCK_K 256) and one warpgroup of wgmma (4 warps) the kernel is warp-specialized, its hand-overs
-  mbarriers: a warp loads A's chunks (int8, from L2) into A's ring of STAGES, another B's codes and
-  scales (from DRAM) into B's ring, which takes the shared memory left (_b_stages); two fold
-  warpgroups take alternate chunks of B to int8 (_FOLD_I8) into two folded-B buffers (BLOCK_N 128:
-  both take every chunk, 64 rows each), a warp reading two whole rows of codes at a time; the wgmma
-  warpgroup multiplies each chunk from shared memory into one
-  int32 accumulator for the whole K (exact) and frees its stages. Its shared memory is nearly always
-  busy: at k=16384 Nsight Compute counts about 975 shared-memory wavefronts a chunk (wgmma operands
-  384, loads 356, stores 205; one a cycle at most) in about 1050 active cycles a chunk
-  (results/probes/h200_ncu_nvfp4_i8g_ws_bn64_smem_3b5d227.txt). Slower or no faster (twenty-second
-  pass, results/probes/): BLOCK_N 128 (56.3 against 45.1 us, h200_tuning_nvfp4_bn128_0bf27fe.json),
-  four folded-B buffers (h200_tuning_nvfp4_f_stages_*), three fold warpgroups (_three_folds_*), B's
-  scales checked by the wgmma warpgroup instead (47.9 against 43.5, _scales_in_mma_*); the fold
-  without its scale check would save about 2.5 us at k=16384 (_fold_probe_*). In one run at 6ab5ed0: 49.2 against
-  59.7 us at k=16384 for the loop without the partitions (_WS = 0; results/probes/
-  h200_tuning_nvfp4_i8g_ws_6ab5ed0.json, _nows_6ab5ed0.json, which has 25.8 at n=4096); with two
-  folded-B buffers instead of three 47.0 and 23.3 (_ws_fe1ce8f.json). What bounded that loop, by
-  probes that time wrong outputs on purpose (h200_probe_nvfp4_i8g_probe*_2b6bab2.json and
-  _5b3d110.json, switches at 5b3d110): one warp per scheduler ran the fold, the wgmma and the loads'
-  waits in turn. Without the fold 52.8 us, without the wgmma 46.8, without both 39.0 (the loads
-  alone), half of A's bytes 58.0: A read by every program from L2 was not the bound. Other schedules,
-  slower: rings of their own for A and B in the one loop (57.0-59.6,
-  h200_tuning_nvfp4_i8g_rings_*_996a03d.json); stream-K (70.3 against 58.9,
-  probes/h200_tuning_nvfp4_stream_k_slots_*_185a864.json, code at 185a864); B folded straight into
-  the wgmma's register operand (85.0 against 59.3, h200_tuning_nvfp4_b_regs_591361c.json). Without
-  TMA (BLOCK_K 128) or with 8 warps the loop runs in every warp: chunk i's wgmma runs while chunk
-  i + 1's B is folded, its loads by TMA (one mbarrier a stage) or by cp.async. TMA matters there
-  because a wgmma on data that cp.async brought must follow a proxy fence, which waits for the
-  thread's copies still in flight (Nsight Compute, results/probes/h200_ncu_nvfp4_i8g_*). A box's rows
-  start on 16 bytes and B's scales are BLOCK_K / 16 bytes a row, hence BLOCK_K 256 for TMA (at 128 the
-  H200 raised an illegal instruction). A's first kernel runs 8 warps a program here (4 for INT8): 0.3
-  us faster in four rounds (results/probes/h200_tuning_nvfp4_prep_warps_*_591361c.json).
-  A tile whose scales do not fold is computed again in fp32 on the CUDA cores (slow; adversarial only).
-* INT8 (A_DEC = INT8: the k=2048 benchmark shape before I8F): an e2m1 value times an integer scale
-  0..10 (the task's 0..3 among them) is exact in int8 as 2 * e2m1 * s, and Hopper's int8 tensor cores
-  accumulate exactly in int32. A first kernel writes both operands that way, in K order, reading the
-  codes and writing the values as 32-bit words (_FOLD_I8_ASM: prmt lookups in two tables times the
-  block's scale), and flags every 64-row x 256-K tile with any other scale; the GEMM is then a plain
-  int8 GEMM (its loads staged by cp.async, one int32 accumulator), and a flagged tile is computed
-  again, exactly, on the fp16 path. It writes and reads the int8 B (2 bytes per packed byte), which is
-  why the FP8 path stays faster at k=16384 (results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json:
-  100.1 against 93.2 us; 30.5 against 31.3 at n=4096, 15.2 against 22.4 at k=2048; the first kernel
-  alone 54.0 / 14.8 / 7.6 us, h200_profile_nvfp4_prep_i8w_fc59e7e.json). One program per 64 x 256
-  tile with 4 warps was its best shape (probes/h200_tuning_nvfp4_prep_i8_t*_w*_a5e26f1.json, code at
-  a5e26f1). Both steps in one cooperative launch (one program per SM, a grid barrier between them)
-  were slower: 51.3 and 24.8 us at n=4096 and k=2048 (probes/h200_tuning_nvfp4_int8_fused_4e03a61.json,
-  code at 4e03a61).
-  At k=2048 the ranked run measures the host: two launches through Triton cost it about 8 us each
-  (probes/h200_host_time_nvfp4_2ad9d24.json), more than the GPU's 13.9 us per call. The launch plan
-  below calls cuLaunchKernelEx itself: a call then takes about 17 us of host time, and k=2048 ranks at
-  17.6 against 26.6 us (superseded/h200_examples_ranked_ca22fd7.json; probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
-* FP8 (A_DEC = FP8: the default for other shapes): an e2m1 value times a scale 2**E * f is exact
-  in e4m3 for f in {1, 1.5} and E in -5..5 (the task's scales 1, 2 and 3 among them) or a zero scale,
-  so both operands reach the FP8 tensor cores with their scales folded in. A: written as e4m3 once by a
-  first kernel, which also flags every 64-row x 256-K tile of A that has any other scale. B: decoded in
-  the loop by prmt lookups in two constant tables and an add to the exponent fields (_DECODE_FP8_ASM),
-  its even and odd elements interleaved in registers, so that a chunk is one dot in K order. The loop
-  flags B's other scales itself; a flagged tile is computed again on the fp16 path. Each dot (128 K)
-  gets a fresh accumulator, added in fp32: Hopper's fp8 accumulator keeps fewer bits (one accumulator
-  for the whole K failed the 1e-3 tolerance, results/probes/h200_tuning_nvfp4_fp8_acc_one_chain_01a0929.json,
-  and so did 256 K per dot once in a ranked run, see CONFIGS). Checking A's scales in the loop of every
-  N tile instead, with a dearer _fp8_code: 113.6 / 36.8 / 24.8 us at best against 93.0 / 31.5 / 22.7
-  (results/h200_tuning_nvfp4_fp8_join.json, h200_tuning_nvfp4_fp8_flags.json). Writing B's scale
-  codes and flags in the first kernel too saved loop instructions but cost more in that kernel at
-  k=16384 (15-17 us against 3.4; results/probes/h200_*_nvfp4_*codes*.json, code at e14acf2). Decoding
-  B into int8 in the loop instead (per-byte prmt lookups, two dots per chunk) was slower:
-  114.9 / 38.0 / 26.6 us (results/probes/h200_tuning_nvfp4_int8_3f3fa47.json, code at 3f3fa47).
-* fp16 (the fallback, and A_DEC = 0 / 1): fp16 bits ((code & 7) << 9) | ((code & 8) << 12) are
-  e2m1(code) * 2**-14 (subnormals included) and ((sf & 0x7F) << 7) * 256 is e4m3(sf), exact for every
-  e4m3 scale; the fp32 accumulator is multiplied by 2**28 at the end (exact).
-* Split-K over a persistent fp32 workspace with a last-arriving-split reduction (counters reset by the
-  kernel itself); a split takes a share of the K chunks, so any split count works.
-* Two launches: the GEMM after the first kernel is a programmatic dependent launch (PDL: it launches
-  while the first kernel runs and waits for it in the kernel). Chained (_CHAIN, I8G and I8F): a call's
-  first launch is itself a dependent launch of the call before's GEMM, which lets it launch at its
-  start, so the next call's programs start on the SMs that GEMM leaves free and load and fold their
-  part of A while it runs; they wait for its end (PDL's wait) before writing the scratch it reads
-  (A's int8, its flags, the split-K partials and counters). Every kernel of the chain waits for the
-  one before, so when one ends all before it have ended. A dependent grid is placed only once every
-  program of the one before has started, so I8F's programs, which wait for each other, never wait
-  on a program that has no SM. At k=2048: 11.21 against 15.60 us unchained
-  (results/probes/h200_tuning_nvfp4_chain{2_040f468,0_f29435a}.json).
-On sm_100 (B200) a second kernel multiplies the packed operands directly with tl.dot_scaled and the
-e4m3 scales (Triton >= 3.8 lowers it to tcgen05.mma kind::mxf4nvf4 block16, the FP4 tensor cores); a
-CPU test checks that it compiles to that instruction, but it has never run on a B200 here: the
-harness's check is what would catch a mistake there.
+Speed: 21.69 us ranked (geometric mean; 41.37 / 18.24 / 13.52 us at k=16384 / n=4096 / k=2048), from
+results/h200_examples_ranked.json (H200, Triton 3.6; measured at commit dc7a925, whose kernels this file
+still compiles to: same sm_90 PTX and launch configs).
+
+What it shows: Hopper has no FP4 tensor cores, so the kernels fold the scales into the elements and use
+the int8 tensor cores (wgmma): 2 * e2m1 * s is an exact int8 for an integer scale s in 0..10, and the
+int32 accumulator is exact. The data path on the benchmark shapes (I8F, one launch a call):
+1. The GEMM's programs first fold A into int8 (_gl_prep_a, inline-PTX prmt lookups: _FOLD_I8), each its
+   share, and count the shares in global memory; B's first TMA loads are already in flight.
+2. Then the kernel is warp-specialized (gl.warp_specialize): a warp loads A's int8 chunks by TMA, a warp
+   B's codes and scales, two fold warpgroups turn B's chunks into int8 in shared memory, and a wgmma
+   warpgroup multiplies them into one int32 accumulator; mbarriers hand each chunk over. Triton's own
+   pipeline cannot overlap a decode with the wgmma (it waits for every wgmma when an operand is computed
+   in the loop), hence Gluon.
+3. A tile with a scale that does not fold (not an integer 0..10: adversarial inputs only) is computed
+   again in fp32 on the CUDA cores (_gl_fp32_tile), so the output is right for any e4m3 scale.
+Elsewhere (other shapes: FP8; non-Hopper GPUs, inputs not aligned for TMA and Triton's CPU interpreter,
+which the tests use: INT8) a first kernel decodes A (and for INT8 also B) and a Triton GEMM follows as a
+programmatic dependent launch (PDL); its scale check redoes a tile on fp16 (_fp16_tile), which is exact
+for every e4m3 scale. FP8 folds a scale 2**E * f (f 1 or 1.5) into e4m3 elements; B is decoded in the
+loop by prmt lookups (_DECODE_FP8_ASM).
+
+Driver-level tricks, each kept for its measured gain:
+* The chain: a call's first launch is a PDL launch of the call before's GEMM, which triggers it at its
+  start, so the next call's programs fold their part of A on the SMs that GEMM leaves free and wait for
+  its end (PDL's wait) before writing the scratch it reads. A dependent grid is placed only once every
+  program of the one before has started, so I8F's programs, which wait for each other, never wait on a
+  program with no SM. At k=2048: 11.21 against 15.60 us unchained (tune_examples.py,
+  results/probes/h200_tuning_nvfp4_chain2_040f468.json and _chain0_f29435a.json; commits 040f468,
+  f29435a), and I8F (one launch) became faster than I8G (two) on all three shapes: 41.44 / 17.88 / 11.21
+  against 42.62 / 19.10 / 15.34 us (h200_tuning_nvfp4_chain2_040f468.json).
+* The launch plan with cuLaunchKernelEx by ctypes: the batched protocol times the host whenever the host
+  is slower than the GPU (at k=2048 the kernel takes 9.9 us, README), and Triton's launcher spends 5.5-7.2
+  us a launch binding arguments. After a call's first launch the plan keeps each kernel's CUDA parameter
+  block (laid out from the kernel's PTX entry), writes the five data pointers into it and calls
+  cuLaunchKernelEx itself (3.7-5.6 us a launch: results/probes/h200_host_time_nvfp4_launch_api_0ce8111.json,
+  commit 0ce8111); k=2048 ranked 17.6 against 26.6 us through Triton's launchers (commit ca22fd7,
+  results/superseded/h200_examples_ranked_ca22fd7.json and probes/h200_host_time_nvfp4_libcuda_ca22fd7.json).
+  The TMA descriptors are made on the host: a tensor map encoded once, then for each new address a copy
+  with the address replaced (cuTensorMapReplaceAddress, under 1 us), kept by address; made in the kernel
+  they cost 3.4 and 2.6 us at k=16384 and n=4096 (probes/h200_profile_nvfp4_{head,host_desc}_8e46a8c.json).
+  Where the plan cannot lay a kernel's parameters out (another Triton), it launches through Triton's own
+  launchers; nothing is cached by input identity or content.
+
+Tried and slower on the H200 (results/README.md at commit 2d68822 names each file and its commit):
+BLOCK_N 128, three fold warpgroups, four folded-B buffers, the wgmma warpgroup checking B's scales, one
+loop in every warp instead of the partitions (59.7 against 49.2 us at k=16384), cp.async instead of TMA,
+stream-K, B folded into the wgmma's register operand, both INT8 steps in one cooperative launch, FP8 on
+the benchmark shapes (93.2 / 31.3 / 22.4 us), and I8F unchained (its programs made A only after the call
+before had ended).
+
+Why more than 700 lines (about 1,100 before ruff format laid the long calls out one argument a line): the
+Gluon kernel (its partitions, the fold, the in-kernel A) takes about 380, the FP8 / INT8 Triton kernels,
+which serve every GPU and input that the Gluon kernel does not (and the CPU tests), 470, and the host side
+(configs, TMA descriptors, the launch plan) 580.
 """
+
 import ctypes
 import os
 import re
@@ -119,13 +69,13 @@ import triton
 import triton.language as tl
 from triton.language.extra import cuda as _cuda
 
-try:   # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA or cp.async, and async wgmma
+try:  # Gluon (Triton >= 3.5): the I8G path's explicit shared memory, TMA, warp specialization and async wgmma
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _TensorDescriptor
+
     _GLUON = True
 except Exception:
     _GLUON = False
@@ -136,7 +86,6 @@ except Exception:
     pass
 
 _INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-_SM100 = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
 
 
 @triton.jit
@@ -162,7 +111,7 @@ def _planes_f32(p, sf):
     s = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
     s = tl.reshape(tl.broadcast_to(tl.reshape(s, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
     pi = p.to(tl.int32)
-    two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
+    two126 = 8.507059173023462e37  # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
     lo = (((pi & 7) << 22) | ((pi & 8) << 28)).to(tl.float32, bitcast=True) * two126 * s
     hi = (((pi & 0x70) << 18) | ((pi & 0x80) << 24)).to(tl.float32, bitcast=True) * two126 * s
     return lo, hi
@@ -203,7 +152,8 @@ _DECODE_FP8_ASM = tl.constexpr(
     "prmt.b32 z, zl, zh, m; prmt.b32 r, $3, 0, 0x3322; and.b32 r, r, z; and.b32 r, r, 0x78787878; add.u32 y, y, r;\n"
     "prmt.b32 $0, x, y, 0x6420; prmt.b32 $1, x, y, 0x7531;\n"
     "shl.b32 t, w, 4; and.b32 t, t, 0x80808080; or.b32 $0, $0, t;\n"
-    "and.b32 t, w, 0x80808080; or.b32 $1, $1, t; }")
+    "and.b32 t, w, 0x80808080; or.b32 $1, $1, t; }"
+)
 
 
 @triton.jit
@@ -214,40 +164,51 @@ def _decode_fp8(p, sf, INTERP: tl.constexpr):
     R: tl.constexpr = p.shape[0]
     C: tl.constexpr = p.shape[1]
     q, bad = _fp8_code(sf)
-    if INTERP:   # the same values through fp32
+    if INTERP:  # the same values through fp32
         lo, hi = _planes_f32(p, sf)
         lo, hi = lo.to(tl.float8e4nv), hi.to(tl.float8e4nv)
     else:
         q = tl.reshape(tl.broadcast_to(tl.reshape(q, (R, C // 8, 1)), (R, C // 8, 8)), (R, C))
-        lo, hi = tl.inline_asm_elementwise(_DECODE_FP8_ASM, "=r,=r,r,r", [p, q], dtype=(tl.uint8, tl.uint8),
-                                           is_pure=True, pack=4)
+        lo, hi = tl.inline_asm_elementwise(
+            _DECODE_FP8_ASM, "=r,=r,r,r", [p, q], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4
+        )
         lo, hi = lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
     return lo, hi, bad
 
 
 @triton.jit
-def _decode_a_kernel(a_ptr, sa_ptr, out_ptr, bad_ptr, M, K, sam, sal, ssam, ssal,
-                     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, FP8: tl.constexpr = False,
-                     PDL: tl.constexpr = False):
-    """A_DEC: decodes a [M, K/2, L] once into fp16 out [L, M, K] (value * 2**-14), so the GEMM's
-    N/BLOCK_N programs do not each decode the same A tiles again. FP8: into e4m3 out [L, M, K] with
-    the scales folded in, exact where _fp8_code finds no bad scale, and whether this program's tile has
-    one in bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM
-    launch."""
+def _decode_a_kernel(
+    a_ptr,
+    sa_ptr,
+    out_ptr,
+    bad_ptr,
+    M,
+    K,
+    sam,
+    sal,
+    ssam,
+    ssal,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr = False,
+):
+    """FP8, the first kernel: decodes a [M, K/2, L] once into e4m3 out [L, M, K] with the scales folded
+    in, exact where _fp8_code finds no bad scale, so that the GEMM's N/BLOCK_N programs do not each
+    decode the same A tiles again, and whether this program's tile has a bad scale in
+    bad [L, M/BLOCK_R, K/BLOCK_K] (every slot written on every call). PDL: then lets the GEMM launch."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     k0 = pid_k * BLOCK_K
     a = tl.load(a_ptr + l * sal + offs_r[:, None] * sam + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
     sa = tl.load(sa_ptr + l * ssal + offs_r[:, None] * ssam + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
     out = out_ptr + l * M * K + offs_r[:, None] * K + k0 + tl.arange(0, BLOCK_K)[None, :]
-    if FP8:
-        lo, hi = _planes_f32(a, sa)
-        tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
-        tl.store(bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
-                 tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32))
-    else:
-        tl.store(out, _decode(a, sa))
-    if PDL:   # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
+    lo, hi = _planes_f32(a, sa)
+    tl.store(out, tl.reshape(tl.join(lo, hi), (BLOCK_R, BLOCK_K)).to(tl.float8e4nv))
+    tl.store(
+        bad_ptr + (l * tl.num_programs(0) + pid_r) * tl.num_programs(1) + pid_k,
+        tl.max(tl.max(_fp8_code(sa)[1], axis=1), axis=0).to(tl.int32),
+    )
+    if PDL:  # after the stores: GEMM programs placed early would crowd the SMs that this kernel holds
         _cuda.gdc_launch_dependents()
 
 
@@ -258,7 +219,7 @@ def _i8_code(sf):
     at most 120)."""
     v = sf.to(tl.float8e4nv, bitcast=True).to(tl.float32)
     s = v.to(tl.int32)
-    return s, ((s.to(tl.float32) != v) | (s < 0) | (s > 10)).to(tl.int8)   # NaN: the compare fails
+    return s, ((s.to(tl.float32) != v) | (s < 0) | (s > 10)).to(tl.int8)  # NaN: the compare fails
 
 
 # INT8: one 32-bit word of packed codes (8 elements in K order, one block's) and its block's integer
@@ -275,13 +236,31 @@ _FOLD_I8 = (
     "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $0, p, 0x80808080;\n"
     "shr.b32 w, $2, 16; shr.b32 n, n, 16;\n"
     "prmt.b32 p, t0, t1, w; prmt.b32 q, t0, t1, n;\n"
-    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $1, p, 0x80808080; }")
+    "or.b32 p, p, 0x80808080; sub.u32 p, p, q; xor.b32 $1, p, 0x80808080; }"
+)
 _FOLD_I8_ASM = tl.constexpr(_FOLD_I8)
 
 
 @triton.jit
-def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssxl, R, K, l, tile,
-                  BLOCK_K: tl.constexpr, INTERP: tl.constexpr, WAIT: tl.constexpr = 0):
+def _fold_i8_rows(
+    x_ptr,
+    sx_ptr,
+    out_ptr,
+    bad_ptr,
+    rows,
+    k0,
+    sxr,
+    sxl,
+    ssxr,
+    ssxl,
+    R,
+    K,
+    l,
+    tile,
+    BLOCK_K: tl.constexpr,
+    INTERP: tl.constexpr,
+    WAIT: tl.constexpr = 0,
+):
     """INT8: one [rows, BLOCK_K] tile of a packed operand (a or b, [R, K/2, L]) as int8 2 * value in K
     order (out [L, R, K]) and whether a scale there is not an integer 0..10 (bad[tile]). The codes are
     read and the values written as 32-bit words (8 and 4 elements). WAIT: PDL's wait (for the kernel
@@ -290,7 +269,7 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
     NR: tl.constexpr = rows.shape[0]
     sx = tl.load(sx_ptr + l * ssxl + rows[:, None] * ssxr + k0 // 16 + tl.arange(0, BLOCK_K // 16)[None, :])
     s, bad = _i8_code(sx)
-    if INTERP:   # the same values through fp32
+    if INTERP:  # the same values through fp32
         x = tl.load(x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :])
         lo, hi = _planes_f32(x, sx)
         v = (tl.reshape(tl.join(lo, hi), (NR, BLOCK_K)) * 2.0).to(tl.int8)
@@ -298,13 +277,16 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
     else:
         words = (x_ptr + l * sxl + rows[:, None] * sxr + k0 // 2).to(tl.pointer_type(tl.int32))
         w = tl.load(words + tl.arange(0, BLOCK_K // 8)[None, :])
-        s = tl.reshape(tl.broadcast_to(tl.reshape(s, (NR, BLOCK_K // 16, 1)), (NR, BLOCK_K // 16, 2)),
-                       (NR, BLOCK_K // 8))   # a block is two words
-        w0, w1 = tl.inline_asm_elementwise(_FOLD_I8_ASM, "=r,=r,r,r", [w, s], dtype=(tl.int32, tl.int32),
-                                           is_pure=True, pack=1)
+        s = tl.reshape(
+            tl.broadcast_to(tl.reshape(s, (NR, BLOCK_K // 16, 1)), (NR, BLOCK_K // 16, 2)), (NR, BLOCK_K // 8)
+        )  # a block is two words
+        w0, w1 = tl.inline_asm_elementwise(
+            _FOLD_I8_ASM, "=r,=r,r,r", [w, s], dtype=(tl.int32, tl.int32), is_pure=True, pack=1
+        )
         v = tl.reshape(tl.join(w0, w1), (NR, BLOCK_K // 4))
-        out = (out_ptr + l * R * K + rows[:, None] * K + k0).to(tl.pointer_type(tl.int32)) \
-            + tl.arange(0, BLOCK_K // 4)[None, :]
+        out = (out_ptr + l * R * K + rows[:, None] * K + k0).to(tl.pointer_type(tl.int32)) + tl.arange(0, BLOCK_K // 4)[
+            None, :
+        ]
     if WAIT:
         _cuda.gdc_wait()
         _cuda.gdc_launch_dependents()
@@ -313,26 +295,82 @@ def _fold_i8_rows(x_ptr, sx_ptr, out_ptr, bad_ptr, rows, k0, sxr, sxl, ssxr, ssx
 
 
 @triton.jit
-def _prep_i8_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, a8_ptr, b8_ptr, fa_ptr, fb_ptr, M, N, K,
-                    sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl,
-                    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PDL: tl.constexpr = False,
-                    WAIT: tl.constexpr = 0):
+def _prep_i8_kernel(
+    a_ptr,
+    b_ptr,
+    sa_ptr,
+    sb_ptr,
+    a8_ptr,
+    b8_ptr,
+    fa_ptr,
+    fb_ptr,
+    M,
+    N,
+    K,
+    sam,
+    sal,
+    sbn,
+    sbl,
+    ssam,
+    ssal,
+    ssbn,
+    ssbl,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INTERP: tl.constexpr,
+    PDL: tl.constexpr = False,
+    WAIT: tl.constexpr = 0,
+):
     """INT8, the first kernel: both operands as int8 (2 * value, exact for the scales that _i8_code
     finds good) in K order, a8 [L, M, K] and b8 [L, N, K], and a flag per BLOCK_R-row x BLOCK_K tile
     (fa [L, M/BLOCK_R, K/BLOCK_K], fb [L, N/BLOCK_R, K/BLOCK_K]; every slot written on every call).
     Programs 0 .. M/BLOCK_R - 1 take row blocks of a, the rest those of b. PDL: then lets the GEMM launch.
-    WAIT (launched as a dependent of the call before's GEMM, see _CHAIN): its loads before PDL's wait,
+    WAIT (launched as a dependent of the call before's GEMM, the chain): its loads before PDL's wait,
     its stores after."""
     pid_r, pid_k, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     na, kt = M // BLOCK_R, tl.num_programs(1)
     if pid_r < na:
-        _fold_i8_rows(a_ptr, sa_ptr, a8_ptr, fa_ptr, pid_r * BLOCK_R + tl.arange(0, BLOCK_R), pid_k * BLOCK_K,
-                      sam, sal, ssam, ssal, M, K, l, (l * na + pid_r) * kt + pid_k, BLOCK_K, INTERP, WAIT)
+        _fold_i8_rows(
+            a_ptr,
+            sa_ptr,
+            a8_ptr,
+            fa_ptr,
+            pid_r * BLOCK_R + tl.arange(0, BLOCK_R),
+            pid_k * BLOCK_K,
+            sam,
+            sal,
+            ssam,
+            ssal,
+            M,
+            K,
+            l,
+            (l * na + pid_r) * kt + pid_k,
+            BLOCK_K,
+            INTERP,
+            WAIT,
+        )
     else:
         r = pid_r - na
-        _fold_i8_rows(b_ptr, sb_ptr, b8_ptr, fb_ptr, r * BLOCK_R + tl.arange(0, BLOCK_R), pid_k * BLOCK_K,
-                      sbn, sbl, ssbn, ssbl, N, K, l, (l * (N // BLOCK_R) + r) * kt + pid_k, BLOCK_K, INTERP, WAIT)
-    if PDL:   # after the stores
+        _fold_i8_rows(
+            b_ptr,
+            sb_ptr,
+            b8_ptr,
+            fb_ptr,
+            r * BLOCK_R + tl.arange(0, BLOCK_R),
+            pid_k * BLOCK_K,
+            sbn,
+            sbl,
+            ssbn,
+            ssbl,
+            N,
+            K,
+            l,
+            (l * (N // BLOCK_R) + r) * kt + pid_k,
+            BLOCK_K,
+            INTERP,
+            WAIT,
+        )
+    if PDL:  # after the stores
         _cuda.gdc_launch_dependents()
 
 
@@ -341,7 +379,7 @@ def _i8_tile(acc, a8_rows, b8_rows, fa_rows, fb_rows, k_lo, k_hi, BLOCK_K: tl.co
     """INT8: acc (int32) plus the chunks [k_lo, k_hi) of the first kernel's int8 operands on the int8
     tensor cores (exact), and whether a flag of the tile's row blocks (fa_rows, fb_rows: per 256 K) is set."""
     offs_k = tl.arange(0, BLOCK_K)[None, :]
-    FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
+    FLAGS: tl.constexpr = (BLOCK_K + 255) // 256  # flags per chunk
     bad_a = tl.zeros((fa_rows.shape[0], FLAGS), dtype=tl.int32)
     bad_b = tl.zeros((fb_rows.shape[0], FLAGS), dtype=tl.int32)
     for k in range(k_lo, k_hi, BLOCK_K):
@@ -353,19 +391,15 @@ def _i8_tile(acc, a8_rows, b8_rows, fa_rows, fb_rows, k_lo, k_hi, BLOCK_K: tl.co
 
 
 @triton.jit
-def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, A_DEC: tl.constexpr,
-               INTERP: tl.constexpr):
-    """acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is value * 2**-14, so the
-    tile is acc * 2**28. *_rows: pointers to the tile's rows at k = 0. A_DEC: a_rows point into A
-    decoded by _decode_a_kernel, else into a itself."""
+def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
+    """The fallback: acc plus the chunks [k_lo, k_hi) on fp16 tensor cores; every operand is
+    value * 2**-14 (exact for every e4m3 scale), so the tile is acc * 2**28. *_rows: pointers to the
+    tile's rows at k = 0 in a, sfa, b and sfb."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
-    for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
+    for k in range(k_lo, k_hi, BLOCK_K):  # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
-        if A_DEC:
-            av = tl.load(a_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :])
-        else:
-            av = _decode(tl.load(a_rows[:, None] + kh + offs_kh), tl.load(sa_rows[:, None] + ks + offs_ks))
+        av = _decode(tl.load(a_rows[:, None] + kh + offs_kh), tl.load(sa_rows[:, None] + ks + offs_ks))
         bv = _decode(tl.load(b_rows[:, None] + kh + offs_kh), tl.load(sb_rows[:, None] + ks + offs_ks))
         acc = _dot(av, bv, acc, INTERP)
     return acc
@@ -374,9 +408,9 @@ def _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.co
 @triton.jit
 def _dot(x, y, acc, INTERP: tl.constexpr):
     """acc += x @ y^T for fp16 or e4m3 x, y (exact products, fp32 accumulation) or int8 ones (int32)."""
-    if INTERP:   # the interpreter has no fp8 dot; fp32 ieee is exact here too (int8: for one chunk)
+    if INTERP:  # the interpreter has no fp8 dot; fp32 ieee is exact here too (int8: for one chunk)
         acc += tl.dot(x.to(tl.float32), tl.trans(y).to(tl.float32), input_precision="ieee").to(acc.dtype)
-    elif x.dtype == tl.int8:   # int32 accumulation: exact
+    elif x.dtype == tl.int8:  # int32 accumulation: exact
         acc = tl.dot(x, tl.trans(y), acc, out_dtype=tl.int32)
     elif x.dtype == tl.float8e4nv:
         # Hopper's fp8 wgmma accumulates with fewer bits than fp32: each dot gets a fresh accumulator,
@@ -388,35 +422,62 @@ def _dot(x, y, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr,
-              INTERP: tl.constexpr):
+def _fp8_tile(acc, a8_rows, bad_a_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
     """FP8: acc plus the chunks [k_lo, k_hi) on e4m3 tensor cores, one dot per chunk: A's e4m3 rows
     (a8_rows, K order) with B decoded by _decode_fp8, its even and odd elements interleaved in
     registers; and whether a scale of A (bad_a_rows: _decode_a_kernel's flags of the tile's row blocks,
     per 256 K) or of B was bad there (_fp8_code; 0: the tile is exact)."""
     offs_kh = tl.arange(0, BLOCK_K // 2)[None, :]
     offs_ks = tl.arange(0, BLOCK_K // 16)[None, :]
-    FLAGS: tl.constexpr = (BLOCK_K + 255) // 256   # flags per chunk
+    FLAGS: tl.constexpr = (BLOCK_K + 255) // 256  # flags per chunk
     bad_a = tl.zeros((bad_a_rows.shape[0], FLAGS), dtype=tl.int32)
     bad_b = tl.zeros((b_rows.shape[0], BLOCK_K // 16), dtype=tl.int8)
-    for k in range(k_lo, k_hi, BLOCK_K):   # k: a multiple of 64
+    for k in range(k_lo, k_hi, BLOCK_K):  # k: a multiple of 64
         kh, ks = tl.multiple_of(k // 2, 32), tl.multiple_of(k // 16, 4)
         bad_a |= tl.load(bad_a_rows[:, None] + k // 256 + tl.arange(0, FLAGS)[None, :])
-        b_even, b_odd, bad = _decode_fp8(tl.load(b_rows[:, None] + kh + offs_kh),
-                                         tl.load(sb_rows[:, None] + ks + offs_ks), INTERP)
+        b_even, b_odd, bad = _decode_fp8(
+            tl.load(b_rows[:, None] + kh + offs_kh), tl.load(sb_rows[:, None] + ks + offs_ks), INTERP
+        )
         bad_b |= bad
         b = tl.reshape(tl.join(b_even, b_odd), (b_even.shape[0], BLOCK_K))
-        acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc,
-                   INTERP)
+        acc = _dot(tl.load(a8_rows[:, None] + tl.multiple_of(k, 64) + tl.arange(0, BLOCK_K)[None, :]), b, acc, INTERP)
     return acc, tl.max(tl.max(bad_a, axis=1), axis=0) | tl.max(tl.max(bad_b, axis=1), axis=0).to(tl.int32)
 
 
 @triton.jit
-def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
-                  M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  SPLIT_K: tl.constexpr, INTERP: tl.constexpr, A_DEC: tl.constexpr = 0, PDL: tl.constexpr = False):
-    # A_DEC = 1: a_ptr is the decoded fp16 A of _decode_a_kernel ([L, M, K]; sam = K, sal = M * K).
+def _nvfp4_kernel(
+    a_ptr,
+    a8_ptr,
+    fa_ptr,
+    b_ptr,
+    b8_ptr,
+    fb_ptr,
+    sa_ptr,
+    sb_ptr,
+    c_ptr,
+    ws_ptr,
+    cnt_ptr,
+    M,
+    N,
+    K,
+    sam,
+    sal,
+    sbn,
+    sbl,
+    ssam,
+    ssal,
+    ssbn,
+    ssbl,
+    scm,
+    scl,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    INTERP: tl.constexpr,
+    A_DEC: tl.constexpr,
+    PDL: tl.constexpr = False,
+):
     # A_DEC = FP8: a8_ptr holds A's e4m3 values ([L, M, K]), fa_ptr the flags of its bad scales
     # ([L, M/64, K/256]) and a_ptr is a (for the fp16 fallback). A_DEC = INT8: a8_ptr, b8_ptr hold both
     # operands as _prep_i8_kernel wrote them ([L, M, K], [L, N, K]), fa_ptr, fb_ptr their flags.
@@ -439,24 +500,41 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
     if PDL:
         _cuda.gdc_wait()
     a_rows = a_ptr + l * sal + offs_m * sam
-    if A_DEC == 1:
-        acc = _fp16_tile(acc, a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, BLOCK_K, True, INTERP) * 268435456.0
-    else:
-        bad = 1
-        blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)   # 64-row blocks of A
-        if A_DEC == 2:   # FP8
-            acc, bad = _fp8_tile(acc, a8_ptr + l * M * K + offs_m * K, fa_ptr + blocks * (K // 256), b_rows, sb_rows,
-                                 k_lo, k_hi, BLOCK_K, INTERP)
-        if A_DEC == 3:   # INT8: 4 * C, exact in int32
-            b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
-            acc_i, bad = _i8_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32), a8_ptr + l * M * K + offs_m * K,
-                                  b8_ptr + l * N * K + offs_n * K, fa_ptr + blocks * (K // 256),
-                                  fb_ptr + b_blocks * (K // 256), k_lo, k_hi, BLOCK_K, INTERP)
-            acc = acc_i.to(tl.float32) * 0.25
-        if bad > 0:   # (FP8, INT8: a scale that the path cannot fold: this tile again, exactly, on fp16, in
-            # chunks of 64, whose registers stay within the fp8 loop's)
-            acc = _fp16_tile(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows,
-                             k_lo, k_hi, 64 if A_DEC >= 2 else BLOCK_K, False, INTERP) * 268435456.0
+    blocks = l * (M // 64) + pid_m * (BLOCK_M // 64) + tl.arange(0, BLOCK_M // 64)  # 64-row blocks of A
+    if A_DEC == 2:  # FP8
+        acc, bad = _fp8_tile(
+            acc,
+            a8_ptr + l * M * K + offs_m * K,
+            fa_ptr + blocks * (K // 256),
+            b_rows,
+            sb_rows,
+            k_lo,
+            k_hi,
+            BLOCK_K,
+            INTERP,
+        )
+    if A_DEC == 3:  # INT8: 4 * C, exact in int32
+        b_blocks = l * (N // 64) + pid_n * (BLOCK_N // 64) + tl.arange(0, BLOCK_N // 64)
+        acc_i, bad = _i8_tile(
+            tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32),
+            a8_ptr + l * M * K + offs_m * K,
+            b8_ptr + l * N * K + offs_n * K,
+            fa_ptr + blocks * (K // 256),
+            fb_ptr + b_blocks * (K // 256),
+            k_lo,
+            k_hi,
+            BLOCK_K,
+            INTERP,
+        )
+        acc = acc_i.to(tl.float32) * 0.25
+    if bad > 0:  # a scale that the path cannot fold: this tile again, exactly, on fp16, in chunks of 64,
+        # whose registers stay within the fp8 loop's
+        acc = (
+            _fp16_tile(
+                tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), a_rows, sa_rows, b_rows, sb_rows, k_lo, k_hi, 64, INTERP
+            )
+            * 268435456.0
+        )
     c_ptrs = c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(c_ptrs, acc.to(tl.float16))
@@ -475,67 +553,38 @@ def _nvfp4_kernel(a_ptr, a8_ptr, fa_ptr, b_ptr, b8_ptr, fb_ptr, sa_ptr, sb_ptr, 
             tl.atomic_xchg(cnt_ptr + tile, 0)
 
 
-@triton.jit
-def _nvfp4_sm100_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, M, N, K,
-                        sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """sm_100: packed e2m1 operands and float8_e4m3fn scales straight into tl.dot_scaled (16-element
-    blocks: the FP4 tensor cores apply the scales), fp32 accumulation, fp16 C."""
-    pid_n, pid_m, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_kh = tl.arange(0, BLOCK_K // 2)
-    offs_ks = tl.arange(0, BLOCK_K // 16)
-    a_ptrs = a_ptr + l * sal + offs_m[:, None] * sam + offs_kh[None, :]
-    b_ptrs = b_ptr + l * sbl + offs_n[:, None] * sbn + offs_kh[None, :]
-    sa_ptrs = sa_ptr + l * ssal + offs_m[:, None] * ssam + offs_ks[None, :]
-    sb_ptrs = sb_ptr + l * ssbl + offs_n[:, None] * ssbn + offs_ks[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        acc = tl.dot_scaled(tl.load(a_ptrs + k // 2), tl.load(sa_ptrs + k // 16), "e2m1",
-                            tl.trans(tl.load(b_ptrs + k // 2)), tl.load(sb_ptrs + k // 16), "e2m1", acc)
-    tl.store(c_ptr + l * scl + offs_m[:, None] * scm + offs_n[None, :], acc.to(tl.float16))
-
-
-
 # ---- I8G: the INT8 path with B decoded in the GEMM, in Gluon (Hopper) --------------------------------------
 # Triton waits for each wgmma at once when an operand is computed in the loop, so the decode and the
-# tensor cores take turns. Here they overlap: A (int8 2 * value in K order, written once by
-# _prep_i8_kernel) and B's codes and scales reach shared memory ahead of use, by TMA (chunks of 256 K)
-# or by cp.async (128 K); B is folded into int8 by _FOLD_I8 (prmt lookups in tables times the block's
-# integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows of B, all 128 rows of
-# A); one int32 accumulator, exact, so no partial sums leave the tensor cores. By TMA with one
-# warpgroup of wgmma the kernel is warp-specialized (_ws_*: load warps, fold warpgroups, the wgmma
-# warpgroup); otherwise one loop in every warp issues chunk i's wgmma and folds chunk i + 1 meanwhile.
-# A tile whose scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores
-# (exact products, as the reference): slow, and only adversarial inputs reach it.
+# tensor cores take turns. Here they overlap: A (int8 2 * value in K order, written by _prep_i8_kernel
+# or, I8F, by the GEMM's own programs: _gl_prep_a) and B's codes and scales reach shared memory ahead of
+# use by TMA, in chunks of 256 K; B is folded into int8 by _FOLD_I8 (prmt lookups in tables times the
+# block's integer scale) and stored as the wgmma's first operand (C^T tile: BLOCK_N rows of B, all 128
+# rows of A); one int32 accumulator, exact, so no partial sums leave the tensor cores. The kernel is
+# warp-specialized (_ws_*: two load warps, two fold warpgroups, the wgmma warpgroup). A tile whose
+# scales do not fold (not an integer 0..10) is computed again in fp32 on the CUDA cores (exact
+# products, as the reference): slow, and only adversarial inputs reach it.
 if _GLUON:
-    _cp_async = getattr(_async_copy, "async_load", None) or _async_copy.async_copy_global_to_shared
     _gl_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
-    if hasattr(gl.shared_memory_descriptor, "reinterpret"):   # Triton >= 3.7; 3.6 has _reinterpret
+    if hasattr(gl.shared_memory_descriptor, "reinterpret"):  # Triton >= 3.7; 3.6 has _reinterpret
+
         @gluon.jit
         def _gl_flat(smem, shape: gl.constexpr):
             return smem.reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     else:
+
         @gluon.jit
         def _gl_flat(smem, shape: gl.constexpr):
             return smem._reinterpret(gl.uint8, shape, gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
 
-    @gluon.jit
-    def _gl_load_chunk(a_s, c_s, s_s, a_ptrs, b_ptrs, s_ptrs, kc, BK: gl.constexpr):
-        """Chunk kc's A tile, B codes and B scales into one stage of shared memory (cp.async)."""
-        _cp_async(a_s, a_ptrs + kc * BK)
-        _cp_async(c_s, b_ptrs + kc * (BK // 2))
-        _cp_async(s_s, s_ptrs + kc * (BK // 16))
+    _FOLD_I8_GL = gl.constexpr(_FOLD_I8)
 
     @gluon.jit
     def _gl_fold(c_s, s_s, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr):
         """B's codes [BLOCK_N, BK / 2] and scales in shared memory -> (int8 2 * value [BLOCK_N, BK] in K
         order, and 1 per block whose scale is not an integer 0..10)."""
-        codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)       # [rows, blocks, words, bytes]
+        codes = c_s.reshape([BLOCK_N, BK // 16, 2, 4]).load(cl)  # [rows, blocks, words, bytes]
         return _gl_fold_words(codes, s_s.load(gl.SliceLayout(2, gl.SliceLayout(3, cl))), BLOCK_N, BK)
 
     @gluon.jit
@@ -543,10 +592,11 @@ if _GLUON:
         """_gl_fold on codes [rows, blocks, words, bytes] and scale bytes sf [rows, blocks] in registers."""
         v = sf.to(gl.float8e4nv, bitcast=True).to(gl.float32)
         s = v.to(gl.int32)
-        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)   # NaN: the compare fails
+        bad = ((s.to(gl.float32) != v) | (s < 0) | (s > 10)).to(gl.int32)  # NaN: the compare fails
         s4 = gl.broadcast(gl.expand_dims(gl.expand_dims(s.to(gl.uint8), 2), 3), codes)[0]
-        lo, hi = gl.inline_asm_elementwise(_FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8),
-                                           is_pure=True, pack=4)   # a word's elements 0..3 and 4..7
+        lo, hi = gl.inline_asm_elementwise(
+            _FOLD_I8_GL, "=r,=r,r,r", [codes, s4], dtype=(gl.int8, gl.int8), is_pure=True, pack=4
+        )  # a word's elements 0..3 and 4..7
         return gl.reshape(gl.permute(gl.join(lo, hi), [0, 1, 2, 4, 3]), [BLOCK_N, BK]), bad
 
     @gluon.jit
@@ -570,15 +620,16 @@ if _GLUON:
         out_l: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [cl.warps_per_cta[0], 1], [1, 0])
         orow = l * M + r * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, out_l))
         ocol = kc * 256 + gl.arange(0, 256, layout=gl.SliceLayout(0, out_l))
-        _cuda.gdc_wait()   # (_CHAIN: the kernel before, which reads a8 and fa, has ended)
+        _cuda.gdc_wait()  # (the chain: the kernel before, which reads a8 and fa, has ended)
         gl.store(a8_ptr + gl.expand_dims(orow * K, 1) + gl.expand_dims(ocol, 0), gl.convert_layout(vals, out_l))
         gl.store(fa_ptr + unit, gl.max(gl.max(bad, axis=1), axis=0))
 
     @gluon.jit
     def _gl_fence_global():
         """Generic-proxy global writes and TMA (async-proxy) reads of them, ordered (fence.proxy.async)."""
-        gl.inline_asm_elementwise("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)
+        gl.inline_asm_elementwise(
+            "fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=gl.int32, is_pure=False, pack=1
+        )
 
     @gluon.jit
     def _gl_wait_a(rdy):
@@ -592,12 +643,13 @@ if _GLUON:
         _gl_fence_global()
 
     @gluon.jit
-    def _gl_fp32_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn,
-                      layout: gl.constexpr):
+    def _gl_fp32_tile(
+        a_ptr, sa_ptr, b_ptr, sb_ptr, rows_a, rows_b, k_lo, k_hi, sam, ssam, sbn, ssbn, layout: gl.constexpr
+    ):
         """The fallback: the tile's dequantized products summed in fp32 on the CUDA cores, two K (one
         byte) a step. *_ptr at the batch's element 0; rows_a / rows_b: the tile's rows (slices of layout)."""
         acc = gl.zeros([rows_b.shape[0], rows_a.shape[0]], gl.float32, layout=layout)
-        two126 = 8.507059173023462e37   # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
+        two126 = 8.507059173023462e37  # bits (c & 7) << 22 | (c & 8) << 28 are e2m1(c) * 2**-126
         for k in range(k_lo, k_hi, 2):
             pa = gl.load(a_ptr + rows_a * sam + k // 2).to(gl.int32)
             pb = gl.load(b_ptr + rows_b * sbn + k // 2).to(gl.int32)
@@ -609,56 +661,6 @@ if _GLUON:
                 vb = (((cb & 7) << 22) | ((cb & 8) << 28)).to(gl.float32, bitcast=True) * sb
                 acc += gl.expand_dims(vb, 1) * gl.expand_dims(va, 0)
         return acc
-
-    @gluon.jit
-    def _gl_ring_loop(a_smem, b_smem, a8_ptr, row_a, K, b_ptr, sb_ptr, n0, sbn, ssbn, acc, c_lo, n_it,
-                      cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
-        """The I8G loop with A (a8_ptr: the batch's [M, K], rows from row_a), B's codes and B's scales
-        staged by cp.async, STAGES chunks ahead."""
-        num_warps: gl.constexpr = cl.warps_per_cta[0]
-        BM: gl.constexpr = a_smem.shape[1]
-        lda: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [num_warps, 1], [1, 0])   # [BM, BK] 16-byte copies
-        ldb: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 2]
-        lds: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [num_warps, 1], [1, 0])   # [BLOCK_N, BK / 16]
-        c_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 2], gl.SwizzledSharedLayout(16, 1, 1, [1, 0]))
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, BK // 16], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-        ra = row_a + gl.arange(0, BM, layout=gl.SliceLayout(1, lda))
-        a_ptrs = a8_ptr + gl.expand_dims(ra * K, 1) + gl.expand_dims(gl.arange(0, BK, layout=gl.SliceLayout(0, lda)), 0)
-        rb = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, ldb))
-        b_ptrs = b_ptr + gl.expand_dims(rb * sbn, 1) + gl.expand_dims(gl.arange(0, BK // 2, layout=gl.SliceLayout(0, ldb)), 0)
-        rs = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, lds))
-        s_ptrs = sb_ptr + gl.expand_dims(rs * ssbn, 1) + gl.expand_dims(gl.arange(0, BK // 16, layout=gl.SliceLayout(0, lds)), 0)
-        # The loop body has no branch, so that ptxas can schedule across it: past the last chunk the loads
-        # repeat it and its fold is thrown away (and so are its flags).
-        for i in gl.static_range(STAGES - 1):   # chunks 0 .. STAGES - 2 in flight
-            _gl_load_chunk(a_smem.index(i), c_smem.index(i), s_smem.index(i), a_ptrs, b_ptrs, s_ptrs,
-                           c_lo + gl.minimum(i, n_it - 1), BK)
-            _async_copy.commit_group()
-        _async_copy.wait_group(STAGES - 2)
-        _gl_barrier()
-        vals, bad = _gl_fold(c_smem.index(0), s_smem.index(0), cl, BLOCK_N, BK)
-        b_smem.index(0).store(vals)
-        hopper.fence_async_shared()
-        rd = 0   # the stage of chunk it
-        for it in range(n_it):
-            nxt = gl.where(rd == STAGES - 1, 0, rd + 1)
-            prv = gl.where(rd == 0, STAGES - 1, rd - 1)
-            _async_copy.wait_group(STAGES - 3)   # chunk it + 1 landed; b_smem[it % 2] stored by every warp
-            _gl_barrier()
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(rd).permute((1, 0)), acc, is_async=True)
-            vals, nb = _gl_fold(c_smem.index(nxt), s_smem.index(nxt), cl, BLOCK_N, BK)   # chunk it + 1's B
-            bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
-            b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()   # (before the next loads: the fence waits for this thread's copies)
-            _gl_load_chunk(a_smem.index(prv), c_smem.index(prv), s_smem.index(prv), a_ptrs, b_ptrs, s_ptrs,
-                           c_lo + gl.minimum(it + STAGES - 1, n_it - 1), BK)   # into chunk it - 1's stage
-            _async_copy.commit_group()
-            rd = nxt
-        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-        _async_copy.wait_group(0)   # the loads past the last chunk: none may land in the epilogue's scratch
-        return acc, bad
 
     @gluon.jit
     def _gl_tma_a(a_desc, a_s, bar, row_a, kc, pred):
@@ -674,50 +676,11 @@ if _GLUON:
         _tma_load(s_desc, [n0, kc * s_desc.block_type.shape[1]], bar, s_s, pred=pred)
 
     @gluon.jit
-    def _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b, row_a, n0, acc,
-                     c_lo, n_it, cl: gl.constexpr, BLOCK_N: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                     B_STAGES: gl.constexpr):
-        """The I8G loop with A, B's codes and B's scales loaded by TMA (the async proxy: a wgmma reads A
-        once the stage's mbarrier has flipped, with no proxy fence waiting on the copies). A and B have
-        rings of their own: A (32 KB a chunk, from L2) STAGES chunks ahead, B (9 KB a chunk, from DRAM)
-        B_STAGES; B's first B_STAGES chunks were issued by the caller before PDL's wait."""
-        # the same bytes as row-major tiles (TMA writes a box without swizzle densely), for the fold's loads
-        c_view = _gl_flat(c_smem, [B_STAGES, BLOCK_N, BK // 2])
-        s_view = _gl_flat(s_smem, [B_STAGES, BLOCK_N, BK // 16])
-        for i in gl.static_range(STAGES - 1):
-            _gl_tma_a(a_desc, a_smem.index(i), ready_a.index(i), row_a, c_lo + i, i < n_it)
-        mbarrier.wait(ready_b.index(0), 0)
-        vals, bad = _gl_fold(c_view.index(0), s_view.index(0), cl, BLOCK_N, BK)
-        b_smem.index(0).store(vals)
-        hopper.fence_async_shared()
-        for it in range(n_it):
-            ra = it % STAGES            # chunk it's A stage
-            rb = (it + 1) % B_STAGES    # chunk it + 1's B stage
-            mbarrier.wait(ready_a.index(ra), (it // STAGES) & 1)
-            _gl_barrier()   # b_smem[it % 2] stored by every warp
-            acc = hopper.warpgroup_mma(b_smem.index(it % 2), a_smem.index(ra).permute((1, 0)), acc, is_async=True)
-            fb = it % B_STAGES   # chunk it's B stage: folded last iteration, and fenced since
-            _gl_tma_b(b_desc, s_desc, c_smem.index(fb), s_smem.index(fb), ready_b.index(fb), n0,
-                      c_lo + it + B_STAGES, it + B_STAGES < n_it)
-            mbarrier.wait(ready_b.index(rb), ((it + 1) // B_STAGES) & 1, pred=it + 1 < n_it)
-            vals, nb = _gl_fold(c_view.index(rb), s_view.index(rb), cl, BLOCK_N, BK)
-            bad |= nb * (it + 1 < n_it).to(gl.int32)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk it - 1's is done
-            _gl_barrier()   # ... in every warp: its B (the buffer stored next) and A stage are free
-            b_smem.index((it + 1) % 2).store(vals)
-            hopper.fence_async_shared()
-            pa = (it + STAGES - 1) % STAGES   # chunk it - 1's A stage
-            _gl_tma_a(a_desc, a_smem.index(pa), ready_a.index(pa), row_a, c_lo + it + STAGES - 1,
-                      it + STAGES - 1 < n_it)
-        acc = hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc])
-        return acc, bad
-
-    @gluon.jit
     def _ws_mma(acc, a_smem, f_smem, bars, n_it, fa_ptrs, fmask, rdy):
         """Warp-specialized I8G, the default partition (one warpgroup): A's flags once A is written
         (_gl_wait_a), then chunk c's wgmma once its A tile and its folded B are in; a chunk's A stage and
         folded-B slot are released when its wgmma is done. Returns the accumulator and A's flags."""
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        a_ready, a_empty, _b_ready, _b_empty, f_ready, f_empty = bars
         _gl_wait_a(rdy)
         fa = gl.load(fa_ptrs, mask=fmask, other=0)
         SA: gl.constexpr = a_smem.shape[0]
@@ -725,9 +688,8 @@ if _GLUON:
         for c in range(n_it):
             mbarrier.wait(a_ready.index(c % SA), (c // SA) & 1)
             mbarrier.wait(f_ready.index(c % SF), (c // SF) & 1)
-            acc = hopper.warpgroup_mma(f_smem.index(c % SF), a_smem.index(c % SA).permute((1, 0)), acc,
-                                       is_async=True)
-            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])   # chunk c - 1's is done
+            acc = hopper.warpgroup_mma(f_smem.index(c % SF), a_smem.index(c % SA).permute((1, 0)), acc, is_async=True)
+            acc = hopper.warpgroup_mma_wait(num_outstanding=1, deps=[acc])  # chunk c - 1's is done
             mbarrier.arrive(a_empty.index((c + SA - 1) % SA), pred=c > 0)
             mbarrier.arrive(f_empty.index((c + SF - 1) % SF), pred=c > 0)
         return hopper.warpgroup_mma_wait(num_outstanding=0, deps=[acc]), fa
@@ -737,9 +699,9 @@ if _GLUON:
     def _ws_load_a(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
         """Warp-specialized I8G, A's load warp: waits until A is written (_gl_wait_a), then A's chunks
         into A's ring as the wgmmas free its stages."""
-        a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        a_desc, _b_desc, _s_desc = descs
+        a_smem, _c_smem, _s_smem, _f_smem, _bad_smem = smems
+        a_ready, a_empty, _b_ready, _b_empty, _f_ready, _f_empty = bars
         SA: gl.constexpr = a_smem.shape[0]
         _gl_wait_a(rdy)
         for c in range(n_it):
@@ -750,14 +712,22 @@ if _GLUON:
     def _ws_load_b(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
         """Warp-specialized I8G, B's load warp: B's codes and scales of chunk c + B_STAGES once chunk c is
         folded (the first B_STAGES chunks came before the partitions, and before PDL's wait)."""
-        a_desc, b_desc, s_desc = descs
-        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        _a_desc, b_desc, s_desc = descs
+        _a_smem, c_smem, s_smem, _f_smem, _bad_smem = smems
+        _a_ready, _a_empty, b_ready, b_empty, _f_ready, _f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         for c in range(n_it - SB):
             mbarrier.wait(b_empty.index(c % SB), (c // SB) & 1)
-            _gl_tma_b(b_desc, s_desc, c_smem.index(c % SB), s_smem.index(c % SB), b_ready.index(c % SB), n0,
-                      c_lo + c + SB, True)
+            _gl_tma_b(
+                b_desc,
+                s_desc,
+                c_smem.index(c % SB),
+                s_smem.index(c % SB),
+                b_ready.index(c % SB),
+                n0,
+                c_lo + c + SB,
+                True,
+            )
 
     @gluon.jit
     def _ws_fold(descs, smems, bars, row_a, n0, c_lo, n_it, rdy, part):
@@ -765,11 +735,11 @@ if _GLUON:
         the folded-B ring, its flags to bad_smem[part]. BLOCK_N 64: the two take alternate chunks; BLOCK_N
         128: both take every chunk, rows part * 64 .. part * 64 + 63 each (a B stage is freed, and a folded
         buffer filled, when both have arrived)."""
-        a_smem, c_smem, s_smem, f_smem, bad_smem = smems
-        a_ready, a_empty, b_ready, b_empty, f_ready, f_empty = bars
+        _a_smem, c_smem, s_smem, f_smem, bad_smem = smems
+        _a_ready, _a_empty, b_ready, b_empty, f_ready, f_empty = bars
         SB: gl.constexpr = c_smem.shape[0]
         SF: gl.constexpr = f_smem.shape[0]
-        NH: gl.constexpr = c_smem.shape[1] // 64   # 64 rows of B folded at a time (registers)
+        NH: gl.constexpr = c_smem.shape[1] // 64  # 64 rows of B folded at a time (registers)
         BK: gl.constexpr = c_smem.shape[2] * 2
         # a warp reads two whole rows of codes (256 contiguous bytes: two shared-memory wavefronts; four
         # rows of 64 bytes, 128 bytes apart, took four)
@@ -777,15 +747,15 @@ if _GLUON:
         c_view = _gl_flat(c_smem, [SB * NH, 64, BK // 2])
         s_view = _gl_flat(s_smem, [SB * NH, 64, BK // 16])
         bad = gl.zeros([64, BK // 16], gl.int32, layout=gl.SliceLayout(2, gl.SliceLayout(3, cl)))
-        for c in range(part * (2 - NH), n_it, 3 - NH):   # BLOCK_N 64: chunks part, part + 2, ...; 128: all
+        for c in range(part * (2 - NH), n_it, 3 - NH):  # BLOCK_N 64: chunks part, part + 2, ...; 128: all
             mbarrier.wait(b_ready.index(c % SB), (c // SB) & 1)
-            u = c % SB * NH + part * (NH - 1)   # the 64 rows to fold: the stage's, or its half part
+            u = c % SB * NH + part * (NH - 1)  # the 64 rows to fold: the stage's, or its half part
             vals, nb = _gl_fold(c_view.index(u), s_view.index(u), cl, 64, BK)
             bad |= nb
-            hopper.fence_async_shared()   # the loads above before the next TMA write of this stage
+            hopper.fence_async_shared()  # the loads above before the next TMA write of this stage
             mbarrier.arrive(b_empty.index(c % SB))
             mbarrier.wait(f_empty.index(c % SF), ((c // SF) & 1) ^ 1)
-            if NH == 2 and part == 1:   # (a slice's start is a constant)
+            if NH == 2 and part == 1:  # (a slice's start is a constant)
                 f_smem.index(c % SF).slice(64, 64).store(vals)
             else:
                 f_smem.index(c % SF).slice(0, 64).store(vals)
@@ -794,12 +764,42 @@ if _GLUON:
         bad_smem.index(part).store(gl.max(bad, axis=1))
 
     @gluon.jit
-    def _i8g_kernel(a_desc, b_desc, s_desc, a8_ptr, fa_ptr, a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, ws_ptr, cnt_ptr,
-                    rdy_ptr, M, N, K, sam, sal, ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl,
-                    BLOCK_N: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, FLAGS: gl.constexpr,
-                    WARPS: gl.constexpr, PDL: gl.constexpr, BLOCK_K: gl.constexpr, TMA: gl.constexpr,
-                    B_STAGES: gl.constexpr = 0, WS: gl.constexpr = 0, F_STAGES: gl.constexpr = 2,
-                    WS_REGS: gl.constexpr = 152, FUSED_A: gl.constexpr = 0, CHAIN: gl.constexpr = 0):
+    def _i8g_kernel(
+        a_desc,
+        b_desc,
+        s_desc,
+        a8_ptr,
+        fa_ptr,
+        a_ptr,
+        sa_ptr,
+        b_ptr,
+        sb_ptr,
+        c_ptr,
+        ws_ptr,
+        cnt_ptr,
+        rdy_ptr,
+        M,
+        N,
+        K,
+        sam,
+        sal,
+        ssam,
+        ssal,
+        sbn,
+        sbl,
+        ssbn,
+        ssbl,
+        scm,
+        scl,
+        BLOCK_N: gl.constexpr,
+        SPLIT_K: gl.constexpr,
+        STAGES: gl.constexpr,
+        FLAGS: gl.constexpr,
+        PDL: gl.constexpr,
+        B_STAGES: gl.constexpr,
+        FUSED_A: gl.constexpr,
+        CHAIN: gl.constexpr,
+    ):
         """C^T tile [BLOCK_N, 128] of batch l and K split pid_k: B decoded in the loop (see above), A from
         a8 [L, M, K] with its flags fa [L, M / 64, K / 256] (_prep_i8_kernel); split-K partials in ws
         (fp32), summed by the last split to arrive (cnt: per-tile counters, reset by it). FUSED_A
@@ -807,10 +807,12 @@ if _GLUON:
         in turn (_gl_prep_a) before their partitions start and count them at rdy_ptr[0], where the
         partitions wait for all of them (_gl_wait_a); the last program to finish resets rdy_ptr[0:2]."""
         BM: gl.constexpr = 128
-        BK: gl.constexpr = BLOCK_K   # 128 or 256 (TMA: 256, a box's rows start on 16 bytes: BK / 16 scales)
-        num_warps: gl.constexpr = WARPS   # a warpgroup per 64 or 128 rows of B
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                      instr_shape=[16, BM, 32])
+        BK: gl.constexpr = 256  # a TMA box's rows start on 16 bytes: B's scales, BK / 16 bytes a row
+        num_warps: gl.constexpr = 4  # the wgmma warpgroup (the partitions add their own warps)
+        F_STAGES: gl.constexpr = 2  # folded-B buffers (four were no faster)
+        mma: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BM, 32]
+        )
         cl: gl.constexpr = gl.BlockedLayout([1, 1, 2, 4], [4, 8, 1, 1], [num_warps, 1, 1, 1], [3, 2, 1, 0])
         op_sl: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
         out_l: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, num_warps], [0, 1])
@@ -822,46 +824,45 @@ if _GLUON:
         n_it = (pid_k + 1) * chunks // SPLIT_K - c_lo
 
         a_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BM, BK], op_sl)
-        b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)   # folded B
-        row_a, row_b = l * M + pid_m * BM, l * N + pid_n * BLOCK_N   # (TMA: the batches' rows follow each other)
-        if TMA:   # descriptors made on the host (_Tma); B's first loads go before PDL's wait
-            raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
-            c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
-            s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
-            ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-            ready_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
-            for i in gl.static_range(STAGES):
-                mbarrier.init(ready_a.index(i), count=1)
-            for i in gl.static_range(B_STAGES):
-                mbarrier.init(ready_b.index(i), count=1)
-            if WS:   # the slots' "free" barriers, and the folded-B ring's
-                empty_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-                empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
-                ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-                empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
-                bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-                for i in gl.static_range(STAGES):
-                    mbarrier.init(empty_a.index(i), count=1)
-                for i in gl.static_range(B_STAGES):   # (BLOCK_N 128: both fold warpgroups arrive)
-                    mbarrier.init(empty_b.index(i), count=BLOCK_N // 64)
-                for i in gl.static_range(F_STAGES):
-                    mbarrier.init(ready_f.index(i), count=BLOCK_N // 64)
-                    mbarrier.init(empty_f.index(i), count=1)
-            hopper.fence_async_shared()
-            for i in gl.static_range(B_STAGES):
-                _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i,
-                          i < n_it)
-        if CHAIN:   # the next call's first kernel may launch now (its stores wait for this kernel's end)
+        b_smem = gl.allocate_shared_memory(gl.int8, [F_STAGES, BLOCK_N, BK], op_sl)  # folded B
+        row_a, row_b = l * M + pid_m * BM, l * N + pid_n * BLOCK_N  # (TMA: the batches' rows follow each other)
+        # descriptors made on the host (_Tma); B's first loads go before PDL's wait
+        raw: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+        c_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 2], raw)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [B_STAGES, BLOCK_N, BK // 16], raw)
+        ready_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        ready_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready_a.index(i), count=1)
+        for i in gl.static_range(B_STAGES):
+            mbarrier.init(ready_b.index(i), count=1)
+        # the slots' "free" barriers, and the folded-B ring's
+        empty_a = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty_b = gl.allocate_shared_memory(gl.int64, [B_STAGES, 1], mbarrier.MBarrierLayout())
+        ready_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+        empty_f = gl.allocate_shared_memory(gl.int64, [F_STAGES, 1], mbarrier.MBarrierLayout())
+        bad_smem = gl.allocate_shared_memory(gl.int32, [2, 64], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        for i in gl.static_range(STAGES):
+            mbarrier.init(empty_a.index(i), count=1)
+        for i in gl.static_range(B_STAGES):  # (BLOCK_N 128: both fold warpgroups arrive)
+            mbarrier.init(empty_b.index(i), count=BLOCK_N // 64)
+        for i in gl.static_range(F_STAGES):
+            mbarrier.init(ready_f.index(i), count=BLOCK_N // 64)
+            mbarrier.init(empty_f.index(i), count=1)
+        hopper.fence_async_shared()
+        for i in gl.static_range(B_STAGES):
+            _gl_tma_b(b_desc, s_desc, c_smem.index(i), s_smem.index(i), ready_b.index(i), row_b, c_lo + i, i < n_it)
+        if CHAIN:  # the next call's first kernel may launch now (its stores wait for this kernel's end)
             _cuda.gdc_launch_dependents()
-        units = pid_n * 0   # FUSED_A: A's units, made here by programs pid, pid + nprog, ... (B's loads in flight)
+        units = pid_n * 0  # FUSED_A: A's units, made here by programs pid, pid + nprog, ... (B's loads in flight)
         if FUSED_A:
             nprog = gl.num_programs(0) * gl.num_programs(1) * gl.num_programs(2)
-            pid = (pid_z * gl.num_programs(1) + pid_m) * gl.num_programs(0) + pid_n   # the launch order
+            pid = (pid_z * gl.num_programs(1) + pid_m) * gl.num_programs(0) + pid_n  # the launch order
             units = (gl.num_programs(2) // SPLIT_K) * (M // 64) * (K // 256)
             for u in range(pid, units, nprog):
                 _gl_prep_a(a_ptr, sa_ptr, a8_ptr, fa_ptr, u, M, K, sam, sal, ssam, ssal, cl)
             if pid < units:
-                _gl_barrier()   # every warp's stores, then one count (release) for them
+                _gl_barrier()  # every warp's stores, then one count (release) for them
                 _gl_fence_global()
                 gl.atomic_add(rdy_ptr, (units - pid + nprog - 1) // nprog, sem="release", scope="gpu")
         # A's flags (64 rows x 256 K each) over this split's K range: FLAGS covers the blocks it touches
@@ -870,38 +871,47 @@ if _GLUON:
         fr = l * (M // 64) + pid_m * 2 + gl.arange(0, 2, layout=gl.SliceLayout(1, fl))
         fmask = gl.expand_dims(fk * 256 < (c_lo + n_it) * BK, 0) & gl.expand_dims(fr >= 0, 1)
         fa_ptrs = fa_ptr + gl.expand_dims(fr * (K // 256), 1) + gl.expand_dims(fk, 0)
-        if not WS:   # the first kernel's A and flags (warp-specialized: waited for in the partitions)
-            if PDL:
-                _cuda.gdc_wait()
-            fa = gl.load(fa_ptrs, mask=fmask, other=0)
         acc = gl.zeros([BLOCK_N, BM], gl.int32, layout=mma)
-        if WS:
-            bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
-            descs = (a_desc, b_desc, s_desc)
-            smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
-            rdy = (rdy_ptr, units)
-            wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
-            p0 = pid_n * 0   # the fold partitions' parity (worker arguments are values, not constants)
-            acc, fa = gl.warp_specialize(
-                [(_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)), (_ws_load_a, wargs + (p0,)),
-                 (_ws_load_b, wargs + (p0,)), (_ws_fold, wargs + (p0,)), (_ws_fold, wargs + (p0 + 1,))],
-                [1, 1, 4, 4], [24, 24, WS_REGS, WS_REGS])
-            bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
-            bad = gl.expand_dims(gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)),
-                                            bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1)
-        elif TMA:
-            acc, bad = _gl_tma_loop(a_desc, b_desc, s_desc, a_smem, b_smem, c_smem, s_smem, ready_a, ready_b,
-                                    row_a, row_b, acc, c_lo, n_it, cl, BLOCK_N, BK, STAGES, B_STAGES)
-        else:
-            acc, bad = _gl_ring_loop(a_smem, b_smem, a8_ptr + l * M * K, pid_m * BM, K, b_ptr + l * sbl,
-                                     sb_ptr + l * ssbl, pid_n * BLOCK_N, sbn, ssbn, acc, c_lo, n_it, cl, BLOCK_N, BK,
-                                     STAGES)
+        bars = (ready_a, empty_a, ready_b, empty_b, ready_f, empty_f)
+        descs = (a_desc, b_desc, s_desc)
+        smems = (a_smem, c_smem, s_smem, b_smem, bad_smem)
+        rdy = (rdy_ptr, units)
+        wargs = (descs, smems, bars, row_a, row_b, c_lo, n_it, rdy)
+        p0 = pid_n * 0  # the fold partitions' parity (worker arguments are values, not constants)
+        acc, fa = gl.warp_specialize(
+            [
+                (_ws_mma, (acc, a_smem, b_smem, bars, n_it, fa_ptrs, fmask, rdy)),
+                (_ws_load_a, wargs + (p0,)),  # noqa: RUF005
+                (_ws_load_b, wargs + (p0,)),  # noqa: RUF005
+                (_ws_fold, wargs + (p0,)),  # noqa: RUF005
+                (_ws_fold, wargs + (p0 + 1,)),  # noqa: RUF005
+            ],
+            [1, 1, 4, 4],
+            [24, 24, 152, 152],
+        )  # the partitions: warps, and registers a thread
+        bl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+        bad = gl.expand_dims(
+            gl.maximum(bad_smem.index(0).load(gl.SliceLayout(1, bl)), bad_smem.index(1).load(gl.SliceLayout(1, bl))), 1
+        )
         bad_a = gl.max(gl.max(fa, axis=1), axis=0)
         on = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_l))
         om = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out_l))
         if (gl.max(gl.max(bad, axis=1), axis=0) | bad_a) > 0:
-            res = _gl_fp32_tile(a_ptr + l * sal, sa_ptr + l * ssal, b_ptr + l * sbl, sb_ptr + l * ssbl, om, on,
-                                c_lo * BK, (c_lo + n_it) * BK, sam, ssam, sbn, ssbn, out_l)
+            res = _gl_fp32_tile(
+                a_ptr + l * sal,
+                sa_ptr + l * ssal,
+                b_ptr + l * sbl,
+                sb_ptr + l * ssbl,
+                om,
+                on,
+                c_lo * BK,
+                (c_lo + n_it) * BK,
+                sam,
+                ssam,
+                sbn,
+                ssbn,
+                out_l,
+            )
         else:
             res = gl.convert_layout(acc, out_l).to(gl.float32) * 0.25
         c_ptrs = c_ptr + l * scl + gl.expand_dims(om * scm, 0) + gl.expand_dims(on, 1)
@@ -920,7 +930,7 @@ if _GLUON:
                     tot += gl.load(ws_ptrs + sk * MN, cache_modifier=".cg")
                 gl.store(c_ptrs, tot.to(gl.float16))
                 gl.atomic_xchg(cnt_ptr + tile, 0)
-        if FUSED_A:   # the last program out resets the count for the next call (no program reads it now)
+        if FUSED_A:  # the last program out resets the count for the next call (no program reads it now)
             _gl_barrier()
             if gl.atomic_add(rdy_ptr + 1, 1, sem="acq_rel", scope="gpu") == nprog - 1:
                 gl.atomic_xchg(rdy_ptr, 0)
@@ -928,30 +938,16 @@ if _GLUON:
 
 
 FP8, INT8, I8G, I8F = 2, 3, 4, 5
-# (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, A_DEC)
-# A_DEC: 0 = A decoded in the GEMM's loop, 1 = to fp16 in a first kernel, FP8 = to e4m3 in a first
-# kernel, then the fp8 GEMM, INT8 = both operands to int8 in a first kernel, then the int8 GEMM (both:
-# fp16 for a tile with a scale that the path cannot fold), I8G = A to int8 in a first kernel, B folded
-# in the Gluon GEMM's loop (fp32 for such a tile), I8F = I8G with A made by the GEMM's own programs
-# (FUSED_A: one launch a call, where the kernel is warp-specialized and its grid fits on the SMs at
-# once; else I8G's two launches). INT8 configs:
-# results/probes/h200_tuning_nvfp4_prep_i8w_fc59e7e.json.
-# The benchmark shapes, by scripts/validation/tune_examples.py on the H200 (fp16: results/h200_tuning_nvfp4.json
-# and, with PDL, h200_tuning_nvfp4_pdl.json; FP8 as it is now: h200_tuning_nvfp4_fp8_flags.json).
-# BLOCK_K = 128 for FP8: one dot (one fresh fp8 accumulator) per 128 K. With 256 (and B's scale codes
-# made by the first kernel) a ranked run failed: one output of 524288 off by 0.25 at n=4096
-# (results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
-# I8G (BLOCK_K 256: TMA, 128: cp.async; num_warps = a warpgroup per 64 or 128 rows of B, num_stages =
-# STAGES, A's stages when warp-specialized): results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json
-# (47.0 and 23.3 us; 3 stages of A 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6).
-# Every benchmark shape: I8F, one launch a call, chained (_CHAIN): with the GEMM of one call letting the
-# next call's launch start early, I8F's GEMM was the faster on all three (41.44 / 17.88 / 11.21 us
-# against I8G's 42.62 / 19.10 / 15.34 at k=16384 / n=4096 / k=2048,
-# results/probes/h200_tuning_nvfp4_chain2_040f468.json), and it halves the host's launches, which the
-# batched protocol measures whenever the host is slower than the GPU (at k=2048 with I8G the ranked run
-# read 20.51 us against I8F's 14.13, results/probes/h200_ranked_nvfp4_chain_040f468/). Unchained, I8F
-# was the slower at n=4096 (22.46 against 21.33, results/probes/h200_sample_host_time_nvfp4_turns_25a58b6.json):
-# its programs made A before starting, after the call before had ended.
+# CONFIGS: (M, N, K) -> (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, path), the path one of
+# FP8 (A to e4m3 by a first kernel, then the fp8 GEMM), INT8 (both operands to int8 by a first kernel, then
+# the int8 GEMM), I8G (A to int8 by a first kernel, B folded in the Gluon GEMM) and I8F (I8G with A made by
+# the GEMM's own programs: one launch a call where the grid fits on the SMs at once, else I8G). I8G and I8F
+# need Hopper, Gluon, 4 warps, BLOCK_K 256 and 16-byte aligned B and sfb (TMA); elsewhere they take INT8.
+# The benchmark shapes, tuned by tune_examples.py on the H200: I8F, chained (see the header; A's stages
+# results/probes/h200_tuning_nvfp4_i8g_ws_fe1ce8f.json: 4 stages 47.0 and 23.3 us at k=16384 and n=4096,
+# 3 stages 48.1 and 24.5, 2 stages 65.4 and 26.0, BLOCK_N 128 60.5 and 35.6). Other shapes: FP8, one dot
+# (a fresh fp8 accumulator) per 128 K (with 256 a ranked run was off by 0.25 in one output of 524288:
+# results/probes/h200_examples_ranked_nvfp4_bk256_4555d03.json).
 CONFIGS = {
     (128, 7168, 16384): (128, 64, 256, 1, 4, 4, I8F),
     (128, 4096, 7168): (128, 64, 256, 2, 4, 4, I8F),
@@ -963,7 +959,7 @@ def _pick(M, N, K, L):
     cfg = CONFIGS.get((M, N, K))
     if cfg is not None:
         return cfg
-    BM, BN, BK = 128, 64, 128   # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
+    BM, BN, BK = 128, 64, 128  # FP8 (M % 128, N % 128 and K % 256 are 0 in this task)
     tiles = (M // BM) * (N // BN) * L
     split = 1
     while tiles * split * 2 <= 264 and K // (split * 2) >= 8 * BK:
@@ -972,7 +968,7 @@ def _pick(M, N, K, L):
 
 
 _BUFFERS = {}
-_OPTIONS = ("num_warps", "num_stages", "launch_pdl")   # launch options in a meta dict, not constexprs
+_OPTIONS = ("num_warps", "num_stages", "launch_pdl")  # launch options in a meta dict, not constexprs
 # Programmatic dependent launch (Hopper on): the GEMM after a first kernel (_decode_a_kernel,
 # _prep_i8_kernel) launches while that kernel runs and waits for it in the kernel (PDL), which hides
 # the second launch's latency.
@@ -980,18 +976,12 @@ _PDL = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capab
 _HOPPER = not _INTERP and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-def _f_stages(ws):
-    """I8G: the folded-B buffers (the one-loop kernel alternates two)."""
-    return _F_STAGES if ws else 2
-
-
-def _b_stages(a_stages, BN, BK, ws, smem=220 * 1024):
-    """I8G by TMA: B's ring fills the shared memory that A's ring (a_stages of 128 x BK int8) and the
-    folded-B buffers (BN x BK int8 each) leave; a stage holds BN x BK / 2 codes and BN x BK / 16 scales.
-    ws: the kernel is warp-specialized."""
-    stages = _B_STAGES or (smem - a_stages * 128 * BK - _f_stages(ws) * BN * BK) // (BN * BK // 2 + BN * BK // 16)
-    if ws and BN == 64:   # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
-        stages -= stages % 2   # (a wait on its mbarrier then never finds it two phases behind)
+def _b_stages(a_stages, BN, smem=220 * 1024):
+    """I8G: B's ring fills the shared memory that A's ring (a_stages of 128 x 256 int8) and the two
+    folded-B buffers (BN x 256 int8 each) leave; a stage holds BN x 128 codes and BN x 16 scales."""
+    stages = (smem - a_stages * 128 * 256 - 2 * BN * 256) // (BN * 128 + BN * 16)
+    if BN == 64:  # even: a fold warpgroup takes every other chunk, so a stage's chunks stay with one of them
+        stages -= stages % 2  # (a wait on its mbarrier then never finds it two phases behind)
     if stages < 2:
         raise ValueError(f"I8G: {a_stages} stages of A leave too little shared memory for two stages of B")
     return stages
@@ -1008,8 +998,7 @@ def _buffer(dev, name, numel, dtype):
 
 def _scratch(dev, nws, ncnt):
     """Split-K: the fp32 partials and the per-tile arrival counters (the kernel resets them to 0)."""
-    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32),
-            _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
+    return (_buffer(dev, "ws", max(nws, 1 << 20), torch.float32), _buffer(dev, "cnt", max(ncnt, 4096), torch.int32))
 
 
 # Triton's launcher binds and checks every argument on each call, and every tensor view, stride read and
@@ -1025,17 +1014,19 @@ def _scratch(dev, nws, ncnt):
 # H200, most of what is left being libcuda's own (probes/h200_host_time_nvfp4_libcuda_*.json).
 # Nothing is cached by input identity or content.
 class _In:
-    """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c,
-    5, 6 = sfa, sfb as they are (float8_e4m3fn, for tl.dot_scaled); ``ptr``: which data pointer."""
+    """An argument slot filled with one of the call's tensors: 0..4 = a, b, sfa, sfb (as uint8) and c;
+    ``ptr``: which data pointer."""
+
     def __init__(self, i):
-        self.i, self.ptr = i, (0, 1, 2, 3, 4, 2, 3)[i]
+        self.i = self.ptr = i
 
 
-_A, _B, _SA, _SB, _C, _SA_E4M3, _SB_E4M3 = (_In(i) for i in range(7))
+_A, _B, _SA, _SB, _C = (_In(i) for i in range(5))
 
 
 class _Address:
     """What a TensorDescriptor reads of its base tensor: the address and the element type."""
+
     __slots__ = ("dtype", "ptr")
 
     def __init__(self, ptr, dtype):
@@ -1050,19 +1041,21 @@ class _Tma:
     ``_In``) or of a scratch buffer, as rows x cols bytes with a row stride, in boxes of box[0] x box[1],
     128-byte swizzled or not. A descriptor is a function of the address and these values alone, so those
     made for earlier calls are kept by address (a few microseconds of host time each to make)."""
+
     def __init__(self, src, rows, cols, stride, box, swizzle, dtype=torch.uint8):
         self.src, self.rows, self.cols, self.stride, self.box, self.dtype = src, rows, cols, stride, box, dtype
         self.layout = gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=8, rank=2)
         self.made = {}
-        self.maps, self.buffers, self.first = {}, [], None   # the direct launch's tensor maps (tensor_map)
+        self.maps, self.buffers, self.first = {}, [], None  # the direct launch's tensor maps (tensor_map)
 
     def descriptor(self, ptr):
         desc = self.made.get(ptr)
         if desc is None:
             if len(self.made) > 64:
                 self.made.clear()
-            desc = self.made[ptr] = _TensorDescriptor(_Address(ptr, self.dtype), [self.rows, self.cols],
-                                                      [self.stride, 1], list(self.box), self.layout)
+            desc = self.made[ptr] = _TensorDescriptor(
+                _Address(ptr, self.dtype), [self.rows, self.cols], [self.stride, 1], list(self.box), self.layout
+            )
         return desc
 
     def value(self, ptrs):
@@ -1083,7 +1076,7 @@ class _Tma:
         at = self.maps.get(ptr)
         if at is not None:
             return at
-        if len(self.maps) >= 256:   # (the driver copies a map's bytes when a launch is made)
+        if len(self.maps) >= 256:  # (the driver copies a map's bytes when a launch is made)
             self.maps.clear()
             self.buffers.clear()
         buf = (ctypes.c_uint8 * 192)()
@@ -1092,9 +1085,19 @@ class _Tma:
             u64, u32 = ctypes.c_uint64, ctypes.c_uint32
             rows, cols = meta["block_size"]
             err = _libcuda().cuTensorMapEncodeTiled(
-                at, {8: 10, 9: 8, 10: 9}.get(meta["elem_type"], meta["elem_type"]), 2, ptr,
-                (u64 * 2)(self.cols, self.rows), (u64 * 1)(self.stride * meta["elem_size"]), (u32 * 2)(cols, rows),
-                (u32 * 2)(1, 1), 0, meta["swizzle"], 2, 0)
+                at,
+                {8: 10, 9: 8, 10: 9}.get(meta["elem_type"], meta["elem_type"]),
+                2,
+                ptr,
+                (u64 * 2)(self.cols, self.rows),
+                (u64 * 1)(self.stride * meta["elem_size"]),
+                (u32 * 2)(cols, rows),
+                (u32 * 2)(1, 1),
+                0,
+                meta["swizzle"],
+                2,
+                0,
+            )
             if err:
                 raise RuntimeError(f"cuTensorMapEncodeTiled returned CUresult {err}")
             self.first = (buf, at)
@@ -1108,14 +1111,6 @@ class _Tma:
         return at
 
 
-_WS = 1   # I8G by TMA with 4 warps: warp-specialized (load warps, two fold warpgroups, the wgmma warpgroup)
-_F_STAGES = 2   # ... its folded-B buffers
-_WS_REGS = 152   # ... registers a thread of a fold warpgroup
-_B_STAGES = 0   # I8G by TMA: B's stages (0: as many as shared memory holds, _b_stages)
-# Warp-specialized I8G and I8F: a call's first launch (I8G's first kernel, I8F's GEMM) is a dependent
-# launch of the call before's GEMM, which lets it launch at its start (0: off). I8G's first kernel loads
-# and folds A while that GEMM runs, waits for its end, then lets its own GEMM launch and stores
-_CHAIN = 1
 _PLANS = {}
 _FAST = [not _INTERP]
 try:
@@ -1124,97 +1119,229 @@ except Exception:
     _driver = None
 
 
+def _path(M, N, K, L, strides, aligned):
+    """The call's config with its path resolved for this machine and these operands: (BLOCK_M, BLOCK_N,
+    BLOCK_K, SPLIT_K, num_warps, num_stages, path), path FP8, INT8 or I8G, and whether I8G makes A itself
+    (I8F). (The Gluon kernel's tiles have 128 rows of A whatever BLOCK_M.)"""
+    (_, _, _), (sbn, sbk, sbl), _, (ssbn, ssbk, ssbl), _ = strides
+    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
+    fused = a_dec == I8F
+    if fused:
+        a_dec = I8G
+    # I8G: descriptors over all batches (a batch's rows follow the last one's), 16-byte aligned rows
+    tma = (
+        BK == 256
+        and aligned
+        and sbk == ssbk == 1
+        and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl))
+        and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
+    )
+    if a_dec == I8G and not (_GLUON and _HOPPER and tma and nw == 4 and BN in (64, 128)):
+        a_dec, BK, nw, fused = INT8, 256, 8, False  # (the Gluon kernel is written for Hopper's wgmma and TMA)
+    if a_dec in (INT8, I8G) and K > 131072:  # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
+        a_dec, BK, nw, fused = FP8, 128, 4, False
+    return BM, BN, BK, SPLIT, nw, ns, a_dec, fused
+
+
 def _launches(M, N, K, L, strides, dev, aligned=True):
     """The call's kernel launches as (kernel, grid, args, meta); ``strides``: a, b, sfa, sfb, c as uint8
     views (elements); an ``_In`` argument stands for one of the call's tensors; ``aligned``: b and sfb
     start on 16 bytes (as TMA needs)."""
-    (sam, _, sal), (sbn, sbk, sbl), (ssam, _, ssal), (ssbn, ssbk, ssbl), (scm, _, scl) = strides
-    if _SM100 and M % 128 == 0 and N % 128 == 0 and K % 128 == 0:
-        return [(_nvfp4_sm100_kernel, (N // 128, M // 128, L),
-                 [_A, _B, _SA_E4M3, _SB_E4M3, _C, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn, ssbl, scm, scl],
-                 {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3})]
-    BM, BN, BK, SPLIT, nw, ns, a_dec = _pick(M, N, K, L)
-    want_fused, a_dec = a_dec == I8F, I8G if a_dec == I8F else a_dec
-    if a_dec == I8G and not (_GLUON and _HOPPER):   # the Gluon kernel is written for Hopper's wgmma
-        a_dec, BK, nw = INT8, 256, 8
-    if a_dec in (INT8, I8G) and K > 131072:   # int32 holds K * 120 * 120 up to K = 149130; FP8 keeps 128 K a dot
-        a_dec, BK, nw = FP8, 128, 4
-    out, a_arg, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _A, _C, _C, _C, _C, bool(a_dec) and _PDL
-    chain = 0
+    (sam, _, sal), (sbn, _, sbl), (ssam, _, ssal), (ssbn, _, ssbl), (scm, _, scl) = strides
+    BM, BN, BK, SPLIT, nw, ns, a_dec, fused = _path(M, N, K, L, strides, aligned)
     grid = (N // BN, M // BM, L * SPLIT)
-    # I8G by TMA: one descriptor per operand over all batches (a batch's rows follow the last one's); with
-    # one warpgroup of wgmma warp-specialized, and then (I8F) A made in the same kernel (FUSED_A) where
-    # every program is resident at once (one an SM), as its programs wait for each other's units of A
-    tma = a_dec == I8G and BK == 256 and aligned and sbk == ssbk == 1 \
-        and all(x % 16 == 0 for x in (sbn, ssbn, sbl, ssbl)) and (L == 1 or (sbl == N * sbn and ssbl == N * ssbn))
-    spec = bool(tma and _WS and nw == 4 and BN in (64, 128))
-    fused = want_fused and spec and \
-        grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
-    if a_dec in (INT8, I8G):   # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags
-        a8_arg, b8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8), _C
+    # I8F: no first kernel where every program is resident at once (one an SM), as they wait for each
+    # other's units of A; a dependent launch of the call before's GEMM (the chain)
+    fused = fused and grid[0] * grid[1] * grid[2] <= torch.cuda.get_device_properties(dev).multi_processor_count
+    out, a8_arg, bad_arg, b8_arg, fb_arg, pdl = [], _C, _C, _C, _C, _PDL
+    if a_dec in (INT8, I8G):  # the operands (I8G: A alone) folded into int8 once, with their bad-scale flags
+        a8_arg = _buffer(dev, "a_i8", L * M * K, torch.int8)
         bad_arg = _buffer(dev, "a_i8_bad", L * (M // 64) * (K // 256), torch.int32)
         if a_dec == INT8:
             b8_arg = _buffer(dev, "b_i8", L * N * K, torch.int8)
             fb_arg = _buffer(dev, "b_i8_bad", L * (N // 64) * (K // 256), torch.int32)
-    if fused:   # no first kernel; _CHAIN: a dependent launch of the call before's GEMM
-        chain = int(bool(_CHAIN and _PDL))
-        pdl = bool(chain)
-    elif a_dec in (INT8, I8G):
-        chain = int(bool(_CHAIN and pdl and spec))
-        out.append((_prep_i8_kernel, (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
-                    [_A, _B, _SA, _SB, a8_arg, b8_arg, bad_arg, fb_arg, M, N, K, sam, sal, sbn, sbl, ssam, ssal, ssbn,
-                     ssbl], {"BLOCK_R": 64, "BLOCK_K": 256, "INTERP": _INTERP, "PDL": pdl, "WAIT": chain,
-                            "num_warps": 8 if a_dec == I8G else 4,   # (A alone: 8 warps, 0.3 us faster)
-                            "num_stages": 1, **({"launch_pdl": True} if chain else {})}))
-    elif a_dec:   # A decoded once, to fp16 (1) or to e4m3 (FP8, with its bad-scale flags), in a first kernel
-        buf = _buffer(dev, "a_dec" if a_dec == 1 else "a_fp8", L * M * K, torch.float16 if a_dec == 1 else
-                      torch.float8_e4m3fn)
-        if a_dec == FP8:
-            bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
-        out.append((_decode_a_kernel, (M // 64, K // 256, L), [_A, _SA, buf, bad_arg, M, K, sam, sal, ssam, ssal],
-                    {"BLOCK_R": 64, "BLOCK_K": 256, "FP8": a_dec == FP8, "PDL": pdl, "num_warps": 4, "num_stages": 1}))
-        if a_dec == 1:
-            a_arg, sam, sal = buf, K, M * K
-        else:
-            a8_arg = buf
+    chain = int(pdl and a_dec == I8G)  # I8G's first launch: a dependent launch of the call before's GEMM
+    if a_dec in (INT8, I8G) and not fused:
+        out.append(
+            (
+                _prep_i8_kernel,
+                (M // 64 + (N // 64 if a_dec == INT8 else 0), K // 256, L),
+                [
+                    _A,
+                    _B,
+                    _SA,
+                    _SB,
+                    a8_arg,
+                    b8_arg,
+                    bad_arg,
+                    fb_arg,
+                    M,
+                    N,
+                    K,
+                    sam,
+                    sal,
+                    sbn,
+                    sbl,
+                    ssam,
+                    ssal,
+                    ssbn,
+                    ssbl,
+                ],
+                {
+                    "BLOCK_R": 64,
+                    "BLOCK_K": 256,
+                    "INTERP": _INTERP,
+                    "PDL": pdl,
+                    "WAIT": chain,
+                    "num_warps": 8 if a_dec == I8G else 4,  # (A alone: 8 warps, 0.3 us faster)
+                    "num_stages": 1,
+                    **({"launch_pdl": True} if chain else {}),
+                },
+            )
+        )
+    elif a_dec == FP8:  # A decoded once to e4m3, with its bad-scale flags, in a first kernel
+        a8_arg = _buffer(dev, "a_fp8", L * M * K, torch.float8_e4m3fn)
+        bad_arg = _buffer(dev, "a_fp8_bad", L * (M // 64) * (K // 256), torch.int32)
+        out.append(
+            (
+                _decode_a_kernel,
+                (M // 64, K // 256, L),
+                [_A, _SA, a8_arg, bad_arg, M, K, sam, sal, ssam, ssal],
+                {"BLOCK_R": 64, "BLOCK_K": 256, "PDL": pdl, "num_warps": 4, "num_stages": 1},
+            )
+        )
     ws, cnt = _scratch(dev, L * SPLIT * M * N, grid[0] * grid[1] * L) if SPLIT > 1 else (_C, _C)
-    if a_dec == I8G:   # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
+    if a_dec == I8G:  # FLAGS: A's flag blocks (256 K) that one split's chunks (BK) can touch
         flags = triton.next_power_of_2(-(-K // (BK * SPLIT)) * BK // 256 + 2)
-        descs = [_Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
-                 _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0), _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0)] \
-            if tma else [None] * 3
-        rdy = _buffer(dev, "a_ready", 2, torch.int32)   # (FUSED_A: A's units made, programs done)
-        out.append((_i8g_kernel, grid, descs + [a8_arg, bad_arg, _A, _SA, _B, _SB, _C, ws, cnt, rdy, M, N, K, sam, sal,
-                                                ssam, ssal, sbn, sbl, ssbn, ssbl, scm, scl],
-                    {"BLOCK_N": BN, "SPLIT_K": SPLIT, "STAGES": ns, "FLAGS": flags, "WARPS": nw, "PDL": pdl,
-                     "BLOCK_K": BK, "TMA": tma, "B_STAGES": _b_stages(ns, BN, BK, spec) if tma else 0,
-                     "WS": spec, "F_STAGES": _f_stages(spec), "WS_REGS": _WS_REGS, "FUSED_A": int(fused),
-                     "CHAIN": chain, "num_warps": nw,
-                     **({"launch_pdl": True} if pdl else {})}))
+        descs = [
+            _Tma(a8_arg, L * M, K, K, (128, BK), 128, torch.int8),
+            _Tma(_B, L * N, K // 2, sbn, (BN, BK // 2), 0),
+            _Tma(_SB, L * N, K // 16, ssbn, (BN, BK // 16), 0),
+        ]
+        rdy = _buffer(dev, "a_ready", 2, torch.int32)  # (FUSED_A: A's units made, programs done)
+        out.append(
+            (
+                _i8g_kernel,
+                grid,
+                [
+                    *descs,
+                    a8_arg,
+                    bad_arg,
+                    _A,
+                    _SA,
+                    _B,
+                    _SB,
+                    _C,
+                    ws,
+                    cnt,
+                    rdy,
+                    M,
+                    N,
+                    K,
+                    sam,
+                    sal,
+                    ssam,
+                    ssal,
+                    sbn,
+                    sbl,
+                    ssbn,
+                    ssbl,
+                    scm,
+                    scl,
+                ],
+                {
+                    "BLOCK_N": BN,
+                    "SPLIT_K": SPLIT,
+                    "STAGES": ns,
+                    "FLAGS": flags,
+                    "B_STAGES": _b_stages(ns, BN),
+                    "FUSED_A": int(fused),
+                    "CHAIN": chain,
+                    "num_warps": nw,
+                    **({"launch_pdl": True} if pdl else {}),
+                },
+            )
+        )
         return out
-    out.append((_nvfp4_kernel, grid,
-                [a_arg, a8_arg, bad_arg, _B, b8_arg, fb_arg, _SA, _SB, _C, ws, cnt, M, N, K, sam, sal, sbn, sbl, ssam,
-                 ssal, ssbn, ssbl, scm, scl],
-                {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "SPLIT_K": SPLIT, "INTERP": _INTERP,
-                 "A_DEC": a_dec, "PDL": pdl, "num_warps": nw, "num_stages": ns,
-                 **({"launch_pdl": True} if pdl else {})}))
+    out.append(
+        (
+            _nvfp4_kernel,
+            grid,
+            [
+                _A,
+                a8_arg,
+                bad_arg,
+                _B,
+                b8_arg,
+                fb_arg,
+                _SA,
+                _SB,
+                _C,
+                ws,
+                cnt,
+                M,
+                N,
+                K,
+                sam,
+                sal,
+                sbn,
+                sbl,
+                ssam,
+                ssal,
+                ssbn,
+                ssbl,
+                scm,
+                scl,
+            ],
+            {
+                "BLOCK_M": BM,
+                "BLOCK_N": BN,
+                "BLOCK_K": BK,
+                "SPLIT_K": SPLIT,
+                "INTERP": _INTERP,
+                "A_DEC": a_dec,
+                "PDL": pdl,
+                "num_warps": nw,
+                "num_stages": ns,
+                **({"launch_pdl": True} if pdl else {}),
+            },
+        )
+    )
     return out
 
 
-class _LaunchAttr(ctypes.Structure):     # CUlaunchAttribute: an id, padding, a 64-byte value union
+class _LaunchAttr(ctypes.Structure):  # CUlaunchAttribute: an id, padding, a 64-byte value union
     _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
 
 
-class _LaunchConfig(ctypes.Structure):   # CUlaunchConfig
-    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
-                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttr)), ("num_attrs", ctypes.c_uint)]
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_LaunchAttr)),
+        ("num_attrs", ctypes.c_uint),
+    ]
 
 
-_PDL_ATTR = 6   # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-_PTX_CTYPES = {"u64": ctypes.c_uint64, "b64": ctypes.c_uint64, "s64": ctypes.c_int64, "u32": ctypes.c_uint32,
-               "b32": ctypes.c_uint32, "s32": ctypes.c_int32, "f32": ctypes.c_float, "f64": ctypes.c_double,
-               "u8": ctypes.c_uint8, "b8": ctypes.c_uint8, "s8": ctypes.c_int8, "u16": ctypes.c_uint16,
-               "b16": ctypes.c_uint16, "s16": ctypes.c_int16}
+_PDL_ATTR = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+_PTX_CTYPES = {
+    "u64": ctypes.c_uint64,
+    "b64": ctypes.c_uint64,
+    "s64": ctypes.c_int64,
+    "u32": ctypes.c_uint32,
+    "b32": ctypes.c_uint32,
+    "s32": ctypes.c_int32,
+    "f32": ctypes.c_float,
+    "f64": ctypes.c_double,
+    "u8": ctypes.c_uint8,
+    "b8": ctypes.c_uint8,
+    "s8": ctypes.c_int8,
+    "u16": ctypes.c_uint16,
+    "b16": ctypes.c_uint16,
+    "s16": ctypes.c_int16,
+}
 
 
 _LIBCUDA = []
@@ -1225,8 +1352,11 @@ def _libcuda():
     if not _LIBCUDA:
         lib = ctypes.CDLL("libcuda.so.1")
         lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p] * 4
-        lib.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p] \
-            + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+        lib.cuTensorMapEncodeTiled.argtypes = (
+            [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p]
+            + [ctypes.c_void_p] * 4
+            + [ctypes.c_int] * 4
+        )
         lib.cuTensorMapReplaceAddress.argtypes = [ctypes.c_void_p] * 2
         for fn in (lib.cuLaunchKernelEx, lib.cuTensorMapEncodeTiled, lib.cuTensorMapReplaceAddress):
             fn.restype = ctypes.c_int
@@ -1243,22 +1373,34 @@ def _direct_step(h, grid, values, slots):
     scratch)."""
     md, sig = h.metadata, list(getattr(getattr(h, "src", None), "signature", {}).values())
     entry = re.search(r"\.entry\s+" + re.escape(h.name) + r"\s*\((.*?)\)", h.asm["ptx"], re.S)
-    if entry is None or len(sig) != len(values) or getattr(md, "num_ctas", 1) != 1 \
-            or getattr(md, "profile_scratch_size", 0) or getattr(md, "global_scratch_size", 0) \
-            or getattr(md, "launch_cooperative_grid", False) or md.shared > 227 * 1024:
+    if (
+        entry is None
+        or len(sig) != len(values)
+        or getattr(md, "num_ctas", 1) != 1
+        or getattr(md, "profile_scratch_size", 0)
+        or getattr(md, "global_scratch_size", 0)
+        or getattr(md, "launch_cooperative_grid", False)
+        or md.shared > 227 * 1024
+    ):
         return None
-    kept = []   # (argument position, value) per kernel parameter; a descriptor's map: value None
+    kept = []  # (argument position, value) per kernel parameter; a descriptor's map: value None
     for pos, (v, t) in enumerate(zip(values, sig)):
         if t != "constexpr":
             kept += [(pos, None)] + [(pos, x) for x in v.params()] if isinstance(v, _Tma) else [(pos, v)]
-    types = ["map" if d.rstrip().endswith("[128]") else re.match(r"\s*\.param\s+\.(\w+)", d).group(1)
-             for d in entry.group(1).split(",")]
-    if len(types) != len(kept) + 2 or types[-2:] != ["u64"] * 2 \
-            or any((t == "map") != (v is None) or (t != "map" and t not in _PTX_CTYPES)
-                   for t, (_, v) in zip(types, kept)):
+    types = [
+        "map" if d.rstrip().endswith("[128]") else re.match(r"\s*\.param\s+\.(\w+)", d).group(1)
+        for d in entry.group(1).split(",")
+    ]
+    if (
+        len(types) != len(kept) + 2
+        or types[-2:] != ["u64"] * 2
+        or any((t == "map") != (v is None) or (t != "map" and t not in _PTX_CTYPES) for t, (_, v) in zip(types, kept))
+    ):
         return None
-    objs = [None if t == "map" else _PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + \
-        [ctypes.c_uint64(0), ctypes.c_uint64(0)]
+    objs = [None if t == "map" else _PTX_CTYPES[t](v) for t, (_, v) in zip(types, kept)] + [
+        ctypes.c_uint64(0),
+        ctypes.c_uint64(0),
+    ]
     params = (ctypes.c_void_p * len(objs))(*[0 if o is None else ctypes.addressof(o) for o in objs])
     metas = getattr(md, "tensordesc_meta", None) or []
     maps = [(n, values[pos]) for n, (pos, v) in enumerate(kept) if v is None]
@@ -1268,8 +1410,13 @@ def _direct_step(h, grid, values, slots):
     where = {pos: n for n, (pos, _) in enumerate(kept)}
     attr = _LaunchAttr(id=_PDL_ATTR)
     attr.value[0] = 1
-    cfg = _LaunchConfig(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
-                        shared=md.shared, attrs=ctypes.pointer(attr), num_attrs=int(bool(md.launch_pdl)))
+    cfg = _LaunchConfig(
+        grid=(ctypes.c_uint * 3)(*grid),
+        block=(ctypes.c_uint * 3)(32 * md.num_warps, 1, 1),
+        shared=md.shared,
+        attrs=ctypes.pointer(attr),
+        num_attrs=int(bool(md.launch_pdl)),
+    )
     return cfg, h.function, params, [(objs[where[pos]], i) for pos, i in slots], maps, (objs, attr)
 
 
@@ -1277,8 +1424,9 @@ def _plan(launches, handles, dev):
     """A function of the five data pointers that replays ``launches`` through the compiled kernels:
     by cuLaunchKernelEx with parameter blocks made here (``run.direct``), or else through the kernels'
     own launchers; None where this Triton's kernels expose neither."""
-    if _driver is None or any(getattr(h, n, None) is None for h in handles for n in ("run", "function",
-                                                                                    "packed_metadata")):
+    if _driver is None or any(
+        getattr(h, n, None) is None for h in handles for n in ("run", "function", "packed_metadata")
+    ):
         return None
     steps = []
     for (_, grid, args, meta), h in zip(launches, handles):
@@ -1286,21 +1434,33 @@ def _plan(launches, handles, dev):
         slots = [(pos, a.ptr) for pos, a in enumerate(args) if isinstance(a, _In)]
         consts = [v for k, v in meta.items() if k not in _OPTIONS]
         steps.append((h, grid, template, slots, consts))
-    keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]   # scratch stays alive
+    keep = [a for _, _, args, _ in launches for a in args if isinstance(a, torch.Tensor)]  # scratch stays alive
     get_stream, index = _driver.active.get_current_stream, dev.index
     try:
         launch = _libcuda().cuLaunchKernelEx
-        direct = [_direct_step(h, grid, [0 if isinstance(a, _In) else a for a in template] + consts, slots)
-                  for h, grid, template, slots, consts in steps]
+        direct = [
+            _direct_step(h, grid, [0 if isinstance(a, _In) else a for a in template] + consts, slots)
+            for h, grid, template, slots, consts in steps
+        ]
     except Exception:
         direct = [None]
     if all(d is not None for d in direct):
-        for _, _, params, _, maps, _ in direct:   # a scratch buffer's map: the same on every call
+        for _, _, params, _, maps, _ in direct:  # a scratch buffer's map: the same on every call
             for n, tma, meta in maps:
                 if not isinstance(tma.src, _In):
                     params[n] = tma.tensor_map(None, meta)
-        configs = [(d[0], ctypes.addressof(d[0]), d[1], d[2], ctypes.addressof(d[2]), d[3],
-                    [m for m in d[4] if isinstance(m[1].src, _In)]) for d in direct]
+        configs = [
+            (
+                d[0],
+                ctypes.addressof(d[0]),
+                d[1],
+                d[2],
+                ctypes.addressof(d[2]),
+                d[3],
+                [m for m in d[4] if isinstance(m[1].src, _In)],
+            )
+            for d in direct
+        ]
 
         def run(ptrs):
             stream = get_stream(index)
@@ -1313,8 +1473,10 @@ def _plan(launches, handles, dev):
                 err = launch(cfg_at, function, params_at, None)
                 if err:
                     raise RuntimeError(f"cuLaunchKernelEx returned CUresult {err}")
+
         run.direct = direct
     else:
+
         def run(ptrs):
             stream = get_stream(index)
             for h, (g0, g1, g2), template, slots, consts in steps:
@@ -1322,16 +1484,26 @@ def _plan(launches, handles, dev):
                 for pos, i in slots:
                     args[pos] = ptrs[i]
                 h.run(g0, g1, g2, stream, h.function, h.packed_metadata, None, None, None, *args, *consts)
+
         run.direct = None
-    run.keep, run.steps = keep, steps   # (steps: for scripts/validation/host_time.py)
+    run.keep, run.steps = keep, steps  # (steps: for scripts/validation/host_time.py)
     return run
 
 
 def custom_kernel(data):
     a, b, sfa, sfb, _, _, c = data
     ptrs = (a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
-    key = (a.shape, b.shape, a.stride(), b.stride(), sfa.stride(), sfb.stride(), c.stride(), a.get_device(),
-           (ptrs[1] | ptrs[3]) % 16 == 0)   # (TMA's alignment, for I8G)
+    key = (
+        a.shape,
+        b.shape,
+        a.stride(),
+        b.stride(),
+        sfa.stride(),
+        sfb.stride(),
+        c.stride(),
+        a.get_device(),
+        (ptrs[1] | ptrs[3]) % 16 == 0,
+    )  # (TMA's alignment, for I8G)
     plan = _PLANS.get(key) if _FAST[0] else None
     if plan is not None:
         try:
@@ -1340,10 +1512,14 @@ def custom_kernel(data):
         except Exception:
             _FAST[0] = False
     M, KH, L = a.shape
-    views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c, sfa, sfb)
-    launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views[:5]], a.device, key[-1])
-    handles = [kernel[grid](*[views[x.i] if isinstance(x, _In) else x.value(ptrs) if isinstance(x, _Tma) else x
-                              for x in args], **meta) for kernel, grid, args, meta in launches]
+    views = (a.view(torch.uint8), b.view(torch.uint8), sfa.view(torch.uint8), sfb.view(torch.uint8), c)
+    launches = _launches(M, b.shape[0], KH * 2, L, [v.stride() for v in views], a.device, key[-1])
+    handles = [
+        kernel[grid](
+            *[views[x.i] if isinstance(x, _In) else x.value(ptrs) if isinstance(x, _Tma) else x for x in args], **meta
+        )
+        for kernel, grid, args, meta in launches
+    ]
     if _FAST[0]:
         _PLANS[key] = _plan(launches, handles, a.device)
     return c

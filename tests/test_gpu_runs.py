@@ -82,68 +82,86 @@ def _triton_example(task_name: str, name: str):
     return task, load_example(name, task)
 
 
-def test_triton_mxfp4_keeps_its_direct_launch_on_every_benchmark_shape():
-    """After a first call triton_mxfp4 launches its kernels through their compiled launchers; one that
-    refuses the arguments turns that off for good, silently (it did for the first kernels' 1- and 2-D
-    grids). Every benchmark shape's kernels must pass through it and still give the right output."""
+def _wide_row_mxfp4(data):
+    """mxfp4 inputs whose row 3 of A spans 20 binades (a huge first block where B is zero, the rest
+    ordinary), and the control: the reference output with that row's ordinary blocks dropped, as an
+    e4m3 path alone would lose them."""
+    import torch
+
+    from fp4_reference.layouts import shuffle_scales_e8m0, shuffle_weight
+    from fp4_reference.mxfp4 import quantize_mxfp4
+
+    A, B = data[0].clone(), data[1].clone()
+    B[:, :32] = 0
+    A[3, :32] *= 2.0**20
+    b_q, b_scales = quantize_mxfp4(B)
+    fp4 = torch.float4_e2m1fn_x2
+    wide = (
+        A,
+        B,
+        b_q.view(fp4),
+        shuffle_weight(b_q).view(fp4),
+        shuffle_scales_e8m0(b_scales).view(torch.float8_e8m0fnu),
+    )
+    dropped = A.clone()
+    dropped[3, 32:] = 0
+    return wide, (dropped, *wide[1:])
+
+
+def test_triton_mxfp4_is_right_on_every_benchmark_shape_call_after_call():
+    """After a first call triton_mxfp4 launches its kernels through their compiled launchers: three
+    calls on each of two inputs (other data pointers) of every benchmark shape are each right."""
     import torch
 
     task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
     for case in task.benchmarks:
-        data = task.generate_input(case, torch.device("cuda"))
-        outs = [sub.custom_kernel(data) for _ in range(3)]
-        assert all(task.check(data, out)[0] for out in outs), case
-        assert sub._FAST[0], f"the direct launch was turned off at {case}"
+        for seed in (case["seed"], case["seed"] + 1):
+            data = task.generate_input({**case, "seed": seed}, torch.device("cuda"))
+            outs = [sub.custom_kernel(data).clone() for _ in range(3)]
+            assert all(task.check(data, out)[0] for out in outs), (case, seed)
 
 
 def test_triton_mxfp4_fp8_shapes_fall_back_to_bf16_on_the_gpu():
-    """The FP8 benchmark shapes with a row of A whose blocks span more than 12 binades: its base is the
-    flag (the fallback fired) and the output, whose tile took the bf16 loop, is right."""
+    """The FP8 benchmark shapes (CONFIGS) with a row of A whose blocks span 20 binades, outside e4m3's
+    window: the control (those blocks lost) fails the check, and the output, whose tile took the bf16
+    loop, passes."""
     import torch
 
     task, sub = _triton_example("mxfp4_mm", "triton_mxfp4")
-    shapes = [c for c in task.benchmarks if sub._pick_config(c["m"], c["n"], c["k"])[4] == sub.FP8]
+    shapes = [c for c in task.benchmarks if sub.CONFIGS.get((c["m"], c["n"], c["k"]), (0,) * 8)[4] == sub.FP8]
     assert shapes
     for case in shapes:
-        data = task.generate_input(case, torch.device("cuda"))
-        A = data[0].clone()
-        A[3, :32] *= 2.0**-14
-        data = (A, *tuple(data[1:]))
-        assert task.check(data, sub.custom_kernel(data))[0], case
-        base = sub._BUFFERS[(A.device, "fp8_base")][: case["m"]]
-        assert (base == 1 << 20).nonzero().flatten().tolist() == [3], case
+        wide, dropped = _wide_row_mxfp4(task.generate_input(case, torch.device("cuda")))
+        assert not task.check(wide, task.reference(dropped))[0], case  # the wide row matters
+        assert task.check(wide, sub.custom_kernel(wide))[0], case
 
 
-def test_triton_nvfp4_launches_through_libcuda_on_every_benchmark_shape():
+def test_triton_nvfp4_is_right_on_every_benchmark_shape_call_after_call():
     """After a first call triton_nvfp4 launches its kernels by cuLaunchKernelEx with parameter blocks it
-    built from the kernels' PTX; a kernel whose parameters it cannot lay out sends the plan back to
-    Triton's launchers, silently. Every benchmark shape must take the direct path and stay right, on
-    fresh inputs (other data pointers) as well."""
+    built from the kernels' PTX: three calls on each of two inputs (other data pointers, tensor maps
+    made by address) of every benchmark shape, the output poisoned with NaN, are each right."""
     import torch
 
     task, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
     for case in task.benchmarks:
-        sub._PLANS.clear()
         for seed in (case["seed"], case["seed"] + 1):
             data = task.generate_input({**case, "seed": seed}, torch.device("cuda"))
-            data[6].fill_(float("nan"))
-            outs = [sub.custom_kernel(data).clone() for _ in range(3)]
-            assert all(task.check(data, out)[0] for out in outs), case
-        (plan,) = sub._PLANS.values()
-        assert sub._FAST[0] and plan.direct, f"the libcuda launch is off at {case}"
+            outs = []
+            for _ in range(3):
+                data[6].fill_(float("nan"))
+                outs.append(sub.custom_kernel(data).clone())
+            assert all(task.check(data, out)[0] for out in outs), (case, seed)
 
 
 def test_triton_nvfp4_back_to_back_calls_on_different_inputs_are_each_right():
-    """A call's first kernel (I8G's first kernel, I8F's GEMM) is a dependent launch of the call before's
-    GEMM and shares its scratch (_CHAIN): calls on different inputs queued back to back, behind a kernel
-    that keeps the GPU busy until the host has queued them all, must each be right, and every benchmark
-    shape must launch that way."""
+    """A call's first kernel is a dependent launch of the call before's GEMM and shares its scratch (the
+    chain): calls on different inputs queued back to back, behind a kernel that keeps the GPU busy until
+    the host has queued them all, must each be right on every benchmark shape."""
     import torch
 
     task, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
     dev = torch.device("cuda")
     for case in task.benchmarks:
-        sub._PLANS.clear()
         inputs = [task.generate_input({**case, "seed": case["seed"] + i}, dev) for i in range(4)]
         sub.custom_kernel(inputs[0])
         for d in inputs:
@@ -154,17 +172,15 @@ def test_triton_nvfp4_back_to_back_calls_on_different_inputs_are_each_right():
             sub.custom_kernel(d)
         torch.cuda.synchronize()
         assert all(task.check(d, d[6])[0] for d in inputs), case
-        (plan,) = sub._PLANS.values()
-        if sub._CHAIN:  # the call's first launch depends on the call before's GEMM, which lets it start early
-            assert plan.direct[0][0].num_attrs == 1, case
-            assert "griddepcontrol.launch_dependents" in plan.steps[-1][0].asm["ptx"], case
+        assert not task.check(inputs[1], inputs[0][6])[0], case  # the inputs differ
 
 
 def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
-    """triton_nvfp4's FP8 and INT8 paths on the GPU (their inline-PTX decodes run only there): the
-    task's scales pass; a scale of 1.125 in B or 0.5625 in A, in the first 64 x 256 tile or a later one,
-    makes the path alone wrong (the control: rounded to e4m3, or 2 * value cut to an integer) and the
-    kernel, which redoes such tiles on fp16, still passes."""
+    """triton_nvfp4's FP8, INT8, I8G and I8F paths (selected by CONFIGS) on the GPU, where their
+    inline-PTX decodes and the Gluon kernel run: the task's scales pass; a scale of 1.125 in B or 0.5625
+    in A, in the first 64 x 256 tile or a later one, makes the path alone wrong (the control: rounded to
+    e4m3, or 2 * value cut to an integer) and the kernel, which redoes such tiles, still passes, on the
+    first call and through the launch plan."""
     import torch
 
     nv, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
@@ -175,26 +191,17 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
         (128, 64, 128, 2, 4, 3, sub.FP8),
         (128, 64, 256, 1, 8, 3, sub.INT8),
         (128, 128, 128, 3, 8, 3, sub.INT8),
-        (128, 128, 128, 2, 4, 4, sub.I8G),
-        (128, 64, 128, 1, 4, 4, sub.I8G),
-        (128, 128, 128, 2, 8, 5, sub.I8G),
-        (128, 128, 256, 2, 8, 3, sub.I8G),
         (128, 64, 256, 1, 4, 4, sub.I8G),
-        (128, 128, 256, 2, 4, 3, sub.I8G),
+        (128, 64, 256, 2, 4, 4, sub.I8G),
+        (128, 128, 256, 1, 4, 3, sub.I8G),  # BLOCK_N 128: both fold warpgroups take every chunk
+        (128, 128, 128, 2, 8, 4, sub.I8G),  # not served by the Gluon kernel (8 warps, BLOCK_K 128): INT8
         (128, 64, 256, 1, 4, 4, sub.I8F),
         (128, 64, 256, 2, 4, 4, sub.I8F),
-        (128, 128, 256, 1, 4, 3, sub.I8F),
     ]:
         sub.CONFIGS[(128, 256, 512)] = cfg
-        sub._PLANS.clear()
         data = nv.generate_input(spec_, dev)
         data[6].fill_(float("nan"))
         assert nv.check(data, sub.custom_kernel(data))[0], cfg
-        if cfg[6] in (sub.I8G, sub.I8F):  # the Gluon kernel ran, its loads by TMA at BLOCK_K 256, else by
-            steps = next(iter(sub._PLANS.values())).steps  # cp.async; I8F: alone (A made in it)
-            gemm = steps[-1][0]
-            assert gemm.name == "_i8g_kernel" and ("cp.async.bulk.tensor" in gemm.asm["ptx"]) == (cfg[2] == 256)
-            assert (len(steps) == 1) == (cfg[6] == sub.I8F), cfg
         assert nv.check(data, nvfp4_path_alone(data, cfg[6]))[0], cfg
         for operand, value, r, block in NVFP4_BAD_SCALES:
             d = nv.generate_input(spec_, dev)
@@ -202,4 +209,28 @@ def test_triton_nvfp4_folded_paths_fall_back_on_the_gpu():
             d[6].fill_(float("nan"))
             assert not nv.check(d, nvfp4_path_alone(d, cfg[6]))[0], (cfg, operand, r)  # the bad scale matters
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)
+            d[6].fill_(float("nan"))
             assert nv.check(d, sub.custom_kernel(d))[0], (cfg, operand, r)  # through the launch plan
+
+
+def test_triton_nvfp4_operands_not_aligned_for_tma_are_right():
+    """B and its scales starting one byte past a 16-byte boundary (TMA cannot load them): every benchmark
+    shape, whose config is I8F, takes the INT8 path instead, first call and through the launch plan."""
+    import torch
+
+    task, sub = _triton_example("nvfp4_gemm", "triton_nvfp4")
+
+    def off_by_one(t):
+        u = t.view(torch.uint8)
+        raw = torch.empty(u.untyped_storage().nbytes() + 16, dtype=torch.uint8, device=u.device)
+        moved = torch.as_strided(raw, u.shape, u.stride(), storage_offset=1)
+        moved.copy_(u)
+        return moved.view(t.dtype)
+
+    for case in task.benchmarks:
+        data = list(task.generate_input(case, torch.device("cuda")))
+        data[1], data[3] = off_by_one(data[1]), off_by_one(data[3])
+        assert data[1].data_ptr() % 16 == 1 and data[3].data_ptr() % 16 == 1
+        for _ in range(2):
+            data[6].fill_(float("nan"))
+            assert task.check(tuple(data), sub.custom_kernel(tuple(data)))[0], case
