@@ -210,6 +210,7 @@ def environment(store: Path) -> dict:
 
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = sys.prefix
     env["HARNESS_STORE"] = str(store)
     env.pop("HARNESS_RESULTS_DIR", None)
     env.pop("HARNESS_SECRET_SEED", None)
