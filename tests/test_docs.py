@@ -6,6 +6,7 @@ repository paths they name exist, and the README stays short."""
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,17 +21,28 @@ GPU = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="session")
-def page_outcomes(tmp_path_factory):
-    """page -> its commands' outcomes; each page runs once, in order, in its own scratch folder."""
+def page_outcomes(request, tmp_path_factory):
+    """page -> its commands' outcomes. Each page runs once, in order, in its own scratch folder; the pages
+    of the selected tests run two at a time (CI has 2 cores, and a command mostly waits for a worker)."""
     done: dict = {}
+
+    def run(name: str) -> dict:
+        tmp = tmp_path_factory.mktemp("docs_" + re.sub(r"\W", "_", name))
+        (tmp / "work").mkdir()
+        pg = fresh_location("postgresql", tmp) if _has_postgres(PAGES[name]) else None
+        outcomes = run_page(PAGES[name], workdir(tmp / "work"), environment(tmp / "store"), GPU, pg)
+        return {o.command.ident: o for o in outcomes}
 
     def get(name: str) -> dict:
         if name not in done:
-            tmp = tmp_path_factory.mktemp("docs_" + re.sub(r"\W", "_", name))
-            (tmp / "work").mkdir()
-            pg = fresh_location("postgresql", tmp) if _has_postgres(PAGES[name]) else None
-            outcomes = run_page(PAGES[name], workdir(tmp / "work"), environment(tmp / "store"), GPU, pg)
-            done[name] = {o.command.ident: o for o in outcomes}
+            selected = {
+                item.callspec.params["cmd"].page
+                for item in request.session.items
+                if hasattr(item, "callspec") and isinstance(item.callspec.params.get("cmd"), Command)
+            }
+            todo = sorted((selected | {name}) - set(done))
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                done.update(zip(todo, pool.map(run, todo)))
         return done[name]
 
     return get
