@@ -8,7 +8,8 @@ A page's fenced blocks are read in order:
   after it run (so a submission shown in the docs is the one the next command runs).
 
 A command may end with a marker comment:
-- '# needs: gpu' runs only where torch sees a GPU; '# needs: postgres' only where
+- '# needs: gpu' runs only where torch sees a GPU; '# needs: ray' only where Ray is installed;
+  several needs are written with commas ('# needs: gpu,ray'); '# needs: postgres' only where
   $HARNESS_TEST_POSTGRES_URL names a server (the docs' placeholder URL is replaced by a fresh schema there);
   '# needs: setup' (installs, or takes minutes) and '# needs: cluster' (several machines) never run here;
 - '# exit: N': the command is expected to exit N (default 0).
@@ -26,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELLS = {"bash", "sh", "shell", "console"}
-NEEDS = {"gpu", "postgres", "setup", "cluster"}
+NEEDS = {"gpu", "ray", "postgres", "setup", "cluster"}
 # what the docs write for a PostgreSQL server; the test replaces it with its own server's URL
 PLACEHOLDER_URL = "postgresql://harness:PASSWORD@DB_HOST:5432/harness"
 MARKER = re.compile(r"\s+#\s*(needs|exit):\s*(\S+)\s*$")
@@ -38,7 +39,7 @@ class Command:
     page: str
     line: int  # 1-based line of the page where the command starts
     text: str  # the command, markers removed
-    needs: str | None = None
+    needs: frozenset = frozenset()  # what it needs beyond the CPU fixtures (NEEDS)
     exit_code: int = 0
 
     @property
@@ -70,13 +71,13 @@ def pages() -> list[Path]:
 
 
 def _command(page: str, line: int, text: str) -> Command:
-    needs, exit_code = None, 0
+    needs, exit_code = frozenset(), 0
     while m := MARKER.search(text):
         key, value = m.group(1), m.group(2)
         if key == "needs":
-            if value not in NEEDS:
-                raise ValueError(f"{page}:{line}: unknown '# needs: {value}' (one of {sorted(NEEDS)})")
-            needs = value
+            needs = frozenset(value.split(","))
+            if needs - NEEDS:
+                raise ValueError(f"{page}:{line}: unknown '# needs: {value}' (each one of {sorted(NEEDS)})")
         else:
             exit_code = int(value)
         text = text[: m.start()]
@@ -146,15 +147,19 @@ class Outcome:
 
 
 def skip_reason(cmd: Command, gpu: bool, postgres_url: str | None) -> str | None:
-    if cmd.needs is None:
-        return None
-    if cmd.needs == "gpu":
-        return None if gpu else "needs a GPU (marked '# needs: gpu')"
-    if cmd.needs == "postgres":
-        return None if postgres_url else "needs PostgreSQL: set HARNESS_TEST_POSTGRES_URL (scripts/test_postgres.sh)"
-    if cmd.needs == "setup":
+    import importlib.util
+
+    if "setup" in cmd.needs:
         return "sets up a machine or takes minutes (marked '# needs: setup')"
-    return "needs several machines (marked '# needs: cluster')"
+    if "cluster" in cmd.needs:
+        return "needs several machines (marked '# needs: cluster')"
+    if "gpu" in cmd.needs and not gpu:
+        return "needs a GPU (marked '# needs: gpu')"
+    if "ray" in cmd.needs and importlib.util.find_spec("ray") is None:
+        return "needs Ray (marked '# needs: ray'): pip install '.[cluster]'"
+    if "postgres" in cmd.needs and not postgres_url:
+        return "needs PostgreSQL: set HARNESS_TEST_POSTGRES_URL (scripts/test_postgres.sh)"
+    return None
 
 
 def workdir(tmp: Path) -> Path:
