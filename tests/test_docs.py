@@ -54,7 +54,7 @@ def _has_postgres(page) -> bool:
     return bool(os.environ.get(PG_ENV)) and any("postgres" in c.needs for c in page.commands)
 
 
-@pytest.mark.slow  # every page's commands: about a minute on 2 idle cores, all of them together
+@pytest.mark.slow  # all pages together: about 100 s of CPU time, run two pages at a time
 @pytest.mark.parametrize(
     "cmd", [pytest.param(c, id=c.ident, marks=[pytest.mark.gpu] if "gpu" in c.needs else []) for c in COMMANDS]
 )
