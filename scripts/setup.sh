@@ -23,4 +23,5 @@ if ! python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 
     || python -m pip install -q "triton>=3.8"
 fi
 python -m pip install -q -e ".[test]"
+bash scripts/install_actionlint.sh   # the workflow lint test (tests/test_ci_workflow.py)
 echo "setup done: $(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")')" >&2
