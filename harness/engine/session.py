@@ -4,6 +4,7 @@ reply, replaced after it broke its CUDA context, and stopped."""
 from __future__ import annotations
 
 from harness.engine.context import RunContext
+from harness.engine.pool import shared_pool
 from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
@@ -25,13 +26,16 @@ class WorkerSession:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
         self.sup = Supervisor(self.config, self.memory_limit)
         with self.ctx.phases.measure("worker_start"):
-            header, payloads = self.sup.start(deadline)
+            header, payloads = self.sup.start(deadline, shared_pool())
+        if self.sup.pool_warning and self.sup.pool_warning not in self.ctx.warnings:
+            self.ctx.warnings.append(self.sup.pool_warning)
         ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
         self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
         # sent before the import, like the calibration: the submission cannot shape it
         self.sandbox = (
             ready.sandbox if ready.sandbox is not None else {"landlock_error": "the worker sent no sandbox report"}
         )
+        self.sandbox["started_by"] = self.sup.started_by  # the parent's own fact, not the worker's report
         warning = report_warning(self.sandbox)
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)

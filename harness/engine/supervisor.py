@@ -8,7 +8,7 @@ process group, and any process the submission started elsewhere, when it stops.
 
 from __future__ import annotations
 
-import ctypes
+import multiprocessing
 import multiprocessing.resource_tracker
 import os
 import signal
@@ -19,22 +19,13 @@ import psutil
 import torch.multiprocessing as mp
 
 from harness import protocol
+from harness.engine.pool import ForkedWorker, WorkerPool, become_subreaper
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
 
 OUTPUT_KEEP_BYTES = 8 << 10
 DESCENDANT_SCAN_EVERY = 10  # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def _become_subreaper() -> None:
-    """Linux: orphans of the worker's tree (a double fork, setsid) are re-parented to this process
-    instead of init, so they stay findable and killable (:meth:`Supervisor.strays`)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 class WorkerFailure(Exception):
@@ -51,7 +42,7 @@ class Supervisor:
         self.cfg = cfg
         self.memory_limit = memory_limit_bytes
         self.poll_s = poll_s
-        self.proc = None
+        self.proc: ForkedWorker | mp.Process | None = None
         self.conn = None
         self._killed_for = None  # why the watchdog killed the worker
         self._stop = threading.Event()
@@ -59,17 +50,27 @@ class Supervisor:
         self._seq = 0
         self._before: set[int] = set()  # our children that existed before the worker started
         self._seen: dict[int, float] = {}  # pid -> create time of every process seen in the worker's tree
+        self.started_by = "spawn"  # or "pool": forked by the warm-worker pool (harness.engine.pool)
+        self.pool_warning: str | None = None  # why a pool given to start() was not used
 
     # -- life cycle ----------------------------------------------------------------------------------
-    def start(self, deadline: float) -> tuple[dict, list[bytes]]:
-        """Starts the worker; its first message (header, payloads), the calibration."""
-        ctx = mp.get_context("spawn")
-        _become_subreaper()
+    def start(self, deadline: float, pool: WorkerPool | None = None) -> tuple[dict, list[bytes]]:
+        """Starts the worker, forked by ``pool`` when it can (else spawned: a fresh interpreter, and
+        :attr:`pool_warning` says why); its first message (header, payloads), the calibration."""
+        # orphans of the worker's tree (a double fork, setsid) and pooled workers become our children
+        become_subreaper()
         multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
-        self.proc.start()
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        self.proc = pool.fork(child, self.cfg) if pool is not None else None
+        if self.proc is not None:
+            self.started_by = "pool"
+        else:
+            if pool is not None:
+                self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
+            ctx = mp.get_context("spawn")
+            self.proc = ctx.Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
+            self.proc.start()
         child.close()
         self.pid = self.proc.pid
         threading.Thread(target=self._watch_memory, daemon=True).start()
