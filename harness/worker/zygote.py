@@ -35,7 +35,7 @@ from harness.worker.config import WorkerConfig
 
 MAX_REQUEST_BYTES = 1 << 20
 REPARENT_WAIT_S = 5.0
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 
 
 @dataclass
@@ -46,14 +46,21 @@ class ForkRequest:
     harness_pid: int
 
 
-def _die_with_parent() -> None:
-    """The server ends when the harness that started it dies."""
+def _prctl(option: int, value: int) -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def _protect_server() -> None:
+    """The server ends when the harness that started it dies, and is undumpable: its /proc files
+    (mem, fd, environ) and ptrace need CAP_SYS_PTRACE, which no worker has (a worker that stays root
+    drops every capability)."""
+    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    _prctl(PR_SET_DUMPABLE, 0)
 
 
 def _preload(names: list[str]) -> dict[str, str]:
@@ -77,6 +84,7 @@ def _become_worker(request: ForkRequest, conn_fd: int) -> None:
     """In the forked worker: waits until the harness is its parent, then runs the worker; never returns."""
     code = 1
     try:
+        _prctl(PR_SET_DUMPABLE, 1)  # as a spawned worker is (a change of user resets it again)
         end = time.monotonic() + REPARENT_WAIT_S
         while os.getppid() != request.harness_pid and time.monotonic() < end:
             time.sleep(0.001)
@@ -142,7 +150,7 @@ def serve(control: socket.socket, preload: list[str]) -> None:
 def main() -> None:
     """``python -c ... main()`` with argv: the control socket's fd, then the modules to preload (JSON)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when the server ends
-    _die_with_parent()
+    _protect_server()
     fd, preload = int(sys.argv[1]), json.loads(sys.argv[2])
     control = socket.socket(fileno=fd)
     try:

@@ -1,0 +1,162 @@
+"""The warm-worker pool (harness.engine.pool, harness.worker.zygote): what one submission leaves behind
+never reaches the next, a pooled worker holds nothing of the server, and a dead server means a spawned
+worker with a warning, never a wrong verdict. Each submission here reports what it saw on its stdout,
+which the run captures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.api import RunOptions, run_submission
+from harness.engine.pool import shared_pool
+from harness.results import PASS
+
+ROOT = Path(__file__).resolve().parent.parent
+MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
+TORCH_MXFP4 = ROOT / "submissions" / "torch_mxfp4.py"
+
+LEAVES_TRACES = """
+import json, os, sys, types, torch
+torch._left_by_a = "A"
+os.environ["HARNESS_LEFT_BY_A"] = "A"
+with open("left_by_a.txt", "w") as f:
+    f.write("A")
+sys.modules["left_by_a"] = types.ModuleType("left_by_a")
+import harness.worker.sampler as _sampler
+_sampler.LEFT_BY_A = "A"
+_real_matmul = torch.matmul
+def _patched(*a, **k):
+    return _real_matmul(*a, **k)
+_patched.left_by_a = True
+torch.matmul = _patched
+print(json.dumps({"a_ran": True, "pid": os.getpid(), "patched": getattr(torch.matmul, "left_by_a", False)}))
+torch.matmul = _real_matmul  # the integrity check would reject A; B must not see the patch either way
+torch.matmul_left_by_a = _patched
+"""
+
+LOOKS_FOR_TRACES = """
+import json, os, sys, torch
+import harness.worker.sampler as _sampler
+print(json.dumps({
+    "pid": os.getpid(),
+    "torch_attr": hasattr(torch, "_left_by_a") or hasattr(torch, "matmul_left_by_a"),
+    "environ": os.environ.get("HARNESS_LEFT_BY_A"),
+    "file": os.path.exists("left_by_a.txt"),
+    "module": "left_by_a" in sys.modules,
+    "global": hasattr(_sampler, "LEFT_BY_A"),
+    "matmul_patched": getattr(torch.matmul, "left_by_a", False),
+}))
+"""
+
+INSPECTS_ITS_HANDLES = """
+import json, os, signal
+def _links():
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return out
+def _try(fn):
+    try:
+        fn()
+        return "allowed"
+    except OSError as exc:
+        return type(exc).__name__
+SERVER = int(os.environ.get("HARNESS_TEST_SERVER_PID", "0")) or __SERVER__
+print(json.dumps({
+    "links": _links(),
+    "ppid": os.getppid(),
+    "signal_server": _try(lambda: os.kill(SERVER, 0)),
+    "server_fds": _try(lambda: [os.readlink(f"/proc/{SERVER}/fd/{fd}") for fd in os.listdir(f"/proc/{SERVER}/fd")]),
+    "server_mem": _try(lambda: open(f"/proc/{SERVER}/mem", "rb").close()),
+    "server_environ": _try(lambda: open(f"/proc/{SERVER}/environ", "rb").read()),
+}))
+"""
+
+
+def _submission(tmp_path: Path, name: str, prelude: str) -> Path:
+    path = tmp_path / name
+    path.write_text(prelude + "\n" + TORCH_MXFP4.read_text())
+    return path
+
+
+def _run(path: Path):
+    return run_submission(path, MXFP4_SMALL, "test", RunOptions(device="cpu", max_repeats=3))
+
+
+def _report(result) -> dict:
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"the submission printed no report: stdout={result.stdout!r} message={result.message}"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture
+def pool():
+    p = shared_pool()
+    if p is None:
+        pytest.skip("the pool is turned off ($HARNESS_NO_WORKER_POOL)")
+    p.warm()
+    return p
+
+
+def test_nothing_one_submission_leaves_reaches_the_next(tmp_path, pool):
+    a = _run(_submission(tmp_path, "a.py", LEAVES_TRACES))
+    b = _run(_submission(tmp_path, "b.py", LOOKS_FOR_TRACES))
+    seen_a, seen_b = _report(a), _report(b)
+    assert seen_a["a_ran"] and seen_a["patched"], "A's code did not run: the test would prove nothing"
+    assert a.sandbox["started_by"] == b.sandbox["started_by"] == "pool", (a.warnings, b.warnings)
+    assert seen_a["pid"] != seen_b["pid"]
+    assert b.verdict == PASS, b.message
+    leaked = {k: v for k, v in seen_b.items() if k != "pid" and v}
+    assert leaked == {}, f"B saw what A left: {leaked}"
+
+
+def _socket_and_pipe_inodes(links) -> set[str]:
+    return {link for link in links if link.startswith(("socket:", "pipe:"))}
+
+
+def test_a_pooled_worker_holds_no_handle_to_the_server(tmp_path, pool):
+    pid = pool.server_pid
+    r = _run(_submission(tmp_path, "inspect.py", INSPECTS_ITS_HANDLES.replace("__SERVER__", str(pid))))
+    assert r.sandbox["started_by"] == "pool", r.warnings
+    assert pool.server_pid == pid, "the server was replaced during the run"
+    seen = _report(r)
+    server_links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    server_ipc = _socket_and_pipe_inodes(server_links)
+    assert any(link.startswith("socket:") for link in server_links), "the server's control socket was not found"
+    shared = _socket_and_pipe_inodes(seen["links"].values()) & server_ipc
+    assert shared == set(), f"the worker holds the server's own socket or pipe: {shared}"
+    sockets = [link for link in seen["links"].values() if link.startswith("socket:")]
+    assert len(sockets) == 1, f"the worker should hold only its channel to the harness: {seen['links']}"
+    assert seen["ppid"] == os.getpid(), "the pooled worker is not the harness's child"
+    reached = [k for k in ("signal_server", "server_fds", "server_mem", "server_environ") if seen[k] == "allowed"]
+    assert reached == [], f"the worker reached the server: {seen}"
+
+
+def test_a_dead_server_means_a_spawned_worker_and_a_warning(tmp_path, pool, monkeypatch):
+    sub = _submission(tmp_path, "plain.py", "")
+    first = _run(sub)
+    assert first.verdict == PASS and first.sandbox["started_by"] == "pool", first.warnings
+    killed = pool.server_pid
+    os.kill(killed, signal.SIGKILL)
+    end = time.monotonic() + 10
+    while pool._proc is not None and pool._proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    # `run` warms the pool first, which would replace the dead server: the fork must find it dead
+    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)
+    second = _run(sub)
+    assert second.verdict == PASS, second.message
+    assert second.sandbox["started_by"] == "spawn"
+    assert any("pool was not used" in w and "died" in w for w in second.warnings), second.warnings
+    monkeypatch.undo()
+    third = _run(sub)  # the next run's warm() replaced the dead server
+    assert third.verdict == PASS and third.sandbox["started_by"] == "pool", third.warnings
+    assert pool.server_pid not in (None, killed)
