@@ -71,7 +71,9 @@ class Run:
             return result
         memory_limit = memory_limit_bytes(ctx.opt.memory_limit_gb)
         try:
-            self.sandbox = Sandbox(self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings)
+            self.sandbox = Sandbox(
+                self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings, info=ctx.info
+            )
             self.session = WorkerSession(ctx, self.sandbox.config, memory_limit)
             inputs, checker = Inputs(ctx, self.session), Checker(ctx)
             self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
