@@ -3,7 +3,10 @@ reply, replaced after it broke its CUDA context, and stopped."""
 
 from __future__ import annotations
 
+import time
+
 from harness.engine.context import RunContext
+from harness.engine.deadlines import CallDeadlines
 from harness.engine.pool import shared_pool
 from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
@@ -21,10 +24,12 @@ class WorkerSession:
         self.gap_ns, self.window_gap_ns = 0.0, {}  # the worker's calibration (see start)
         self.baseline_threads = None  # ranked: the worker's thread count after the first warm-up
         self.sandbox: dict | None = None  # what confined the worker (RunResult.sandbox)
+        self.deadlines = CallDeadlines(ctx.opt.timeout_scale)  # per-call limits inside the task's timeout
 
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
         self.sup = Supervisor(self.config, self.memory_limit)
+        self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
             header, payloads = self.sup.start(deadline, shared_pool())
         if self.sup.pool_warning and self.sup.pool_warning not in self.ctx.warnings:
@@ -44,9 +49,19 @@ class WorkerSession:
         """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
         :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
         rejection; a dead or late worker a WorkerFailure too."""
+        limit = self.deadlines.limit(msg)
+        own = limit is not None and time.monotonic() + limit.seconds < deadline
+        t0 = time.monotonic()
         with self.ctx.phases.measure(phase):
-            header, payloads = self.sup.request(msg, deadline, what)
-            return self._decode(header, payloads, reply, what, expect)
+            header, payloads = self.sup.request(
+                msg,
+                time.monotonic() + limit.seconds if own and limit else deadline,
+                what,
+                limit.message(what) if own and limit else None,
+            )
+            decoded = self._decode(header, payloads, reply, what, expect)
+        self.deadlines.record(msg, time.monotonic() - t0, getattr(decoded, "calls", None))
+        return decoded
 
     @staticmethod
     def _decode(header, payloads, reply, what: str, expect: dict, plain: bool = False):
@@ -107,6 +122,7 @@ class WorkerSession:
     def generate(self, specs: list, deadline: float, keep: int = 0) -> list:
         """Has the worker generate the inputs of ``specs`` (keeping its first ``keep`` slots) and returns
         their fingerprints; a rejection or an error ends the case."""
+        self.deadlines.note_inputs(specs)
         reply = self.request(
             "worker_generate",
             {"op": "generate", "specs": specs, "keep": keep},

@@ -167,15 +167,16 @@ class Supervisor:
                 return
 
     # -- messages ------------------------------------------------------------------------------------
-    def request(self, msg: dict, deadline: float, what: str):
+    def request(self, msg: dict, deadline: float, what: str, late: str | None = None):
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
-        (``harness.messages`` decodes them); raises WorkerFailure."""
+        (``harness.messages`` decodes them); raises WorkerFailure. ``late``: the timeout's message when
+        ``deadline`` is a per-call limit (``harness.engine.deadlines``) rather than the task's."""
         self._seq += 1
         try:
             protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
-        header, payloads = self._receive(deadline, what)
+        header, payloads = self._receive(deadline, what, late)
         if header.get("seq") != self._seq:
             self._kill_everything()
             raise WorkerFailure(
@@ -186,14 +187,15 @@ class Supervisor:
             )
         return header, payloads
 
-    def _receive(self, deadline: float, what: str):
+    def _receive(self, deadline: float, what: str, late: str | None = None):
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill_everything()
                 raise WorkerFailure(
                     TIMEOUT,
-                    f"timed out while {what}: the task's time limit for this mode ran "
+                    late
+                    or f"timed out while {what}: the task's time limit for this mode ran "
                     "out (the submission hung, or is far too slow)",
                 )
             try:
