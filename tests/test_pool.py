@@ -160,3 +160,36 @@ def test_a_dead_server_means_a_spawned_worker_and_a_warning(tmp_path, pool, monk
     third = _run(sub)  # the next run's warm() replaced the dead server
     assert third.verdict == PASS and third.sandbox["started_by"] == "pool", third.warnings
     assert pool.server_pid not in (None, killed)
+
+
+LEAVES_CUDA_STATE = """
+import json, torch
+_kept = torch.ones(1 << 22, device="cuda")  # 16 MiB held by A's module
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.cuda.set_per_process_memory_fraction(0.5)
+print(json.dumps({"a_ran": True, "allocated": torch.cuda.memory_allocated(), "tf32": torch.backends.cuda.matmul.allow_tf32}))
+"""
+
+LOOKS_FOR_CUDA_STATE = """
+import json, torch
+print(json.dumps({
+    "allocated": torch.cuda.memory_allocated(),
+    "tf32": torch.backends.cuda.matmul.allow_tf32,
+    "reserved": torch.cuda.memory_reserved(),
+}))
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_state_one_submission_leaves_is_not_the_next_ones(tmp_path, pool):
+    opts = RunOptions(device="cuda", max_repeats=3)
+    looks = _submission(tmp_path, "b.py", LOOKS_FOR_CUDA_STATE)
+    before = run_submission(looks, MXFP4_SMALL, "test", opts)  # B alone: what the harness itself allocates
+    a = run_submission(_submission(tmp_path, "a.py", LEAVES_CUDA_STATE), MXFP4_SMALL, "test", opts)
+    after = run_submission(looks, MXFP4_SMALL, "test", opts)
+    seen_a, seen_before, seen_after = _report(a), _report(before), _report(after)
+    assert seen_a["a_ran"] and seen_a["allocated"] >= 1 << 24 and seen_a["tf32"], seen_a
+    assert {r.sandbox["started_by"] for r in (before, a, after)} == {"pool"}, (a.warnings, after.warnings)
+    assert after.verdict == PASS, after.message
+    assert not seen_after["tf32"], seen_after
+    assert seen_after["allocated"] == seen_before["allocated"], (seen_before, seen_after)
