@@ -143,7 +143,7 @@ class Sandbox:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _task_dirs(task) -> list[str]:
+def _task_dirs(task: Any) -> list[str]:
     """What the worker reads of the task: its task.py's folder and its compat modules."""
     return [str(Path(task.module.__file__).resolve().parent), str(Path(task.compat_dir).resolve())]
 

@@ -4,6 +4,7 @@ reply, replaced after it broke its CUDA context, and stopped."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from harness.engine.context import RunContext
 from harness.engine.deadlines import CallDeadlines
@@ -21,9 +22,9 @@ class WorkerSession:
     def __init__(self, ctx: RunContext, config: WorkerConfig, memory_limit: int):
         self.ctx, self.config, self.memory_limit = ctx, config, memory_limit
         self.sup: Supervisor | None = None
-        self.gap_ns, self.window_gap_ns = 0.0, {}  # the worker's calibration (see start)
-        self.baseline_threads = None  # ranked: the worker's thread count after the first warm-up
-        self.sandbox: dict | None = None  # what confined the worker (RunResult.sandbox)
+        self.gap_ns, self.window_gap_ns = 0.0, dict[str, float]()  # the worker's calibration (see start)
+        self.baseline_threads: int | None = None  # ranked: the worker's thread count after the first warm-up
+        self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
         self.deadlines = CallDeadlines(ctx.opt.timeout_scale)  # per-call limits inside the task's timeout
 
     def start(self, deadline: float) -> None:
@@ -45,15 +46,16 @@ class WorkerSession:
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
 
-    def request(self, phase: str, msg: dict, deadline: float, what: str, reply, **expect):
+    def request(self, phase: str, msg: dict[str, Any], deadline: float, what: str, reply: type, **expect: Any) -> Any:
         """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
         :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
         rejection; a dead or late worker a WorkerFailure too."""
+        sup = self._supervisor()
         limit = self.deadlines.limit(msg)
         own = limit is not None and time.monotonic() + limit.seconds < deadline
         t0 = time.monotonic()
         with self.ctx.phases.measure(phase):
-            header, payloads = self.sup.request(
+            header, payloads = sup.request(
                 msg,
                 time.monotonic() + limit.seconds if own and limit else deadline,
                 what,
@@ -63,8 +65,20 @@ class WorkerSession:
         self.deadlines.record(msg, time.monotonic() - t0, getattr(decoded, "calls", None))
         return decoded
 
+    def _supervisor(self) -> Supervisor:
+        if self.sup is None:
+            raise RuntimeError("WorkerSession.start() first")
+        return self.sup
+
     @staticmethod
-    def _decode(header, payloads, reply, what: str, expect: dict, plain: bool = False):
+    def _decode(
+        header: dict[str, Any],
+        payloads: list[bytes],
+        reply: Any,
+        what: str,
+        expect: dict[str, Any],
+        plain: bool = False,
+    ) -> Any:
         try:
             return (
                 reply.decode(header, payloads, **expect) if plain else decode_reply(header, payloads, reply, **expect)
@@ -81,14 +95,14 @@ class WorkerSession:
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
-        self.sup.stop()
+        self._supervisor().stop()
         self.start(deadline)
         reply = self.load(deadline, "re-importing the submission")
-        if not reply.ok:
+        if isinstance(reply, Failed):
             raise WorkerFailure(ERROR, f"the submission could not be re-imported: {reply.error}")
         self.baseline_threads = None
 
-    def rejection(self, reply) -> str | None:
+    def rejection(self, reply: Any) -> str | None:
         """A reason to reject, from the worker's own integrity report and the parent's process count."""
         if not self.ctx.opt.defenses:
             return None
@@ -119,7 +133,7 @@ class WorkerSession:
                 )
         return None
 
-    def generate(self, specs: list, deadline: float, keep: int = 0) -> list:
+    def generate(self, specs: list[dict[str, Any]], deadline: float, keep: int = 0) -> list[Any]:
         """Has the worker generate the inputs of ``specs`` (keeping its first ``keep`` slots) and returns
         their fingerprints; a rejection or an error ends the case."""
         self.deadlines.note_inputs(specs)

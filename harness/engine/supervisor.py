@@ -14,12 +14,14 @@ import os
 import signal
 import threading
 import time
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn, Protocol
 
 import psutil
 import torch.multiprocessing as mp
 
 from harness import protocol
-from harness.engine.pool import ForkedWorker, WorkerPool, become_subreaper
+from harness.engine.pool import WorkerPool, become_subreaper
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
@@ -37,16 +39,33 @@ class WorkerFailure(Exception):
         self.message = message
 
 
+class WorkerProcess(Protocol):
+    """What the supervisor uses of its worker: a spawned ``multiprocessing.Process`` or a pooled
+    :class:`harness.engine.pool.ForkedWorker`."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def exitcode(self) -> int | None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def kill(self) -> None: ...
+
+
 class Supervisor:
     def __init__(self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.5):
         self.cfg = cfg
         self.memory_limit = memory_limit_bytes
         self.poll_s = poll_s
-        self.proc: ForkedWorker | mp.Process | None = None
-        self.conn = None
-        self._killed_for = None  # why the watchdog killed the worker
+        self.proc: WorkerProcess | None = None
+        self.conn: Connection | None = None
+        self._killed_for: str | None = None  # why the watchdog killed the worker
         self._stop = threading.Event()
-        self.pid = None
+        self.pid = 0
         self._seq = 0
         self._before: set[int] = set()  # our children that existed before the worker started
         self._seen: dict[int, float] = {}  # pid -> create time of every process seen in the worker's tree
@@ -54,7 +73,7 @@ class Supervisor:
         self.pool_warning: str | None = None  # why a pool given to start() was not used
 
     # -- life cycle ----------------------------------------------------------------------------------
-    def start(self, deadline: float, pool: WorkerPool | None = None) -> tuple[dict, list[bytes]]:
+    def start(self, deadline: float, pool: WorkerPool | None = None) -> tuple[dict[str, Any], list[bytes]]:
         """Starts the worker, forked by ``pool`` when it can (else spawned: a fresh interpreter, and
         :attr:`pool_warning` says why); its first message (header, payloads), the calibration."""
         # orphans of the worker's tree (a double fork, setsid) and pooled workers become our children
@@ -62,24 +81,26 @@ class Supervisor:
         multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
         self.conn, child = multiprocessing.Pipe(duplex=True)
-        self.proc = pool.fork(child, self.cfg) if pool is not None else None
-        if self.proc is not None:
-            self.started_by = "pool"
+        forked = pool.fork(child, self.cfg) if pool is not None else None
+        if forked is not None:
+            self.proc, self.started_by = forked, "pool"
         else:
             if pool is not None:
                 self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
-            ctx = mp.get_context("spawn")
-            self.proc = ctx.Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
-            self.proc.start()
+            spawned = mp.get_context("spawn").Process(
+                target=worker_start, args=(child, self.cfg), name="harness-worker"
+            )
+            spawned.start()
+            self.proc = spawned
         child.close()
-        self.pid = self.proc.pid
+        self.pid = int(self.proc.pid or 0)
         threading.Thread(target=self._watch_memory, daemon=True).start()
         return self._receive(deadline, what="starting the worker")
 
     def stop(self) -> None:
         """Ends the worker and everything it started; safe to call more than once."""
         self._stop.set()
-        if self.proc is None:
+        if self.proc is None or self.conn is None:
             return
         if self.proc.is_alive():
             try:
@@ -131,7 +152,7 @@ class Supervisor:
                 p.kill()
             except psutil.Error:
                 pass
-        if self.proc.is_alive():
+        if self.proc is not None and self.proc.is_alive():
             self.proc.kill()
         try:  # reap the orphans that became our children
             ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != self.pid]
@@ -167,11 +188,14 @@ class Supervisor:
                 return
 
     # -- messages ------------------------------------------------------------------------------------
-    def request(self, msg: dict, deadline: float, what: str, late: str | None = None):
+    def request(
+        self, msg: dict[str, Any], deadline: float, what: str, late: str | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
         (``harness.messages`` decodes them); raises WorkerFailure. ``late``: the timeout's message when
         ``deadline`` is a per-call limit (``harness.engine.deadlines``) rather than the task's."""
         self._seq += 1
+        assert self.conn is not None, "start() first"
         try:
             protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
@@ -187,7 +211,8 @@ class Supervisor:
             )
         return header, payloads
 
-    def _receive(self, deadline: float, what: str, late: str | None = None):
+    def _receive(self, deadline: float, what: str, late: str | None = None) -> tuple[dict[str, Any], list[bytes]]:
+        assert self.conn is not None and self.proc is not None, "start() first"
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -217,7 +242,8 @@ class Supervisor:
             elif not self.proc.is_alive():
                 self._raise_dead(what)
 
-    def _raise_dead(self, what: str):
+    def _raise_dead(self, what: str) -> NoReturn:
+        assert self.proc is not None, "start() first"
         self.proc.join(2.0)
         if self._killed_for:
             raise WorkerFailure(ERROR, f"killed while {what}: {self._killed_for}")
