@@ -193,3 +193,23 @@ def test_cuda_state_one_submission_leaves_is_not_the_next_ones(tmp_path, pool):
     assert after.verdict == PASS, after.message
     assert not seen_after["tf32"], seen_after
     assert seen_after["allocated"] == seen_before["allocated"], (seen_before, seen_after)
+
+
+SHOWS_ITS_ENVIRONMENT = """
+import json, os
+from multiprocessing import resource_tracker
+print(json.dumps({"set_after_start": os.environ.get("HARNESS_TEST_SET_LATER"),
+                  "tracker_fd": resource_tracker._resource_tracker._fd}))
+"""
+
+
+def test_a_pooled_worker_gets_the_harness_environment_of_now(tmp_path, pool, monkeypatch):
+    """A Ray worker process changes CUDA_VISIBLE_DEVICES from task to task: the worker must see the
+    value at its start, not the one the server was started with."""
+    pool.warm()
+    monkeypatch.setenv("HARNESS_TEST_SET_LATER", "now")
+    r = _run(_submission(tmp_path, "env.py", SHOWS_ITS_ENVIRONMENT))
+    seen = _report(r)
+    assert r.sandbox["started_by"] == "pool", r.warnings
+    assert seen["set_after_start"] == "now", seen
+    assert seen["tracker_fd"] is not None, "the worker would start a resource tracker of its own"

@@ -50,6 +50,15 @@ def become_subreaper() -> bool:
         return False
 
 
+def _tracker_fd() -> int | None:
+    """This process's multiprocessing resource tracker (started by the supervisor), which a spawned
+    worker inherits; a pooled one gets it too, so that neither starts a tracker of its own."""
+    from multiprocessing import resource_tracker
+
+    fd = getattr(resource_tracker._resource_tracker, "_fd", None)
+    return fd if isinstance(fd, int) and fd >= 0 else None
+
+
 class ForkedWorker:
     """A pooled worker, our child through the subreaper: the part of ``multiprocessing.Process`` the
     supervisor uses (``pid``, ``is_alive``, ``join``, ``kill``, ``exitcode``)."""
@@ -63,8 +72,9 @@ class ForkedWorker:
             return
         try:
             pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-        except ChildProcessError:  # already reaped elsewhere: its status is lost
-            self.exitcode = -int(signal.SIGKILL)
+        except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): alive while the process is
+            if not _exists(self.pid):
+                self.exitcode = -int(signal.SIGKILL)  # its real status is lost
             return
         if pid == self.pid:
             self.exitcode = os.waitstatus_to_exitcode(status)
@@ -84,6 +94,13 @@ class ForkedWorker:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def _exists(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 @dataclass
@@ -187,8 +204,13 @@ class WorkerPool:
 
     def _request(self, channel: Connection, config: WorkerConfig) -> ForkedWorker:
         assert self._control is not None
-        payload = pickle.dumps(ForkRequest(config, os.getpid()), protocol=pickle.HIGHEST_PROTOCOL)
-        socket.send_fds(self._control, [payload], [channel.fileno()])
+        fds = [channel.fileno()]
+        tracker = _tracker_fd()
+        if tracker is not None:
+            fds.append(tracker)
+        environ = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+        request = ForkRequest(config, os.getpid(), environ, tracker=tracker is not None)
+        socket.send_fds(self._control, [pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)], fds)
         pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
         if pid <= 0:
             raise ValueError("the server could not fork a worker")

@@ -40,10 +40,15 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 
 @dataclass
 class ForkRequest:
-    """What the harness asks for: a worker with ``config`` whose parent becomes ``harness_pid``."""
+    """What the harness asks for: a worker with ``config`` whose parent becomes ``harness_pid``, in the
+    harness's environment as it is now (``environ``: a Ray worker's CUDA_VISIBLE_DEVICES changes from
+    task to task). ``tracker``: a second descriptor comes along, the harness's multiprocessing resource
+    tracker, which a spawned worker inherits too."""
 
     config: WorkerConfig
     harness_pid: int
+    environ: dict[str, str]
+    tracker: bool = False
 
 
 def _prctl(option: int, value: int) -> None:
@@ -80,7 +85,18 @@ def _cuda_initialized() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def _become_worker(request: ForkRequest, conn_fd: int) -> None:
+def _adopt(request: ForkRequest, fds: list[int]) -> Connection:
+    """The harness's environment and resource tracker, as a spawned worker has them; the channel."""
+    os.environ.clear()
+    os.environ.update(request.environ)
+    if request.tracker and len(fds) > 1:
+        from multiprocessing import resource_tracker
+
+        resource_tracker._resource_tracker._fd = fds[1]  # type: ignore[attr-defined]
+    return Connection(fds[0])
+
+
+def _become_worker(request: ForkRequest, fds: list[int]) -> None:
     """In the forked worker: waits until the harness is its parent, then runs the worker; never returns."""
     code = 1
     try:
@@ -91,7 +107,7 @@ def _become_worker(request: ForkRequest, conn_fd: int) -> None:
         if os.getppid() == request.harness_pid:
             from harness.worker.entry import start
 
-            start(Connection(conn_fd), request.config)
+            start(_adopt(request, fds), request.config)
             code = 0
     except BaseException:
         traceback.print_exc()
@@ -99,7 +115,7 @@ def _become_worker(request: ForkRequest, conn_fd: int) -> None:
         os._exit(code)
 
 
-def _fork_worker(control: socket.socket, request: ForkRequest, conn_fd: int) -> int:
+def _fork_worker(control: socket.socket, request: ForkRequest, fds: list[int]) -> int:
     """Forks the worker through an intermediate process that exits at once; the worker's pid."""
     read_end, write_end = os.pipe()
     middle = os.fork()
@@ -110,12 +126,13 @@ def _fork_worker(control: socket.socket, request: ForkRequest, conn_fd: int) -> 
             worker = os.fork()
             if worker == 0:
                 os.close(write_end)
-                _become_worker(request, conn_fd)
+                _become_worker(request, fds)
             os.write(write_end, struct.pack("q", worker))
         finally:
             os._exit(0)
     os.close(write_end)
-    os.close(conn_fd)
+    for fd in fds:
+        os.close(fd)
     try:
         raw = os.read(read_end, 8)
     finally:
@@ -132,18 +149,18 @@ def serve(control: socket.socket, preload: list[str]) -> None:
     )
     while True:
         try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_REQUEST_BYTES, 1)
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_REQUEST_BYTES, 2)
         except (ConnectionError, OSError):
             return
         if not data:
             return
-        if len(fds) != 1:
+        request = pickle.loads(data)  # from the harness: only it holds the other end of this socket pair
+        if not isinstance(request, ForkRequest) or len(fds) != 1 + request.tracker:
             for fd in fds:
                 os.close(fd)
-            control.send(json.dumps({"pid": -1, "error": "a request without exactly one channel"}).encode())
+            control.send(json.dumps({"pid": -1, "error": "a malformed request"}).encode())
             continue
-        request = pickle.loads(data)  # from the harness: only it holds the other end of this socket pair
-        pid = _fork_worker(control, request, fds[0])
+        pid = _fork_worker(control, request, fds)
         control.send(json.dumps({"pid": pid}).encode())
 
 
