@@ -213,3 +213,36 @@ def test_a_pooled_worker_gets_the_harness_environment_of_now(tmp_path, pool, mon
     assert r.sandbox["started_by"] == "pool", r.warnings
     assert seen["set_after_start"] == "now", seen
     assert seen["tracker_fd"] is not None, "the worker would start a resource tracker of its own"
+
+
+def _memory_holds(pid: int, needles: list[bytes]) -> dict[bytes, bool]:
+    """Whether each needle is anywhere in the writable memory of process ``pid`` (root reads it)."""
+    found = dict.fromkeys(needles, False)
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                chunk = mem.read(end - start)
+            except (OSError, OverflowError, ValueError):
+                continue
+            for needle in needles:
+                found[needle] = found[needle] or needle in chunk
+    return found
+
+
+def test_the_server_keeps_nothing_of_a_request_it_served(tmp_path, pool):
+    """Every worker is a copy of the server's memory: after a fork the server holds nothing of that
+    job's configuration (the submission's name, its run folder)."""
+    token = f"marker{os.getpid()}x{time.time_ns()}"
+    r = _run(_submission(tmp_path, f"{token}.py", ""))
+    assert r.verdict == PASS and r.sandbox["started_by"] == "pool", r.warnings
+    try:
+        found = _memory_holds(pool.server_pid, [token.encode(), b"harness.worker.zygote"])
+    except PermissionError:
+        pytest.skip("reading the server's memory needs root")
+    assert found[b"harness.worker.zygote"], "the scan read nothing: it would prove nothing"
+    assert not found[token.encode()], "the server still holds the last job's submission name"

@@ -18,6 +18,7 @@ worker: each worker is a copy of the server's memory, which never ran a submissi
 
 from __future__ import annotations
 
+import array
 import importlib
 import json
 import os
@@ -96,10 +97,14 @@ def _adopt(request: ForkRequest, fds: list[int]) -> Connection:
     return Connection(fds[0])
 
 
-def _become_worker(request: ForkRequest, fds: list[int]) -> None:
-    """In the forked worker: waits until the harness is its parent, then runs the worker; never returns."""
+def _become_worker(request_bytes: bytes, fds: list[int]) -> None:
+    """In the forked worker: reads its request, waits until the harness is its parent, then runs the
+    worker; never returns."""
     code = 1
     try:
+        request = pickle.loads(request_bytes)  # from the harness: only it holds the control socket's other end
+        if not isinstance(request, ForkRequest) or len(fds) != 1 + request.tracker:
+            raise ValueError(f"a malformed request ({type(request).__name__}, {len(fds)} descriptors)")
         _prctl(PR_SET_DUMPABLE, 1)  # as a spawned worker is (a change of user resets it again)
         end = time.monotonic() + REPARENT_WAIT_S
         while os.getppid() != request.harness_pid and time.monotonic() < end:
@@ -115,8 +120,9 @@ def _become_worker(request: ForkRequest, fds: list[int]) -> None:
         os._exit(code)
 
 
-def _fork_worker(control: socket.socket, request: ForkRequest, fds: list[int]) -> int:
-    """Forks the worker through an intermediate process that exits at once; the worker's pid."""
+def _fork_worker(control: socket.socket, request: memoryview, fds: list[int]) -> int:
+    """Forks the worker through an intermediate process that exits at once; the worker's pid. Only the
+    worker reads ``request``: the server never turns it into objects of its own."""
     read_end, write_end = os.pipe()
     middle = os.fork()
     if middle == 0:
@@ -126,7 +132,7 @@ def _fork_worker(control: socket.socket, request: ForkRequest, fds: list[int]) -
             worker = os.fork()
             if worker == 0:
                 os.close(write_end)
-                _become_worker(request, fds)
+                _become_worker(bytes(request), fds)
             os.write(write_end, struct.pack("q", worker))
         finally:
             os._exit(0)
@@ -141,26 +147,46 @@ def _fork_worker(control: socket.socket, request: ForkRequest, fds: list[int]) -
     return struct.unpack("q", raw)[0] if len(raw) == 8 else -1
 
 
+def _receive(control: socket.socket, buffer: bytearray) -> tuple[int, list[int]]:
+    """A request into ``buffer`` and the descriptors that came with it (at most two); 0 bytes: hung up."""
+    itemsize = array.array("i").itemsize
+    nbytes, ancdata, flags, _addr = control.recvmsg_into([buffer], socket.CMSG_SPACE(2 * itemsize))
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            got = array.array("i")
+            got.frombytes(data[: len(data) - len(data) % itemsize])
+            fds.extend(got)
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or not 1 <= len(fds) <= 2:
+        for fd in fds:
+            os.close(fd)
+        return -1, []
+    return nbytes, fds
+
+
 def serve(control: socket.socket, preload: list[str]) -> None:
-    """Imports ``preload``, reports, then forks a worker per request until the harness hangs up."""
+    """Imports ``preload``, reports, then forks a worker per request until the harness hangs up. A
+    request (a worker's configuration: the submission's paths and name) lives only in ``buffer``,
+    which is zeroed after each fork, so the next worker, a copy of this memory, finds nothing of it."""
     loaded = _preload(preload)
     control.send(
         json.dumps({"ready": True, "pid": os.getpid(), "loaded": loaded, "cuda": _cuda_initialized()}).encode()
     )
+    buffer = bytearray(MAX_REQUEST_BYTES)
     while True:
         try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_REQUEST_BYTES, 2)
+            nbytes, fds = _receive(control, buffer)
         except (ConnectionError, OSError):
             return
-        if not data:
+        if nbytes == 0:
             return
-        request = pickle.loads(data)  # from the harness: only it holds the other end of this socket pair
-        if not isinstance(request, ForkRequest) or len(fds) != 1 + request.tracker:
-            for fd in fds:
-                os.close(fd)
+        if nbytes < 0:
             control.send(json.dumps({"pid": -1, "error": "a malformed request"}).encode())
             continue
-        pid = _fork_worker(control, request, fds)
+        try:
+            pid = _fork_worker(control, memoryview(buffer)[:nbytes], fds)
+        finally:
+            buffer[:nbytes] = bytes(nbytes)
         control.send(json.dumps({"pid": pid}).encode())
 
 
