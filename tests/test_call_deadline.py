@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.api import RunOptions, run_submission
-from harness.engine.deadlines import FACTOR, FIRST_CALL_S, FLOOR_S, CallDeadlines
+from harness.engine.deadlines import FACTOR, FIRST_CALL_S, FLOOR_S, CallDeadlines, first_call_budget
 from harness.results import PASS, TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +36,12 @@ def test_the_first_call_on_a_shape_gets_the_compilation_budget_and_later_ones_a_
     assert d.limit({"op": "call"}).seconds == FIRST_CALL_S
     assert d.limit({"op": "generate"}) is None  # not the submission's code: the task's timeout only
     assert CallDeadlines(scale=2.0).limit({"op": "call"}).seconds == 2 * FIRST_CALL_S
+
+
+def test_the_cpu_gets_a_third_of_the_task_timeout_for_a_first_call_when_that_is_more():
+    assert first_call_budget(gpu=True, task_timeout_s=180) == FIRST_CALL_S
+    assert first_call_budget(gpu=False, task_timeout_s=180) == 60
+    assert first_call_budget(gpu=False, task_timeout_s=60) == FIRST_CALL_S
 
 
 def _hangs_after(tmp_path: Path, calls: int) -> Path:

@@ -2,7 +2,9 @@
 calls already seen, inside the task's own timeout (which stays the outer bound).
 
 - The first request on a shape not seen before may compile (Triton, torch.compile, a cache miss): it
-  gets ``FIRST_CALL_S``.
+  gets ``FIRST_CALL_S`` on a GPU (a file that compiles for longer can compile at import, which has
+  only the task's timeout); on the CPU, where one call of a real task's shape can take a minute
+  (Triton's interpreter), a third of the task's timeout when that is more (:func:`first_call_budget`).
 - Later requests get ``FACTOR`` times the slowest time per call seen so far (on requests that were not
   a shape's first) times the calls the request makes, and at least ``FLOOR_S``.
 All three scale with ``--timeout-scale``. A request that runs past its limit ends the worker (killed,
@@ -58,12 +60,17 @@ def shape_key(spec: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in spec.items() if k != "seed"}, sort_keys=True, default=str)
 
 
+def first_call_budget(gpu: bool, task_timeout_s: float) -> float:
+    """Seconds (before --timeout-scale) for the first request on a shape."""
+    return FIRST_CALL_S if gpu else max(FIRST_CALL_S, task_timeout_s / 3)
+
+
 class CallDeadlines:
     """Per-request limits for one worker session; :meth:`note_inputs` on every generate request,
     :meth:`limit` before and :meth:`record` after each request."""
 
-    def __init__(self, scale: float = 1.0):
-        self.scale = scale
+    def __init__(self, scale: float = 1.0, first_call_s: float = FIRST_CALL_S):
+        self.scale, self.first_call_s = scale, first_call_s
         self.per_call_s: float | None = None  # slowest seconds per call on a request that was not a first
         self.shapes: set[str] = set()
         self.new_shape = True  # the next limited request is the first on a shape (or after a new worker)
@@ -83,9 +90,11 @@ class CallDeadlines:
             return None
         fixed = _fixed_seconds(msg)
         if self.new_shape or self.per_call_s is None:
+            first = self.first_call_s * self.scale
             return CallLimit(
-                FIRST_CALL_S * self.scale + fixed,
-                f"the first call on a shape may take {FIRST_CALL_S * self.scale:.0f} s, compilation included",
+                first + fixed,
+                f"the first call on a shape may take {first:.0f} s, compilation included; a file that "
+                "compiles for longer can compile when it is imported",
             )
         derived = FACTOR * self.per_call_s * calls_in(msg) * self.scale
         floor = FLOOR_S * self.scale

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from harness.engine import verdicts
 from harness.engine.context import RunContext
-from harness.engine.deadlines import CallDeadlines
+from harness.engine.deadlines import CallDeadlines, first_call_budget
 from harness.engine.pool import shared_pool
 from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
@@ -25,7 +26,9 @@ class WorkerSession:
         self.gap_ns, self.window_gap_ns = 0.0, dict[str, float]()  # the worker's calibration (see start)
         self.baseline_threads: int | None = None  # ranked: the worker's thread count after the first warm-up
         self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
-        self.deadlines = CallDeadlines(ctx.opt.timeout_scale)  # per-call limits inside the task's timeout
+        # per-call limits inside the task's timeout
+        outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
+        self.deadlines = CallDeadlines(ctx.opt.timeout_scale, first_call_budget(ctx.gpu, outer))
 
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
