@@ -246,3 +246,35 @@ def test_the_server_keeps_nothing_of_a_request_it_served(tmp_path, pool):
         pytest.skip("reading the server's memory needs root")
     assert found[b"harness.worker.zygote"], "the scan read nothing: it would prove nothing"
     assert not found[token.encode()], "the server still holds the last job's submission name"
+
+
+def test_a_server_started_by_the_first_fork_is_not_taken_for_the_submissions_child(tmp_path):
+    """A caller that never warmed the pool (the first fork starts the server): the server is the
+    harness's own child, not a process the submission left running, and survives the run."""
+    from harness.engine.pool import WorkerPool
+    from harness.engine.supervisor import Supervisor
+    from harness.worker.config import WorkerConfig
+
+    fresh = WorkerPool()
+    try:
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
+        cfg = WorkerConfig(
+            submission_path=str(run / "submission.py"),
+            compat_dir=str(tmp_path),
+            device="cpu",
+            l2_bytes=None,
+            hide_bytes=0,
+            stdout_path=str(run / "stdout.txt"),
+            stderr_path=str(run / "stderr.txt"),
+            run_dir=str(run),
+        )
+        sup = Supervisor(cfg, memory_limit_bytes=8 << 30)
+        sup.start(time.monotonic() + 120, fresh)
+        assert sup.started_by == "pool", sup.pool_warning
+        assert [p.pid for p in sup.strays()] == [], "the server was counted as the submission's child"
+        sup.stop()
+        assert fresh._proc is not None and fresh._proc.poll() is None, "stopping the worker killed the server"
+    finally:
+        fresh.close()

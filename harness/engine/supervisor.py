@@ -82,6 +82,8 @@ class Supervisor:
         self._before = {p.pid for p in psutil.Process().children()}
         self.conn, child = multiprocessing.Pipe(duplex=True)
         forked = pool.fork(child, self.cfg) if pool is not None else None
+        if pool is not None and pool.server_pid is not None:
+            self._before.add(pool.server_pid)  # started just now, maybe: the harness's, not the submission's
         if forked is not None:
             self.proc, self.started_by = forked, "pool"
         else:
