@@ -103,3 +103,14 @@ def test_a_submission_can_neither_read_nor_write_another_ones_entry(tmp_path):
         assert seen[attempt][0] == "PermissionError", (attempt, seen[attempt])
     assert not (Path(victim_dir) / "planted.bin").exists()
     assert attacker.verdict == PASS, attacker.message
+
+
+def test_a_root_every_worker_can_read_is_refused(tmp_path, monkeypatch):
+    from harness.engine.compile_cache import entry_for
+
+    chain = Toolchain.here(DeviceInfo(name="cpu", kind="cpu"), "mxfp4_mm")
+    monkeypatch.setattr("sys.path", [*__import__("sys").path, str(tmp_path)])  # the path is readable
+    assert entry_for(str(tmp_path / "cache"), b"x", chain, for_nobody=False) is None
+    monkeypatch.undo()
+    if isolation_possible():
+        assert entry_for(str(tmp_path / "cache"), b"x", chain, for_nobody=False) is not None

@@ -25,6 +25,7 @@ import platformdirs
 from harness.engine.privileges import first_blocking_folder
 from harness.results import DeviceInfo
 from harness.worker import landlock
+from harness.worker.sandbox import worker_paths
 
 APP = "fp4-harness"
 SHARED_ROOT_FOR_NOBODY = "/var/tmp/fp4-harness-compiled"  # when 'nobody' cannot enter the user's cache dir
@@ -85,6 +86,14 @@ def isolation_possible() -> bool:
     return landlock.abi_version() >= 1
 
 
+def readable_by_every_worker(folder: str) -> bool:
+    """True when ``folder`` lies beneath what every worker may read (the Python install, the system's
+    folders, the path): a cache root there would show every entry to every submission."""
+    real = os.path.realpath(folder)
+    readable = worker_paths("/nonexistent-harness-run-folder").readable  # a run folder is never readable
+    return any(real == r or real.startswith(r.rstrip("/") + "/") for r in map(os.path.realpath, readable))
+
+
 @dataclass
 class CacheEntry:
     """One submission's folder: ``triton`` and ``torch_extensions`` beneath it."""
@@ -105,7 +114,7 @@ def entry_for(root: str | None, source: bytes, toolchain: Toolchain, for_nobody:
     """The submission's entry (created), or None when no isolated cache is possible here (the caller
     then keeps the caches in the run's folder). ``for_nobody``: the worker runs as 'nobody', who must
     be able to enter the root (else the shared root under /var/tmp is used)."""
-    if not isolation_possible():
+    if not isolation_possible() or readable_by_every_worker(root or default_root()):
         return None
     top = root or default_root()
     if for_nobody and first_blocking_folder([top]) is not None and root is None:

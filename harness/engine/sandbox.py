@@ -66,6 +66,12 @@ class Sandbox:
         compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it
         drop = self._will_drop(opt)
         self.cache = self._cache_entry(sub_copy, task, device, opt, info, drop)
+        if self.cache is None and opt.triton_cache_dir:
+            warnings.append(
+                f"--triton-cache-dir {opt.triton_cache_dir}: not used (no Landlock to keep one submission's "
+                "entry from another's, a folder every worker may read, or one the worker's user cannot "
+                "enter); this run compiles into its own folder"
+            )
         cached = [self.cache.folder] if self.cache is not None else []
         triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
         extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
