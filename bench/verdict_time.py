@@ -17,6 +17,7 @@ test of the script, not a measurement).
 
 Examples:
   python bench/verdict_time.py --out results/h200_verdict_time.json          # on the H200
+  python bench/verdict_time.py --examples triton_nvfp4 --copies 0 --out results/h200_verdict_time_nvfp4.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
@@ -159,11 +160,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="the CPU fixture tasks (a smoke test, not a measurement)")
     p.add_argument("--repeats", type=int, default=3, help="verdicts per example (the first with an empty cache)")
     p.add_argument("--copies", type=int, default=10, help="files in the run-all (0: no run-all)")
+    p.add_argument(
+        "--examples", help="comma-separated file stems to run (default: all; the run-all copies the first one)"
+    )
     args = p.parse_args(argv)
     import torch
 
     gpu = torch.cuda.is_available() and not args.quick
-    examples = GPU_EXAMPLES if gpu else CPU_EXAMPLES
+    available = GPU_EXAMPLES if gpu else CPU_EXAMPLES
+    examples = available
+    if args.examples:
+        wanted = args.examples.split(",")
+        examples = [e for e in available if Path(e[0]).stem in wanted]
+        if not examples:
+            p.error(f"--examples {args.examples}: none of {', '.join(Path(e[0]).stem for e in available)}")
     work = Path(tempfile.mkdtemp(prefix="verdict-time-"))
     doc: dict = {"version": VERSION, "quick": not gpu, "environment": _environment(gpu), "verdicts": {}}
     try:

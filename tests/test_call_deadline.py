@@ -94,3 +94,37 @@ def test_a_submission_that_never_returns_ends_within_30_seconds():
     assert r.verdict == TIMEOUT, r.message
     assert f"per-call limit of {FIRST_CALL_S:.1f} s" in r.message, r.message
     assert wall < 30, f"took {wall:.1f} s (the task's timeout is 60 s)"
+
+
+SPINS_ON_THE_GPU = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _spin(flag_ptr):
+    v = tl.load(flag_ptr, volatile=True)
+    while v == 0:
+        v = tl.load(flag_ptr, volatile=True)
+
+
+def custom_kernel(data):
+    flag = torch.zeros(1, dtype=torch.int32, device=data[0].device)
+    _spin[(1,)](flag)
+    return flag
+"""
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_spins_forever_frees_the_gpu_within_30_seconds(tmp_path):
+    sub = tmp_path / "spins.py"
+    sub.write_text(SPINS_ON_THE_GPU)
+    t0 = time.monotonic()
+    r = run_submission(sub, MXFP4_SMALL, "test", RunOptions(device="cuda"))
+    wall = time.monotonic() - t0
+    assert r.verdict == TIMEOUT, r.message
+    assert "per-call limit" in r.message, r.message
+    assert wall < 30, f"the hang held the GPU for {wall:.1f} s"
+    after = run_submission(TORCH_MXFP4, MXFP4_SMALL, "test", RunOptions(device="cuda"))  # the GPU is usable again
+    assert after.verdict == PASS, after.message
