@@ -278,3 +278,19 @@ def test_a_server_started_by_the_first_fork_is_not_taken_for_the_submissions_chi
         assert fresh._proc is not None and fresh._proc.poll() is None, "stopping the worker killed the server"
     finally:
         fresh.close()
+
+
+def test_a_pooled_worker_that_dies_before_it_starts_is_replaced_by_a_spawned_one(tmp_path, pool, monkeypatch):
+    """A pooled worker told to wait for a parent it never gets exits before its first message (before
+    any submission code): the pool's failure, so a spawned worker runs the file and the verdict stands."""
+    from harness.worker.zygote import ForkRequest
+
+    def lost(config, harness_pid, environ, tracker=False):
+        return ForkRequest(config, 1, environ, tracker)  # pid 1 never becomes its parent
+
+    monkeypatch.setattr("harness.engine.pool.ForkRequest", lost)
+    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)
+    r = _run(_submission(tmp_path, "plain.py", ""))
+    assert r.verdict == PASS, r.message
+    assert r.sandbox["started_by"] == "spawn"
+    assert any("died before it started" in w for w in r.warnings), r.warnings

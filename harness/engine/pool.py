@@ -234,6 +234,12 @@ class WorkerPool:
             self._proc.wait(5.0)
             self._proc = None
 
+    def discard(self, reason: str) -> None:
+        """Marks the pool broken (``reason``) and ends its server; the next :meth:`warm` starts another."""
+        with self._lock:
+            self.broken = f"the worker pool's server failed: {reason}"
+            self._shutdown()
+
     def close(self) -> None:
         with self._lock:
             self._shutdown()

@@ -80,23 +80,44 @@ class Supervisor:
         become_subreaper()
         multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
-        self.conn, child = multiprocessing.Pipe(duplex=True)
-        forked = pool.fork(child, self.cfg) if pool is not None else None
-        if pool is not None and pool.server_pid is not None:
-            self._before.add(pool.server_pid)  # started just now, maybe: the harness's, not the submission's
-        if forked is not None:
-            self.proc, self.started_by = forked, "pool"
-        else:
-            if pool is not None:
-                self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
-            spawned = mp.get_context("spawn").Process(
-                target=worker_start, args=(child, self.cfg), name="harness-worker"
-            )
-            spawned.start()
-            self.proc = spawned
-        child.close()
-        self.pid = int(self.proc.pid or 0)
+        first = self._start_pooled(pool, deadline) if pool is not None else None
+        if first is None:
+            first = self._start_spawned(deadline)
+        # watched from here on: nothing of the submission ran before its first message
         threading.Thread(target=self._watch_memory, daemon=True).start()
+        return first
+
+    def _start_pooled(self, pool: WorkerPool, deadline: float) -> tuple[dict[str, Any], list[bytes]] | None:
+        """A worker forked by ``pool`` and its first message; None (and :attr:`pool_warning`) when the
+        pool cannot serve or its worker died before that message (before any submission code ran: the
+        pool's failure, never the submission's), so that a spawned worker takes over."""
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        forked = pool.fork(child, self.cfg)
+        child.close()
+        if pool.server_pid is not None:
+            self._before.add(pool.server_pid)  # started just now, maybe: the harness's, not the submission's
+        if forked is None:
+            self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
+            self.conn.close()
+            return None
+        self.proc, self.pid, self.started_by = forked, forked.pid, "pool"
+        try:
+            return self._receive(deadline, what="starting the worker")
+        except WorkerFailure as failure:
+            if failure.verdict == TIMEOUT:
+                raise
+            pool.discard(f"a worker it forked died before it started ({failure.message})")
+            self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
+            self.conn.close()
+            self.proc, self.started_by = None, "spawn"
+            return None
+
+    def _start_spawned(self, deadline: float) -> tuple[dict[str, Any], list[bytes]]:
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        spawned = mp.get_context("spawn").Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
+        spawned.start()
+        child.close()
+        self.proc, self.pid, self.started_by = spawned, int(spawned.pid or 0), "spawn"
         return self._receive(deadline, what="starting the worker")
 
     def stop(self) -> None:
