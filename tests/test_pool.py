@@ -198,7 +198,9 @@ def test_cuda_state_one_submission_leaves_is_not_the_next_ones(tmp_path, pool):
 SHOWS_ITS_ENVIRONMENT = """
 import json, os
 from multiprocessing import resource_tracker
+_initial = open("/proc/self/environ", "rb").read()
 print(json.dumps({"set_after_start": os.environ.get("HARNESS_TEST_SET_LATER"),
+                  "store": os.environ.get("HARNESS_STORE"), "store_in_initial": b"HARNESS_STORE=" in _initial,
                   "tracker_fd": resource_tracker._resource_tracker._fd}))
 """
 
@@ -206,6 +208,8 @@ print(json.dumps({"set_after_start": os.environ.get("HARNESS_TEST_SET_LATER"),
 def test_a_pooled_worker_gets_the_harness_environment_of_now(tmp_path, pool, monkeypatch):
     """A Ray worker process changes CUDA_VISIBLE_DEVICES from task to task: the worker must see the
     value at its start, not the one the server was started with."""
+    monkeypatch.setenv("HARNESS_STORE", "postgresql://harness:password@db/harness")
+    pool.close()  # a server started with the store's URL in this process's environment
     pool.warm()
     monkeypatch.setenv("HARNESS_TEST_SET_LATER", "now")
     r = _run(_submission(tmp_path, "env.py", SHOWS_ITS_ENVIRONMENT))
@@ -213,6 +217,7 @@ def test_a_pooled_worker_gets_the_harness_environment_of_now(tmp_path, pool, mon
     assert r.sandbox["started_by"] == "pool", r.warnings
     assert seen["set_after_start"] == "now", seen
     assert seen["tracker_fd"] is not None, "the worker would start a resource tracker of its own"
+    assert seen["store"] is None and not seen["store_in_initial"], "the worker can read the store's URL"
 
 
 def _memory_holds(pid: int, needles: list[bytes]) -> dict[bytes, bool]:

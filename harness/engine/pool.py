@@ -4,10 +4,11 @@ torch afresh: 5-7 s on the H200).
 
 One pool per process (:func:`shared_pool`): ``run``, each job of ``run-all`` (serial, or in a Ray
 worker process, which has a pool of its own) and every block of a ranked verdict fork from it. The
-server is started with a clean copy of this process's environment (never the secret) and receives
-only worker configurations: it never holds inputs, reference outputs or anything of a submission. A
-pool that cannot start or has died returns None from :meth:`WorkerPool.fork`, with the reason in
-:attr:`WorkerPool.broken`; the caller then spawns a worker as before and warns.
+server gets this process's environment without :data:`HIDDEN_ENV` (the secret, the store's URL) and
+receives only worker configurations, which it never unpickles (the worker does): it holds no input, no
+reference output and nothing of a submission. A pool that cannot start or has died returns None from
+:meth:`WorkerPool.fork`, with the reason in :attr:`WorkerPool.broken`; the caller then spawns a worker
+as before and warns.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ FORK_TIMEOUT_S = 10.0
 PR_SET_CHILD_SUBREAPER = 36
 DISABLE_ENV = "HARNESS_NO_WORKER_POOL"  # set to 1: every worker is spawned (a fresh interpreter)
 
+# never in a worker's environment: the secret, and the results store's URL (it may carry a password)
+HIDDEN_ENV = (SECRET_ENV, "HARNESS_STORE")
+
 _LAUNCH = "import sys, json; sys.path[:] = json.loads(sys.argv[3]); from harness.worker.zygote import main; main()"
 
 
@@ -48,6 +52,12 @@ def become_subreaper() -> bool:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def _worker_environ() -> dict[str, str]:
+    """This process's environment without :data:`HIDDEN_ENV` (the server's own, which every worker can
+    read in /proc/self/environ, and each request's)."""
+    return {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
 
 
 def _tracker_fd() -> int | None:
@@ -140,7 +150,7 @@ class WorkerPool:
                 self.broken = "this system cannot make the harness a child subreaper (Linux only)"
                 return
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+            env = _worker_environ()
             command = [sys.executable, "-c", _LAUNCH, str(theirs.fileno()), json.dumps(list(self.preload))]
             command.append(json.dumps([os.path.abspath(p) if p in ("", ".") else p for p in sys.path]))
             try:
@@ -208,7 +218,7 @@ class WorkerPool:
         tracker = _tracker_fd()
         if tracker is not None:
             fds.append(tracker)
-        environ = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+        environ = _worker_environ()
         request = ForkRequest(config, os.getpid(), environ, tracker=tracker is not None)
         socket.send_fds(self._control, [pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)], fds)
         pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
