@@ -290,8 +290,8 @@ def test_a_pooled_worker_that_dies_before_it_starts_is_replaced_by_a_spawned_one
     any submission code): the pool's failure, so a spawned worker runs the file and the verdict stands."""
     from harness.worker.zygote import ForkRequest
 
-    def lost(config, harness_pid, environ, tracker=False):
-        return ForkRequest(config, 1, environ, tracker)  # pid 1 never becomes its parent
+    def lost(config, harness_pid, environ, **more):
+        return ForkRequest(config, 1, environ, **more)  # pid 1 never becomes its parent
 
     monkeypatch.setattr("harness.engine.pool.ForkRequest", lost)
     monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)

@@ -54,6 +54,12 @@ def become_subreaper() -> bool:
         return False
 
 
+def _module_path() -> list[str]:
+    """This process's ``sys.path`` with the working directory made absolute (the server's and each
+    worker's, as multiprocessing's spawn passes it)."""
+    return [os.path.abspath(p) if p in ("", ".") else p for p in sys.path]
+
+
 def _worker_environ() -> dict[str, str]:
     """This process's environment without :data:`HIDDEN_ENV` (the server's own, which every worker can
     read in /proc/self/environ, and each request's)."""
@@ -152,7 +158,7 @@ class WorkerPool:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             env = _worker_environ()
             command = [sys.executable, "-c", _LAUNCH, str(theirs.fileno()), json.dumps(list(self.preload))]
-            command.append(json.dumps([os.path.abspath(p) if p in ("", ".") else p for p in sys.path]))
+            command.append(json.dumps(_module_path()))
             try:
                 self._proc = subprocess.Popen(
                     command,
@@ -186,7 +192,7 @@ class WorkerPool:
                 if self.info is None:
                     self._await_ready()
                 return self._request(channel, config)
-            except (OSError, ValueError, KeyError, TimeoutError) as exc:
+            except Exception as exc:  # whatever broke, the caller spawns the worker instead
                 self.broken = f"the worker pool's server failed ({type(exc).__name__}: {exc})"
                 self._shutdown()
                 return None
@@ -219,7 +225,7 @@ class WorkerPool:
         if tracker is not None:
             fds.append(tracker)
         environ = _worker_environ()
-        request = ForkRequest(config, os.getpid(), environ, tracker=tracker is not None)
+        request = ForkRequest(config, os.getpid(), environ, tracker=tracker is not None, sys_path=_module_path())
         socket.send_fds(self._control, [pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)], fds)
         pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
         if pid <= 0:

@@ -50,6 +50,7 @@ class ForkRequest:
     harness_pid: int
     environ: dict[str, str]
     tracker: bool = False
+    sys_path: list[str] | None = None  # the harness's module path now, as a spawned worker gets it
 
 
 def _prctl(option: int, value: int) -> None:
@@ -90,6 +91,8 @@ def _adopt(request: ForkRequest, fds: list[int]) -> Connection:
     """The harness's environment and resource tracker, as a spawned worker has them; the channel."""
     os.environ.clear()
     os.environ.update(request.environ)
+    if request.sys_path is not None:
+        sys.path[:] = request.sys_path
     if request.tracker and len(fds) > 1:
         from multiprocessing import resource_tracker
 
