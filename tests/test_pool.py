@@ -299,3 +299,33 @@ def test_a_pooled_worker_that_dies_before_it_starts_is_replaced_by_a_spawned_one
     assert r.verdict == PASS, r.message
     assert r.sandbox["started_by"] == "spawn"
     assert any("died before it started" in w for w in r.warnings), r.warnings
+
+
+def test_the_server_ends_with_the_process_that_started_it(tmp_path):
+    """Its control socket closes when the harness dies (here: a child process killed with SIGKILL)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time; from harness.engine.pool import WorkerPool\n"
+        "p = WorkerPool(); p.warm(); print(p.server_pid, flush=True); time.sleep(120)\n"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        server = int(harness.stdout.readline())
+        os.kill(server, 0)  # running
+    finally:
+        harness.kill()
+        harness.wait()
+    end = time.monotonic() + 120  # it finishes its imports first, then reads the hang-up
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{server}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(server, signal.SIGKILL)
+        raise AssertionError("the server outlived the harness that started it")

@@ -36,7 +36,7 @@ from harness.worker.config import WorkerConfig
 
 MAX_REQUEST_BYTES = 1 << 20
 REPARENT_WAIT_S = 5.0
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+PR_SET_DUMPABLE = 4
 
 
 @dataclass
@@ -63,10 +63,10 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _protect_server() -> None:
-    """The server ends when the harness that started it dies, and is undumpable: its /proc files
-    (mem, fd, environ) and ptrace need CAP_SYS_PTRACE, which no worker has (a worker that stays root
-    drops every capability)."""
-    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    """The server is undumpable: its /proc files (mem, fd, environ) and ptrace need CAP_SYS_PTRACE,
+    which no worker has (a worker that stays root drops every capability). It ends when the harness
+    does: the harness's end of the socket pair closes (no parent-death signal, which fires when the
+    *thread* that started the server ends)."""
     _prctl(PR_SET_DUMPABLE, 0)
 
 
