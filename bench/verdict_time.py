@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         if not examples:
             p.error(f"--examples {args.examples}: none of {', '.join(Path(e[0]).stem for e in available)}")
     work = Path(tempfile.mkdtemp(prefix="verdict-time-"))
+    work.chmod(0o711)  # a worker that runs as 'nobody' must reach its compile-cache entry beneath it
     doc: dict = {"version": VERSION, "quick": not gpu, "environment": _environment(gpu), "verdicts": {}}
     try:
         for sub, task in examples:
