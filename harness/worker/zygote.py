@@ -160,6 +160,8 @@ def _receive(control: socket.socket, buffer: bytearray) -> tuple[int, list[int]]
             got = array.array("i")
             got.frombytes(data[: len(data) - len(data) % itemsize])
             fds.extend(got)
+    if nbytes == 0 and not fds:
+        return 0, []  # the harness hung up
     if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or not 1 <= len(fds) <= 2:
         for fd in fds:
             os.close(fd)
@@ -179,18 +181,18 @@ def serve(control: socket.socket, preload: list[str]) -> None:
     while True:
         try:
             nbytes, fds = _receive(control, buffer)
-        except (ConnectionError, OSError):
+            if nbytes == 0:
+                return
+            if nbytes < 0:
+                control.send(json.dumps({"pid": -1, "error": "a malformed request"}).encode())
+                continue
+            try:
+                pid = _fork_worker(control, memoryview(buffer)[:nbytes], fds)
+            finally:
+                buffer[:nbytes] = bytes(nbytes)
+            control.send(json.dumps({"pid": pid}).encode())
+        except OSError:  # the harness is gone (a closed or broken socket)
             return
-        if nbytes == 0:
-            return
-        if nbytes < 0:
-            control.send(json.dumps({"pid": -1, "error": "a malformed request"}).encode())
-            continue
-        try:
-            pid = _fork_worker(control, memoryview(buffer)[:nbytes], fds)
-        finally:
-            buffer[:nbytes] = bytes(nbytes)
-        control.send(json.dumps({"pid": pid}).encode())
 
 
 def main() -> None:
