@@ -274,8 +274,9 @@ def test_a_timing_reply_must_carry_what_was_asked():
 
 
 def test_submission_caches_and_temp_files_stay_in_its_run_directory(tmp_path):
-    """HOME, TMPDIR, Triton's and torch.compile's caches all point into the run's private directory
-    (writable after the drop to 'nobody', never shared with another submission)."""
+    """HOME, TMPDIR and torch.compile's cache point into the run's private directory (writable after
+    the drop to 'nobody', never shared with another submission); Triton's cache and torch's extension
+    builds into the submission's own compile-cache entry (tests/test_compile_cache.py)."""
     src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
     sub = tmp_path / "env_probe.py"
     sub.write_text(
@@ -288,9 +289,12 @@ import tempfile
 
 def custom_kernel(data):
     home = os.environ["HOME"]
-    for var in ("TMPDIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+    for var in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR"):
         if not os.environ[var].startswith(home):
             raise RuntimeError(f"{var}={os.environ[var]} is outside HOME={home}")
+    for var in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"):
+        with open(os.path.join(os.environ[var], "probe"), "w") as f:  # its own entry: writable
+            f.write("x")
     if os.path.realpath(tempfile.gettempdir()) != os.path.realpath(home):
         raise RuntimeError(f"tempfile.gettempdir() is {tempfile.gettempdir()}, not {home}")
     return _correct_kernel(data)

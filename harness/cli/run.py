@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.api import RunOptions, run_submission
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import MODES, Mode
+from harness.engine.pool import warm_shared_pool
 from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
 from harness.engine.seeds import take_secret
 from harness.errors import UsageError, exit_code_for
@@ -71,7 +72,9 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--triton-cache-dir",
         metavar="DIR",
-        help="Triton cache shared across runs (default: a fresh, empty one per run)",
+        help="the compile cache's root: each submission's Triton cache and torch extension builds, kept "
+        "between runs in a folder of its own keyed by its content and the toolchain (default: the "
+        "user's cache folder, e.g. ~/.cache/fp4-harness/compiled)",
     )
     p.add_argument("--verbose", action="store_true", help="also print where the wall time went, on stderr")
     p.add_argument(
@@ -112,6 +115,7 @@ def run(args) -> int:
     if Mode(args.mode).ranked:
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
+    warm_shared_pool()  # the warm-worker server imports torch while this process does (harness.engine.pool)
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
     note = cpu_note(args.task, args.mode, args.device, options, [args.file])
     if note:

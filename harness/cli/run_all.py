@@ -120,6 +120,10 @@ def run(args) -> int:
     options = RunOptions(
         device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time, timeout_scale=args.timeout_scale
     ).validate()
+    if args.executor == "serial":
+        from harness.engine.pool import warm_shared_pool
+
+        warm_shared_pool()  # the warm-worker server imports torch while this process does
     _say_cpu_note(args, options)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     executor = (lambda: _ray_executor(args)) if args.executor == "ray" else None

@@ -3,6 +3,8 @@ and judged by the task's ``check_implementation``."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 
 from harness.engine.context import RunContext
@@ -10,6 +12,7 @@ from harness.engine.supervisor import WorkerFailure
 from harness.messages import Output
 from harness.protocol import ProtocolError, rebuild_tensor
 from harness.results import REJECTED
+from tasks.registry import Task
 
 
 class Unusable:
@@ -23,16 +26,16 @@ class Checker:
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
 
-    def outputs(self, outputs: list[Output]) -> list:
+    def outputs(self, outputs: list[Output]) -> list[Any]:
         """The outputs rebuilt here: a tensor, or an :class:`Unusable` (a wrong output) for an object or
         a tensor of a dtype no task uses."""
         with self.ctx.phases.measure("receive"):
             return [self._rebuild(out) for out in outputs]
 
-    def _rebuild(self, out: Output):
+    def _rebuild(self, out: Output) -> torch.Tensor | Unusable:
         if out.kind != "tensor":
             return Unusable(f"a {out.type}, not a torch.Tensor")
-        if not out.usable:
+        if not out.usable or out.raw is None:
             return Unusable(f"a torch.Tensor of dtype {out.dtype}, which is no task's output dtype")
         try:
             return rebuild_tensor(out.dtype, out.shape, out.raw, out.device, self.ctx.device)
@@ -42,13 +45,13 @@ class Checker:
                 f"a malformed output in the worker's reply ({exc}): the submission wrote into the harness's channel",
             ) from exc
 
-    def check(self, data, out) -> tuple[bool, str]:
+    def check(self, data: Any, out: Any) -> tuple[bool, str]:
         if isinstance(out, Unusable):
             return False, f"custom_kernel returned {out.what}"
         with self.ctx.phases.measure("check"):
-            return self.ctx.task.check(data, out)
+            return cast(Task, self.ctx.task).check(data, out)
 
-    def check_fixed(self, data, out, passed: list) -> tuple[bool, str]:
+    def check_fixed(self, data: Any, out: Any, passed: list[torch.Tensor]) -> tuple[bool, str]:
         """Benchmark mode re-checks the same fixed input every chunk: an output bit-identical to one
         that already passed on that input passes without recomputing the reference."""
         if (

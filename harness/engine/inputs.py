@@ -4,12 +4,15 @@ equal by fingerprints."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from harness import protocol
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.seeds import derive_seed
 from harness.engine.session import DIFFERENT_INPUTS, WorkerSession
 from harness.engine.supervisor import WorkerFailure
 from harness.results import ERROR
+from tasks.registry import Task
 
 WARMUP_INDEX = 1 << 40  # leaderboard warm-up inputs use seeds no timed input uses
 TEST_INDEX = 1 << 41  # and leaderboard tests seeds of their own
@@ -19,23 +22,25 @@ class Inputs:
     def __init__(self, ctx: RunContext, session: WorkerSession):
         self.ctx, self.session = ctx, session
 
-    def generate(self, spec: dict, index: int, count: int, fresh: bool | None = None):
+    def generate(
+        self, spec: dict[str, Any], index: int, count: int, fresh: bool | None = None
+    ) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
         """``count`` inputs from index ``index`` on, as (their specs with seeds, the inputs): seeds derived
         from the secret in ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
         fresh = self.ctx.ranked if fresh is None else fresh
         specs = [
             dict(
                 spec,
-                seed=derive_seed(self.ctx.opt.secret, spec["seed"], index + j)
+                seed=derive_seed(str(self.ctx.opt.secret), spec["seed"], index + j)
                 if fresh
                 else spec["seed"] + 42 * (index + j),
             )
             for j in range(count)
         ]
         with self.ctx.phases.measure("generate"):
-            return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
+            return specs, [cast(Task, self.ctx.task).generate_input(s, self.ctx.device) for s in specs]
 
-    def place(self, specs: list, privates: list, deadline: float, keep: int = 0) -> list:
+    def place(self, specs: list[dict[str, Any]], privates: list[Any], deadline: float, keep: int = 0) -> list[int]:
         """Has the worker generate its own copies of ``privates`` from their ``specs`` (the parent keeps
         the originals for checking) and returns the slot numbers that later messages name them by; the
         worker's first ``keep`` slots stay. The copies must match the originals' fingerprints."""
@@ -46,7 +51,9 @@ class Inputs:
             raise WorkerFailure(ERROR, DIFFERENT_INPUTS)
         return list(range(keep, keep + len(privates)))
 
-    def one(self, what: str, i: int, cases: list, deadline: float, fresh: bool = False):
+    def one(
+        self, what: str, i: int, cases: list[dict[str, Any]], deadline: float, fresh: bool = False
+    ) -> tuple[dict[str, Any], str, Any, int]:
         """Case ``i`` of ``cases``: its spec, a progress label, the parent's input and the worker's slot.
         ``fresh``: the input's seed derives from the secret (ranked tests), else the case's public seed."""
         spec = self.ctx.case_spec(cases[i])

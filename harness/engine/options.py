@@ -26,7 +26,7 @@ class RunOptions:
     cpu_inputs_per_measurement: int = 2  # batched protocol on the CPU: fewer inputs than the task's 50
     kernel_only: bool = True  # GPU: kernel-only figure per passed benchmark case (CUDA graphs)
     verify_timing: bool = False  # also the profiler's kernel sum, and the deviation between the two
-    triton_cache_dir: str | None = None  # share a Triton cache across runs (default: a fresh one per run)
+    triton_cache_dir: str | None = None  # the compile cache's root (harness.engine.compile_cache; default: user cache)
     scan_policy: str = "warn"  # leaderboard: static scan (harness.engine.scan) warn | reject | off
     defenses: bool = True  # False: MEASUREMENT ONLY (bench/defense_overhead.py), see SECURITY.md
     extra_warnings: list[str] = field(default_factory=list)

@@ -21,6 +21,7 @@ from harness.engine.device import device_info, select_device
 from harness.engine.inputs import Inputs
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
+from harness.engine.pool import warm_shared_pool
 from harness.engine.sandbox import Sandbox, make_undumpable, memory_limit_bytes
 from harness.engine.scan import prescan
 from harness.engine.session import WorkerSession
@@ -65,11 +66,14 @@ class Run:
             harness_version=harness.__version__,
         )
         self._announce()
+        warm_shared_pool()  # the pool's server imports torch while we scan and prepare
         if ctx.ranked and ctx.opt.scan_policy != "off" and self._scan_rejects(result):
             return result
         memory_limit = memory_limit_bytes(ctx.opt.memory_limit_gb)
         try:
-            self.sandbox = Sandbox(self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings)
+            self.sandbox = Sandbox(
+                self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings, info=ctx.info
+            )
             self.session = WorkerSession(ctx, self.sandbox.config, memory_limit)
             inputs, checker = Inputs(ctx, self.session), Checker(ctx)
             self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)

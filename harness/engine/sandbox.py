@@ -11,11 +11,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import psutil
 import torch
 
+from harness.engine.compile_cache import CacheEntry, Toolchain, entry_for
 from harness.engine.privileges import first_blocking_folder, needed_paths
+from harness.results import DeviceInfo
 from harness.worker.config import WorkerConfig
 from harness.worker.sandbox import missing
 
@@ -47,13 +50,32 @@ class Sandbox:
     """The run's private folder (a copy of the submission, caches, temporary files, captured output) and
     the worker configuration that confines the worker to it. :meth:`remove` deletes the folder."""
 
-    def __init__(self, submission: Path, task, device: torch.device, l2_bytes: int | None, opt, warnings: list):
+    def __init__(
+        self,
+        submission: Path,
+        task: Any,
+        device: torch.device,
+        l2_bytes: int | None,
+        opt: Any,
+        warnings: list[str],
+        info: DeviceInfo | None = None,
+    ):
         self.folder = tempfile.mkdtemp(prefix="harness-run-")
         sub_copy = os.path.join(self.folder, "submission.py")
         shutil.copyfile(submission, sub_copy)
         compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it
-        triton_cache = opt.triton_cache_dir or os.path.join(self.folder, "triton-cache")
-        uid = self._run_as(opt, [self.folder] + ([triton_cache] if opt.triton_cache_dir else []), warnings)
+        drop = self._will_drop(opt)
+        self.cache = self._cache_entry(sub_copy, task, device, opt, info, drop)
+        if self.cache is None and opt.triton_cache_dir:
+            warnings.append(
+                f"--triton-cache-dir {opt.triton_cache_dir}: not used (no Landlock to keep one submission's "
+                "entry from another's, a folder every worker may read, or one the worker's user cannot "
+                "enter); this run compiles into its own folder"
+            )
+        cached = [self.cache.folder] if self.cache is not None else []
+        triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
+        extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
+        uid = self._run_as(drop, [self.folder, *cached], warnings)
         self.config = WorkerConfig(
             submission_path=sub_copy,
             compat_dir=compat,
@@ -65,22 +87,36 @@ class Sandbox:
             output_limit_bytes=opt.output_limit_mb << 20,
             run_as_uid=uid,
             run_as_gid=uid,
-            env=self._environment(triton_cache, device.type == "cuda"),
+            env=self._environment(triton_cache, extensions, device.type == "cuda"),
             task_file=str(task.module.__file__),
             run_dir=self.folder,
             sandbox_readable=_task_dirs(task),
-            sandbox_writable=[triton_cache] if opt.triton_cache_dir else [],
+            sandbox_writable=cached,
             submission_name=str(submission),
         )
 
-    def _environment(self, triton_cache: str, gpu: bool) -> dict:
-        # Caches and temporary files stay inside the run's own directory: writable after the drop to
-        # 'nobody' (torch.compile's default cache is /tmp/torchinductor_<$USER>, the harness's user) and
-        # never shared with another submission.
+    @staticmethod
+    def _cache_entry(
+        copy: str, task: Any, device: torch.device, opt: Any, info: DeviceInfo | None, drop: bool
+    ) -> CacheEntry | None:
+        """The submission's own compile-cache entry (harness.engine.compile_cache), or None: no info
+        about the device, or no isolation possible here."""
+        if info is None:
+            return None
+        with open(copy, "rb") as f:
+            source = f.read()
+        return entry_for(opt.triton_cache_dir, source, Toolchain.here(info, str(task.name)), for_nobody=drop)
+
+    def _environment(self, triton_cache: str, extensions: str, gpu: bool) -> dict[str, str]:
+        # Temporary files stay inside the run's own directory: writable after the drop to 'nobody'
+        # (torch.compile's default cache is /tmp/torchinductor_<$USER>, the harness's user) and never
+        # shared with another submission. Triton's cache and torch's extension builds live in the
+        # submission's own compile-cache entry (reused by the next run of the same file).
         env = {
             "HOME": self.folder,
             "TMPDIR": self.folder,
             "TRITON_CACHE_DIR": triton_cache,
+            "TORCH_EXTENSIONS_DIR": extensions,
             "TORCHINDUCTOR_CACHE_DIR": os.path.join(self.folder, "inductor-cache"),
             "PYTHONDONTWRITEBYTECODE": "1",
             # Inductor's precompiled C++ header (over 64 MiB) ran into the output limit (RLIMIT_FSIZE):
@@ -92,11 +128,12 @@ class Sandbox:
         return env
 
     @staticmethod
-    def _run_as(opt, folders: list[str], warnings: list) -> int | None:
+    def _will_drop(opt: Any) -> bool:
+        return bool(privilege_drop_possible() if opt.drop_privileges is None else opt.drop_privileges)
+
+    @staticmethod
+    def _run_as(drop: bool, folders: list[str], warnings: list[str]) -> int | None:
         """The uid the worker runs as ('nobody', who then owns ``folders``), or None for our own."""
-        drop = opt.drop_privileges
-        if drop is None:
-            drop = privilege_drop_possible()
         if drop:
             for root, dirs, files in (entry for top in folders for entry in os.walk(top)):
                 for name in [root] + [os.path.join(root, n) for n in dirs + files]:
@@ -112,7 +149,7 @@ class Sandbox:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _task_dirs(task) -> list[str]:
+def _task_dirs(task: Any) -> list[str]:
     """What the worker reads of the task: its task.py's folder and its compat modules."""
     return [str(Path(task.module.__file__).resolve().parent), str(Path(task.compat_dir).resolve())]
 

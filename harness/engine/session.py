@@ -3,7 +3,13 @@ reply, replaced after it broke its CUDA context, and stopped."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from harness.engine import verdicts
 from harness.engine.context import RunContext
+from harness.engine.deadlines import CallDeadlines, first_call_budget
+from harness.engine.pool import shared_pool
 from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
@@ -17,35 +23,65 @@ class WorkerSession:
     def __init__(self, ctx: RunContext, config: WorkerConfig, memory_limit: int):
         self.ctx, self.config, self.memory_limit = ctx, config, memory_limit
         self.sup: Supervisor | None = None
-        self.gap_ns, self.window_gap_ns = 0.0, {}  # the worker's calibration (see start)
-        self.baseline_threads = None  # ranked: the worker's thread count after the first warm-up
-        self.sandbox: dict | None = None  # what confined the worker (RunResult.sandbox)
+        self.gap_ns, self.window_gap_ns = 0.0, dict[str, float]()  # the worker's calibration (see start)
+        self.baseline_threads: int | None = None  # ranked: the worker's thread count after the first warm-up
+        self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
+        # per-call limits inside the task's timeout
+        outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
+        self.deadlines = CallDeadlines(ctx.opt.timeout_scale, first_call_budget(ctx.gpu, outer))
 
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
         self.sup = Supervisor(self.config, self.memory_limit)
+        self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
-            header, payloads = self.sup.start(deadline)
+            header, payloads = self.sup.start(deadline, shared_pool())
+        if self.sup.pool_warning and self.sup.pool_warning not in self.ctx.warnings:
+            self.ctx.warnings.append(self.sup.pool_warning)
         ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
         self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
         # sent before the import, like the calibration: the submission cannot shape it
         self.sandbox = (
             ready.sandbox if ready.sandbox is not None else {"landlock_error": "the worker sent no sandbox report"}
         )
+        self.sandbox["started_by"] = self.sup.started_by  # the parent's own fact, not the worker's report
         warning = report_warning(self.sandbox)
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
 
-    def request(self, phase: str, msg: dict, deadline: float, what: str, reply, **expect):
+    def request(self, phase: str, msg: dict[str, Any], deadline: float, what: str, reply: type, **expect: Any) -> Any:
         """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
         :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
         rejection; a dead or late worker a WorkerFailure too."""
+        sup = self._supervisor()
+        limit = self.deadlines.limit(msg)
+        own = limit is not None and time.monotonic() + limit.seconds < deadline
+        t0 = time.monotonic()
         with self.ctx.phases.measure(phase):
-            header, payloads = self.sup.request(msg, deadline, what)
-            return self._decode(header, payloads, reply, what, expect)
+            header, payloads = sup.request(
+                msg,
+                time.monotonic() + limit.seconds if own and limit else deadline,
+                what,
+                limit.message(what) if own and limit else None,
+            )
+            decoded = self._decode(header, payloads, reply, what, expect)
+        self.deadlines.record(msg, time.monotonic() - t0, getattr(decoded, "calls", None))
+        return decoded
+
+    def _supervisor(self) -> Supervisor:
+        if self.sup is None:
+            raise RuntimeError("WorkerSession.start() first")
+        return self.sup
 
     @staticmethod
-    def _decode(header, payloads, reply, what: str, expect: dict, plain: bool = False):
+    def _decode(
+        header: dict[str, Any],
+        payloads: list[bytes],
+        reply: Any,
+        what: str,
+        expect: dict[str, Any],
+        plain: bool = False,
+    ) -> Any:
         try:
             return (
                 reply.decode(header, payloads, **expect) if plain else decode_reply(header, payloads, reply, **expect)
@@ -62,14 +98,14 @@ class WorkerSession:
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
-        self.sup.stop()
+        self._supervisor().stop()
         self.start(deadline)
         reply = self.load(deadline, "re-importing the submission")
-        if not reply.ok:
+        if isinstance(reply, Failed):
             raise WorkerFailure(ERROR, f"the submission could not be re-imported: {reply.error}")
         self.baseline_threads = None
 
-    def rejection(self, reply) -> str | None:
+    def rejection(self, reply: Any) -> str | None:
         """A reason to reject, from the worker's own integrity report and the parent's process count."""
         if not self.ctx.opt.defenses:
             return None
@@ -100,9 +136,10 @@ class WorkerSession:
                 )
         return None
 
-    def generate(self, specs: list, deadline: float, keep: int = 0) -> list:
+    def generate(self, specs: list[dict[str, Any]], deadline: float, keep: int = 0) -> list[Any]:
         """Has the worker generate the inputs of ``specs`` (keeping its first ``keep`` slots) and returns
         their fingerprints; a rejection or an error ends the case."""
+        self.deadlines.note_inputs(specs)
         reply = self.request(
             "worker_generate",
             {"op": "generate", "specs": specs, "keep": keep},

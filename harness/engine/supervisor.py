@@ -8,33 +8,26 @@ process group, and any process the submission started elsewhere, when it stops.
 
 from __future__ import annotations
 
-import ctypes
+import multiprocessing
 import multiprocessing.resource_tracker
 import os
 import signal
 import threading
 import time
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn, Protocol
 
 import psutil
 import torch.multiprocessing as mp
 
 from harness import protocol
+from harness.engine.pool import WorkerPool, become_subreaper
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
 
 OUTPUT_KEEP_BYTES = 8 << 10
 DESCENDANT_SCAN_EVERY = 10  # memory polls between scans for the worker's descendants   # of the submission's stdout/stderr we keep the first and the last this many
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def _become_subreaper() -> None:
-    """Linux: orphans of the worker's tree (a double fork, setsid) are re-parented to this process
-    instead of init, so they stay findable and killable (:meth:`Supervisor.strays`)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 class WorkerFailure(Exception):
@@ -46,39 +39,91 @@ class WorkerFailure(Exception):
         self.message = message
 
 
+class WorkerProcess(Protocol):
+    """What the supervisor uses of its worker: a spawned ``multiprocessing.Process`` or a pooled
+    :class:`harness.engine.pool.ForkedWorker`."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def exitcode(self) -> int | None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def kill(self) -> None: ...
+
+
 class Supervisor:
     def __init__(self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.5):
         self.cfg = cfg
         self.memory_limit = memory_limit_bytes
         self.poll_s = poll_s
-        self.proc = None
-        self.conn = None
-        self._killed_for = None  # why the watchdog killed the worker
+        self.proc: WorkerProcess | None = None
+        self.conn: Connection | None = None
+        self._killed_for: str | None = None  # why the watchdog killed the worker
         self._stop = threading.Event()
-        self.pid = None
+        self.pid = 0
         self._seq = 0
         self._before: set[int] = set()  # our children that existed before the worker started
         self._seen: dict[int, float] = {}  # pid -> create time of every process seen in the worker's tree
+        self.started_by = "spawn"  # or "pool": forked by the warm-worker pool (harness.engine.pool)
+        self.pool_warning: str | None = None  # why a pool given to start() was not used
 
     # -- life cycle ----------------------------------------------------------------------------------
-    def start(self, deadline: float) -> tuple[dict, list[bytes]]:
-        """Starts the worker; its first message (header, payloads), the calibration."""
-        ctx = mp.get_context("spawn")
-        _become_subreaper()
+    def start(self, deadline: float, pool: WorkerPool | None = None) -> tuple[dict[str, Any], list[bytes]]:
+        """Starts the worker, forked by ``pool`` when it can (else spawned: a fresh interpreter, and
+        :attr:`pool_warning` says why); its first message (header, payloads), the calibration."""
+        # orphans of the worker's tree (a double fork, setsid) and pooled workers become our children
+        become_subreaper()
         multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
-        self.proc.start()
-        child.close()
-        self.pid = self.proc.pid
+        first = self._start_pooled(pool, deadline) if pool is not None else None
+        if first is None:
+            first = self._start_spawned(deadline)
+        # watched from here on: nothing of the submission ran before its first message
         threading.Thread(target=self._watch_memory, daemon=True).start()
+        return first
+
+    def _start_pooled(self, pool: WorkerPool, deadline: float) -> tuple[dict[str, Any], list[bytes]] | None:
+        """A worker forked by ``pool`` and its first message; None (and :attr:`pool_warning`) when the
+        pool cannot serve or its worker died before that message (before any submission code ran: the
+        pool's failure, never the submission's), so that a spawned worker takes over."""
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        forked = pool.fork(child, self.cfg)
+        child.close()
+        if pool.server_pid is not None:
+            self._before.add(pool.server_pid)  # started just now, maybe: the harness's, not the submission's
+        if forked is None:
+            self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
+            self.conn.close()
+            return None
+        self.proc, self.pid, self.started_by = forked, forked.pid, "pool"
+        try:
+            return self._receive(deadline, what="starting the worker")
+        except WorkerFailure as failure:
+            if failure.verdict == TIMEOUT:
+                raise
+            pool.discard(f"a worker it forked died before it started ({failure.message})")
+            self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
+            self.conn.close()
+            self.proc, self.started_by = None, "spawn"
+            return None
+
+    def _start_spawned(self, deadline: float) -> tuple[dict[str, Any], list[bytes]]:
+        self.conn, child = multiprocessing.Pipe(duplex=True)
+        spawned = mp.get_context("spawn").Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
+        spawned.start()
+        child.close()
+        self.proc, self.pid, self.started_by = spawned, int(spawned.pid or 0), "spawn"
         return self._receive(deadline, what="starting the worker")
 
     def stop(self) -> None:
         """Ends the worker and everything it started; safe to call more than once."""
         self._stop.set()
-        if self.proc is None:
+        if self.proc is None or self.conn is None:
             return
         if self.proc.is_alive():
             try:
@@ -130,7 +175,7 @@ class Supervisor:
                 p.kill()
             except psutil.Error:
                 pass
-        if self.proc.is_alive():
+        if self.proc is not None and self.proc.is_alive():
             self.proc.kill()
         try:  # reap the orphans that became our children
             ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != self.pid]
@@ -166,15 +211,19 @@ class Supervisor:
                 return
 
     # -- messages ------------------------------------------------------------------------------------
-    def request(self, msg: dict, deadline: float, what: str):
+    def request(
+        self, msg: dict[str, Any], deadline: float, what: str, late: str | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
-        (``harness.messages`` decodes them); raises WorkerFailure."""
+        (``harness.messages`` decodes them); raises WorkerFailure. ``late``: the timeout's message when
+        ``deadline`` is a per-call limit (``harness.engine.deadlines``) rather than the task's."""
         self._seq += 1
+        assert self.conn is not None, "start() first"
         try:
             protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
-        header, payloads = self._receive(deadline, what)
+        header, payloads = self._receive(deadline, what, late)
         if header.get("seq") != self._seq:
             self._kill_everything()
             raise WorkerFailure(
@@ -185,14 +234,16 @@ class Supervisor:
             )
         return header, payloads
 
-    def _receive(self, deadline: float, what: str):
+    def _receive(self, deadline: float, what: str, late: str | None = None) -> tuple[dict[str, Any], list[bytes]]:
+        assert self.conn is not None and self.proc is not None, "start() first"
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill_everything()
                 raise WorkerFailure(
                     TIMEOUT,
-                    f"timed out while {what}: the task's time limit for this mode ran "
+                    late
+                    or f"timed out while {what}: the task's time limit for this mode ran "
                     "out (the submission hung, or is far too slow)",
                 )
             try:
@@ -214,7 +265,8 @@ class Supervisor:
             elif not self.proc.is_alive():
                 self._raise_dead(what)
 
-    def _raise_dead(self, what: str):
+    def _raise_dead(self, what: str) -> NoReturn:
+        assert self.proc is not None, "start() first"
         self.proc.join(2.0)
         if self._killed_for:
             raise WorkerFailure(ERROR, f"killed while {what}: {self._killed_for}")

@@ -10,6 +10,8 @@ import os
 import resource
 import signal
 import sys
+from multiprocessing.connection import Connection
+from typing import Any
 
 from harness.worker import sandbox
 from harness.worker.config import WorkerConfig
@@ -62,9 +64,9 @@ def _isolate(cfg: WorkerConfig) -> dict:
     )
 
 
-def _namespaces() -> dict:
+def _namespaces() -> dict[str, Any]:
     """Root only: a network namespace (loopback only) and the system's unix sockets covered."""
-    report = {}
+    report: dict[str, Any] = {}
     try:
         sandbox.new_network_namespace()
         report["netns"] = True
@@ -95,7 +97,7 @@ def _change_user(cfg: WorkerConfig, report: dict, confine: bool) -> str:
     return "root"
 
 
-def start(conn, cfg: WorkerConfig) -> None:
+def start(conn: Connection, cfg: WorkerConfig) -> None:
     confinement = _isolate(cfg)
     from harness.worker.main import worker_main
 

@@ -56,7 +56,7 @@ class LandlockError(OSError):
     pass
 
 
-def _libc():
+def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc

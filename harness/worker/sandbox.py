@@ -22,7 +22,9 @@ import socket
 import stat
 import struct
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.worker import landlock
 
@@ -131,7 +133,7 @@ def _toolkit_dirs() -> list[str]:
     return dirs + glob.glob("/opt/rocm*") + glob.glob("/usr/local/cuda*")
 
 
-def worker_paths(run_dir: str, extra_writable=(), extra_readable=()) -> SandboxPaths:
+def worker_paths(run_dir: str, extra_writable: Sequence[str] = (), extra_readable: Sequence[str] = ()) -> SandboxPaths:
     """The allow-lists for a worker whose run folder is ``run_dir``; ``extra_readable``: the task's
     folder and compat folder, ``extra_writable``: a shared Triton cache the operator asked for."""
     root = harness_root()
@@ -195,7 +197,7 @@ def new_network_namespace() -> None:
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
 
 
-def hide_unix_sockets(dirs=SOCKET_DIRS) -> int:
+def hide_unix_sockets(dirs: Sequence[str] = SOCKET_DIRS) -> int:
     """Root only: a mount namespace of our own in which every unix socket file under ``dirs`` is covered
     by /dev/null (connecting to it is refused). Landlock ABI 7 does not control connecting to pathname
     sockets, and a root worker would reach root-owned ones (/run/docker.sock). Returns how many."""
@@ -242,7 +244,13 @@ def drop_capabilities() -> None:
         raise OSError(err, f"capset: {os.strerror(err)}")
 
 
-def confine(run_dir: str, extra_writable=(), extra_readable=(), user: str = "same", netns_done: bool = False) -> dict:
+def confine(
+    run_dir: str,
+    extra_writable: Sequence[str] = (),
+    extra_readable: Sequence[str] = (),
+    user: str = "same",
+    netns_done: bool = False,
+) -> dict[str, Any]:
     """Applies the Landlock part (after any change of user) and returns the report; where Landlock or a
     part of it is missing the report says so (``landlock_error``) instead of raising."""
     report = {

@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""What the parent's side of a ranked verdict costs per timed call, outside the worker: generating one
+input, its fingerprint, the reference output, the check of an output against it, and rebuilding an
+output from the worker's bytes. For each benchmark shape of each task, the median of ``--reps`` timed
+repetitions (the device synchronized around each), into a results file with the device, the versions,
+the commit and the date.
+
+It tells where the "generate", "check" and "receive" phases of a verdict go (bench/verdict_time.py
+records the phases; issue 49 measured 21 s of checks and 17 s of input generation in one triton_nvfp4
+verdict on the H200), before any of them is moved or batched.
+
+Without a GPU, or with --quick, it runs the small CPU fixture tasks (a smoke test, not a measurement).
+
+Examples:
+  python bench/check_cost.py --out results/h200_check_cost.json          # on the H200
+  python bench/check_cost.py --quick --out /tmp/check_cost.json           # CPU smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+VERSION = 1  # 1 - first version
+GPU_TASKS = ["mxfp4_mm", "nvfp4_gemm"]
+CPU_TASKS = ["tests/fixtures/tasks/mxfp4_small/task.yml", "tests/fixtures/tasks/nvfp4_small/task.yml"]
+
+
+def _timed(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tuple[float, Any]:
+    """Median seconds of ``fn`` over ``reps`` calls (after one untimed call), and its last result."""
+    out = fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def shape_costs(task: Any, case: dict[str, Any], device: Any, reps: int) -> dict[str, Any]:
+    import torch
+
+    from harness import protocol
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    seeds = iter(range(10**6))
+    gen_s, data = _timed(lambda: task.generate_input(dict(case, seed=next(seeds)), device), sync, reps)
+    fp_s, _ = _timed(lambda: protocol.input_fingerprint(data), sync, reps)
+    ref_s, ref = _timed(lambda: task.reference(data), sync, reps)
+    output = ref.clone()
+    check_s, verdict = _timed(lambda: task.check(data, output), sync, reps)
+    raw = protocol.tensor_bytes(output)
+    dtype = str(output.dtype).removeprefix("torch.")
+    rebuild_s, _ = _timed(
+        lambda: protocol.rebuild_tensor(dtype, list(output.shape), raw, str(output.device), device), sync, reps
+    )
+    return {
+        "case": {k: v for k, v in case.items() if k != "seed"},
+        "generate_s": gen_s,
+        "fingerprint_s": fp_s,
+        "reference_s": ref_s,
+        "check_s": check_s,  # reference included: the task's check computes it
+        "rebuild_output_s": rebuild_s,
+        "output_bytes": len(raw),
+        "check_passed": bool(verdict[0]),
+    }
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("Examples:")[1],
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    p.add_argument("--out", required=True, help="the results file (JSON)")
+    p.add_argument("--quick", action="store_true", help="the CPU fixture tasks (a smoke test, not a measurement)")
+    p.add_argument("--reps", type=int, default=10, help="timed repetitions per step (default 10)")
+    args = p.parse_args(argv)
+    import torch
+
+    from tasks import load_task
+
+    gpu = torch.cuda.is_available() and not args.quick
+    device = torch.device("cuda" if gpu else "cpu")
+    doc: dict[str, Any] = {
+        "version": VERSION,
+        "quick": not gpu,
+        "environment": {
+            "device": torch.cuda.get_device_name(0) if gpu else "cpu",
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "commit": _git_commit(),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        },
+        "tasks": {},
+    }
+    for name in GPU_TASKS if gpu else CPU_TASKS:
+        task = load_task(name)
+        rows = doc["tasks"][task.name] = []
+        for case in task.benchmarks:
+            row = shape_costs(task, case, device, args.reps)
+            rows.append(row)
+            print(
+                f"{task.name} {row['case']}: generate {row['generate_s'] * 1e3:.1f} ms, check "
+                f"{row['check_s'] * 1e3:.1f} ms (reference {row['reference_s'] * 1e3:.1f} ms)",
+                file=sys.stderr,
+            )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""How long a ranked verdict takes, whole process: ``python -m harness run FILE --mode leaderboard``
+with a fresh secret each time, and ``run-all`` of N byte-different copies of one example.
+
+For each example it runs ``--repeats`` verdicts in fresh processes: the first with an empty compile
+cache (a file seen for the first time), the rest with the cache the first one filled. Each verdict's
+wall time (outside, around the process), the run's own phases (``phases_s`` from its JSON), verdict
+and score go into the results file, with the device, the versions, the commit and the date. Then one
+``run-all`` of ``--copies`` copies of the first example (a comment appended to each, so each is a
+distinct job and a distinct compile-cache entry), timed as a whole; the stored verdicts are counted.
+
+Issue 49's targets on the H200: triton_mxfp4 at most 10 s a verdict, triton_nvfp4 at most 20 s, and
+run-all of 10 distinct mxfp4 files at most 80 s.
+
+Without a GPU, or with --quick, it runs the small CPU fixture tasks with the torch examples (a smoke
+test of the script, not a measurement).
+
+Examples:
+  python bench/verdict_time.py --out results/h200_verdict_time.json          # on the H200
+  python bench/verdict_time.py --examples triton_nvfp4 --copies 0 --out results/h200_verdict_time_nvfp4.json
+  python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSION = 1  # 1 - first version
+FIXTURES = ROOT / "tests" / "fixtures" / "tasks"
+GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
+CPU_EXAMPLES = [
+    ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
+    ("submissions/torch_nvfp4.py", "tests/fixtures/tasks/nvfp4_small/task.yml"),
+]
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, HARNESS_SECRET_SEED=secrets.token_hex(16))  # a fresh secret for every process
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _extra(quick: bool) -> list[str]:
+    return ["--device", "cpu", "--max-repeats", "3"] if quick else []
+
+
+def one_verdict(sub: str, task: str, cache: Path, work: Path, quick: bool) -> dict:
+    """One whole-process ranked verdict: wall time outside, and what the run's JSON says."""
+    out = work / f"verdict-{time.monotonic_ns()}.json"
+    command = [sys.executable, "-m", "harness", "run", sub, "--task", task, "--mode", "leaderboard"]
+    command += ["--json", str(out), "--quiet", "--triton-cache-dir", str(cache), *_extra(quick)]
+    t0 = time.perf_counter()
+    p = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    record: dict = {"wall_s": wall, "exit_code": p.returncode}
+    try:
+        doc = json.loads(out.read_text())
+    except (OSError, ValueError):
+        record["error"] = p.stderr[-2000:]
+        return record
+    for key in ("verdict", "score_us", "score_ci_us", "phases_s", "wall_s", "warnings"):
+        record["run_" + key if key == "wall_s" else key] = doc.get(key)
+    record["started_by"] = (doc.get("sandbox") or {}).get("started_by")
+    return record
+
+
+def run_all(sub: str, task: str, copies: int, work: Path, quick: bool) -> dict:
+    """``run-all`` of ``copies`` byte-different copies of ``sub``: total wall time and the verdicts stored."""
+    folder, store = work / "copies", work / "store"
+    folder.mkdir()
+    source = (ROOT / sub).read_text()
+    for i in range(copies):
+        (folder / f"copy_{i:02d}_{Path(sub).name}").write_text(source + f"\n# verdict_time copy {i}\n")
+    command = [sys.executable, "-m", "harness", "run-all", str(folder), "--task", task, "--mode", "leaderboard"]
+    command += ["--results-dir", str(store), "--all", *_extra(quick)]
+    env = _env()
+    env["XDG_CACHE_HOME"] = str(work / "xdg-cache")  # an empty compile cache: every copy compiles
+    t0 = time.perf_counter()
+    p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    board = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "leaderboard",
+            "--task",
+            task,
+            "--results-dir",
+            str(store),
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    try:
+        ranked = json.loads(board.stdout)
+    except ValueError:
+        ranked = {"error": board.stderr[-2000:]}
+    return {
+        "files": copies,
+        "wall_s": wall,
+        "exit_code": p.returncode,
+        "stderr_tail": p.stderr[-3000:],
+        "leaderboard": ranked,
+    }
+
+
+def _environment(gpu: bool) -> dict:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {
+        "device": torch.cuda.get_device_name(0) if gpu else "cpu",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "triton": triton_version,
+        "cpu_count": os.cpu_count(),
+        "commit": _git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("Examples:")[1],
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    p.add_argument("--out", required=True, help="the results file (JSON)")
+    p.add_argument("--quick", action="store_true", help="the CPU fixture tasks (a smoke test, not a measurement)")
+    p.add_argument("--repeats", type=int, default=3, help="verdicts per example (the first with an empty cache)")
+    p.add_argument("--copies", type=int, default=10, help="files in the run-all (0: no run-all)")
+    p.add_argument(
+        "--examples", help="comma-separated file stems to run (default: all; the run-all copies the first one)"
+    )
+    args = p.parse_args(argv)
+    import torch
+
+    gpu = torch.cuda.is_available() and not args.quick
+    available = GPU_EXAMPLES if gpu else CPU_EXAMPLES
+    examples = available
+    if args.examples:
+        wanted = args.examples.split(",")
+        examples = [e for e in available if Path(e[0]).stem in wanted]
+        if not examples:
+            p.error(f"--examples {args.examples}: none of {', '.join(Path(e[0]).stem for e in available)}")
+    work = Path(tempfile.mkdtemp(prefix="verdict-time-"))
+    work.chmod(0o711)  # a worker that runs as 'nobody' must reach its compile-cache entry beneath it
+    doc: dict = {"version": VERSION, "quick": not gpu, "environment": _environment(gpu), "verdicts": {}}
+    try:
+        for sub, task in examples:
+            cache = work / f"cache-{Path(sub).stem}"  # empty before the first verdict of each example
+            rows = doc["verdicts"][sub] = []
+            for i in range(args.repeats):
+                row = one_verdict(sub, task, cache, work, not gpu)
+                row["cache"] = "empty" if i == 0 else "filled"
+                rows.append(row)
+                print(f"{sub}: {row.get('verdict')} in {row['wall_s']:.1f} s ({row['cache']} cache)", file=sys.stderr)
+        if args.copies > 0:
+            sub, task = examples[0]
+            doc["run_all"] = dict(run_all(sub, task, args.copies, work, not gpu), submission=sub, task=task)
+            print(f"run-all of {args.copies} copies: {doc['run_all']['wall_s']:.1f} s", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""The warm-worker pool (harness.engine.pool, harness.worker.zygote): what one submission leaves behind
+never reaches the next, a pooled worker holds nothing of the server, and a dead server means a spawned
+worker with a warning, never a wrong verdict. Each submission here reports what it saw on its stdout,
+which the run captures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.api import RunOptions, run_submission
+from harness.engine.pool import shared_pool
+from harness.results import PASS
+
+ROOT = Path(__file__).resolve().parent.parent
+MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
+TORCH_MXFP4 = ROOT / "submissions" / "torch_mxfp4.py"
+
+LEAVES_TRACES = """
+import json, os, sys, types, torch
+torch._left_by_a = "A"
+os.environ["HARNESS_LEFT_BY_A"] = "A"
+with open("left_by_a.txt", "w") as f:
+    f.write("A")
+sys.modules["left_by_a"] = types.ModuleType("left_by_a")
+import harness.worker.sampler as _sampler
+_sampler.LEFT_BY_A = "A"
+_real_matmul = torch.matmul
+def _patched(*a, **k):
+    return _real_matmul(*a, **k)
+_patched.left_by_a = True
+torch.matmul = _patched
+print(json.dumps({"a_ran": True, "pid": os.getpid(), "patched": getattr(torch.matmul, "left_by_a", False)}))
+torch.matmul = _real_matmul  # the integrity check would reject A; B must not see the patch either way
+torch.matmul_left_by_a = _patched
+"""
+
+LOOKS_FOR_TRACES = """
+import json, os, sys, torch
+import harness.worker.sampler as _sampler
+print(json.dumps({
+    "pid": os.getpid(),
+    "torch_attr": hasattr(torch, "_left_by_a") or hasattr(torch, "matmul_left_by_a"),
+    "environ": os.environ.get("HARNESS_LEFT_BY_A"),
+    "file": os.path.exists("left_by_a.txt"),
+    "module": "left_by_a" in sys.modules,
+    "global": hasattr(_sampler, "LEFT_BY_A"),
+    "matmul_patched": getattr(torch.matmul, "left_by_a", False),
+}))
+"""
+
+INSPECTS_ITS_HANDLES = """
+import json, os, signal
+def _links():
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return out
+def _try(fn):
+    try:
+        fn()
+        return "allowed"
+    except OSError as exc:
+        return type(exc).__name__
+SERVER = int(os.environ.get("HARNESS_TEST_SERVER_PID", "0")) or __SERVER__
+print(json.dumps({
+    "links": _links(),
+    "ppid": os.getppid(),
+    "signal_server": _try(lambda: os.kill(SERVER, 0)),
+    "server_fds": _try(lambda: [os.readlink(f"/proc/{SERVER}/fd/{fd}") for fd in os.listdir(f"/proc/{SERVER}/fd")]),
+    "server_mem": _try(lambda: open(f"/proc/{SERVER}/mem", "rb").close()),
+    "server_environ": _try(lambda: open(f"/proc/{SERVER}/environ", "rb").read()),
+}))
+"""
+
+
+def _submission(tmp_path: Path, name: str, prelude: str) -> Path:
+    path = tmp_path / name
+    path.write_text(prelude + "\n" + TORCH_MXFP4.read_text())
+    return path
+
+
+def _run(path: Path):
+    return run_submission(path, MXFP4_SMALL, "test", RunOptions(device="cpu", max_repeats=3))
+
+
+def _report(result) -> dict:
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"the submission printed no report: stdout={result.stdout!r} message={result.message}"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture
+def pool():
+    p = shared_pool()
+    if p is None:
+        pytest.skip("the pool is turned off ($HARNESS_NO_WORKER_POOL)")
+    p.warm()
+    return p
+
+
+def test_nothing_one_submission_leaves_reaches_the_next(tmp_path, pool):
+    a = _run(_submission(tmp_path, "a.py", LEAVES_TRACES))
+    b = _run(_submission(tmp_path, "b.py", LOOKS_FOR_TRACES))
+    seen_a, seen_b = _report(a), _report(b)
+    assert seen_a["a_ran"] and seen_a["patched"], "A's code did not run: the test would prove nothing"
+    assert a.sandbox["started_by"] == b.sandbox["started_by"] == "pool", (a.warnings, b.warnings)
+    assert seen_a["pid"] != seen_b["pid"]
+    assert b.verdict == PASS, b.message
+    leaked = {k: v for k, v in seen_b.items() if k != "pid" and v}
+    assert leaked == {}, f"B saw what A left: {leaked}"
+
+
+def _socket_and_pipe_inodes(links) -> set[str]:
+    return {link for link in links if link.startswith(("socket:", "pipe:"))}
+
+
+def test_a_pooled_worker_holds_no_handle_to_the_server(tmp_path, pool):
+    pid = pool.server_pid
+    r = _run(_submission(tmp_path, "inspect.py", INSPECTS_ITS_HANDLES.replace("__SERVER__", str(pid))))
+    assert r.sandbox["started_by"] == "pool", r.warnings
+    assert pool.server_pid == pid, "the server was replaced during the run"
+    seen = _report(r)
+    server_links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    server_ipc = _socket_and_pipe_inodes(server_links)
+    assert any(link.startswith("socket:") for link in server_links), "the server's control socket was not found"
+    shared = _socket_and_pipe_inodes(seen["links"].values()) & server_ipc
+    assert shared == set(), f"the worker holds the server's own socket or pipe: {shared}"
+    sockets = [link for link in seen["links"].values() if link.startswith("socket:")]
+    assert len(sockets) == 1, f"the worker should hold only its channel to the harness: {seen['links']}"
+    assert seen["ppid"] == os.getpid(), "the pooled worker is not the harness's child"
+    reached = [k for k in ("signal_server", "server_fds", "server_mem", "server_environ") if seen[k] == "allowed"]
+    assert reached == [], f"the worker reached the server: {seen}"
+
+
+def test_a_dead_server_means_a_spawned_worker_and_a_warning(tmp_path, pool, monkeypatch):
+    sub = _submission(tmp_path, "plain.py", "")
+    first = _run(sub)
+    assert first.verdict == PASS and first.sandbox["started_by"] == "pool", first.warnings
+    killed = pool.server_pid
+    os.kill(killed, signal.SIGKILL)
+    end = time.monotonic() + 10
+    while pool._proc is not None and pool._proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    # `run` warms the pool first, which would replace the dead server: the fork must find it dead
+    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)
+    second = _run(sub)
+    assert second.verdict == PASS, second.message
+    assert second.sandbox["started_by"] == "spawn"
+    assert any("pool was not used" in w and "died" in w for w in second.warnings), second.warnings
+    monkeypatch.undo()
+    third = _run(sub)  # the next run's warm() replaced the dead server
+    assert third.verdict == PASS and third.sandbox["started_by"] == "pool", third.warnings
+    assert pool.server_pid not in (None, killed)
+
+
+LEAVES_CUDA_STATE = """
+import json, torch
+_kept = torch.ones(1 << 22, device="cuda")  # 16 MiB held by A's module
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.cuda.set_per_process_memory_fraction(0.5)
+print(json.dumps({"a_ran": True, "allocated": torch.cuda.memory_allocated(), "tf32": torch.backends.cuda.matmul.allow_tf32}))
+"""
+
+LOOKS_FOR_CUDA_STATE = """
+import json, torch
+print(json.dumps({
+    "allocated": torch.cuda.memory_allocated(),
+    "tf32": torch.backends.cuda.matmul.allow_tf32,
+    "reserved": torch.cuda.memory_reserved(),
+}))
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_state_one_submission_leaves_is_not_the_next_ones(tmp_path, pool):
+    opts = RunOptions(device="cuda", max_repeats=3)
+    looks = _submission(tmp_path, "b.py", LOOKS_FOR_CUDA_STATE)
+    before = run_submission(looks, MXFP4_SMALL, "test", opts)  # B alone: what the harness itself allocates
+    a = run_submission(_submission(tmp_path, "a.py", LEAVES_CUDA_STATE), MXFP4_SMALL, "test", opts)
+    after = run_submission(looks, MXFP4_SMALL, "test", opts)
+    seen_a, seen_before, seen_after = _report(a), _report(before), _report(after)
+    assert seen_a["a_ran"] and seen_a["allocated"] >= 1 << 24 and seen_a["tf32"], seen_a
+    assert {r.sandbox["started_by"] for r in (before, a, after)} == {"pool"}, (a.warnings, after.warnings)
+    assert after.verdict == PASS, after.message
+    assert not seen_after["tf32"], seen_after
+    assert seen_after["allocated"] == seen_before["allocated"], (seen_before, seen_after)
+
+
+SHOWS_ITS_ENVIRONMENT = """
+import json, os
+from multiprocessing import resource_tracker
+_initial = open("/proc/self/environ", "rb").read()
+print(json.dumps({"set_after_start": os.environ.get("HARNESS_TEST_SET_LATER"),
+                  "store": os.environ.get("HARNESS_STORE"), "store_in_initial": b"HARNESS_STORE=" in _initial,
+                  "tracker_fd": resource_tracker._resource_tracker._fd}))
+"""
+
+
+def test_a_pooled_worker_gets_the_harness_environment_of_now(tmp_path, pool, monkeypatch):
+    """A Ray worker process changes CUDA_VISIBLE_DEVICES from task to task: the worker must see the
+    value at its start, not the one the server was started with."""
+    monkeypatch.setenv("HARNESS_STORE", "postgresql://harness:password@db/harness")
+    pool.close()  # a server started with the store's URL in this process's environment
+    pool.warm()
+    monkeypatch.setenv("HARNESS_TEST_SET_LATER", "now")
+    r = _run(_submission(tmp_path, "env.py", SHOWS_ITS_ENVIRONMENT))
+    seen = _report(r)
+    assert r.sandbox["started_by"] == "pool", r.warnings
+    assert seen["set_after_start"] == "now", seen
+    assert seen["tracker_fd"] is not None, "the worker would start a resource tracker of its own"
+    assert seen["store"] is None and not seen["store_in_initial"], "the worker can read the store's URL"
+
+
+def _memory_holds(pid: int, needles: list[bytes]) -> dict[bytes, bool]:
+    """Whether each needle is anywhere in the writable memory of process ``pid`` (root reads it)."""
+    found = dict.fromkeys(needles, False)
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                chunk = mem.read(end - start)
+            except (OSError, OverflowError, ValueError):
+                continue
+            for needle in needles:
+                found[needle] = found[needle] or needle in chunk
+    return found
+
+
+def test_the_server_keeps_nothing_of_a_request_it_served(tmp_path, pool):
+    """Every worker is a copy of the server's memory: after a fork the server holds nothing of that
+    job's configuration (the submission's name, its run folder)."""
+    token = f"marker{os.getpid()}x{time.time_ns()}"
+    r = _run(_submission(tmp_path, f"{token}.py", ""))
+    assert r.verdict == PASS and r.sandbox["started_by"] == "pool", r.warnings
+    try:
+        found = _memory_holds(pool.server_pid, [token.encode(), b"harness.worker.zygote"])
+    except PermissionError:
+        pytest.skip("reading the server's memory needs root")
+    assert found[b"harness.worker.zygote"], "the scan read nothing: it would prove nothing"
+    assert not found[token.encode()], "the server still holds the last job's submission name"
+
+
+def test_a_server_started_by_the_first_fork_is_not_taken_for_the_submissions_child(tmp_path):
+    """A caller that never warmed the pool (the first fork starts the server): the server is the
+    harness's own child, not a process the submission left running, and survives the run."""
+    from harness.engine.pool import WorkerPool
+    from harness.engine.supervisor import Supervisor
+    from harness.worker.config import WorkerConfig
+
+    fresh = WorkerPool()
+    try:
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
+        cfg = WorkerConfig(
+            submission_path=str(run / "submission.py"),
+            compat_dir=str(tmp_path),
+            device="cpu",
+            l2_bytes=None,
+            hide_bytes=0,
+            stdout_path=str(run / "stdout.txt"),
+            stderr_path=str(run / "stderr.txt"),
+            run_dir=str(run),
+        )
+        sup = Supervisor(cfg, memory_limit_bytes=8 << 30)
+        sup.start(time.monotonic() + 120, fresh)
+        assert sup.started_by == "pool", sup.pool_warning
+        assert [p.pid for p in sup.strays()] == [], "the server was counted as the submission's child"
+        sup.stop()
+        assert fresh._proc is not None and fresh._proc.poll() is None, "stopping the worker killed the server"
+    finally:
+        fresh.close()
+
+
+def test_a_pooled_worker_that_dies_before_it_starts_is_replaced_by_a_spawned_one(tmp_path, pool, monkeypatch):
+    """A pooled worker told to wait for a parent it never gets exits before its first message (before
+    any submission code): the pool's failure, so a spawned worker runs the file and the verdict stands."""
+    from harness.worker.zygote import ForkRequest
+
+    def lost(config, harness_pid, environ, **more):
+        return ForkRequest(config, 1, environ, **more)  # pid 1 never becomes its parent
+
+    monkeypatch.setattr("harness.engine.pool.ForkRequest", lost)
+    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)
+    r = _run(_submission(tmp_path, "plain.py", ""))
+    assert r.verdict == PASS, r.message
+    assert r.sandbox["started_by"] == "spawn"
+    assert any("died before it started" in w for w in r.warnings), r.warnings
+
+
+def test_the_server_ends_with_the_process_that_started_it(tmp_path):
+    """Its control socket closes when the harness dies (here: a child process killed with SIGKILL)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time; from harness.engine.pool import WorkerPool\n"
+        "p = WorkerPool(); p.warm(); print(p.server_pid, flush=True); time.sleep(120)\n"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        server = int(harness.stdout.readline())
+        os.kill(server, 0)  # running
+    finally:
+        harness.kill()
+        harness.wait()
+    end = time.monotonic() + 120  # it finishes its imports first, then reads the hang-up
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{server}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(server, signal.SIGKILL)
+        raise AssertionError("the server outlived the harness that started it")
