@@ -255,10 +255,19 @@ def _resolve(name_or_path) -> Path:
     if p.is_file():
         return p.resolve()
     raise TaskSpecError(
-        f"no task {str(name_or_path)!r}: neither a folder under {TASKS_DIR} nor a task.yml "
+        f"no task {str(name_or_path)!r}{_did_you_mean(str(name_or_path))}: neither a folder under {TASKS_DIR} nor a task.yml "
         f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'} (or a small copy for quick CPU "
         f"checks: {', '.join(t + SMALL_SUFFIX for t in SMALL_COPIES)})"
     )
+
+
+def _did_you_mean(name: str) -> str:
+    """' (did you mean 'mxfp4_mm'?)' for a close misspelling of a task or small-copy name, else ''."""
+    import difflib
+
+    names = list_tasks() + [t + SMALL_SUFFIX for t in SMALL_COPIES]
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def list_tasks() -> list[str]:
