@@ -70,6 +70,12 @@ def add_arguments(parser) -> None:
 def export_text(fmt: str, task: str | None = None, results_dir: str | None = None) -> str:
     with open_store(results_dir) as st:
         runs = st.runs(task=task)
+        if not runs:  # exit 2, as the help says: no matching runs
+            known = ", ".join(st.tasks()) or "none"
+            raise UsageError(
+                f"no stored runs{f' of task {task!r}' if task else ''} (tasks with runs: {known}); store runs "
+                "first with 'python -m harness run FILE --task TASK --save' or 'run-all'"
+            )
         if fmt == "json":
             items = [dict(vars(r), result=st.result_dict(r.id)) for r in runs]
             return (
