@@ -30,6 +30,16 @@ def exit_code_for(verdict: str) -> int:
     return _EXIT_BY_VERDICT[verdict]
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: ``result`` holds every case measured before it (``complete`` False), so the
+    caller can still store and write it. A KeyboardInterrupt, so code that does not look for it stops
+    as before."""
+
+    def __init__(self, result):
+        super().__init__("interrupted")
+        self.result = result
+
+
 class HarnessError(Exception):
     """A user-facing error: the message names the problem and the fix."""
 

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
 import sys
 from pathlib import Path
 
 from harness.api import RunOptions, run_submission
+from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import MODES, Mode
 from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
 from harness.engine.seeds import take_secret
-from harness.errors import UsageError, exit_code_for
+from harness.errors import RunInterrupted, UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
+from harness.results import RunResult
 
-EXIT_CODES = (0, 1, 2, 3, 4, 5, 70, 141)
+EXIT_CODES = {
+    **{code: EXIT_CODE_TEXT[code] for code in (0, 1, 2, 3, 4, 5, 70, 141)},
+    130: "interrupted (Ctrl-C): the cases measured so far are reported, stored with --save and written to "
+    "--json, marked interrupted (complete: false)",
+    143: "terminated (SIGTERM) before or after the run; during the run it waits for the run's end (a "
+    "submission can send it, see SECURITY.md)",
+}
 EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm
   python -m harness run submissions/torch_nvfp4.py --task nvfp4_gemm --mode test
   HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
@@ -116,14 +125,29 @@ def run(args) -> int:
     note = cpu_note(args.task, args.mode, args.device, options, [args.file])
     if note:
         print(note, file=sys.stderr, flush=True)
+    interrupted = False
     with deferred_termination() as received:
-        result = run_submission(args.file, args.task, args.mode, options, progress)
+        try:
+            result = run_submission(args.file, args.task, args.mode, options, progress)
+        except RunInterrupted as stop:  # Ctrl-C: the cases measured are reported, stored and written all the same
+            result, interrupted = stop.result, True
     if received:
         print(
             f"[harness] {', '.join(received)} arrived during the run and was deferred until its end (a "
             "submission running as the harness's own user can send it; see SECURITY.md)",
             file=sys.stderr,
         )
+    _report(args, result)
+    _keep(args, result)
+    if interrupted:
+        print(f"[harness] {result.message}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return exit_code_for(result.verdict)
+
+
+def _report(args: argparse.Namespace, result: RunResult) -> None:
+    """Warnings and phases on stderr; the result table (or JSON with --json -) on stdout; then the
+    submission's own output, after its verdict, on stderr."""
     for line in render_warnings(result):
         print(line, file=sys.stderr)
     if args.verbose:
@@ -132,9 +156,13 @@ def run(args) -> int:
         print(result.to_json())
     else:
         print(render_run(result, _diagnosis(result, args.task)))
-        excerpt = render_output_excerpt(result, verbose=args.verbose)
-        if excerpt and result.verdict != "pass":
-            print(excerpt, file=sys.stderr)
+    excerpt = render_output_excerpt(result, verbose=args.verbose)
+    if excerpt:
+        print(excerpt, file=sys.stderr)
+
+
+def _keep(args: argparse.Namespace, result: RunResult) -> None:
+    """--save: the result into the store; --json PATH: the result into that file."""
     if args.save:
         from harness.store.database import git_commit_of, open_store
 
@@ -149,7 +177,6 @@ def run(args) -> int:
                 f"--json {args.json}: cannot write ({exc}); the result was not written there"
                 + (" (it is in the results store)" if args.save else "")
             ) from exc
-    return exit_code_for(result.verdict)
 
 
 def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> str | None:
