@@ -145,7 +145,8 @@ def render_output_excerpt(result: RunResult, limit: int = 2000, verbose: bool = 
     parts = []
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
         if text.strip():
-            t = text if len(text) <= limit else text[: limit // 2] + "\n[...]\n" + text[-limit // 2 :]
+            cut = len(text) - limit
+            t = text if cut <= 0 else text[: limit // 2] + f"\n[... {cut} characters cut ...]\n" + text[-limit // 2 :]
             parts.append(f"--- submission {name} ---\n{t.rstrip()}")
     key = "traceback_full" if verbose else "traceback"
     tbs = [c.extra.get(key) or c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
