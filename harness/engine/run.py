@@ -28,7 +28,7 @@ from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
 from harness.errors import RunInterrupted
 from harness.messages import Called, Profiled
-from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult
+from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT, CaseResult, RunResult
 
 
 def _now() -> str:
@@ -82,7 +82,8 @@ class Run:
                 self.session.sync(deadline)
         except WorkerFailure as failure:
             kind, spec = verdicts.running_case(self.planned, self.cases, ctx.case_spec)
-            self.cases.append(CaseResult(kind, spec, failure.verdict, failure.message))
+            hint = ctx.timeout_hint() if failure.verdict == TIMEOUT else ""
+            self.cases.append(CaseResult(kind, spec, failure.verdict, failure.message + hint))
         except KeyboardInterrupt:  # Ctrl-C: keep what was measured (the caller stores it, marked interrupted)
             interrupted = True
         finally:
