@@ -102,7 +102,7 @@ class Sandbox:
                 for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                     os.chown(name, NOBODY, NOBODY)
             return NOBODY
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
+        if opt.drop_privileges is None and hasattr(os, "geteuid") and os.geteuid() == 0:  # not asked for root
             from harness.engine.privileges import needed_paths, root_warning_once
 
             warnings += root_warning_once(needed_paths())
