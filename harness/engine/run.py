@@ -105,8 +105,6 @@ class Run:
 
     def _announce(self) -> None:
         ctx = self.ctx
-        if ctx.info.kind == "cpu":
-            ctx.warnings.append("CPU results: times are host-clock times on the CPU, not GPU times")
         if ctx.ranked:
             make_undumpable()
         if not ctx.opt.defenses:
