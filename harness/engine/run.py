@@ -72,6 +72,7 @@ class Run:
         interrupted = False
         try:
             self.sandbox = Sandbox(self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings)
+            self.sandbox.config.hide_harness = ctx.ranked  # as on the competition's machines
             self.session = WorkerSession(ctx, self.sandbox.config, memory_limit)
             inputs, checker = Inputs(ctx, self.session), Checker(ctx)
             self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
