@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import signal
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.api import RunOptions, run_submission
 from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
@@ -17,6 +19,9 @@ from harness.engine.seeds import take_secret
 from harness.errors import RunInterrupted, UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
 from harness.results import RunResult
+
+if TYPE_CHECKING:
+    from tasks import Task
 
 EXIT_CODES = {
     **{code: EXIT_CODE_TEXT[code] for code in (0, 1, 2, 3, 4, 5, 70, 141)},
@@ -35,7 +40,7 @@ EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_m
 """
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="the submission: a .py file defining custom_kernel(data)")
     p.add_argument("--task", required=True, help="task name (see 'python -m harness tasks') or a task.yml path")
     p.add_argument(
@@ -99,7 +104,7 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     options = RunOptions(
         device=args.device,
         seed=args.seed,
@@ -179,7 +184,13 @@ def _keep(args: argparse.Namespace, result: RunResult) -> None:
             ) from exc
 
 
-def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> str | None:
+def cpu_note(
+    task_name: str,
+    mode: str,
+    device: str | None,
+    options: RunOptions,
+    files: Sequence[str | Path] | Callable[[Task], Sequence[str | Path]],
+) -> str | None:
     """The one line that warns of a long CPU run (harness.engine.cpu_estimate), or None."""
     from harness.engine.cpu_estimate import long_cpu_run_note
     from harness.engine.device import select_device
@@ -195,7 +206,7 @@ def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> s
     return long_cpu_run_note(task, mode, options.max_repeats, options.max_time_s, files) if on_cpu else None
 
 
-def _diagnosis(result, task: str) -> str | None:
+def _diagnosis(result: RunResult, task: str) -> str | None:
     from harness.engine.diagnosis import diagnose_result
     from tasks import load_task
 
@@ -207,12 +218,14 @@ def _diagnosis(result, task: str) -> str | None:
 
 
 @contextlib.contextmanager
-def deferred_termination(signals=(signal.SIGTERM, signal.SIGHUP)):
+def deferred_termination(
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
+) -> Iterator[list[str]]:
     """While a run is active, SIGTERM and SIGHUP only get recorded: a submission whose worker runs as
     our own user could otherwise end the harness mid-run. The run itself is bounded by the task's
     timeouts; Ctrl-C (SIGINT) still stops at once, and SIGKILL cannot be caught (SECURITY.md)."""
     received: list[str] = []
-    previous = {}
+    previous: dict[signal.Signals, Any] = {}
     try:
         for sig in signals:
             previous[sig] = signal.signal(sig, lambda num, _frame: received.append(signal.Signals(num).name))
