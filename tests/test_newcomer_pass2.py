@@ -313,6 +313,20 @@ def test_option_prefixes_are_refused(capsys):
     assert code == 2 and "--mod" in err and "did you mean --mode" in err
 
 
+def test_every_script_parser_refuses_prefixes():
+    """The scripts' parsers too: an abbreviation that argparse would expand silently is an error."""
+    import ast
+
+    calls = []
+    for path in sorted((ROOT / "scripts").rglob("*.py")) + sorted((ROOT / "harness").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
+                keywords = {k.arg: k.value for k in node.keywords}
+                ok = isinstance(keywords.get("allow_abbrev"), ast.Constant) and keywords["allow_abbrev"].value is False
+                calls.append((f"{path.relative_to(ROOT)}:{node.lineno}", ok))
+    assert len(calls) >= 10 and [c for c, ok in calls if not ok] == []
+
+
 @pytest.mark.parametrize(
     "argv, hint",
     [

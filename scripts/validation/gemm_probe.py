@@ -68,7 +68,9 @@ def variants(m: int, n: int, k: int, dev) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--shape", action="append", required=True, help="M,N,K (repeatable)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)

@@ -140,7 +140,9 @@ def packed_call_ok(sub, task, data, plan, ptrs) -> bool:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--task", choices=sorted(FILES), required=True)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument(

@@ -58,7 +58,9 @@ def kernel_table(sub, data, calls: int, flush: torch.Tensor) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--task", choices=sorted(FILES), action="append")

@@ -66,7 +66,9 @@ def summary(batches: list[list[float]]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--task", choices=sorted(FILES), default="nvfp4_gemm")
     ap.add_argument("--inputs", type=int, default=50, help="distinct inputs per batch (the ranked run's count)")
     ap.add_argument("--rounds", type=int, default=20, help="batches per setting, the settings taking turns")

@@ -93,7 +93,9 @@ def loop_opcodes(sass: str) -> collections.Counter:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--m", type=int, required=True, help="the mxfp4_mm benchmark shape of this m")
     ap.add_argument("--config", help="a config tuple (default: the file's for the shape)")
     ap.add_argument("--submission", type=Path, default=ROOT / "submissions" / "triton_mxfp4.py")

@@ -255,7 +255,9 @@ def best(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument("--task", choices=sorted(FILES), action="append")
     ap.add_argument("--samples", type=int, default=20)
