@@ -155,6 +155,13 @@ def test_output_of_a_quiet_pass_shows_nothing(capsys):
     assert code == 0 and "--- submission" not in err
 
 
+def test_profile_mode_shows_no_profiler_log_as_the_submissions_output(capsys):
+    """The torch profiler (Kineto) wrote 'USDT: profiler_start' lines into the worker's stderr: shown after
+    a pass, they would read as the submission's own output."""
+    code, _, err = _run(capsys, "run", SUB, "--task", MXFP4_SMALL, "--mode", "profile", "--quiet")
+    assert code == 0 and "USDT" not in err and "--- submission stderr ---" not in err, err
+
+
 # -- 5. Ctrl-C keeps what was measured; 130 and 143 documented -----------------------------------------
 def test_interrupted_run_keeps_and_stores_the_cases_measured(capsys, monkeypatch, tmp_path):
     from harness.engine.benchmark import BenchmarkLoop
