@@ -6,7 +6,7 @@ Every message says what is wrong and how to fix it.
 
 from __future__ import annotations
 
-from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT
+from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
 
 EXIT_OK = 0  # everything ran and passed
 EXIT_FAIL = 1  # a check failed (wrong output)
@@ -35,7 +35,7 @@ class RunInterrupted(KeyboardInterrupt):
     caller can still store and write it. A KeyboardInterrupt, so code that does not look for it stops
     as before."""
 
-    def __init__(self, result):
+    def __init__(self, result: RunResult) -> None:
         super().__init__("interrupted")
         self.result = result
 
