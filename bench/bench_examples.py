@@ -56,7 +56,9 @@ def _case_row(case) -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--task", action="append", dest="tasks", help="task (repeatable; default: mxfp4_mm, nvfp4_gemm)")
     ap.add_argument("--mode", default="test+benchmark", choices=("test+benchmark", "benchmark", "leaderboard"))
     ap.add_argument("--device", default=None)

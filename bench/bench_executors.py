@@ -97,7 +97,9 @@ def run_config(label: str, subs: Path, store: str, options: RunOptions, make_exe
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", required=True, help="results file (JSON)")
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--max-repeats", type=int, default=3)

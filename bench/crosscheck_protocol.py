@@ -57,7 +57,9 @@ def gpumode_loop_ns(kernel, data, repeats: int, clear_bytes: int) -> list[float]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("submission")
     ap.add_argument("--harness-json", required=True, help="the harness's benchmark-mode result for this file")
     ap.add_argument("--repeats", type=int, default=100)

@@ -165,7 +165,7 @@ def harness_location(copy: Path) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="run only the defence whose name contains this text")
     parser.add_argument("--out", default=str(OUT), help="report file (default results/mutation_check.txt)")
     args = parser.parse_args(argv)

@@ -71,7 +71,7 @@ VARIANTS = {
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
     p.add_argument("--only", nargs="*", default=None, help="run only these variants")
     args = p.parse_args(argv)

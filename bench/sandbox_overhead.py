@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     from harness.api import RunOptions, run_submission
 
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("Examples:")[1],
         formatter_class=argparse.RawTextHelpFormatter,

@@ -307,7 +307,9 @@ def _table(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default="results/timing_validation.json", help="results file (JSON)")
     p.add_argument("--runs", type=int, default=5, help="leaderboard runs for the repeatability section")
     p.add_argument("--quick", action="store_true", help="small fixture tasks, 2 runs: checks the script end to end")

@@ -6,7 +6,7 @@ Every message says what is wrong and how to fix it.
 
 from __future__ import annotations
 
-from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT
+from harness.results import ERROR, FAIL, NOT_RUN, PASS, REJECTED, TIMEOUT, RunResult
 
 EXIT_OK = 0  # everything ran and passed
 EXIT_FAIL = 1  # a check failed (wrong output)
@@ -28,6 +28,16 @@ _EXIT_BY_VERDICT = {
 
 def exit_code_for(verdict: str) -> int:
     return _EXIT_BY_VERDICT[verdict]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: ``result`` holds every case measured before it (``complete`` False), so the
+    caller can still store and write it. A KeyboardInterrupt, so code that does not look for it stops
+    as before."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
 
 
 class HarnessError(Exception):

@@ -6,7 +6,8 @@ nanoseconds, unrounded; rounding happens only when formatting a table.
 Schema history (``SCHEMA_VERSION``):
   1 - first version: run, device, cases with stats (samples_ns), score_us, SOL per case.
       Later additions, all optional (absent in older files, read as None): RunResult.score_ci_us,
-      RunResult.phases_s; CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7),
+      RunResult.phases_s, RunResult.stdout_cut_bytes / stderr_cut_bytes (absent: read as 0);
+      CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7),
       written from the records of harness.extras.
 """
 
@@ -158,8 +159,10 @@ class RunResult:
     wall_s: float | None = None
     harness_version: str = ""
     complete: bool = True  # False when the run was interrupted
-    stdout: str = ""  # the submission's captured output, capped
+    stdout: str = ""  # the submission's captured output, capped (its head and tail, a marker between)
     stderr: str = ""
+    stdout_cut_bytes: int = 0  # how much of the submission's stdout the cap left out (0: all of it kept)
+    stderr_cut_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)  # static scan findings
     score_ci_us: list[float] | None = None  # bootstrap 95% interval of score_us [low, high]; optional

@@ -28,7 +28,7 @@ from harness.store.database import open_store  # noqa: E402
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-runs", metavar="DIR", help="a folder of RunResult JSON files")

@@ -42,7 +42,7 @@ from harness.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE  # noqa: E402
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
         "--task",

@@ -475,7 +475,9 @@ def update(path: Path, text: str, form: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--results", default=str(ROOT / "results"), help="the results folder (default: results/)")
     ap.add_argument("--long", action="store_true", help="every figure (results/README.md's summary)")
     ap.add_argument(

@@ -116,6 +116,30 @@ def load_task_module(py) -> ModuleType:
     return mod
 
 
+def _source_only_module(py: Path) -> ModuleType:
+    """A stand-in for task.py read from its source, not run: its literal CASE_KEYS, no-op case checks,
+    and its contract functions replaced by ones that say the task was loaded without its code."""
+    import ast
+
+    tree = ast.parse(py.read_text(encoding="utf-8"), filename=str(py))
+    mod = ModuleType(f"_fp4_harness_task_source_{py.parent.name}")
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CASE_KEYS" for t in node.targets):
+            mod.CASE_KEYS = tuple(ast.literal_eval(node.value))
+        elif isinstance(node, ast.FunctionDef) and node.name in _MODULE_FUNCS:
+            setattr(mod, node.name, _not_loaded(py, node.name))
+    if callable(getattr(mod, "case_problems", None)):
+        mod.case_problems = lambda case: []
+    return mod
+
+
+def _not_loaded(py: Path, name: str):
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError(f"{py} was read without running it (load_task(..., import_code=False)); {name} needs it")
+
+    return refuse
+
+
 # ---------------------------------------------------------------- validation helpers
 
 
@@ -255,10 +279,19 @@ def _resolve(name_or_path) -> Path:
     if p.is_file():
         return p.resolve()
     raise TaskSpecError(
-        f"no task {str(name_or_path)!r}: neither a folder under {TASKS_DIR} nor a task.yml "
+        f"no task {str(name_or_path)!r}{_did_you_mean(str(name_or_path))}: neither a folder under {TASKS_DIR} nor a task.yml "
         f"or task folder; choose one of: {', '.join(list_tasks()) or '(none)'} (or a small copy for quick CPU "
         f"checks: {', '.join(t + SMALL_SUFFIX for t in SMALL_COPIES)})"
     )
+
+
+def _did_you_mean(name: str) -> str:
+    """' (did you mean 'mxfp4_mm'?)' for a close misspelling of a task or small-copy name, else ''."""
+    import difflib
+
+    names = list_tasks() + [t + SMALL_SUFFIX for t in SMALL_COPIES]
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def list_tasks() -> list[str]:
@@ -266,8 +299,12 @@ def list_tasks() -> list[str]:
     return sorted(p.parent.name for p in TASKS_DIR.glob("*/task.yml") if not p.parent.name.startswith("_"))
 
 
-def load_task(name_or_path) -> Task:
-    """Load a task by name (``"mxfp4_mm"``) or by path to a task.yml or a folder holding one."""
+def load_task(name_or_path, *, import_code: bool = True) -> Task:
+    """Load a task by name (``"mxfp4_mm"``) or by path to a task.yml or a folder holding one.
+
+    ``import_code=False`` reads the spec without importing its task.py (which loads torch), for a listing:
+    the case keys and the contract's function names come from task.py's source, the cases' own shape
+    checks (``case_problems``) are not run, and ``Task.module`` refuses to generate, check or count."""
     file = _resolve(name_or_path)
     v = _Spec(file)
     try:
@@ -303,7 +340,7 @@ def load_task(name_or_path) -> Task:
             "missing, and there is no task.py next to this task.yml",
             f"add 'implementation: <task>' with one of: {', '.join(list_tasks())}",
         )
-    module = load_task_module(impl_dir / "task.py")
+    module = load_task_module(impl_dir / "task.py") if import_code else _source_only_module(impl_dir / "task.py")
     missing_funcs = [f for f in _MODULE_FUNCS if not callable(getattr(module, f, None))]
     if missing_funcs or not hasattr(module, "CASE_KEYS"):
         v.fail(

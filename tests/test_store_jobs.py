@@ -158,11 +158,12 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
     monkeypatch.setattr(runner, "run_submission", fake_run_submission)
     args = ["run-all", str(subs), "--task", task, "--mode", "benchmark", "--store", location]
     assert cli_main(args) == 0
-    err = capsys.readouterr().err
-    assert calls == ["alpha.py", "beta.py"] and "[2/2] beta.py: pass" in err and "rank" in err
+    out, err = capsys.readouterr()
+    assert calls == ["alpha.py", "beta.py"] and "[2/2] beta.py: pass" in err and "rank" in out  # the board: stdout
     assert cli_main(args) == 0
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert calls == ["alpha.py", "beta.py"] and err.count("already done for these contents") == 2
+    assert "alpha" in out and "beta" in out  # a rerun that skipped every file shows the stored board
     with open_store(location) as st:
         assert len(st.runs()) == 2 and all(r.complete for r in st.runs())
     assert cli_main([*args, "--rerun"]) == 0  # --rerun measures them again, as new runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -60,7 +61,7 @@ CASE_COLUMNS = [
 ]
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, help="task name (default: every task in the store)")
     parser.add_argument("--format", choices=("json", "csv"), default="json")
     parser.add_argument("--output", "-o", default="-", metavar="FILE", help="file to write, or - for stdout (default)")
@@ -70,6 +71,12 @@ def add_arguments(parser) -> None:
 def export_text(fmt: str, task: str | None = None, results_dir: str | None = None) -> str:
     with open_store(results_dir) as st:
         runs = st.runs(task=task)
+        if not runs:  # exit 2, as the help says: no matching runs
+            known = ", ".join(st.tasks()) or "none"
+            raise UsageError(
+                f"no stored runs{f' of task {task!r}' if task else ''} (tasks with runs: {known}); store runs "
+                "first with 'python -m harness run FILE --task TASK --save' or 'run-all'"
+            )
         if fmt == "json":
             items = [dict(vars(r), result=st.result_dict(r.id)) for r in runs]
             return (
@@ -103,10 +110,9 @@ def export_text(fmt: str, task: str | None = None, results_dir: str | None = Non
             r.score_us,
             int(r.complete),
         ]
-        for c in cases.get(r.id) or [None]:
-            if c is None:
-                rows.append(base + [None] * len(CASE_COLUMNS))
-                continue
+        if not cases.get(r.id):  # an interrupted run: one row, the case columns empty
+            rows.append(base + [None] * len(CASE_COLUMNS))
+        for c in cases.get(r.id) or []:
             s = c.stats
             nums = [s.runs, s.mean, s.std, s.stderr, s.median, s.min, s.max] if s else [None] * 7
             rows.append(
@@ -118,7 +124,7 @@ def export_text(fmt: str, task: str | None = None, results_dir: str | None = Non
     return format_rows(RUN_COLUMNS + CASE_COLUMNS, rows, "csv")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     task = resolve_task(args.task)[0] if args.task else None
     check_store_exists(args.results_dir)
     if args.output != "-":

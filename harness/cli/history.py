@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -23,14 +24,14 @@ column is marked '*' where the run's content equals the file as it is now; 'comm
 of the checkout that held the submission when it ran."""
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("submission", metavar="FILE", help="submission file, or its name as shown on the leaderboard")
     parser.add_argument("--task", required=True, help="task name, e.g. mxfp4_mm")
     parser.add_argument("--format", choices=("table", "markdown", "json", "csv"), default="table")
     add_results_dir_argument(parser)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     args.task = resolve_task(args.task)[0]
     check_store_exists(args.results_dir)
     with open_store(args.results_dir) as st:
@@ -39,10 +40,10 @@ def run(args) -> int:
             raise no_runs_error(st, args.task, args.submission)
     current = file_sha(Path(args.submission))
     if args.format == "json":
-        rows = [dict(vars(r), current=r.submission_sha256 == current) for r in runs]
+        items = [dict(vars(r), current=r.submission_sha256 == current) for r in runs]
         sys.stdout.write(
             json.dumps(
-                {"version": 1, "task": args.task, "submission": args.submission, "runs": rows},
+                {"version": 1, "task": args.task, "submission": args.submission, "runs": items},
                 indent=2,
                 sort_keys=True,
                 allow_nan=False,
@@ -51,7 +52,7 @@ def run(args) -> int:
         )
         return 0
     headers = ["run", "date", "name", "mode", "device", "verdict", "score (us)", "sha256", "commit", "message"]
-    rows = []
+    rows: list[list[object]] = []
     for r in runs:
         verdict = r.verdict if r.complete or r.verdict == "incomplete" else f"{r.verdict} (interrupted)"
         sha = r.submission_sha256[:10] + ("*" if r.submission_sha256 == current else "")

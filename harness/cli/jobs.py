@@ -7,12 +7,14 @@ import json
 import sys
 from dataclasses import asdict
 
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
+from harness.engine.preflight import check_store_exists
 from harness.report.board import resolve_task
 from harness.report.tables import format_rows
 from harness.store.database import open_store
 from harness.store.jobs import DONE, FAILED, QUEUED, RUNNING, STATES, JobTable
 
+EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness jobs                           # every task
   python -m harness jobs --task mxfp4_mm --all     # also the done ones
   python -m harness jobs --store postgresql://harness:pw@db-host/harness --format json
@@ -34,6 +36,7 @@ def _short(text: str | None, n: int = 70) -> str:
 
 def run(args) -> int:
     task = resolve_task(args.task)[0] if args.task else None
+    check_store_exists(args.results_dir)  # a command that reads never creates the store
     with open_store(args.results_dir) as st:
         jobs = JobTable(st).jobs(task=task)
     counts = {s: sum(j.state == s for j in jobs) for s in STATES}

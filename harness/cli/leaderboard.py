@@ -100,6 +100,8 @@ def run(args) -> int:
         board, warnings = load_board(
             task, device=args.device, results_dir=args.results_dir, rule=args.rule, mode=args.mode
         )
+        if not board.boards and not args.all_tasks:  # exit 2, as the help says: no matching runs
+            raise UsageError(next((w for w in warnings if w.startswith("no results")), f"no stored runs of {task!r}"))
         for w in warnings:
             print(w, file=sys.stderr)
         text = render_board(board, args.format)
@@ -107,7 +109,7 @@ def run(args) -> int:
             text = text.split("\n", 1)[1]  # one header for every task's rows
         parts.append(text)
     if args.all_tasks and not tasks:
-        print("no results in the store yet; run 'python -m harness run-all' first", file=sys.stderr)
+        raise UsageError("no results in the store yet; run 'python -m harness run-all' first")
     text = "\n".join(parts) if args.format != "csv" else "".join(parts)
     if args.output:
         try:

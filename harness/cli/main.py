@@ -9,8 +9,12 @@ dispatches and maps errors to exit codes.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
+from types import ModuleType
+from typing import Any, NoReturn
 
 from harness.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, UsageError
 
@@ -56,13 +60,24 @@ EXIT_CODE_TEXT = {
     5: "rejected: refused by the static-scan policy or caught tampering",
     70: "internal error in the harness (please report it)",
     141: "the output pipe closed early (e.g. '| head'): the rest of the output was dropped, quietly",
+    130: "interrupted (Ctrl-C, SIGINT)",
+    143: "terminated (SIGTERM)",
 }
+# every command can end by a signal; a command's EXIT_CODES may word these two its own way
+SIGNAL_EXIT_CODES = (130, 143)
+EXIT_INTERRUPTED = 130
+# the packages of this repository: a missing module of these is a bug, a missing other one a setup problem
+OWN_PACKAGES = frozenset({"harness", "tasks", "fp4_reference"})
+# import name -> the name pip knows it by, where they differ
+DISTRIBUTIONS = {"yaml": "pyyaml", "psycopg": "psycopg[binary]", "pynvml": "nvidia-ml-py"}
 
 
-def exit_codes_help(codes=None, overrides: dict | None = None) -> str:
-    """An 'exit codes:' block for ``codes`` (default: all), with a command's own wording in ``overrides``."""
+def exit_codes_help(codes: list[int] | tuple[int, ...] | None = None, overrides: dict[int, str] | None = None) -> str:
+    """An 'exit codes:' block for ``codes`` (default: all), with a command's own wording in ``overrides``;
+    the signal codes (130, 143) are always listed, last."""
     overrides = overrides or {}
-    lines = [f"  {code:<3} {overrides.get(code, EXIT_CODE_TEXT[code])}" for code in (codes or EXIT_CODE_TEXT)]
+    listed = [c for c in (codes or EXIT_CODE_TEXT) if c not in SIGNAL_EXIT_CODES] + list(SIGNAL_EXIT_CODES)
+    lines = [f"  {code:<3} {overrides.get(code, EXIT_CODE_TEXT[code])}" for code in listed]
     return "exit codes:\n" + "\n".join(lines) + "\n"
 
 
@@ -71,11 +86,52 @@ EXIT_BROKEN_PIPE = 141  # the shell's 128 + SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would sys.exit(2) from deep inside; raise instead
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+    """argparse without prefix matching ('--mod' is not '--mode'), whose errors raise a UsageError
+    with a "did you mean" where a close spelling exists."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:  # argparse would sys.exit(2) from deep inside; raise instead
+        hint = did_you_mean(message, self._option_strings())
+        raise UsageError(f"{self.prog}: {message}{hint} (see '{self.prog} --help')")
+
+    def _option_strings(self) -> list[str]:
+        """Every option of this parser and of the subcommand parsers built with their arguments."""
+        found: list[str] = []
+        for action in self._actions:
+            found += action.option_strings
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += [o for a in sub._actions for o in a.option_strings]
+        return sorted(set(found))
 
 
-def _command_exit_codes(mod) -> str:
+_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
+
+
+def did_you_mean(message: str, options: list[str]) -> str:
+    """'; did you mean ...?' for argparse's ``message`` (an invalid choice, an unknown option), or ''."""
+    choice = _CHOICE.search(message)
+    if choice:
+        close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+        return f"; did you mean '{close[0]}'?" if close else ""
+    unknown = _UNRECOGNIZED.search(message)
+    if not unknown:
+        return ""
+    hints = []
+    for word in unknown.group(1).split():
+        name = word.split("=", 1)[0]
+        if name.startswith("-"):
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"did you mean {close[0]} for {name}?")
+    return "; " + " ".join(hints) if hints else ""
+
+
+def _command_exit_codes(mod: ModuleType) -> str:
     """A command's exit-code block from its EXIT_CODES (codes, or a {code: text} for its own wording)."""
     codes = getattr(mod, "EXIT_CODES", None)
     if codes is None:
@@ -115,7 +171,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(argv)
@@ -134,13 +190,35 @@ def main(argv=None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except ModuleNotFoundError as exc:
+        if not _missing_dependency(exc):
+            return _internal_error(exc)
+        print(f"error: {_missing_dependency(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:
-        import traceback
+        return _internal_error(exc)
 
-        traceback.print_exc()
-        print(f"internal error: {exc!r}; this is a bug in the harness, please report it", file=sys.stderr)
-        return EXIT_INTERNAL
+
+def _missing_dependency(exc: ModuleNotFoundError) -> str | None:
+    """The one-line setup advice for a missing third-party package, or None (a module of our own is missing:
+    that is a bug, not a setup problem)."""
+    top = (exc.name or "").split(".")[0]
+    if not top or top in OWN_PACKAGES:
+        return None
+    return (
+        f"the Python package {top!r} is missing: {sys.executable} is not the harness's environment; run "
+        f"'bash scripts/setup.sh' and then '. .venv/bin/activate' (or 'pip install {DISTRIBUTIONS.get(top, top)}' "
+        "into this one)"
+    )
+
+
+def _internal_error(exc: BaseException) -> int:
+    import traceback
+
+    traceback.print_exception(exc)
+    print(f"internal error: {exc!r}; this is a bug in the harness, please report it", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _silence_stdout() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 
-def add_results_dir_argument(parser) -> None:
+
+def add_results_dir_argument(parser: argparse.ArgumentParser) -> None:
     """``--store URL`` and its older name ``--results-dir DIR`` (one option, any store location)."""
     parser.add_argument(
         "--store",

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.api import RunOptions, run_submission
+from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import MODES, Mode
 from harness.engine.pool import warm_shared_pool
 from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
 from harness.engine.seeds import take_secret
-from harness.errors import UsageError, exit_code_for
+from harness.errors import RunInterrupted, UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
+from harness.results import RunResult
 
-EXIT_CODES = (0, 1, 2, 3, 4, 5, 70, 141)
+if TYPE_CHECKING:
+    from tasks import Task
+
+EXIT_CODES = {
+    **{code: EXIT_CODE_TEXT[code] for code in (0, 1, 2, 3, 4, 5, 70, 141)},
+    130: "interrupted (Ctrl-C): the cases measured so far are reported, stored with --save and written to "
+    "--json, marked interrupted (complete: false)",
+    143: "terminated (SIGTERM) before or after the run; during the run it waits for the run's end (a "
+    "submission can send it, see SECURITY.md)",
+}
 EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm
   python -m harness run submissions/torch_nvfp4.py --task nvfp4_gemm --mode test
   HARNESS_SECRET_SEED=... python -m harness run sub.py --task mxfp4_mm --mode leaderboard --json result.json
@@ -27,7 +41,7 @@ EXAMPLES = """  python -m harness run submissions/triton_mxfp4.py --task mxfp4_m
 """
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="the submission: a .py file defining custom_kernel(data)")
     p.add_argument("--task", required=True, help="task name (see 'python -m harness tasks') or a task.yml path")
     p.add_argument(
@@ -93,7 +107,7 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     options = RunOptions(
         device=args.device,
         seed=args.seed,
@@ -120,14 +134,29 @@ def run(args) -> int:
     note = cpu_note(args.task, args.mode, args.device, options, [args.file])
     if note:
         print(note, file=sys.stderr, flush=True)
+    interrupted = False
     with deferred_termination() as received:
-        result = run_submission(args.file, args.task, args.mode, options, progress)
+        try:
+            result = run_submission(args.file, args.task, args.mode, options, progress)
+        except RunInterrupted as stop:  # Ctrl-C: the cases measured are reported, stored and written all the same
+            result, interrupted = stop.result, True
     if received:
         print(
             f"[harness] {', '.join(received)} arrived during the run and was deferred until its end (a "
             "submission running as the harness's own user can send it; see SECURITY.md)",
             file=sys.stderr,
         )
+    _report(args, result)
+    _keep(args, result)
+    if interrupted:
+        print(f"[harness] {result.message}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return exit_code_for(result.verdict)
+
+
+def _report(args: argparse.Namespace, result: RunResult) -> None:
+    """Warnings and phases on stderr; the result table (or JSON with --json -) on stdout; then the
+    submission's own output, after its verdict, on stderr."""
     for line in render_warnings(result):
         print(line, file=sys.stderr)
     if args.verbose:
@@ -136,9 +165,13 @@ def run(args) -> int:
         print(result.to_json())
     else:
         print(render_run(result, _diagnosis(result, args.task)))
-        excerpt = render_output_excerpt(result, verbose=args.verbose)
-        if excerpt and result.verdict != "pass":
-            print(excerpt, file=sys.stderr)
+    excerpt = render_output_excerpt(result, verbose=args.verbose)
+    if excerpt:
+        print(excerpt, file=sys.stderr)
+
+
+def _keep(args: argparse.Namespace, result: RunResult) -> None:
+    """--save: the result into the store; --json PATH: the result into that file."""
     if args.save:
         from harness.store.database import git_commit_of, open_store
 
@@ -153,10 +186,15 @@ def run(args) -> int:
                 f"--json {args.json}: cannot write ({exc}); the result was not written there"
                 + (" (it is in the results store)" if args.save else "")
             ) from exc
-    return exit_code_for(result.verdict)
 
 
-def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> str | None:
+def cpu_note(
+    task_name: str,
+    mode: str,
+    device: str | None,
+    options: RunOptions,
+    files: Sequence[str | Path] | Callable[[Task], Sequence[str | Path]],
+) -> str | None:
     """The one line that warns of a long CPU run (harness.engine.cpu_estimate), or None."""
     from harness.engine.cpu_estimate import long_cpu_run_note
     from harness.engine.device import select_device
@@ -172,7 +210,7 @@ def cpu_note(task_name: str, mode: str, device: str | None, options, files) -> s
     return long_cpu_run_note(task, mode, options.max_repeats, options.max_time_s, files) if on_cpu else None
 
 
-def _diagnosis(result, task: str) -> str | None:
+def _diagnosis(result: RunResult, task: str) -> str | None:
     from harness.engine.diagnosis import diagnose_result
     from tasks import load_task
 
@@ -184,12 +222,14 @@ def _diagnosis(result, task: str) -> str | None:
 
 
 @contextlib.contextmanager
-def deferred_termination(signals=(signal.SIGTERM, signal.SIGHUP)):
+def deferred_termination(
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
+) -> Iterator[list[str]]:
     """While a run is active, SIGTERM and SIGHUP only get recorded: a submission whose worker runs as
     our own user could otherwise end the harness mid-run. The run itself is bounded by the task's
     timeouts; Ctrl-C (SIGINT) still stops at once, and SIGKILL cannot be caught (SECURITY.md)."""
     received: list[str] = []
-    previous = {}
+    previous: dict[signal.Signals, Any] = {}
     try:
         for sig in signals:
             previous[sig] = signal.signal(sig, lambda num, _frame: received.append(signal.Signals(num).name))

@@ -140,11 +140,11 @@ def run(args) -> int:
         retries=args.retries,
         rerun=args.rerun,
     )
-    if report.entries:
+    if report.entries or report.already_done:  # a rerun that skipped every file shows what is stored
         from harness.api import load_board, render_board
 
         board, _warnings = load_board(args.task, results_dir=args.results_dir, mode=report.mode)
-        say("\n" + render_board(board, "table"))
+        print("\n" + render_board(board, "table"), flush=True)  # the board is the output: stdout
     return EXIT_INTERNAL if report.internal_errors else EXIT_OK
 
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.cli.options import READ_ONLY_EXIT_CODES
 from harness.errors import UsageError
 from harness.report.tables import format_rows
+
+if TYPE_CHECKING:
+    from tasks import Task
 
 EXIT_CODES = READ_ONLY_EXIT_CODES
 EXAMPLES = """  python -m harness tasks
@@ -22,7 +27,7 @@ DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "tasks"
 _FENCE = re.compile(r"^## A minimal correct submission\n.*?^```python\n(.*?)^```$", re.M | re.S)
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "task",
         nargs="?",
@@ -41,16 +46,16 @@ def minimal_submission(task_name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _load(name: str):
+def _load(name: str) -> Task:
     from tasks import TaskSpecError, load_task
 
     try:
-        return load_task(name)
+        return load_task(name, import_code=False)  # a listing: no torch
     except TaskSpecError as exc:
         raise UsageError(str(exc)) from exc
 
 
-def _one_task(t, as_json: bool) -> int:
+def _one_task(t: Task, as_json: bool) -> int:
     from tasks.registry import small_copy_name
 
     implements = t.compat_dir.parent.name
@@ -80,7 +85,7 @@ def _one_task(t, as_json: bool) -> int:
     return 0
 
 
-def _summary(t) -> dict:
+def _summary(t: Task) -> dict[str, Any]:
     return {
         "name": t.name,
         "target_gpu": t.target_gpu,
@@ -95,7 +100,7 @@ def _summary(t) -> dict:
     }
 
 
-def _block(t) -> str:
+def _block(t: Task) -> str:
     rows = [["test", " ".join(f"{k}={v}" for k, v in c.items()), "-"] for c in t.tests]
     rows += [
         [
@@ -114,12 +119,12 @@ def _block(t) -> str:
     )
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from tasks import list_tasks, load_task
 
     if args.task:
         return _one_task(_load(args.task), args.json)
-    loaded = [load_task(name) for name in list_tasks()]
+    loaded = [load_task(name, import_code=False) for name in list_tasks()]  # a listing: no torch
     if args.json:
         print(json.dumps([_summary(t) for t in loaded], indent=2, sort_keys=True))
         return 0

@@ -42,6 +42,7 @@ class RunContext:
     warnings: list[str] = field(default_factory=list)
     phases: Phases = field(default_factory=Phases)
     gated: bool = False  # per-call samples hide launch time behind the launch gate (import reply)
+    limit: tuple[float, float] = (0.0, 1.0)  # the last deadline's (task seconds, --timeout-scale), for messages
 
     @property
     def gpu(self) -> bool:
@@ -59,7 +60,16 @@ class RunContext:
         return "leaderboard" if self.ranked else "benchmark"
 
     def deadline(self, seconds: float) -> float:
+        self.limit = (seconds, self.opt.timeout_scale)
         return time.monotonic() + seconds * self.opt.timeout_scale
+
+    def timeout_hint(self) -> str:
+        """What a timeout's message adds: the limit that ran out and how to give more."""
+        seconds, scale = self.limit
+        scaled = (
+            f"{seconds * scale:g} s ({seconds:g} s x --timeout-scale {scale:g})" if scale != 1 else f"{seconds:g} s"
+        )
+        return f"; the limit was {scaled} for {self.mode.value} mode: --timeout-scale N gives N times as long"
 
     def case_spec(self, case: dict) -> dict:
         """A case as run: its own public seed, or the one --seed gives every case."""

@@ -25,20 +25,15 @@ def first_blocking_folder(paths) -> Path | None:
 
 
 def root_warning_once(needed_paths) -> list[str]:
-    """[the warning] the first time in this process that a submission runs as root, else []."""
+    """[one short line] the first time in this process that a submission runs as root although the harness
+    could run it as 'nobody' once the user changes something, else []. Details: docs/security.md."""
     global _said
     if _said:
         return []
     _said = True
     blocker = first_blocking_folder(needed_paths)
-    where = f"'nobody' cannot enter {blocker}, which holds the Python environment or the checkout; " if blocker else ""
-    return [
-        f"the submission runs as root, the harness's own user, with its capabilities dropped and confined by "
-        f"the worker's sandbox (SECURITY.md says what that holds and what it does not); {where}to run it as 'nobody' instead, run the harness as an ordinary user, or keep the "
-        f"checkout and its venv in a folder every user can enter (e.g. /opt: python3 -m venv /opt/harness-venv)"
-        + (f" or let others enter it (chmod o+x {blocker})" if blocker else "")
-        + " (said once per process)"
-    ]
+    fix = f"'nobody' cannot enter {blocker}: chmod o+x {blocker}, or" if blocker else "to drop root,"
+    return [f"the submission runs as root; {fix} run as an ordinary user (docs/security.md)"]
 
 
 def needed_paths() -> list[str]:

@@ -27,8 +27,9 @@ from harness.engine.scan import prescan
 from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
+from harness.errors import RunInterrupted
 from harness.messages import Called, Profiled
-from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult
+from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT, CaseResult, RunResult
 
 
 def _now() -> str:
@@ -70,10 +71,12 @@ class Run:
         if ctx.ranked and ctx.opt.scan_policy != "off" and self._scan_rejects(result):
             return result
         memory_limit = memory_limit_bytes(ctx.opt.memory_limit_gb)
+        interrupted = False
         try:
             self.sandbox = Sandbox(
                 self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings, info=ctx.info
             )
+            self.sandbox.config.hide_harness = ctx.ranked  # as on the competition's machines
             self.session = WorkerSession(ctx, self.sandbox.config, memory_limit)
             inputs, checker = Inputs(ctx, self.session), Checker(ctx)
             self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
@@ -84,15 +87,29 @@ class Run:
                 self.session.sync(deadline)
         except WorkerFailure as failure:
             kind, spec = verdicts.running_case(self.planned, self.cases, ctx.case_spec)
-            self.cases.append(CaseResult(kind, spec, failure.verdict, failure.message))
+            hint = ctx.timeout_hint() if failure.verdict == TIMEOUT else ""
+            self.cases.append(CaseResult(kind, spec, failure.verdict, failure.message + hint))
+        except KeyboardInterrupt:  # Ctrl-C: keep what was measured (the caller stores it, marked interrupted)
+            interrupted = True
         finally:
             self._clean_up(result)
+        if interrupted:
+            raise RunInterrupted(self._interrupted(result, t0))
         return self._finish(result, t0)
+
+    def _interrupted(self, result: RunResult, t0: float) -> RunResult:
+        measured = len(self.cases)
+        result = self._finish(result, t0)
+        result.complete = False
+        result.message = (
+            f"interrupted (Ctrl-C) after {measured} of {len(self.planned)} cases; the cases measured are kept"
+        )
+        for case in result.cases[measured:]:
+            case.message = "not run: the run was interrupted"
+        return result
 
     def _announce(self) -> None:
         ctx = self.ctx
-        if ctx.info.kind == "cpu":
-            ctx.warnings.append("CPU results: times are host-clock times on the CPU, not GPU times")
         if ctx.ranked:
             make_undumpable()
         if not ctx.opt.defenses:
@@ -178,6 +195,7 @@ class Run:
             output = self.session.stop()
             if output is not None:
                 result.stdout, result.stderr = output
+                result.stdout_cut_bytes, result.stderr_cut_bytes = self.session.sup.output_cut_bytes()
         if self.sandbox is not None:
             self.sandbox.remove()
 

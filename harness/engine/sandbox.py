@@ -122,6 +122,9 @@ class Sandbox:
             # Inductor's precompiled C++ header (over 64 MiB) ran into the output limit (RLIMIT_FSIZE):
             # every CPU-side Inductor kernel failed to build with "File size limit exceeded"
             "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0",
+            # the torch profiler's Kineto logged 'USDT: profiler_start/stop' lines into the submission's
+            # stderr on every profiled case; 6 is past its highest level (the user's own setting wins)
+            "KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "6"),
         }
         if not gpu:
             env["TRITON_INTERPRET"] = "1"  # Triton kernels run under Triton's interpreter on the CPU
@@ -139,7 +142,7 @@ class Sandbox:
                 for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                     os.chown(name, NOBODY, NOBODY)
             return NOBODY
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
+        if opt.drop_privileges is None and hasattr(os, "geteuid") and os.geteuid() == 0:  # not asked for root
             from harness.engine.privileges import needed_paths, root_warning_once
 
             warnings += root_warning_once(needed_paths())

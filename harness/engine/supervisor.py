@@ -295,6 +295,10 @@ class Supervisor:
     def captured_output(self) -> tuple[str, str]:
         return _read_capped(self.cfg.stdout_path), _read_capped(self.cfg.stderr_path)
 
+    def output_cut_bytes(self) -> tuple[int, int]:
+        """How many bytes of (stdout, stderr) :meth:`captured_output` leaves out (0: all of it kept)."""
+        return _cut_bytes(self.cfg.stdout_path), _cut_bytes(self.cfg.stderr_path)
+
 
 def _children(p: psutil.Process) -> list[psutil.Process]:
     try:
@@ -308,6 +312,13 @@ def _alive(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _cut_bytes(path: str) -> int:
+    try:
+        return max(0, os.path.getsize(path) - 2 * OUTPUT_KEEP_BYTES)
+    except OSError:
+        return 0
 
 
 def _read_capped(path: str) -> str:

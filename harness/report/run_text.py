@@ -6,6 +6,12 @@ from harness.report.tables import format_rows
 from harness.report.tables import us_from_ns as fmt_us
 from harness.results import PASS, RunResult, shape_label
 
+# said once, in the report: what a CPU result is good for (its speed can spread tenfold between runs)
+CPU_NOTE = (
+    "CPU run: good for correctness and a rough speed, not for ranking (host clock on shared cores: "
+    "scores spread widely between runs)"
+)
+
 
 def render_run(result: RunResult, diagnosis: str | None = None) -> str:
     """The run's report; ``diagnosis`` (harness.engine.diagnosis) is one more line under 'why:'."""
@@ -16,7 +22,7 @@ def render_run(result: RunResult, diagnosis: str | None = None) -> str:
         f" | triton {d.triton or '-'} | harness {result.harness_version}",
     ]
     if d.kind == "cpu":
-        out.append("NOTE: CPU results (host clock); they say nothing about GPU speed")
+        out.append(CPU_NOTE)
     elif result.timing_method:
         out.append(f"timing: {result.timing_method}")
     kernel_only = any(c.extra.get("kernel_only_ns") is not None for c in result.cases)
@@ -145,7 +151,8 @@ def render_output_excerpt(result: RunResult, limit: int = 2000, verbose: bool = 
     parts = []
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
         if text.strip():
-            t = text if len(text) <= limit else text[: limit // 2] + "\n[...]\n" + text[-limit // 2 :]
+            cut = len(text) - limit
+            t = text if cut <= 0 else text[: limit // 2] + f"\n[... {cut} characters cut ...]\n" + text[-limit // 2 :]
             parts.append(f"--- submission {name} ---\n{t.rstrip()}")
     key = "traceback_full" if verbose else "traceback"
     tbs = [c.extra.get(key) or c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]

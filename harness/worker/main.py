@@ -21,7 +21,7 @@ import traceback
 import torch
 
 from harness import protocol
-from harness.worker import kernel_only, originals, sandbox
+from harness.worker import imports, kernel_only, originals, sandbox
 from harness.worker.config import WorkerConfig
 from harness.worker.sampler import Sampler
 from tasks.registry import load_task_module
@@ -43,6 +43,8 @@ def _rename(text: str, shown: dict) -> str:
 
 def _describe(exc: BaseException, shown: dict) -> str:
     name = type(exc).__name__
+    if isinstance(exc, imports.HiddenModuleError):  # a ranked run's fence: the message says what is available
+        return str(exc)
     if isinstance(exc, ModuleNotFoundError):
         return f"the submission needs the Python module {exc.name!r}, which is not installed here"
     if isinstance(exc, SyntaxError):
@@ -157,7 +159,8 @@ class Worker:
         spec = importlib.util.spec_from_file_location("submission", self.cfg.submission_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
-        spec.loader.exec_module(module)
+        with imports.fenced(self.cfg, root):  # ranked: the harness's own packages are not the competition's
+            spec.loader.exec_module(module)
         kernel = getattr(module, "custom_kernel", None)
         if not callable(kernel):
             return {

@@ -808,8 +808,8 @@ def test_gpu_rerecording_the_start_event_is_caught(cheat):
     the device clock's window around the events does not -> rejected. (The torch example's work on the
     small task is under the wall check's 20 us: it passed that check alone on the H200.)"""
     body = """
-import gc
-from harness.worker.sampler import Sampler
+import gc, sys
+Sampler = sys.modules["harness.worker.sampler"].Sampler  # ranked runs refuse 'import harness'; a cheat looks here
 def custom_kernel(data):
     out = _correct_kernel(data)
     for s in (o for o in gc.get_objects() if isinstance(o, Sampler)):
