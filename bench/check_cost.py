@@ -89,6 +89,7 @@ def _git_commit() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
+        allow_abbrev=False,
         description=__doc__.split("\n")[0],
         epilog=__doc__.split("Examples:")[1],
         formatter_class=argparse.RawTextHelpFormatter,

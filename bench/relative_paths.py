@@ -67,7 +67,9 @@ def results_files(folder: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("files", nargs="*", type=Path, help="text files to rewrite (default: every file under results/)")
     ap.add_argument("--check", action="store_true", help="only list the files that hold a machine path")
     args = ap.parse_args(argv)

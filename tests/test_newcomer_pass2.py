@@ -325,7 +325,11 @@ def test_every_script_parser_refuses_prefixes():
     import ast
 
     calls = []
-    for path in sorted((ROOT / "scripts").rglob("*.py")) + sorted((ROOT / "harness").rglob("*.py")):
+    for path in (
+        sorted((ROOT / "scripts").rglob("*.py"))
+        + sorted((ROOT / "bench").rglob("*.py"))
+        + sorted((ROOT / "harness").rglob("*.py"))
+    ):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
                 keywords = {k.arg: k.value for k in node.keywords}

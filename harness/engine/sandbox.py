@@ -75,7 +75,7 @@ class Sandbox:
         cached = [self.cache.folder] if self.cache is not None else []
         triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
         extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
-        uid = self._run_as(drop, [self.folder, *cached], warnings)
+        uid = self._run_as(drop, [self.folder, *cached], warnings, root_asked=opt.drop_privileges is False)
         self.config = WorkerConfig(
             submission_path=sub_copy,
             compat_dir=compat,
@@ -135,14 +135,14 @@ class Sandbox:
         return bool(privilege_drop_possible() if opt.drop_privileges is None else opt.drop_privileges)
 
     @staticmethod
-    def _run_as(drop: bool, folders: list[str], warnings: list[str]) -> int | None:
+    def _run_as(drop: bool, folders: list[str], warnings: list[str], root_asked: bool) -> int | None:
         """The uid the worker runs as ('nobody', who then owns ``folders``), or None for our own."""
         if drop:
             for root, dirs, files in (entry for top in folders for entry in os.walk(top)):
                 for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                     os.chown(name, NOBODY, NOBODY)
             return NOBODY
-        if opt.drop_privileges is None and hasattr(os, "geteuid") and os.geteuid() == 0:  # not asked for root
+        if not root_asked and hasattr(os, "geteuid") and os.geteuid() == 0:
             from harness.engine.privileges import needed_paths, root_warning_once
 
             warnings += root_warning_once(needed_paths())
