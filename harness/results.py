@@ -8,6 +8,10 @@ Schema history (``SCHEMA_VERSION``):
       Later additions, all optional (absent in older files, read as None): RunResult.score_ci_us,
       RunResult.phases_s; CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7),
       written from the records of harness.extras.
+  2 - blocks (issue #50): RunResult.blocks (one BlockRecord per block: seed index, shape order, per-shape
+      means, block score, GPU clocks, throttled flag) and RunResult.score_interval (the interval from the
+      block scores, with the rule's version); score_ci_us is then that interval's [low, high]. Version 1
+      files are still read (blocks empty, score_interval None).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 
 from harness.extras import Clocks, DeviceClockCheck, KernelOnlyFigures, ProfilerCheck
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 # Verdicts, from best to worst. A run's verdict is the worst verdict among its cases.
 PASS = "pass"  # output checked and correct (and timed, for benchmark cases)
@@ -144,6 +149,38 @@ class SubmissionInfo:
 
 
 @dataclass
+class BlockRecord:
+    """One block of a run's timed cases: a fresh worker, fresh inputs, its own order of the shapes."""
+
+    index: int
+    seed_index: int  # the block's inputs derive from (secret, case seed, seed_index * BLOCK_STRIDE + i)
+    order: list[int]  # the shapes' indices (task order numbers) in the order this block timed them
+    shape_means_us: list[float | None]  # per shape, in task order (None: not timed in this block)
+    samples: list[int]  # per shape, in task order
+    score_us: float | None  # the task's rule over this block's per-shape means (None unless all timed)
+    clocks_before: dict[str, Any] = field(default_factory=dict)  # NVML readings, or {"note": why not}
+    clocks_after: dict[str, Any] = field(default_factory=dict)
+    throttled: list[str] = field(default_factory=list)  # throttle reasons seen in this block (empty: none)
+    wall_s: float | None = None
+
+
+@dataclass
+class ScoreInterval:
+    """The score's interval: from the blocks (``method`` "blocks-t"), or from one process's samples
+    ("bootstrap-samples", too narrow for a rerun) when the run had a single block."""
+
+    low_us: float
+    high_us: float
+    method: str
+    blocks: int
+    confidence: float = 0.95
+    df: float | None = None
+    se_log: float | None = None
+    spread: float | None = None  # between-block sd of log block scores (about their CV)
+    rule_version: int = 1
+
+
+@dataclass
 class RunResult:
     task: str
     submission: SubmissionInfo
@@ -162,10 +199,12 @@ class RunResult:
     stderr: str = ""
     warnings: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)  # static scan findings
-    score_ci_us: list[float] | None = None  # bootstrap 95% interval of score_us [low, high]; optional
+    score_ci_us: list[float] | None = None  # 95% interval of score_us [low, high] (see score_interval); optional
     phases_s: dict[str, float] | None = None  # where the run's wall time went (worker start, generate, ...)
     timing_method: str = ""  # how samples were taken: launch gate (host time hidden) or strict
     sandbox: dict[str, Any] | None = None  # what confined the worker (harness.worker.sandbox); optional
+    blocks: list[BlockRecord] = field(default_factory=list)  # schema 2: the timed cases' blocks
+    score_interval: ScoreInterval | None = None  # schema 2: the interval of score_us and how it was made
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,8 +217,14 @@ class RunResult:
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
         d = dict(d)
         version = d.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"result has schema_version {version!r}; this harness reads {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(
+                f"result has schema_version {version!r}; this harness reads {', '.join(map(str, READABLE_VERSIONS))}"
+            )
+        d["schema_version"] = SCHEMA_VERSION
+        d["blocks"] = [BlockRecord(**b) for b in d.get("blocks") or []]
+        if d.get("score_interval") is not None:
+            d["score_interval"] = ScoreInterval(**d["score_interval"])
         d["submission"] = SubmissionInfo(**d["submission"])
         d["device"] = DeviceInfo(**d["device"])
         cases = []

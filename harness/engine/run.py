@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import harness
+from harness.analysis.blocks import interval_from_blocks, spread_warning
 from harness.analysis.confidence import score_ci_us
 from harness.engine import verdicts
 from harness.engine.benchmark import BenchmarkLoop
+from harness.engine.blocks import TimedBlocks, default_blocks, renew_worker
 from harness.engine.checks import Checker
 from harness.engine.context import RunContext
 from harness.engine.device import device_info, select_device
@@ -27,7 +31,12 @@ from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
 from harness.messages import Called, Profiled
-from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult
+from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult, ScoreInterval
+
+ONE_PROCESS_NOTE = (
+    "one block: the ± covers this process's samples only, and a rerun can differ by more; "
+    "give --blocks N (a fresh worker and fresh inputs each) for an interval that holds across reruns"
+)
 
 
 def _now() -> str:
@@ -35,7 +44,9 @@ def _now() -> str:
 
 
 class Run:
-    def __init__(self, path: Path, task, mode: Mode, options: RunOptions, progress=None):
+    def __init__(
+        self, path: Path, task: Any, mode: Mode, options: RunOptions, progress: Callable[[str], None] | None = None
+    ) -> None:
         device = select_device(options.device)
         self.path = path
         self.ctx = RunContext(
@@ -52,6 +63,8 @@ class Run:
         self.sandbox: Sandbox | None = None
         self.session: WorkerSession | None = None
         self.benchmarks: BenchmarkLoop | None = None
+        self.blocks: TimedBlocks | None = None
+        self.outputs: list[tuple[str, str]] = []  # the captured output of workers replaced between blocks
 
     def execute(self) -> RunResult:
         ctx, t0 = self.ctx, time.monotonic()
@@ -77,7 +90,8 @@ class Run:
             self.session.start(deadline)
             if self._import(result, deadline):
                 self._run_cases(inputs, checker, deadline)
-                self.session.sync(deadline)
+                if self.blocks is None or not self.blocks.worker_lost:
+                    self.session.sync(deadline)
         except WorkerFailure as failure:
             kind, spec = verdicts.running_case(self.planned, self.cases, ctx.case_spec)
             self.cases.append(CaseResult(kind, spec, failure.verdict, failure.message))
@@ -132,10 +146,18 @@ class Run:
         if mode.runs_benchmarks:
             if mode.runs_tests and not self.ctx.ranked:
                 deadline = self.ctx.deadline(task.benchmark_timeout)
-            for i, case in enumerate(task.benchmarks):
-                self.cases.append(self.benchmarks.run_case(i, case, deadline))
-                if self.cases[-1].verdict == REJECTED:
-                    return
+            count = default_blocks(self.ctx.opt.blocks, self.ctx.ranked, self.ctx.gpu)
+            assert self.session is not None and self.benchmarks is not None
+            self.blocks = TimedBlocks(self.ctx, self.session, self.benchmarks, count, self._renew)
+            self.cases += self.blocks.run(deadline)
+        return None
+
+    def _renew(self, deadline: float) -> None:
+        """A fresh worker for the next block (its predecessor's output kept for the result)."""
+        assert self.session is not None
+        output = renew_worker(self.session, deadline)
+        if output is not None:
+            self.outputs.append(output)
 
     def _tests(self, inputs: Inputs, checker: Checker, deadline: float) -> bool:
         """Runs every test case; True when all passed (a rejection stops at once)."""
@@ -172,10 +194,41 @@ class Run:
             self.benchmarks.close()
         if self.session is not None:
             output = self.session.stop()
-            if output is not None:
-                result.stdout, result.stderr = output
+            outputs = [*self.outputs, *([output] if output is not None else [])]
+            if outputs:
+                result.stdout = "".join(o[0] for o in outputs)
+                result.stderr = "".join(o[1] for o in outputs)
         if self.sandbox is not None:
             self.sandbox.remove()
+
+    def _interval(self, result: RunResult) -> None:
+        """The score's interval: from the block scores, else (one block) a bootstrap over the samples."""
+        assert result.score_us is not None
+        interval = interval_from_blocks(result.score_us, [b.score_us for b in result.blocks if b.score_us])
+        if interval is not None:
+            result.score_ci_us = [interval.low_us, interval.high_us]
+            result.score_interval = ScoreInterval(
+                interval.low_us,
+                interval.high_us,
+                interval.method,
+                interval.blocks,
+                interval.confidence,
+                interval.df,
+                interval.se_log,
+                interval.spread,
+                interval.rule_version,
+            )
+            warning = spread_warning(interval)
+            if warning:
+                self.ctx.warnings.append(warning)
+            return
+        with self.ctx.phases.measure("bootstrap"):
+            samples = [c.stats.samples_ns for c in result.benchmark_cases() if c.stats is not None]
+            result.score_ci_us = score_ci_us(samples, self.ctx.task.ranking_by)
+        if result.score_ci_us is not None:
+            result.score_interval = ScoreInterval(*result.score_ci_us, "bootstrap-samples", len(result.blocks) or 1)
+            if self.ctx.mode.runs_benchmarks and ONE_PROCESS_NOTE not in self.ctx.warnings:
+                self.ctx.warnings.append(ONE_PROCESS_NOTE)
 
     def _finish(self, result: RunResult, t0: float) -> RunResult:
         ctx = self.ctx
@@ -183,11 +236,9 @@ class Run:
         result.cases, result.verdict = self.cases, verdicts.run_verdict(self.cases)
         result.message = result.message or verdicts.summary(self.cases)
         result.score_us = verdicts.score(ctx.task, self.cases) if ctx.mode.scored else None
+        result.blocks = self.blocks.records if self.blocks is not None else []
         if result.score_us is not None:
-            with ctx.phases.measure("bootstrap"):
-                result.score_ci_us = score_ci_us(
-                    [c.stats.samples_ns for c in result.benchmark_cases()], ctx.task.ranking_by
-                )
+            self._interval(result)
         result.warnings = ctx.warnings
         result.sandbox = self.session.sandbox if self.session is not None else None
         result.finished_at, result.wall_s = _now(), time.monotonic() - t0
