@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from harness.analysis.ranking import UNKNOWN_DEVICE, Z_95, DeviceBoard, Leaderboard, RankRule, best_run
-from harness.report.board import load_board
-from harness.results import RunResult
+from harness.analysis.ranking import UNKNOWN_DEVICE, DeviceBoard, Entry, Leaderboard, RankRule, best_run, tie_rule_text
+from harness.report.board import interval_notes, load_board
+from harness.results import BlockRecord, CaseResult, RunResult, shape_label
 from harness.store.database import CaseRow, RunRow, Store
 
 RUNS_DIR = "runs"
@@ -56,6 +57,9 @@ class RankedRow:
     date: str
     run_id: int
     sha256: str
+    interval_source: str = "none"  # "blocks", "samples" (one process) or "none"
+    blocks: int = 0
+    aliases: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -112,6 +116,7 @@ class BoardSection:
     history: list[HistoryPoint]  # every scored run, oldest first
     best_so_far: list[HistoryPoint]  # the board's best score after each run that improved it
     notes: list[str] = field(default_factory=list)  # what is missing and why
+    tie_rule: str = ""  # the tie rule, in words
 
 
 @dataclass
@@ -141,6 +146,19 @@ class CaseLine:
 
 
 @dataclass
+class BlockLine:
+    """One block of a run, as its page shows it."""
+
+    index: int
+    order: str  # the shapes in the order the block timed them
+    score_us: float | None
+    sm_mhz: str  # before -> after, or why not known
+    temp_c: str
+    throttled: str  # the throttle reasons seen, or ""
+    wall_s: float | None
+
+
+@dataclass
 class RunPage:
     run_id: int
     task: str
@@ -167,6 +185,8 @@ class RunPage:
     board_place: str  # e.g. "ranked =2", "not ranked: ...", "not the submission's best run"
     other_runs: list[RunRow]  # the other stored runs of the same name on the same task and device
     notes: list[str] = field(default_factory=list)
+    interval_method: str = ""  # how score_ci_us was made, in words
+    blocks: list[BlockLine] = field(default_factory=list)
 
 
 @dataclass
@@ -184,19 +204,28 @@ def _gap(e) -> str:
     return "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{e.gap_us:.2f} us)"
 
 
-def _ranked_row(e) -> RankedRow:
-    se = finite(e.stderr_us)
-    low = e.score_us - Z_95 * se if se is not None else None
-    high = e.score_us + Z_95 * se if se is not None else None
+def _ranked_row(e: Entry) -> RankedRow:
     return RankedRow(
-        e.rank_label, e.tied, e.name, e.score_us, low, high, _gap(e), e.verdict, e.mode, e.date, e.run_id, e.sha256
+        e.rank_label,
+        e.tied,
+        e.name,
+        e.score_us,
+        finite(e.low_us),
+        finite(e.high_us),
+        _gap(e),
+        e.verdict,
+        e.mode,
+        e.date,
+        e.run_id,
+        e.sha256,
+        e.interval_source,
+        e.blocks,
+        list(e.aliases),
     )
 
 
 def _sol_by_shape(result: RunResult | None) -> dict[str, tuple[float | None, float | None, str]]:
     """shape label -> (SOL time in us, % of SOL, note) for a run's benchmark cases."""
-    from harness.results import shape_label
-
     out = {}
     for c in result.benchmark_cases() if result else []:
         sol = c.sol
@@ -227,7 +256,15 @@ def _best_so_far(history: list[HistoryPoint]) -> list[HistoryPoint]:
     return best
 
 
-def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow], cases, results) -> BoardSection:
+def _board_section(
+    task: str,
+    rule: RankRule,
+    b: DeviceBoard,
+    runs: list[RunRow],
+    cases: dict[int, list[CaseRow]],
+    results: dict[int, RunResult | None],
+    margin: float,
+) -> BoardSection:
     device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
     series, floor, notes = [], {}, []
     sol_notes = set()
@@ -254,10 +291,7 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
             f"no speed of light for {len(missing)} of {len(b.shapes)} shapes ({why}), "
             "so the floor and the % of SOL view are missing there"
         )
-    if any(finite(e.stderr_us) is None for e in b.ranked):
-        notes.append(
-            "some scores have no 95% interval (a shape with a single sample); they tie only with an equal score"
-        )
+    notes += interval_notes(b.ranked)
     history = _history(device_runs, cases, rule)
     return BoardSection(
         task=task,
@@ -273,12 +307,11 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
         history=history,
         best_so_far=_best_so_far(history),
         notes=notes,
+        tie_rule=tie_rule_text(margin),
     )
 
 
-def _case_line(c, run_timing: str) -> CaseLine:
-    from harness.results import shape_label
-
+def _case_line(c: CaseResult, run_timing: str) -> CaseLine:
     s, sol, extra = c.stats, c.sol, c.extra or {}
     mean = finite(s.mean) / 1e3 if s and finite(s.mean) is not None else None
     stderr = finite(s.stderr) / 1e3 if s and finite(s.stderr) is not None else None
@@ -357,6 +390,38 @@ def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, 
         board_place=_place(row, board),
         other_runs=[r for r in siblings if r.id != row.id],
         notes=notes,
+        interval_method=_interval_method(result),
+        blocks=[_block_line(b, result) for b in result.blocks] if result else [],
+    )
+
+
+def _interval_method(result: RunResult | None) -> str:
+    si = result.score_interval if result else None
+    if si is None:
+        return "95% interval from one process's samples (bootstrap)" if result and result.score_ci_us else ""
+    if si.method == "blocks-t":
+        spread = f", blocks spread {100 * si.spread:.2f}%" if si.spread is not None else ""
+        return f"95% interval from {si.blocks} blocks (t, {si.blocks - 1} degrees of freedom{spread})"
+    return "95% interval from one process's samples (bootstrap): a rerun can differ by more"
+
+
+def _reading(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
+    if key not in before and key not in after:
+        return str(before.get("note") or after.get("note") or "not read")
+    return f"{before.get(key, '?')} \u2192 {after.get(key, '?')}"
+
+
+def _block_line(b: BlockRecord, result: RunResult) -> BlockLine:
+    specs = [c.spec for c in result.benchmark_cases()]
+    order = ", ".join(shape_label(specs[i]) if i < len(specs) else str(i) for i in b.order)
+    return BlockLine(
+        b.index + 1,
+        order,
+        finite(b.score_us),
+        _reading(b.clocks_before, b.clocks_after, "sm_mhz"),
+        _reading(b.clocks_before, b.clocks_after, "temp_c"),
+        ", ".join(b.throttled),
+        finite(b.wall_s),
     )
 
 
@@ -391,7 +456,7 @@ def build_model(
         ]
         cases = st.cases(r.id for r in runs)
         results = {r.id: _stored_result(st, r.id, warnings) for r in runs}
-        sections = [_board_section(board.task, board.rule, b, runs, cases, results) for b in board.boards]
+        sections = [_board_section(board.task, board.rule, b, runs, cases, results, board.margin) for b in board.boards]
         task_sections.append(TaskSection(board.task, slug(board.task), sections, board_warnings))
         for r in runs:
             siblings = [o for o in runs if o.display_name == r.display_name and o.device_name == r.device_name]
