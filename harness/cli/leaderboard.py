@@ -9,7 +9,7 @@ from harness.analysis.ranking import RankRule
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_output_file, check_store_exists
 from harness.errors import UsageError
-from harness.report.board import BOARD_FORMATS, load_board, render_board
+from harness.report.board import BOARD_FORMATS, add_margin_argument, load_board, margin_fraction, render_board
 
 FORMATS = (*BOARD_FORMATS, "html")
 EXIT_CODES = READ_ONLY_EXIT_CODES
@@ -23,8 +23,11 @@ EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
 Ranking: the best complete, passing run of each submission (same content hash and name) on each
 device, scored by the task's rule (geom: geometric mean of the per-shape means). Failed, crashed,
 timed-out, rejected and interrupted submissions are listed under "not ranked" with the reason.
-Ties: an entry whose 95% interval (score +- 1.96 standard errors, propagated from the per-shape
-standard errors) overlaps its group leader's shares the leader's rank, shown as "=2".
+Identical files (same sha256) are one entry. Ties: an entry the tie rule cannot tell apart from its
+group's leader shares the leader's rank, shown as "=2": entries are ranked apart only when the 95%
+interval of their score ratio excludes 1 and the difference exceeds the equivalence margin (--margin,
+default 1%). A score's interval comes from its run's blocks (a fresh worker and fresh inputs each; a
+ranked run has 10 on a GPU), or, for a run of one block, from its samples (marked "1 process").
 --format html writes a static site into the folder -o names (index.html, one page per stored run,
 and Plotly's JavaScript): it opens from disk or any static host and loads nothing from the network.
 With another format, -o writes the text to that file instead of stdout."""
@@ -58,6 +61,7 @@ def add_arguments(parser) -> None:
         help="rank the runs made in this mode (default: leaderboard when there are such runs, else "
         "test+benchmark, else benchmark; the choice is said on stderr)",
     )
+    add_margin_argument(parser)
     add_results_dir_argument(parser)
 
 
@@ -98,7 +102,12 @@ def run(args) -> int:
     parts = []
     for i, task in enumerate(tasks):
         board, warnings = load_board(
-            task, device=args.device, results_dir=args.results_dir, rule=args.rule, mode=args.mode
+            task,
+            device=args.device,
+            results_dir=args.results_dir,
+            rule=args.rule,
+            mode=args.mode,
+            margin=margin_fraction(args.margin),
         )
         for w in warnings:
             print(w, file=sys.stderr)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from harness.analysis.ranking import DeviceBoard, Entry, Leaderboard, RankRule, build_leaderboard, tie_rule_text
+from harness.analysis.ties import DEFAULT_MARGIN
 from harness.errors import UsageError
 from harness.report.tables import format_rows, us
 from harness.results import PASS
@@ -57,6 +59,7 @@ def load_board(
     results_dir: str | None = None,
     rule: str | None = None,
     mode: str | None = None,
+    margin: float = DEFAULT_MARGIN,
 ) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
@@ -79,9 +82,29 @@ def load_board(
             f"no results for task {name!r} in the store yet (tasks with results: "
             f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first"
         )
-    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=blocks)
+    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=blocks, margin=margin)
     board.mode = mode
     return board, warnings
+
+
+def add_margin_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--margin",
+        type=float,
+        metavar="PCT",
+        default=None,
+        help=f"the tie rule's equivalence margin in percent (default {100 * DEFAULT_MARGIN:g}): a smaller "
+        "difference is never reported",
+    )
+
+
+def margin_fraction(percent: float | None) -> float:
+    """The --margin option (percent) as a fraction; a UsageError for a value that is not 0-50."""
+    if percent is None:
+        return DEFAULT_MARGIN
+    if not (math.isfinite(percent) and 0 <= percent <= 50):
+        raise UsageError(f"--margin is a percentage from 0 to 50 (e.g. --margin 1 for 1%); got {percent!r}")
+    return percent / 100
 
 
 def block_scores_of(result: dict[str, Any] | None) -> list[float]:
