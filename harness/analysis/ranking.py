@@ -148,6 +148,7 @@ class DeviceBoard:
     shapes: list[str]
     ranked: list[Entry] = field(default_factory=list)
     unranked: list[Unranked] = field(default_factory=list)
+    final: dict[str, Any] | None = None  # the latest final scoring of this section (harness.analysis.final JSON)
 
 
 @dataclass

@@ -76,6 +76,7 @@ def load_board(
             )
         cases = st.cases(r.id for r in runs)
         blocks = stored_block_scores(st, runs)
+        finals = latest_finals(st, name)
     warnings = [w for w in (warning, note) if w]
     if not runs:
         warnings.append(
@@ -84,7 +85,48 @@ def load_board(
         )
     board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=blocks, margin=margin)
     board.mode = mode
+    for b in board.boards:
+        b.final = finals.get(b.device)
     return board, warnings
+
+
+def latest_finals(st: Store, task: str) -> dict[str, dict[str, Any]]:
+    """The newest finished final scoring of ``task`` per device, as its stored JSON plus id and dates."""
+    from harness.store.finals import finals
+
+    out: dict[str, dict[str, Any]] = {}
+    for f in finals(st, task):
+        if f.device_name not in out and f.result is not None:
+            out[f.device_name] = dict(f.result, final_id=f.id, started_at=f.started_at, finished_at=f.finished_at)
+    return out
+
+
+def render_final(final: dict[str, Any], fmt: str) -> str:
+    """A final scoring's table (``harness.analysis.final`` JSON)."""
+    headers = ["rank", "name", "final score (us)", "rounds", "vs leader (ratio, 95% CI)", "note"]
+    rows = []
+    for p in final.get("places", []):
+        vs = p.get("vs_leader") or {}
+        ci = (
+            f"{vs['ratio']:.4f} ({vs['low']:.4f}-{vs['high']:.4f}) vs {vs.get('leader')}"
+            if vs.get("low") is not None
+            else ""
+        )
+        rows.append(
+            [p.get("rank_label"), p.get("name"), us(p.get("score_us")), p.get("rounds"), ci, p.get("failed") or ""]
+        )
+    title = (
+        f"final scoring {final.get('final_id', '')}: {final.get('rounds')} rounds, interleaved; ranked by paired "
+        f"per-round differences (margin {100 * float(final.get('margin') or 0):.1f}%)"
+    )
+    undecided = final.get("undecided") or []
+    tail = (
+        "undecided after the round budget (shown tied): " + ", ".join(" / ".join(u) for u in undecided) + "\n"
+        if undecided
+        else ""
+    )
+    head = f"**{title}**\n\n" if fmt == "markdown" else f"{title}\n"
+    return head + format_rows(headers, rows, fmt, [0, 2, 3]) + tail
 
 
 def add_margin_argument(parser: argparse.ArgumentParser) -> None:
@@ -174,6 +216,8 @@ def _section(board: Leaderboard, b: DeviceBoard, fmt: str) -> list[str]:
     notes = interval_notes(b.ranked)
     if notes:
         parts.append("".join(f"note: {n}\n" for n in notes))
+    if b.final:
+        parts.append(render_final(b.final, fmt))
     if b.unranked:
         heading = "**Not ranked**\n\n" if fmt == "markdown" else "not ranked:\n"
         rows = [[u.name, u.verdict, u.reason, u.date] for u in b.unranked]
