@@ -107,3 +107,20 @@ def test_the_board_shows_the_latest_final(tmp_path):
     text = render_board(board, "table")
     assert "final scoring 1:" in text and "slow" in text.split("final scoring 1:")[1]
     assert board.to_dict()["devices"][0]["final"]["version"] == 1
+
+
+def test_the_site_shows_the_latest_final(tmp_path):
+    from harness.report.site import build_site
+
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for sha, name, path in ENTRIES:
+            r = make_result(name, sha=sha)
+            r.submission.path = path
+            st.record(r)
+        run_final(st, plan(), "s", FakeBlocks(seed=1))
+    build = build_site(tmp_path / "site", ["mxfp4_mm"], results_dir=d)
+    (section,) = build.model.tasks[0].sections
+    assert section.final is not None and [r.rank_label for r in section.final.rows] == ["=1", "=1", "3"]
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert "Final scoring 1" in html and "No complete passing run" not in html

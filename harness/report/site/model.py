@@ -117,6 +117,27 @@ class BoardSection:
     best_so_far: list[HistoryPoint]  # the board's best score after each run that improved it
     notes: list[str] = field(default_factory=list)  # what is missing and why
     tie_rule: str = ""  # the tie rule, in words
+    final: FinalView | None = None  # the latest final scoring of this board
+
+
+@dataclass
+class FinalRow:
+    rank_label: str
+    name: str
+    score_us: float | None
+    rounds: int
+    vs_leader: str  # "ratio 1.0312 (95% CI 1.02-1.04) vs orig", or ""
+    failed: str
+
+
+@dataclass
+class FinalView:
+    final_id: int | None
+    rounds: int
+    margin: float
+    finished_at: str
+    rows: list[FinalRow]
+    undecided: list[str]
 
 
 @dataclass
@@ -308,6 +329,38 @@ def _board_section(
         best_so_far=_best_so_far(history),
         notes=notes,
         tie_rule=tie_rule_text(margin),
+        final=_final_view(b.final),
+    )
+
+
+def _final_view(final: dict[str, Any] | None) -> FinalView | None:
+    if not final:
+        return None
+    rows = []
+    for p in final.get("places", []):
+        vs = p.get("vs_leader") or {}
+        text = (
+            f"ratio {vs['ratio']:.4f} (95% CI {vs['low']:.4f}-{vs['high']:.4f}) vs {vs.get('leader')}"
+            if vs.get("low") is not None
+            else ""
+        )
+        rows.append(
+            FinalRow(
+                str(p.get("rank_label")),
+                str(p.get("name")),
+                finite(p.get("score_us")),
+                int(p.get("rounds") or 0),
+                text,
+                str(p.get("failed") or ""),
+            )
+        )
+    return FinalView(
+        final.get("final_id"),
+        int(final.get("rounds") or 0),
+        float(final.get("margin") or 0.0),
+        str(final.get("finished_at") or ""),
+        rows,
+        [" / ".join(u) for u in final.get("undecided") or []],
     )
 
 
