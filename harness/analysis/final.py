@@ -120,15 +120,20 @@ def rank_final(entries: Sequence[FinalEntry], margin: float = DEFAULT_MARGIN) ->
             else:
                 leader = i
         places.append(place)
-    undecided = []
-    for a, b in itertools.pairwise(live):
-        d = paired([a.scores[r] for r in rounds], [b.scores[r] for r in rounds], margin)
-        if not d.settled:
-            undecided.append((a.name, b.name))
+    undecided = _undecided(live, rounds, margin)
     for e in entries:
         if e.failed is not None:
             places.append(FinalPlace(0, False, e.name, e.sha256, None, len(e.scores), failed=e.failed))
     return FinalRanking(places, len(rounds), undecided, margin)
+
+
+def _undecided(live: Sequence[FinalEntry], rounds: Sequence[int], margin: float) -> list[tuple[str, str]]:
+    """Neighbours in the ranking whose paired decision is not settled."""
+    out = []
+    for a, b in itertools.pairwise(live):
+        if not paired([a.scores[r] for r in rounds], [b.scores[r] for r in rounds], margin).settled:
+            out.append((a.name, b.name))
+    return out
 
 
 def needs_more_rounds(ranking: FinalRanking, min_rounds: int, max_rounds: int) -> bool:

@@ -334,14 +334,10 @@ def _entry(best: tuple[Score, RunLike, list[ShapeTime]], spread: Spread, leader:
     )
 
 
-def _board(
-    dev: str,
-    runs: Sequence[RunLike],
-    cases: Mapping[int, Sequence[CaseLike]],
-    rule: RankRule,
-    blocks: Mapping[int, Sequence[float]],
-    margin: float,
-) -> DeviceBoard:
+def _best_per_content(
+    runs: Sequence[RunLike], cases: Mapping[int, Sequence[CaseLike]], rule: RankRule
+) -> tuple[list[tuple[Score, RunLike, list[ShapeTime]]], dict[str, list[str]], list[Unranked]]:
+    """Per content hash: its best run (or, with none, an unranked line) and every name it ran under."""
     by_sub: dict[str, list[RunLike]] = {}
     for r in runs:
         by_sub.setdefault(r.submission_sha256, []).append(r)
@@ -355,6 +351,18 @@ def _board(
             continue
         best.append(top)
         aliases[sha] = sorted({r.display_name for r in sub_runs})
+    return best, aliases, unranked
+
+
+def _board(
+    dev: str,
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]],
+    margin: float,
+) -> DeviceBoard:
+    best, aliases, unranked = _best_per_content(runs, cases, rule)
     best.sort(key=lambda t: (t[0].value_us, t[1].display_name))
     spreads = [entry_spread(s, shapes, blocks.get(r.id, ())) for s, r, shapes in best]
     leader = best[0][0].value_us if best else math.nan

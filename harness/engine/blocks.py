@@ -65,9 +65,7 @@ def merge_cases(parts: list[CaseResult]) -> CaseResult:
     samples = [x for p in parts if p.stats is not None for x in p.stats.samples_ns]
     verdict = worst_verdict(p.verdict for p in parts)
     message = next((p.message for p in parts if p.verdict == verdict), last.message)
-    warnings: list[str] = []
-    for p in parts:
-        warnings += [w for w in p.warnings if w not in warnings]
+    warnings = list(dict.fromkeys(w for p in parts for w in p.warnings))
     merged = CaseResult(
         last.kind,
         last.spec,
@@ -82,9 +80,15 @@ def merge_cases(parts: list[CaseResult]) -> CaseResult:
     for p in parts:
         for key, value in p.extra.items():
             merged.extra.setdefault(key, value)  # a failed block's traceback, when the last one has none
-    if merged.sol is not None and merged.sol.time_ns and merged.stats is not None and merged.stats.mean > 0:
-        merged.sol.percent = 100.0 * merged.sol.time_ns / merged.stats.mean
+    _rescale_sol(merged)
     return merged
+
+
+def _rescale_sol(case: CaseResult) -> None:
+    """The % of the speed of light against the merged mean (the last block's was against its own)."""
+    sol, stats = case.sol, case.stats
+    if sol is not None and sol.time_ns and stats is not None and stats.mean > 0:
+        sol.percent = 100.0 * sol.time_ns / stats.mean
 
 
 def _throttle_reasons(*readings: dict) -> list[str]:
@@ -149,23 +153,31 @@ class TimedBlocks:
         self._fill(record, b, time.monotonic() - t0)
         return ok
 
-    def _fill(self, record: BlockRecord, b: int, wall_s: float) -> None:
-        means: list[float | None] = []
-        counts: list[int] = []
+    def _block_stats(self, b: int) -> list[Stats | None]:
+        """Each shape's stats in block ``b`` (None: not timed there, or it did not pass)."""
+        out: list[Stats | None] = []
         for parts in self.parts:
             part = parts[b] if len(parts) > b else None
-            stats = part.stats if part is not None and part.verdict == PASS else None
-            means.append(stats.mean / 1e3 if stats is not None else None)
-            counts.append(stats.runs if stats is not None else 0)
-        record.shape_means_us, record.samples, record.wall_s = means, counts, wall_s
+            out.append(part.stats if part is not None and part.verdict == PASS else None)
+        return out
+
+    def _readings(self, record: BlockRecord, b: int) -> list[dict]:
+        """Every NVML reading of block ``b``: the block's own and its cases'."""
+        readings = [record.clocks_before, record.clocks_after]
+        for parts in self.parts:
+            clocks = parts[b].clocks if len(parts) > b else None
+            if clocks is not None:
+                readings += [clocks.before, clocks.after or {}]
+        return readings
+
+    def _fill(self, record: BlockRecord, b: int, wall_s: float) -> None:
+        stats = self._block_stats(b)
+        means = [s.mean / 1e3 if s is not None else None for s in stats]
+        record.shape_means_us, record.samples, record.wall_s = means, [s.runs if s else 0 for s in stats], wall_s
         timed = [m for m in means if m is not None]
         if len(timed) == len(means) and all(m > 0 for m in timed):
             record.score_us = combine(timed, self.ctx.task.ranking_by)
-        case_clocks = [c.clocks for parts in self.parts for c in parts[b : b + 1] if c.clocks is not None]
-        readings = [record.clocks_before, record.clocks_after]
-        for clocks in case_clocks:
-            readings += [clocks.before, clocks.after or {}]
-        record.throttled = _throttle_reasons(*readings)
+        record.throttled = _throttle_reasons(*self._readings(record, b))
         if record.throttled:
             warning = (
                 f"block {b + 1} was {THROTTLE_FLAG} ({', '.join(record.throttled)}): its times may be slower "

@@ -277,18 +277,9 @@ def _best_so_far(history: list[HistoryPoint]) -> list[HistoryPoint]:
     return best
 
 
-def _board_section(
-    task: str,
-    rule: RankRule,
-    b: DeviceBoard,
-    runs: list[RunRow],
-    cases: dict[int, list[CaseRow]],
-    results: dict[int, RunResult | None],
-    margin: float,
-) -> BoardSection:
-    device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
-    series, floor, notes = [], {}, []
-    sol_notes = set()
+def _series(b: DeviceBoard, results: dict[int, RunResult | None]) -> tuple[list[Series], dict[str, float], set[str]]:
+    """The per-shape plots' traces, the speed-of-light floor per shape, and why some shapes have none."""
+    series, floor, sol_notes = [], {}, set()
     names = [e.name for e in b.ranked]
     for e in b.ranked:
         sol = _sol_by_shape(results.get(e.run_id))
@@ -303,15 +294,34 @@ def _board_section(
                 points.append(ShapePoint(s.label, s.mean_us, finite(s.stderr_us), percent))
         label = e.name if names.count(e.name) == 1 else f"{e.name} ({e.sha256[:8]})"
         series.append(Series(e.name, label, e.run_id, points))
+    return series, floor, sol_notes
+
+
+def _sol_notes(b: DeviceBoard, floor: dict[str, float], sol_notes: set[str]) -> list[str]:
     if not b.ranked:
-        notes.append("no ranked submission on this device yet, so there is nothing to plot")
-    elif len(floor) < len(b.shapes):
+        return ["no ranked submission on this device yet, so there is nothing to plot"]
+    if len(floor) < len(b.shapes):
         missing = [s for s in b.shapes if s not in floor]
         why = "; ".join(sorted(sol_notes)) or "the stored results carry no speed-of-light figure"
-        notes.append(
+        return [
             f"no speed of light for {len(missing)} of {len(b.shapes)} shapes ({why}), "
             "so the floor and the % of SOL view are missing there"
-        )
+        ]
+    return []
+
+
+def _board_section(
+    task: str,
+    rule: RankRule,
+    b: DeviceBoard,
+    runs: list[RunRow],
+    cases: dict[int, list[CaseRow]],
+    results: dict[int, RunResult | None],
+    margin: float,
+) -> BoardSection:
+    device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
+    series, floor, sol_notes = _series(b, results)
+    notes = _sol_notes(b, floor, sol_notes)
     notes += interval_notes(b.ranked)
     history = _history(device_runs, cases, rule)
     return BoardSection(
@@ -364,11 +374,14 @@ def _final_view(final: dict[str, Any] | None) -> FinalView | None:
     )
 
 
+def _us(ns: Any) -> float | None:
+    """Nanoseconds as microseconds; None when missing or not finite."""
+    value = finite(ns)
+    return value / 1e3 if value is not None else None
+
+
 def _case_line(c: CaseResult, run_timing: str) -> CaseLine:
     s, sol, extra = c.stats, c.sol, c.extra or {}
-    mean = finite(s.mean) / 1e3 if s and finite(s.mean) is not None else None
-    stderr = finite(s.stderr) / 1e3 if s and finite(s.stderr) is not None else None
-    ko = finite(extra.get("kernel_only_ns"))
     method = extra.get("kernel_only_method")
     timing = run_timing.split(":")[0] if c.kind != "test" and run_timing else ""
     if method:
@@ -379,11 +392,11 @@ def _case_line(c: CaseResult, run_timing: str) -> CaseLine:
         verdict=c.verdict,
         message=c.message or "",
         runs=s.runs if s else None,
-        mean_us=mean,
-        stderr_us=stderr,
-        kernel_only_us=ko / 1e3 if ko is not None else None,
+        mean_us=_us(s.mean) if s else None,
+        stderr_us=_us(s.stderr) if s else None,
+        kernel_only_us=_us(extra.get("kernel_only_ns")),
         kernel_only_note=str(extra.get("kernel_only_note") or ""),
-        sol_us=finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) is not None else None,
+        sol_us=_us(sol.time_ns) if sol else None,
         sol_percent=finite(sol.percent) if sol else None,
         sol_note=(sol.note if sol else "") or "",
         timing=timing,
@@ -402,21 +415,34 @@ def _place(row: RunRow, board: Leaderboard | None) -> str:
     return "not the run that counts for this submission on the board (another run of it is better or newer)"
 
 
-def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+def _page_notes(result: RunResult | None, cases: list[CaseLine]) -> list[str]:
     notes = []
     if result is None:
         notes.append("this run never stored a result (it was interrupted, or is still running): no cases, no timings")
-    timing = result.timing_method if result else ""
-    cases = [_case_line(c, timing) for c in result.cases] if result else []
     if result and not cases:
         notes.append("the stored result has no cases")
     if any(c.kind != "test" and c.verdict == "pass" and c.mean_us is None for c in cases):
         notes.append("some passed benchmark cases have no mean time (missing or NaN in the stored result)")
-    device = (
-        {k: v for k, v in vars(result.device).items() if v is not None}
-        if result
-        else {"name": row.device_name, "kind": row.device_kind}
-    )
+    return notes
+
+
+def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+    if result is None:
+        return _summary_page(row, board, siblings)
+    timing = result.timing_method
+    cases = [_case_line(c, timing) for c in result.cases]
+    page = _summary_page(row, board, siblings)
+    page.device = {k: v for k, v in vars(result.device).items() if v is not None}
+    page.score_us, page.score_ci_us = finite(result.score_us), result.score_ci_us
+    page.timing_method, page.warnings, page.cases = timing, list(result.warnings), cases
+    page.notes = _page_notes(result, cases)
+    page.interval_method = _interval_method(result)
+    page.blocks = [_block_line(b, result) for b in result.blocks]
+    return page
+
+
+def _summary_page(row: RunRow, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+    """A run's page from its row alone (what a run without a stored result shows)."""
     return RunPage(
         run_id=row.id,
         task=row.task,
@@ -430,21 +456,19 @@ def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, 
         started_at=row.started_at,
         finished_at=row.finished_at,
         wall_s=finite(row.wall_s),
-        score_us=finite(result.score_us) if result else None,
-        score_ci_us=result.score_ci_us if result else None,
-        device=device,
+        score_us=None,
+        score_ci_us=None,
+        device={"name": row.device_name, "kind": row.device_kind},
         software=dict(row.software),
         harness_version=row.harness_version,
         git_commit=row.git_commit,
-        timing_method=timing,
-        warnings=list(result.warnings) if result else [],
-        cases=cases,
+        timing_method="",
+        warnings=[],
+        cases=[],
         board_anchor=_section_anchor(row.task, row.device_name or UNKNOWN_DEVICE),
         board_place=_place(row, board),
         other_runs=[r for r in siblings if r.id != row.id],
-        notes=notes,
-        interval_method=_interval_method(result),
-        blocks=[_block_line(b, result) for b in result.blocks] if result else [],
+        notes=_page_notes(None, []),
     )
 
 
