@@ -94,8 +94,8 @@ class BenchmarkLoop:
         unranked runs reuse one fixed set of inputs for every sample of the case."""
         ranked = self.ctx.ranked
         if ranked:
-            warm = self.inputs.generate(c.spec, WARMUP_INDEX + c.offset, 1)
-            data = self.inputs.place(*warm, deadline)[0]
+            warm_specs, warm = self.inputs.generate(c.spec, WARMUP_INDEX + c.offset, 1)
+            data = self.inputs.place(warm_specs, warm, deadline)[0]
         else:
             fixed_specs, c.fixed = self.inputs.generate(c.spec, c.offset, c.batch)
             c.fixed_items = self.inputs.place(fixed_specs, c.fixed, deadline)

@@ -218,6 +218,7 @@ def renew_worker(session: WorkerSession, deadline: float) -> tuple[str, str] | N
     if reason:
         raise WorkerFailure(REJECTED, reason)
     if not reply.ok:
-        raise WorkerFailure(ERROR, f"the submission could not be re-imported for a new block: {reply.error}")
+        error = getattr(reply, "error", "no reason given")
+        raise WorkerFailure(ERROR, f"the submission could not be re-imported for a new block: {error}")
     session.baseline_threads = None
     return output

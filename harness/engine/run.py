@@ -30,7 +30,7 @@ from harness.engine.scan import prescan
 from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
-from harness.messages import Called, Profiled
+from harness.messages import Called, Failed, Loaded, Profiled
 from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult, ScoreInterval
 
 ONE_PROCESS_NOTE = (
@@ -123,14 +123,15 @@ class Run:
 
     def _import(self, result: RunResult, deadline: float) -> bool:
         """Imports the submission in the worker; False (with the import case) when that failed."""
-        reply = self.session.load(deadline)
-        if reply.ok:
+        session = self._session()
+        reply = session.load(deadline)
+        if isinstance(reply, Loaded):
             result.timing_method, self.ctx.gated = reply.timing_method, reply.gated
-        reason = self.session.rejection(reply)
+        reason = session.rejection(reply)
         if reason:
             result.message = reason
             self.cases.append(CaseResult("import", {}, REJECTED, result.message))
-        elif not reply.ok:
+        elif isinstance(reply, Failed):
             result.message = reply.error
             self.cases.append(CaseResult("import", {}, ERROR, result.message, extra=verdicts.tracebacks(reply)))
         return not reason and reply.ok
@@ -152,6 +153,10 @@ class Run:
             self.cases += self.blocks.run(deadline)
         return None
 
+    def _session(self) -> WorkerSession:
+        assert self.session is not None, "the worker session starts before any case runs"
+        return self.session
+
     def _renew(self, deadline: float) -> None:
         """A fresh worker for the next block (its predecessor's output kept for the result)."""
         assert self.session is not None
@@ -164,12 +169,13 @@ class Run:
         for i in range(len(self.ctx.task.tests)):
             # ranked runs test on secret-derived inputs too: precomputed public outputs cannot pass by replay
             spec, label, data, item = inputs.one("test", i, self.ctx.task.tests, deadline, fresh=self.ctx.ranked)
-            reply = self.session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
-            reason = self.session.rejection(reply)
+            session = self._session()
+            reply = session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
+            reason = session.rejection(reply)
             if reason:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
                 return False
-            if not reply.ok:
+            if isinstance(reply, Failed):
                 self.cases.append(CaseResult("test", spec, ERROR, reply.error, extra=verdicts.tracebacks(reply)))
                 continue
             [out] = checker.outputs([reply.output])
@@ -180,11 +186,12 @@ class Run:
     def _profile(self, inputs: Inputs, deadline: float) -> None:
         for i in range(len(self.ctx.task.benchmarks)):
             spec, label, _data, item = inputs.one("profile", i, self.ctx.task.benchmarks, deadline)
-            reply = self.session.request(
+            session = self._session()
+            reply = session.request(
                 "profile", {"op": "profile", "data": item}, deadline, f"profiling {label}", Profiled
             )
-            reason = self.session.rejection(reply)
-            if not reply.ok or reason:
+            reason = session.rejection(reply)
+            if isinstance(reply, Failed) or reason:
                 self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), reply, reason))
                 continue
             self.cases.append(CaseResult("benchmark", spec, PASS, "profiled", extra={"profile_table": reply.table}))
@@ -226,7 +233,8 @@ class Run:
             samples = [c.stats.samples_ns for c in result.benchmark_cases() if c.stats is not None]
             result.score_ci_us = score_ci_us(samples, self.ctx.task.ranking_by)
         if result.score_ci_us is not None:
-            result.score_interval = ScoreInterval(*result.score_ci_us, "bootstrap-samples", len(result.blocks) or 1)
+            low, high = result.score_ci_us
+            result.score_interval = ScoreInterval(low, high, "bootstrap-samples", len(result.blocks) or 1)
             if self.ctx.mode.runs_benchmarks and ONE_PROCESS_NOTE not in self.ctx.warnings:
                 self.ctx.warnings.append(ONE_PROCESS_NOTE)
 
