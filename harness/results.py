@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,11 +39,11 @@ VERDICTS = (PASS, FAIL, ERROR, TIMEOUT, REJECTED, NOT_RUN)
 _SEVERITY = {PASS: 0, NOT_RUN: 1, FAIL: 2, ERROR: 3, TIMEOUT: 4, REJECTED: 5}
 
 
-def worst_verdict(verdicts) -> str:
-    verdicts = list(verdicts)
-    if not verdicts:
+def worst_verdict(verdicts: Iterable[str]) -> str:
+    listed = list(verdicts)
+    if not listed:
         return ERROR
-    return max(verdicts, key=_SEVERITY.__getitem__)
+    return max(listed, key=_SEVERITY.__getitem__)
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Stats:
     max: float
 
     @classmethod
-    def from_samples(cls, samples_ns) -> Stats:
+    def from_samples(cls, samples_ns: Iterable[float]) -> Stats:
         xs = [float(x) for x in samples_ns]
         if not xs:
             raise ValueError("Stats need at least one sample")
@@ -75,7 +76,10 @@ class Stats:
     def from_dict(cls, d: dict[str, Any]) -> Stats:
         """From the JSON form, where NaN (the std of a single sample) was stored as null."""
         nan = float("nan")
-        return cls(**{k: (nan if v is None and k not in ("samples_ns", "runs") else v) for k, v in d.items()})
+        fields: dict[str, Any] = {
+            k: (nan if v is None and k not in ("samples_ns", "runs") else v) for k, v in d.items()
+        }
+        return cls(**fields)
 
     @property
     def relative_error(self) -> float:
@@ -106,7 +110,7 @@ class CaseResult:
     extra: dict[str, Any] = field(default_factory=dict)  # the records of harness.extras, flat (see there)
     warnings: list[str] = field(default_factory=list)
 
-    def record(self, *records) -> None:
+    def record(self, *records: Any) -> None:
         """Writes records of ``harness.extras`` into ``extra``, under their JSON keys."""
         for rec in records:
             self.extra.update(rec.to_extra())
@@ -246,7 +250,7 @@ class RunResult:
         return [c for c in self.cases if c.kind in ("benchmark", "leaderboard")]
 
 
-def json_safe(obj):
+def json_safe(obj: Any) -> Any:
     """JSON cannot carry NaN/inf: store them as null."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None

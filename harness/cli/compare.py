@@ -130,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
     name_a, name_b = run_a.display_name, run_b.display_name
     if name_a == name_b:
         name_a, name_b = f"{name_a} (run {run_a.id})", f"{name_b} (run {run_b.id})"
-    shapes_a = {shape_label(c.spec): c.stats for c in cases[run_a.id] if c.kind in BENCHMARK_KINDS}
-    shapes_b = {shape_label(c.spec): c.stats for c in cases[run_b.id] if c.kind in BENCHMARK_KINDS}
+    shapes_a, shapes_b = _shapes(cases[run_a.id]), _shapes(cases[run_b.id])
     common = [label for label in shapes_a if label in shapes_b]
     if not common:
         raise UsageError(f"{name_a} and {name_b} share no benchmark shape (rerun them in the same mode)")
@@ -166,6 +165,11 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write("\noverall (geometric mean over shapes): " + stats.describe(overall, name_a, name_b) + "\n")
     sys.stdout.write("verdict (as the leaderboard decides): " + _decision_text(decision, name_a, name_b) + "\n")
     return 0
+
+
+def _shapes(cases: Any) -> dict[str, Stats]:
+    """A run's benchmark cases with timings, by shape label."""
+    return {shape_label(c.spec): c.stats for c in cases if c.kind in BENCHMARK_KINDS and c.stats is not None}
 
 
 def _shape_row(label: str, a: Stats, b: Stats, r: stats.Ratio) -> list[str]:

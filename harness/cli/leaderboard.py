@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -33,7 +34,7 @@ and Plotly's JavaScript): it opens from disk or any static host and loads nothin
 With another format, -o writes the text to that file instead of stdout."""
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--task", help="task name, e.g. mxfp4_mm")
     which.add_argument("--all-tasks", action="store_true", help="every task that has results in the store")
@@ -65,11 +66,11 @@ def add_arguments(parser) -> None:
     add_results_dir_argument(parser)
 
 
-def _tasks(args) -> list[str] | None:
+def _tasks(args: argparse.Namespace) -> list[str] | None:
     return None if args.all_tasks else [args.task]
 
 
-def _write_site(args) -> int:
+def _write_site(args: argparse.Namespace) -> int:
     if not args.output:
         raise UsageError("--format html writes a folder: pass -o DIR (for example -o site/)")
     from harness.report.site import build_site  # Plotly and Jinja2: loaded only for the site
@@ -90,7 +91,7 @@ def _all_task_names(results_dir: str | None) -> list[str]:
         return st.tasks()
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     check_store_exists(args.results_dir)  # a read-only command never creates a store
     if args.format == "html":
         return _write_site(args)

@@ -174,7 +174,7 @@ def stored_block_scores(st: Store, runs: Sequence[RunRow]) -> dict[int, list[flo
 MODE_PREFERENCE = ("leaderboard", "test+benchmark", "benchmark")
 
 
-def choose_mode(runs, wanted: str | None) -> tuple[str | None, str | None]:
+def choose_mode(runs: Sequence[RunRow], wanted: str | None) -> tuple[str | None, str | None]:
     """(the one mode to rank, a note for stderr when it is not the leaderboard mode by default).
     Runs of different modes are not ranked together: their inputs and timing budgets differ."""
     if wanted is not None:

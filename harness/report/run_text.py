@@ -107,7 +107,8 @@ def _all_cases_note(cases: list[CaseResult]) -> list[str] | None:
         for c in cases
     ):
         return None
-    notes = {c.extra["kernel_only_note"] for c in cases} | {c.extra.get("profiler_note") for c in cases} - {None}
+    notes = {str(c.extra["kernel_only_note"]) for c in cases}
+    notes |= {str(c.extra["profiler_note"]) for c in cases if c.extra.get("profiler_note") is not None}
     if len(notes) > 2:
         return None
     return ["", "kernel-only / timing check, all cases: " + "; ".join(sorted(notes))]
@@ -175,7 +176,7 @@ def render_output_excerpt(result: RunResult, limit: int = 2000, verbose: bool = 
             t = text if len(text) <= limit else text[: limit // 2] + "\n[...]\n" + text[-limit // 2 :]
             parts.append(f"--- submission {name} ---\n{t.rstrip()}")
     key = "traceback_full" if verbose else "traceback"
-    tbs = [c.extra.get(key) or c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
+    tbs = [str(c.extra.get(key) or c.extra.get("traceback")) for c in result.cases if c.extra.get("traceback")]
     if tbs:
         parts.append(
             (

@@ -23,7 +23,7 @@ from harness.store.database import CaseRow, RunRow, Store
 RUNS_DIR = "runs"
 
 
-def finite(x) -> float | None:
+def finite(x: Any) -> float | None:
     """``x`` as a float, or None when it is missing, NaN or infinite."""
     if x is None:
         return None
@@ -221,7 +221,7 @@ def _section_anchor(task: str, device: str) -> str:
     return f"{slug(task)}--{slug(device)}"
 
 
-def _gap(e) -> str:
+def _gap(e: Entry) -> str:
     return "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{e.gap_us:.2f} us)"
 
 
@@ -250,7 +250,7 @@ def _sol_by_shape(result: RunResult | None) -> dict[str, tuple[float | None, flo
     out = {}
     for c in result.benchmark_cases() if result else []:
         sol = c.sol
-        time_us = finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) else None
+        time_us = _us(sol.time_ns) if sol else None
         out[shape_label(c.spec)] = (time_us, finite(sol.percent) if sol else None, (sol.note if sol else "") or "")
     return out
 
@@ -279,7 +279,9 @@ def _best_so_far(history: list[HistoryPoint]) -> list[HistoryPoint]:
 
 def _series(b: DeviceBoard, results: dict[int, RunResult | None]) -> tuple[list[Series], dict[str, float], set[str]]:
     """The per-shape plots' traces, the speed-of-light floor per shape, and why some shapes have none."""
-    series, floor, sol_notes = [], {}, set()
+    series: list[Series] = []
+    floor: dict[str, float] = {}
+    sol_notes: set[str] = set()
     names = [e.name for e in b.ranked]
     for e in b.ranked:
         sol = _sol_by_shape(results.get(e.run_id))
