@@ -144,3 +144,17 @@ def test_a_rejection_in_the_first_block_ends_the_blocks():
     run = _run(Mode.LEADERBOARD, session=session, benchmarks=benchmarks)
     assert benchmarks.blocks_seen == 1 and not getattr(session, "stops", 0)
     assert sorted(c.verdict for c in run.cases if c.kind == "leaderboard") == ["not_run", REJECTED]
+
+
+class ThrottledBenchmarks(FakeBenchmarks):
+    def read_clocks(self):
+        return {"sm_mhz": 1500, "temp_c": 88, "throttle": ["hw_thermal"]}
+
+
+def test_a_block_measured_while_throttled_is_flagged():
+    run = _run(Mode.LEADERBOARD, benchmarks=ThrottledBenchmarks())
+    assert all(r.throttled == ["hw_thermal"] for r in run.blocks.records)
+    assert any("measured while the GPU throttled" in w and "hw_thermal" in w for w in run.ctx.warnings)
+    calm = _run(Mode.LEADERBOARD)
+    assert not any(r.throttled for r in calm.blocks.records)
+    assert not any("throttled" in w for w in calm.ctx.warnings)
