@@ -100,6 +100,7 @@ def summarize(results: list[Any], margin: float) -> dict[str, Any]:
     return {
         "runs": len(results),
         "passed": len(scores),
+        "failures": [f"{r.verdict}: {r.message}" for r in results if not r.score_us],
         "scores_us": scores,
         "blocks": blocks,
         "half_width_rel": [(si.high_us - si.low_us) / (si.high_us + si.low_us) for si in intervals],

@@ -44,6 +44,7 @@ def test_noise_quick_writes_the_spreads(tmp_path):
     data = _bench("noise.py", tmp_path / "noise.json")
     (task,) = data["tasks"]
     assert task["runs"] == 2 and task["blocks"] == 3 and task["protocol"]
+    assert task["passed"] == 2, task["failures"]
     for key in ("within_block_rel_se", "between_block_sd", "between_run_sd", "coverage", "resolvable"):
         assert task[key] is not None, key
     assert [row["blocks"] for row in task["frontier"]][:3] == [1, 2, 3]
