@@ -5,12 +5,12 @@ Boards: each board is a fresh ``run-all`` (leaderboard mode, a fresh random secr
 Reported per task: boards with all copies tied, the median 95% half-width as a fraction of the score, and
 the wall time per board.
 
-Finals: each is a fresh ``run-all`` of the example, one copy and a variant that is ``--slowdown`` slower
-(the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin on the CPU; the sleep
-is calibrated from the first board's per-shape means so that the task's score grows by the slowdown),
-then a final scoring of the three (``harness.engine.final``). A final passes when the variant is ranked
-below the original (not tied with it) and the copy is tied with the original. The variant's slowdown is
-measured by the same runs: its board score and its final score against the original's.
+Finals: each is a final scoring (``harness.engine.final``) of the example, one copy and a variant that is
+``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
+on the CPU; calibrated from the first board's per-shape means so that the task's score grows by the
+slowdown). A final passes when the variant is ranked below the original (not tied with it) and the copy
+is tied with the original. The variant's slowdown is measured separately, by one ranked run of the
+original and one of the variant, and again by the finals' own scores.
 
 GPU (the lead's command; about 15 minutes of H200 with the warm worker pool of issue #49):
     python bench/ranks.py --task mxfp4_mm --boards 10 --finals 5 && python bench/ranks.py --task nvfp4_gemm --boards 4 --finals 0
@@ -149,7 +149,22 @@ def boards(task: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The variant's slowdown, measured apart from the finals: one ranked run of each (a fresh secret)."""
+    from harness.api import run_submission
+
+    scores = {}
+    for name, path in (("orig", orig), ("slow", slow)):
+        r = run_submission(str(path), task, "leaderboard", _options(args))
+        scores[name] = r.score_us
+        say(f"{task}: slowdown run of {name}: {r.verdict} {r.score_us}")
+    ratio = scores["slow"] / scores["orig"] - 1 if scores["slow"] and scores["orig"] else None
+    return {"scores_us": scores, "slowdown": ratio}
+
+
 def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namespace) -> dict[str, Any]:
+    import hashlib
+
     from harness.engine.final import FinalPlan, block_options, run_final
     from harness.engine.runner import run_submission
     from harness.store.database import open_store
@@ -158,38 +173,40 @@ def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namesp
     spec = load_task(task)
     gpu = args.device != "cpu"
     extra = extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
+    options = block_options(_options(args), gpu)
+    device = machine(args.device)["device"]
+
+    def run_block(path: str, _round: int, secret: str) -> Any:
+        return run_submission(path, task, "leaderboard", replace(options, secret=secret))
+
     out: list[dict[str, Any]] = []
+    separate: dict[str, Any] = {}
     for k in range(args.finals):
         with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
             folder = Path(tmp)
-            copy_file(src, folder / "orig.py", 0)
-            copy_file(src, folder / "copy.py", 1)
+            paths = [copy_file(src, folder / "orig.py", 0), copy_file(src, folder / "copy.py", 1)]
             variant = write_variant(src, folder / "slow.py", extra, gpu, args.cycles_per_us)
-            section, wall = one_board(task, folder, args)
-            entries = [(e.sha256, e.name, e.path) for e in section.ranked]
-            board_scores = {e.name: e.score_us for e in section.ranked}
-            options = block_options(_options(args), gpu)
-
-            def run_block(path: str, _round: int, secret: str, options: Any = options) -> Any:
-                return run_submission(path, task, "leaderboard", replace(options, secret=secret))
-
-            plan = FinalPlan(spec.name, section.device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
+            paths.append(folder / "slow.py")
+            if k == 0:
+                separate = measured_slowdown(task, paths[0], paths[2], args)
+            entries = [(hashlib.sha256(p.read_bytes()).hexdigest(), p.stem, str(p)) for p in paths]
+            plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
             t0 = time.monotonic()
             with open_store(str(folder / "store")) as st:
                 _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
             final_wall = time.monotonic() - t0
-        out.append(_final_outcome(ranking, board_scores, variant, wall, final_wall))
+        out.append(_final_outcome(ranking, variant, final_wall))
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
     return {
         "slowdown_target": args.slowdown,
+        "slowdown_measured_separately": separate,
         "finals": out,
         "finals_passed": sum(f["pass"] for f in out),
         "median_final_slowdown": median([f["final_slowdown"] for f in out]),
-        "median_board_slowdown": median([f["board_slowdown"] for f in out]),
     }
 
 
-def _final_outcome(ranking: Any, board: dict[str, float], variant: dict, wall: float, final_wall: float) -> dict:
+def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
     places = {p.name: p for p in ranking.places}
     orig, copy, slow = places.get("orig"), places.get("copy"), places.get("slow")
     ok = (
@@ -208,9 +225,7 @@ def _final_outcome(ranking: Any, board: dict[str, float], variant: dict, wall: f
         "undecided": ranking.undecided,
         "final_scores_us": {p.name: p.score_us for p in ranking.places},
         "final_slowdown": ratio(slow.score_us, orig.score_us) if slow and orig else None,
-        "board_slowdown": ratio(board.get("slow"), board.get("orig")),
         "variant": variant,
-        "board_wall_s": wall,
         "final_wall_s": final_wall,
     }
 
@@ -265,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
             + (
                 f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "
-                f"{_pct(r['median_final_slowdown'])} (final) / {_pct(r['median_board_slowdown'])} (board)"
+                f"{_pct(r['median_final_slowdown'])} (finals) / "
+                f"{_pct(r['slowdown_measured_separately'].get('slowdown'))} (measured separately)"
                 if r.get("finals")
                 else ""
             )

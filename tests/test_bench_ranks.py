@@ -37,6 +37,7 @@ def test_ranks_quick_writes_boards_and_a_final(tmp_path):
     (final,) = task["finals"]
     assert sorted(final["ranks"]) == ["copy", "orig", "slow"] and final["rounds"] == 2
     assert final["variant"]["spin_s"] > 0 and task["finals_passed"] == int(final["pass"])
+    assert set(task["slowdown_measured_separately"]["scores_us"]) == {"orig", "slow"}
 
 
 @pytest.mark.slow

@@ -124,3 +124,21 @@ def test_the_site_shows_the_latest_final(tmp_path):
     assert section.final is not None and [r.rank_label for r in section.final.rows] == ["=1", "=1", "3"]
     html = (tmp_path / "site" / "index.html").read_text()
     assert "Final scoring 1" in html and "No complete passing run" not in html
+
+
+def test_the_final_command_refuses_what_it_cannot_score(tmp_path, capsys):
+    from harness.cli.main import main
+
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        st.record(make_result("alone", sha="a" * 64))
+    argv = ["final", "--task", "mxfp4_mm", "--top", "3", "--device", "cpu", "--board-device", "NVIDIA H200"]
+    assert main([*argv, "--results-dir", d]) == 2
+    assert "needs two or more" in capsys.readouterr().err
+    with open_store(d) as st:
+        st.record(make_result("other", sha="b" * 64))  # its file /subs/other.py does not exist
+    assert main([*argv, "--results-dir", d]) == 2
+    err = capsys.readouterr().err
+    assert "is gone" in err and "restore it" in err
+    assert main([*argv, "--min-rounds", "5", "--max-rounds", "2", "--results-dir", d]) == 2
+    assert "--max-rounds" in capsys.readouterr().err
