@@ -214,9 +214,9 @@ class TimedBlocks:
         return out
 
 
-def renew_worker(session: WorkerSession, deadline: float) -> tuple[str, str] | None:
-    """Replaces the worker with a fresh one that imports the submission again; the old one's output."""
-    output = session.stop()
+def renew_worker(session: WorkerSession, deadline: float) -> None:
+    """Replaces the worker with a fresh one that imports the submission again."""
+    session.stop()
     session.start(deadline)
     reply = session.load(deadline, "re-importing the submission for a new block")
     reason = session.rejection(reply)
@@ -226,4 +226,3 @@ def renew_worker(session: WorkerSession, deadline: float) -> tuple[str, str] | N
         error = getattr(reply, "error", "no reason given")
         raise WorkerFailure(ERROR, f"the submission could not be re-imported for a new block: {error}")
     session.baseline_threads = None
-    return output

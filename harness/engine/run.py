@@ -64,7 +64,6 @@ class Run:
         self.session: WorkerSession | None = None
         self.benchmarks: BenchmarkLoop | None = None
         self.blocks: TimedBlocks | None = None
-        self.outputs: list[tuple[str, str]] = []  # the captured output of workers replaced between blocks
 
     def execute(self) -> RunResult:
         ctx, t0 = self.ctx, time.monotonic()
@@ -158,11 +157,9 @@ class Run:
         return self.session
 
     def _renew(self, deadline: float) -> None:
-        """A fresh worker for the next block (its predecessor's output kept for the result)."""
-        assert self.session is not None
-        output = renew_worker(self.session, deadline)
-        if output is not None:
-            self.outputs.append(output)
+        """A fresh worker for the next block (every worker of the run writes to the same capture files,
+        so the last stop returns all of their output)."""
+        renew_worker(self._session(), deadline)
 
     def _tests(self, inputs: Inputs, checker: Checker, deadline: float) -> bool:
         """Runs every test case; True when all passed (a rejection stops at once)."""
@@ -201,10 +198,8 @@ class Run:
             self.benchmarks.close()
         if self.session is not None:
             output = self.session.stop()
-            outputs = [*self.outputs, *([output] if output is not None else [])]
-            if outputs:
-                result.stdout = "".join(o[0] for o in outputs)
-                result.stderr = "".join(o[1] for o in outputs)
+            if output is not None:
+                result.stdout, result.stderr = output
         if self.sandbox is not None:
             self.sandbox.remove()
 
