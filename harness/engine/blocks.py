@@ -113,6 +113,7 @@ class TimedBlocks:
     parts: list[list[CaseResult]] = field(default_factory=list)
     records: list[BlockRecord] = field(default_factory=list)
     worker_lost: bool = False  # a WorkerFailure ended the run (no last exchange with the worker)
+    deadline: float = 0.0  # the run's deadline after the blocks, extended by the worker restarts
 
     def run(self, deadline: float) -> list[CaseResult]:
         """Every block until one ends a case badly; the merged cases, one per shape, in task order."""
@@ -122,6 +123,7 @@ class TimedBlocks:
             self.loop.use_blocks(self.count)
         secret = self.ctx.opt.secret if self.ctx.ranked else None
         self._pending: list[int] = []
+        self.deadline = deadline
         try:
             for b in range(self.count):
                 if b > 0:
@@ -129,6 +131,7 @@ class TimedBlocks:
                     t0 = time.monotonic()
                     self.renew(deadline)
                     deadline += time.monotonic() - t0
+                    self.deadline = deadline
                 if not self._block(b, shape_order(n, b, secret), deadline):
                     break
         except WorkerFailure as failure:

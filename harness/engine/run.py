@@ -89,8 +89,10 @@ class Run:
             self.session.start(deadline)
             if self._import(result, deadline):
                 self._run_cases(inputs, checker, deadline)
-                if self.blocks is None or not self.blocks.worker_lost:
+                if self.blocks is None:
                     self.session.sync(deadline)
+                elif not self.blocks.worker_lost:
+                    self.session.sync(self.blocks.deadline)  # extended by the workers' restarts
         except WorkerFailure as failure:
             kind, spec = verdicts.running_case(self.planned, self.cases, ctx.case_spec)
             self.cases.append(CaseResult(kind, spec, failure.verdict, failure.message))

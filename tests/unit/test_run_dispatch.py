@@ -158,3 +158,19 @@ def test_a_block_measured_while_throttled_is_flagged():
     calm = _run(Mode.LEADERBOARD)
     assert not any(r.throttled for r in calm.blocks.records)
     assert not any("throttled" in w for w in calm.ctx.warnings)
+
+
+def test_worker_restarts_extend_the_deadline(monkeypatch):
+    import time as time_mod
+
+    class SlowStart(FakeSession):
+        def start(self, deadline):
+            clock[0] += 5.0  # each restart takes 5 s of the harness's own time
+
+    clock = [1000.0]
+    monkeypatch.setattr(time_mod, "monotonic", lambda: clock[0])
+    run = Run(Path("sub.py"), TASK, Mode.LEADERBOARD, RunOptions(device="cpu", secret="s"))
+    run.session, run.benchmarks = SlowStart(), FakeBenchmarks()
+    run.benchmarks.ranked = True
+    run._run_cases(FakeInputs(), FakeChecker(), deadline=1100.0)
+    assert run.blocks.deadline == 1110.0  # two restarts of 5 s each
