@@ -188,3 +188,22 @@ def test_ranking_is_pure_and_takes_block_scores_as_plain_data():
     assert entry_spread(s, shapes, []).source == "samples"
     lb = build_leaderboard("t", RankRule.GEOM, [], {})
     assert lb.boards == [] and lb.to_dict()["tie_rule"]["version"] == ties.TIE_RULE_VERSION
+
+
+def test_schema_2_round_trips_blocks_and_the_interval_and_reads_version_1():
+    import json
+
+    from harness.results import SCHEMA_VERSION, RunResult, ScoreInterval
+
+    r = blocked_result("a", 10.0, random.Random(5))
+    r.score_interval = ScoreInterval(9.9, 10.1, "blocks-t", BLOCKS, 0.95, 9.0, 0.004, 0.013, 1)
+    back = RunResult.from_json(r.to_json())
+    assert back.blocks == r.blocks and back.score_interval == r.score_interval
+    assert SCHEMA_VERSION == 2 and back.schema_version == 2
+    old = json.loads(r.to_json())
+    old["schema_version"] = 1
+    del old["blocks"], old["score_interval"]
+    legacy = RunResult.from_dict(old)
+    assert legacy.blocks == [] and legacy.score_interval is None
+    with pytest.raises(ValueError, match="schema_version 99"):
+        RunResult.from_dict(dict(old, schema_version=99))
