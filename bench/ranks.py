@@ -139,7 +139,10 @@ def boards(task: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
                 "wall_s": wall,
             }
         )
-        say(f"{task}: board {k + 1}/{args.boards}: tied {tied} {out[-1]['ranks']} ({wall:.0f} s)")
+        left = median([b["wall_s"] for b in out]) * (args.boards - k - 1)
+        say(
+            f"{task}: board {k + 1}/{args.boards}: tied {tied} {out[-1]['ranks']} ({wall:.0f} s; boards left ~{left:.0f} s)"
+        )
     halves = [h for b in out for h in b["half_width_rel"] if h is not None]
     return {
         "boards": out,
