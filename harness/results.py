@@ -9,6 +9,10 @@ Schema history (``SCHEMA_VERSION``):
       RunResult.phases_s, RunResult.stdout_cut_bytes / stderr_cut_bytes (absent: read as 0);
       CaseResult.extra keys kernel_only_* / profiler_* / clocks_* (issue #7),
       written from the records of harness.extras.
+  2 - blocks (issue #50): RunResult.blocks (one BlockRecord per block: seed index, shape order, per-shape
+      means, block score, GPU clocks, throttled flag) and RunResult.score_interval (the interval from the
+      block scores, with the rule's version); score_ci_us is then that interval's [low, high]. Version 1
+      files are still read (blocks empty, score_interval None).
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.extras import Clocks, DeviceClockCheck, KernelOnlyFigures, ProfilerCheck
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 # Verdicts, from best to worst. A run's verdict is the worst verdict among its cases.
 PASS = "pass"  # output checked and correct (and timed, for benchmark cases)
@@ -34,11 +40,11 @@ VERDICTS = (PASS, FAIL, ERROR, TIMEOUT, REJECTED, NOT_RUN)
 _SEVERITY = {PASS: 0, NOT_RUN: 1, FAIL: 2, ERROR: 3, TIMEOUT: 4, REJECTED: 5}
 
 
-def worst_verdict(verdicts) -> str:
-    verdicts = list(verdicts)
-    if not verdicts:
+def worst_verdict(verdicts: Iterable[str]) -> str:
+    listed = list(verdicts)
+    if not listed:
         return ERROR
-    return max(verdicts, key=_SEVERITY.__getitem__)
+    return max(listed, key=_SEVERITY.__getitem__)
 
 
 @dataclass
@@ -55,7 +61,7 @@ class Stats:
     max: float
 
     @classmethod
-    def from_samples(cls, samples_ns) -> Stats:
+    def from_samples(cls, samples_ns: Iterable[float]) -> Stats:
         xs = [float(x) for x in samples_ns]
         if not xs:
             raise ValueError("Stats need at least one sample")
@@ -71,7 +77,10 @@ class Stats:
     def from_dict(cls, d: dict[str, Any]) -> Stats:
         """From the JSON form, where NaN (the std of a single sample) was stored as null."""
         nan = float("nan")
-        return cls(**{k: (nan if v is None and k not in ("samples_ns", "runs") else v) for k, v in d.items()})
+        fields: dict[str, Any] = {
+            k: (nan if v is None and k not in ("samples_ns", "runs") else v) for k, v in d.items()
+        }
+        return cls(**fields)
 
     @property
     def relative_error(self) -> float:
@@ -102,7 +111,7 @@ class CaseResult:
     extra: dict[str, Any] = field(default_factory=dict)  # the records of harness.extras, flat (see there)
     warnings: list[str] = field(default_factory=list)
 
-    def record(self, *records) -> None:
+    def record(self, *records: Any) -> None:
         """Writes records of ``harness.extras`` into ``extra``, under their JSON keys."""
         for rec in records:
             self.extra.update(rec.to_extra())
@@ -145,6 +154,38 @@ class SubmissionInfo:
 
 
 @dataclass
+class BlockRecord:
+    """One block of a run's timed cases: a fresh worker, fresh inputs, its own order of the shapes."""
+
+    index: int
+    seed_index: int  # the block's inputs derive from (secret, case seed, seed_index * BLOCK_STRIDE + i)
+    order: list[int]  # the shapes' indices (task order numbers) in the order this block timed them
+    shape_means_us: list[float | None]  # per shape, in task order (None: not timed in this block)
+    samples: list[int]  # per shape, in task order
+    score_us: float | None  # the task's rule over this block's per-shape means (None unless all timed)
+    clocks_before: dict[str, Any] = field(default_factory=dict)  # NVML readings, or {"note": why not}
+    clocks_after: dict[str, Any] = field(default_factory=dict)
+    throttled: list[str] = field(default_factory=list)  # throttle reasons seen in this block (empty: none)
+    wall_s: float | None = None
+
+
+@dataclass
+class ScoreInterval:
+    """The score's interval: from the blocks (``method`` "blocks-t"), or from one process's samples
+    ("bootstrap-samples", too narrow for a rerun) when the run had a single block."""
+
+    low_us: float
+    high_us: float
+    method: str
+    blocks: int
+    confidence: float = 0.95
+    df: float | None = None
+    se_log: float | None = None
+    spread: float | None = None  # between-block sd of log block scores (about their CV)
+    rule_version: int = 1
+
+
+@dataclass
 class RunResult:
     task: str
     submission: SubmissionInfo
@@ -165,10 +206,12 @@ class RunResult:
     stderr_cut_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)  # static scan findings
-    score_ci_us: list[float] | None = None  # bootstrap 95% interval of score_us [low, high]; optional
+    score_ci_us: list[float] | None = None  # 95% interval of score_us [low, high] (see score_interval); optional
     phases_s: dict[str, float] | None = None  # where the run's wall time went (worker start, generate, ...)
     timing_method: str = ""  # how samples were taken: launch gate (host time hidden) or strict
     sandbox: dict[str, Any] | None = None  # what confined the worker (harness.worker.sandbox); optional
+    blocks: list[BlockRecord] = field(default_factory=list)  # schema 2: the timed cases' blocks
+    score_interval: ScoreInterval | None = None  # schema 2: the interval of score_us and how it was made
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,8 +224,14 @@ class RunResult:
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
         d = dict(d)
         version = d.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"result has schema_version {version!r}; this harness reads {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(
+                f"result has schema_version {version!r}; this harness reads {', '.join(map(str, READABLE_VERSIONS))}"
+            )
+        d["schema_version"] = SCHEMA_VERSION
+        d["blocks"] = [BlockRecord(**b) for b in d.get("blocks") or []]
+        if d.get("score_interval") is not None:
+            d["score_interval"] = ScoreInterval(**d["score_interval"])
         d["submission"] = SubmissionInfo(**d["submission"])
         d["device"] = DeviceInfo(**d["device"])
         cases = []
@@ -204,7 +253,7 @@ class RunResult:
         return [c for c in self.cases if c.kind in ("benchmark", "leaderboard")]
 
 
-def json_safe(obj):
+def json_safe(obj: Any) -> Any:
     """JSON cannot carry NaN/inf: store them as null."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None

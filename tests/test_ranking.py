@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from harness.analysis.ranking import RankRule, Score, ShapeTime, assign_ranks, build_leaderboard, score
+from harness.analysis.ranking import RankRule, ShapeTime, build_leaderboard, score
+from harness.analysis.ties import Spread, rank_groups
 from harness.store.database import open_store
 from tests.helpers import make_result
 
@@ -107,10 +108,13 @@ def test_ties_within_error_share_a_rank(tmp_path):
 
 
 def test_ties_are_not_chained():
-    scores = [Score(10.0, 0.1), Score(10.3, 0.1), Score(10.6, 0.1)]  # a~b, b~c, but not a~c
-    assert assign_ranks(scores) == [(1, True), (1, True), (3, False)]
-    assert assign_ranks([Score(1.0, math.nan), Score(1.0, math.nan), Score(2.0, math.nan)]) == [
+    # 2% apart each, se 1% each: a~b, b~c (the difference is not significant), but not a~c (4%, significant)
+    scores = [Spread(10.0, 0.01, 20), Spread(10.2, 0.01, 20), Spread(10.4, 0.01, 20)]
+    assert rank_groups(scores) == [(1, True), (1, True), (3, False)]
+    nan = math.nan
+    # no uncertainty known: equal scores tie, and so do different ones (cannot tell them apart)
+    assert rank_groups([Spread(1.0, nan, nan), Spread(1.0, nan, nan), Spread(2.0, nan, nan)]) == [
         (1, True),
         (1, True),
-        (3, False),
+        (1, True),
     ]

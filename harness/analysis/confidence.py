@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 RESAMPLES = 1000
@@ -18,7 +20,11 @@ def _combine(means_us: np.ndarray, ranking_by: str) -> np.ndarray:
 
 
 def score_ci_us(
-    samples_per_case, ranking_by: str, resamples: int = RESAMPLES, seed: int = SEED, level: float = 95.0
+    samples_per_case: Sequence[Sequence[float]],
+    ranking_by: str,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = 95.0,
 ) -> list[float] | None:
     """Percentile bootstrap: each case's samples (ns) are resampled with replacement, the score is
     recomputed, and the (100-level)/2 and 100-(100-level)/2 percentiles returned in microseconds.

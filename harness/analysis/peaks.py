@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from harness.errors import UsageError
 
@@ -125,7 +126,7 @@ def load_measured(paths: list[Path] | None = None) -> dict[str, Peaks]:
 
 def save_measured(key: str, row: dict, path: Path) -> None:
     """Writes (or replaces) one device's row in a peaks file, keeping the other devices' rows."""
-    doc = {"version": 1, "devices": {}}
+    doc: dict[str, Any] = {"version": 1, "devices": {}}
     if path.exists():
         try:
             doc = json.loads(path.read_text())

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from harness.results import Stats
 
@@ -24,7 +25,11 @@ MOVED_FRACTION = 0.05
 
 
 def device_clock_excess_ns(
-    stats: Stats, windows_ns, held, window_gap_ns: dict, inputs_per_sample: int = 1
+    stats: Stats,
+    windows_ns: Sequence[float | None],
+    held: Sequence[bool | None],
+    window_gap_ns: dict,
+    inputs_per_sample: int = 1,
 ) -> float | None:
     """Median over the samples of (device clock window - event time - the honest calibration for the
     sample's regime, the gate held or opened by itself); about 0 for an honest call. None without
@@ -32,7 +37,7 @@ def device_clock_excess_ns(
     calibration, a constant per sample, is shared by its ``inputs_per_sample`` inputs (batched timing)."""
     window_gap_ns = {k: v / inputs_per_sample for k, v in window_gap_ns.items() if v is not None}
     excess = [
-        w - s - window_gap_ns.get("held" if h else "opened")
+        w - s - window_gap_ns["held" if h else "opened"]
         for w, s, h in zip(windows_ns, stats.samples_ns, held)
         if w is not None and window_gap_ns.get("held" if h else "opened") is not None
     ]
@@ -43,12 +48,12 @@ def device_clock_excess_ns(
 
 def implausible(
     stats: Stats,
-    walls_ns,
+    walls_ns: Sequence[float],
     gap_ns: float,
     floor_ns: float | None,
     gpu: bool,
-    windows_ns=(),
-    held=(),
+    windows_ns: Sequence[float | None] = (),
+    held: Sequence[bool | None] = (),
     window_gap_ns: dict | None = None,
     inputs_per_sample: int = 1,
 ) -> str | None:
@@ -116,7 +121,7 @@ def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
     return out
 
 
-def unhidden_host_ns(per_sample) -> float | None:
+def unhidden_host_ns(per_sample: Sequence[float | None]) -> float | None:
     """Median over the samples of the host's launch time that the launch gate did not hide (all of it
     without a gate), per input; None when measured on half the samples or fewer (on the CPU: never)."""
     measured = [u for u in per_sample if u is not None]

@@ -1,37 +1,73 @@
-"""Ranking: turn stored runs into a leaderboard, one section per device.
+"""Ranking: turn stored runs into a leaderboard, one section per device. Pure: the store or report layer
+feeds it plain rows (anything with the fields of :class:`RunLike` and :class:`CaseLike`) and each run's
+block scores; nothing here reads the store.
 
 Rules (``RankRule``, as in GPU MODE's kernelbot): ``geom`` is the geometric mean of the per-shape
 benchmark means, ``mean`` their arithmetic mean, ``last`` the mean of the last benchmark shape.
 Lower is better.
 
-Which run counts: per device and per submission (same content hash and display name), the best
-complete, passing run that has benchmark timings. A submission with no such run is not ranked; it is
-listed with the verdict and reason of its latest run (failed, error, timeout, rejected, incomplete, or
-"no timings" when it only ran tests). Runs on different devices are never ranked together.
+Which run counts: per device and per submission *content* (the sha256: identical files are one entry,
+whatever their names), the best complete, passing run that has benchmark timings. A submission with no
+such run is not ranked; it is listed with the verdict and reason of its latest run (failed, error,
+timeout, rejected, incomplete, or "no timings" when it only ran tests). Runs on different devices are
+never ranked together.
 
-Ties: each score carries a standard error propagated from the per-shape standard errors
-(``geom``: var(log G) = sum((se_i / m_i)^2) / n^2, so se(G) = G * sqrt(that); ``mean``:
-se = sqrt(sum se_i^2) / n; ``last``: se of the last shape). Its 95% interval is score +- 1.96 se.
-Entries are sorted by score; the best entry not yet placed starts a group, and every later entry whose
-interval overlaps the group leader's interval joins it and shares the leader's rank, shown as "=2".
-Ties are not chained: every tied entry is within error of its group's best. A score without a standard
-error (a single sample) ties only with an equal score.
+Ties (:mod:`harness.analysis.ties`, one rule for the board, the site, ``compare`` and the JSON): each
+entry's score has a standard error of its log, from its run's block scores (sd / sqrt(B), B - 1 degrees
+of freedom) or, for a run of a single block, from its samples (``score``: propagated from the per-shape
+standard errors; one process only, so much narrower than a rerun's spread). Entries are sorted by score;
+the best entry not yet placed leads a group, and every later entry the rule calls ``tied`` with the leader
+(not both a significant difference and one beyond the equivalence margin) shares its rank, shown as
+"=2". Ties are not chained.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
-from harness.results import PASS, shape_label
-from harness.store.database import INCOMPLETE, CaseRow, RunRow
+from harness.analysis.ties import DEFAULT_MARGIN, TIE_RULE_VERSION, Decision, Spread, rank_groups, welch
+from harness.results import PASS, Stats, shape_label
 
 Z_95 = 1.959963984540054
-LEADERBOARD_JSON_VERSION = 1  # 1 - first version: task, rule, devices[{device, ranked, unranked, shapes}]
+# 1 - first version: task, rule, devices[{device, ranked, unranked, shapes}]
+# 2 - tie_rule is an object (version, margin, confidence, text); entries carry interval_source, blocks,
+#     low_us/high_us, vs_leader (the tie rule's decision against the group's leader) and aliases; identical
+#     content (sha256) is one entry
+LEADERBOARD_JSON_VERSION = 2
+INCOMPLETE = "incomplete"  # the store's verdict of a run that began and never finished
 UNKNOWN_DEVICE = "(unknown device)"
 BENCHMARK_KINDS = ("benchmark", "leaderboard")
+
+
+class RunLike(Protocol):
+    """What the ranking reads of a stored run (``harness.store.rows.RunRow`` has it)."""
+
+    id: int
+    task: str
+    mode: str
+    submission_path: str
+    submission_sha256: str
+    display_name: str
+    device_name: str | None
+    device_kind: str | None
+    started_at: str
+    finished_at: str | None
+    verdict: str
+    message: str
+    complete: bool
+
+
+class CaseLike(Protocol):
+    """What the ranking reads of a stored case (``harness.store.rows.CaseRow`` has it)."""
+
+    kind: str
+    spec: dict[str, Any]
+    verdict: str
+    stats: Stats | None
 
 
 class RankRule(str, Enum):
@@ -82,6 +118,12 @@ class Entry:
     mode: str
     date: str
     run_id: int
+    low_us: float | None = None  # the score's 95% interval (None when unknown)
+    high_us: float | None = None
+    interval_source: str = "none"  # "blocks", "samples" (one process: too narrow for a rerun) or "none"
+    blocks: int = 0
+    vs_leader: dict[str, Any] | None = None  # the tie rule's decision against the group's leader
+    aliases: list[str] = field(default_factory=list)  # other names the same content was submitted under
 
     @property
     def rank_label(self) -> str:
@@ -106,6 +148,7 @@ class DeviceBoard:
     shapes: list[str]
     ranked: list[Entry] = field(default_factory=list)
     unranked: list[Unranked] = field(default_factory=list)
+    final: dict[str, Any] | None = None  # the latest final scoring of this section (harness.analysis.final JSON)
 
 
 @dataclass
@@ -114,9 +157,10 @@ class Leaderboard:
     rule: RankRule
     boards: list[DeviceBoard]
     mode: str | None = None  # the one mode whose runs are ranked (None: every mode, as asked)
+    margin: float = DEFAULT_MARGIN  # the tie rule's equivalence margin
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(x):
+        def clean(x: Any) -> Any:
             if isinstance(x, float):
                 return x if math.isfinite(x) else None
             if isinstance(x, dict):
@@ -137,7 +181,12 @@ class Leaderboard:
                 "task": self.task,
                 "rule": self.rule.value,
                 "mode": self.mode,
-                "tie_rule": "95% intervals overlap the group leader's",
+                "tie_rule": {
+                    "version": TIE_RULE_VERSION,
+                    "margin": self.margin,
+                    "confidence": 0.95,
+                    "text": tie_rule_text(self.margin),
+                },
                 "devices": devices,
             }
         )
@@ -160,38 +209,44 @@ def score(shapes: list[ShapeTime], rule: RankRule) -> Score:
     return Score(g, g * math.sqrt(var_log))
 
 
-def overlaps(a: Score, b: Score, z: float = Z_95) -> bool:
-    if a.value_us == b.value_us:
-        return True
-    if math.isnan(a.stderr_us) or math.isnan(b.stderr_us):
-        return False
-    return abs(a.value_us - b.value_us) <= z * (a.stderr_us + b.stderr_us)
+def tie_rule_text(margin: float) -> str:
+    return (
+        f"'=' marks entries the tie rule cannot tell apart: tied unless the 95% interval of the ratio excludes 1 "
+        f"and the difference exceeds the {margin:.1%} equivalence margin (rule version {TIE_RULE_VERSION})"
+    )
 
 
-def assign_ranks(scores: list[Score], z: float = Z_95) -> list[tuple[int, bool]]:
-    """(rank, tied) for scores already sorted best first; see the module docstring for the rule."""
-    out: list[tuple[int, bool]] = []
-    leader = 0
-    for i, s in enumerate(scores):
-        if i > 0 and overlaps(scores[leader], s, z):
-            out.append((leader + 1, True))
-            if not out[leader][1]:
-                out[leader] = (leader + 1, True)
-        else:
-            leader = i
-            out.append((i + 1, False))
-    return out
+def entry_spread(value: Score, shapes: Sequence[ShapeTime], block_scores: Sequence[float]) -> Spread:
+    """An entry's spread: from its block scores, else from its samples (one process), else unknown."""
+    from harness.analysis.ties import spread_from_blocks
+
+    spread = spread_from_blocks(value.value_us, block_scores)
+    if spread is not None:
+        return spread
+    if math.isfinite(value.stderr_us) and value.value_us > 0:
+        return Spread(value.value_us, value.stderr_us / value.value_us, math.inf, "samples")
+    return Spread(value.value_us, math.nan, math.nan, "none")
 
 
-def shape_times(cases: list[CaseRow]) -> list[ShapeTime] | None:
+def interval_of(spread: Spread) -> tuple[float | None, float | None]:
+    """The 95% interval of an entry's score from its spread (None, None when unknown)."""
+    from harness.analysis.compare import t_quantile
+
+    if not math.isfinite(spread.se_log):
+        return None, None
+    half = t_quantile(0.95, spread.df) * spread.se_log if spread.se_log > 0 else 0.0
+    return spread.score_us * math.exp(-half), spread.score_us * math.exp(half)
+
+
+def shape_times(cases: Sequence[CaseLike]) -> list[ShapeTime] | None:
     """Per-shape times of a run's benchmark cases; None unless every one passed with timings."""
     bench = [c for c in cases if c.kind in BENCHMARK_KINDS]
     if not bench or any(c.verdict != PASS or c.stats is None for c in bench):
         return None
-    return [ShapeTime(shape_label(c.spec), c.stats.mean / 1e3, c.stats.stderr / 1e3) for c in bench]
+    return [ShapeTime(shape_label(c.spec), c.stats.mean / 1e3, c.stats.stderr / 1e3) for c in bench if c.stats]
 
 
-def _reason(run: RunRow, has_pass: bool) -> str:
+def _reason(run: RunLike, has_pass: bool) -> str:
     if run.verdict == INCOMPLETE or not run.complete:
         return run.message or (
             "the run has not finished: still running, or interrupted (killed, crashed harness, "
@@ -202,14 +257,14 @@ def _reason(run: RunRow, has_pass: bool) -> str:
     return run.message or f"verdict {run.verdict}"
 
 
-def _date(run: RunRow) -> str:
+def _date(run: RunLike) -> str:
     stamp = run.finished_at or run.started_at or ""
     return stamp[:16].replace("T", " ")
 
 
 def best_run(
-    runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule
-) -> tuple[Score, RunRow, list[ShapeTime]] | None:
+    runs: Sequence[RunLike], cases: Mapping[int, Sequence[CaseLike]], rule: RankRule
+) -> tuple[Score, RunLike, list[ShapeTime]] | None:
     """The best-scoring complete, passing run with timings among ``runs`` (None if there is none)."""
     scored = []
     for r in runs:
@@ -222,67 +277,104 @@ def best_run(
 def build_leaderboard(
     task: str,
     rule: RankRule,
-    runs: list[RunRow],
-    cases: dict[int, list[CaseRow]],
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
     device: str | None = None,
-    z: float = Z_95,
+    blocks: Mapping[int, Sequence[float]] | None = None,
+    margin: float = DEFAULT_MARGIN,
 ) -> Leaderboard:
-    """Rank ``runs`` (of one task) per device; see the module docstring for every rule."""
-    by_device: dict[str, list[RunRow]] = {}
+    """Rank ``runs`` (of one task) per device; ``blocks``: each run's block scores by run id (absent: the
+    run had one block). See the module docstring for every rule."""
+    by_device: dict[str, list[RunLike]] = {}
     for r in runs:
         if r.task == task and (device is None or r.device_name == device):
             by_device.setdefault(r.device_name or UNKNOWN_DEVICE, []).append(r)
-    boards = [_board(dev, dev_runs, cases, rule, z) for dev, dev_runs in sorted(by_device.items())]
-    return Leaderboard(task=task, rule=rule, boards=boards)
+    boards = [_board(dev, dev_runs, cases, rule, blocks or {}, margin) for dev, dev_runs in sorted(by_device.items())]
+    return Leaderboard(task=task, rule=rule, boards=boards, margin=margin)
 
 
-def _board(dev: str, runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule, z: float) -> DeviceBoard:
-    by_sub: dict[tuple[str, str], list[RunRow]] = {}
+def _unranked(sub_runs: Sequence[RunLike]) -> Unranked:
+    latest = max(sub_runs, key=lambda r: (r.started_at, r.id))
+    has_pass = any(r.verdict == PASS for r in sub_runs)
+    verdict = INCOMPLETE if not latest.complete else latest.verdict
+    return Unranked(
+        latest.display_name,
+        latest.submission_sha256,
+        latest.submission_path,
+        verdict,
+        _reason(latest, has_pass),
+        _date(latest),
+        latest.id,
+    )
+
+
+def _entry(best: tuple[Score, RunLike, list[ShapeTime]], spread: Spread, leader: float, aliases: list[str]) -> Entry:
+    s, r, shapes = best
+    low, high = interval_of(spread)
+    return Entry(
+        rank=0,
+        tied=False,
+        name=r.display_name,
+        sha256=r.submission_sha256,
+        path=r.submission_path,
+        score_us=s.value_us,
+        stderr_us=s.stderr_us if spread.source != "blocks" else spread.se_log * s.value_us,
+        gap_x=s.value_us / leader,
+        gap_us=s.value_us - leader,
+        shapes=shapes,
+        verdict=r.verdict,
+        mode=r.mode,
+        date=_date(r),
+        run_id=r.id,
+        low_us=low,
+        high_us=high,
+        interval_source=spread.source,
+        blocks=int(spread.df) + 1 if spread.source == "blocks" else 1,
+        aliases=[a for a in aliases if a != r.display_name],
+    )
+
+
+def _best_per_content(
+    runs: Sequence[RunLike], cases: Mapping[int, Sequence[CaseLike]], rule: RankRule
+) -> tuple[list[tuple[Score, RunLike, list[ShapeTime]]], dict[str, list[str]], list[Unranked]]:
+    """Per content hash: its best run (or, with none, an unranked line) and every name it ran under."""
+    by_sub: dict[str, list[RunLike]] = {}
     for r in runs:
-        by_sub.setdefault((r.submission_sha256, r.display_name), []).append(r)
-    best: list[tuple[Score, RunRow, list[ShapeTime]]] = []
+        by_sub.setdefault(r.submission_sha256, []).append(r)
+    best: list[tuple[Score, RunLike, list[ShapeTime]]] = []
+    aliases: dict[str, list[str]] = {}
     unranked: list[Unranked] = []
-    for sub_runs in by_sub.values():
+    for sha, sub_runs in by_sub.items():
         top = best_run(sub_runs, cases, rule)
-        if top is not None:
-            best.append(top)
+        if top is None:
+            unranked.append(_unranked(sub_runs))
             continue
-        latest = max(sub_runs, key=lambda r: (r.started_at, r.id))
-        has_pass = any(r.verdict == PASS for r in sub_runs)
-        verdict = INCOMPLETE if not latest.complete else latest.verdict
-        unranked.append(
-            Unranked(
-                latest.display_name,
-                latest.submission_sha256,
-                latest.submission_path,
-                verdict,
-                _reason(latest, has_pass),
-                _date(latest),
-                latest.id,
-            )
-        )
+        best.append(top)
+        aliases[sha] = sorted({r.display_name for r in sub_runs})
+    return best, aliases, unranked
+
+
+def _board(
+    dev: str,
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]],
+    margin: float,
+) -> DeviceBoard:
+    best, aliases, unranked = _best_per_content(runs, cases, rule)
     best.sort(key=lambda t: (t[0].value_us, t[1].display_name))
-    ranks = assign_ranks([t[0] for t in best], z)
+    spreads = [entry_spread(s, shapes, blocks.get(r.id, ())) for s, r, shapes in best]
     leader = best[0][0].value_us if best else math.nan
-    entries = [
-        Entry(
-            rank=rk,
-            tied=tied,
-            name=r.display_name,
-            sha256=r.submission_sha256,
-            path=r.submission_path,
-            score_us=s.value_us,
-            stderr_us=s.stderr_us,
-            gap_x=s.value_us / leader,
-            gap_us=s.value_us - leader,
-            shapes=shapes,
-            verdict=r.verdict,
-            mode=r.mode,
-            date=_date(r),
-            run_id=r.id,
-        )
-        for (s, r, shapes), (rk, tied) in zip(best, ranks)
-    ]
+    entries = [_entry(t, sp, leader, aliases[t[1].submission_sha256]) for t, sp in zip(best, spreads)]
+    for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):
+        e.rank, e.tied = rank, tied
+    leader_at = 0
+    for i, e in enumerate(entries[1:], start=1):  # each against the leader the rule compared it with
+        decision: Decision = welch(spreads[i], spreads[leader_at], margin)
+        e.vs_leader = dict(decision.to_dict(), leader=entries[leader_at].name)
+        if e.rank == i + 1:  # a new group's leader
+            leader_at = i
     labels: list[str] = []
     for e in entries:
         labels += [s.label for s in e.shapes if s.label not in labels]

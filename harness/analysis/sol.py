@@ -27,7 +27,7 @@ def _time_ns(peaks: Peaks, nbytes: int, flops: int) -> tuple[float, str]:
         "compute": flops / peaks.matrix_flops_per_s[fmt] * 1e9,
         "launch": peaks.launch_floor_ns,
     }
-    bound = max(bounds, key=bounds.get)
+    bound = max(bounds, key=lambda k: bounds[k])
     return bounds[bound], bound
 
 

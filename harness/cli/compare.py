@@ -2,42 +2,49 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shlex
 import sys
+from typing import Any
 
 from harness.analysis import compare as stats
-from harness.analysis.ranking import BENCHMARK_KINDS, best_run
+from harness.analysis import ties
+from harness.analysis.ranking import BENCHMARK_KINDS, RankRule, best_run, entry_spread
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_store_exists
 from harness.errors import UsageError
-from harness.report.board import ranking_rule, resolve_task
+from harness.report.board import add_margin_argument, block_scores_of, margin_fraction, ranking_rule, resolve_task
 from harness.report.runs import find_runs, no_runs_error
 from harness.report.tables import format_rows, us
-from harness.results import shape_label
-from harness.store.database import open_store
+from harness.results import Stats, shape_label
+from harness.store.database import Store, open_store
 
 EXIT_CODES = READ_ONLY_EXIT_CODES
+COMPARE_JSON_VERSION = 2  # 1 - first version; 2 - "decision": the tie rule's call (harness.analysis.ties)
 EXAMPLES = """  python -m harness compare submissions/a.py submissions/b.py --task mxfp4_mm
   python -m harness compare "Fast Kernel" baseline --task mxfp4_mm --device "NVIDIA H200" --format json
 
 Each side is its best complete, passing run on the device (as on the leaderboard). The speed-up is
 mean_B / mean_A per shape and their geometric mean overall; "+-" is one standard error propagated
 from the samples (delta method), the interval is 95% (Welch-Satterthwaite degrees of freedom), and
-"no significant difference" is said when that interval includes 1."""
+"no significant difference" is said when that interval includes 1. The verdict line is the leaderboard's
+tie rule on the two scores (intervals from the runs' blocks): A and B are told apart only when the 95%
+interval of their ratio excludes 1 and the difference exceeds the equivalence margin (--margin, 1%)."""
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="submission file or name")
     parser.add_argument("b", metavar="B", help="submission file or name")
     parser.add_argument("--task", required=True, help="task name, e.g. mxfp4_mm")
     parser.add_argument("--device", default=None, help="device (needed when both ran on several)")
     parser.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    add_margin_argument(parser)
     add_results_dir_argument(parser)
 
 
-def _best(st, task, ref, device, rule):
+def _best(st: Store, task: str, ref: str, device: str, rule: RankRule) -> Any:
     runs = find_runs(st, task, ref)
     if not runs:
         raise no_runs_error(st, task, ref)
@@ -51,7 +58,7 @@ def _best(st, task, ref, device, rule):
     return top[1]
 
 
-def _device(st, task, a, b, wanted):
+def _device(st: Store, task: str, a: str, b: str, wanted: str | None) -> str:
     devs_a = {r.device_name for r in find_runs(st, task, a) if r.device_name}
     devs_b = {r.device_name for r in find_runs(st, task, b) if r.device_name}
     common = sorted(devs_a & devs_b)
@@ -72,40 +79,66 @@ def _device(st, task, a, b, wanted):
     return common[0]
 
 
-def run(args) -> int:
+def _sides(st: Store, args: argparse.Namespace) -> tuple[str, Any, Any]:
+    """(device, A's best run, B's best run), or a UsageError saying why they cannot be compared."""
+    for ref in (args.a, args.b):
+        if not find_runs(st, args.task, ref):
+            raise no_runs_error(st, args.task, ref)
+    device = _device(st, args.task, args.a, args.b, args.device)
+    _, rule, _ = ranking_rule(args.task, None, True)
+    run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
+    if run_a.id == run_b.id:
+        raise UsageError(
+            f"{args.a!r} and {args.b!r} are the same submission (both resolve to run {run_a.id}, "
+            f"{run_a.display_name!r}): that would compare a run with itself; give two different "
+            "submissions (see 'python -m harness leaderboard --task " + args.task + "')"
+        )
+    return device, run_a, run_b
+
+
+def _decision(st: Store, run_a: Any, run_b: Any, cases: dict, rule: RankRule, margin: float) -> ties.Decision:
+    """The tie rule on the two runs' scores, each with its blocks' spread (or its samples')."""
+    spreads = []
+    for r in (run_a, run_b):
+        top = best_run([r], cases, rule)
+        assert top is not None  # _best chose it for having a score
+        spreads.append(entry_spread(top[0], top[2], block_scores_of(st.result_dict(r.id))))
+    return ties.welch(spreads[0], spreads[1], margin)
+
+
+def _decision_text(d: ties.Decision, name_a: str, name_b: str) -> str:
+    rule = f"tie rule v{d.rule_version}, {d.margin:.1%} margin"
+    if d.call is ties.Call.TIED:
+        return f"tied: {name_a} and {name_b} cannot be told apart ({d.reason}; {rule})"
+    word = "faster" if d.call is ties.Call.FASTER else "slower"
+    return f"{name_a} is {word} than {name_b}: score ratio A/B {d.ratio:.4f}, 95% CI {d.low:.4f}-{d.high:.4f} ({rule})"
+
+
+def _ratio_dict(r: stats.Ratio) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in vars(r).items()}
+
+
+def run(args: argparse.Namespace) -> int:
     args.task = resolve_task(args.task)[0]
     check_store_exists(args.results_dir)
+    margin = margin_fraction(args.margin)
     with open_store(args.results_dir) as st:
-        for ref in (args.a, args.b):
-            if not find_runs(st, args.task, ref):
-                raise no_runs_error(st, args.task, ref)
-        device = _device(st, args.task, args.a, args.b, args.device)
-        _, rule, _ = ranking_rule(args.task, None, True)
-        run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
-        if run_a.id == run_b.id:
-            raise UsageError(
-                f"{args.a!r} and {args.b!r} are the same submission (both resolve to run {run_a.id}, "
-                f"{run_a.display_name!r}): that would compare a run with itself; give two different "
-                "submissions (see 'python -m harness leaderboard --task " + args.task + "')"
-            )
+        device, run_a, run_b = _sides(st, args)
         cases = st.cases([run_a.id, run_b.id])
+        _, rule, _ = ranking_rule(args.task, None, True)
+        decision = _decision(st, run_a, run_b, cases, rule, margin)
     name_a, name_b = run_a.display_name, run_b.display_name
     if name_a == name_b:
         name_a, name_b = f"{name_a} (run {run_a.id})", f"{name_b} (run {run_b.id})"
-    shapes_a = {shape_label(c.spec): c.stats for c in cases[run_a.id] if c.kind in BENCHMARK_KINDS}
-    shapes_b = {shape_label(c.spec): c.stats for c in cases[run_b.id] if c.kind in BENCHMARK_KINDS}
+    shapes_a, shapes_b = _shapes(cases[run_a.id]), _shapes(cases[run_b.id])
     common = [label for label in shapes_a if label in shapes_b]
     if not common:
         raise UsageError(f"{name_a} and {name_b} share no benchmark shape (rerun them in the same mode)")
     per_shape = [(label, stats.speedup(shapes_a[label], shapes_b[label])) for label in common]
     overall = stats.geomean_speedup([r for _, r in per_shape])
     if args.format == "json":
-
-        def ratio(r):
-            return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in vars(r).items()}
-
         out = {
-            "version": 1,
+            "version": COMPARE_JSON_VERSION,
             "task": args.task,
             "device": device,
             "a": {"name": name_a, "run_id": run_a.id},
@@ -115,33 +148,32 @@ def run(args) -> int:
                     shape=label,
                     mean_us_a=shapes_a[label].mean / 1e3,
                     mean_us_b=shapes_b[label].mean / 1e3,
-                    speedup=ratio(r),
+                    speedup=_ratio_dict(r),
                     text=stats.describe(r, name_a, name_b),
                 )
                 for label, r in per_shape
             ],
-            "overall": dict(speedup=ratio(overall), text=stats.describe(overall, name_a, name_b)),
+            "overall": dict(speedup=_ratio_dict(overall), text=stats.describe(overall, name_a, name_b)),
+            "decision": dict(decision.to_dict(), text=_decision_text(decision, name_a, name_b)),
         }
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True, allow_nan=False) + "\n")
         return 0
     headers = ["shape", f"A: {name_a} (us)", f"B: {name_b} (us)", "B / A", "\u00b1", "p (Welch)", "verdict"]
-    rows = []
-    for label, r in per_shape:
-        verdict = {None: "cannot tell", False: "no significant difference"}.get(
-            r.significant, "A faster" if r.value > 1 else "B faster"
-        )
-        rows.append(
-            [
-                label,
-                us(shapes_a[label].mean / 1e3),
-                us(shapes_b[label].mean / 1e3),
-                f"{r.value:.3f}",
-                f"{r.stderr:.3f}",
-                f"{r.p_value:.2g}",
-                verdict,
-            ]
-        )
+    rows = [_shape_row(label, shapes_a[label], shapes_b[label], r) for label, r in per_shape]
     sys.stdout.write(f"{args.task} on {device}: A = {name_a} (run {run_a.id}), B = {name_b} (run {run_b.id})\n\n")
     sys.stdout.write(format_rows(headers, rows, args.format, right=[1, 2, 3, 4, 5]))
     sys.stdout.write("\noverall (geometric mean over shapes): " + stats.describe(overall, name_a, name_b) + "\n")
+    sys.stdout.write("verdict (as the leaderboard decides): " + _decision_text(decision, name_a, name_b) + "\n")
     return 0
+
+
+def _shapes(cases: Any) -> dict[str, Stats]:
+    """A run's benchmark cases with timings, by shape label."""
+    return {shape_label(c.spec): c.stats for c in cases if c.kind in BENCHMARK_KINDS and c.stats is not None}
+
+
+def _shape_row(label: str, a: Stats, b: Stats, r: stats.Ratio) -> list[str]:
+    verdict = {None: "cannot tell", False: "no significant difference"}.get(
+        r.significant, "A faster" if r.value > 1 else "B faster"
+    )
+    return [label, us(a.mean / 1e3), us(b.mean / 1e3), f"{r.value:.3f}", f"{r.stderr:.3f}", f"{r.p_value:.2g}", verdict]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from harness.analysis.ranking import RankRule
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_output_file, check_store_exists
 from harness.errors import UsageError
-from harness.report.board import BOARD_FORMATS, load_board, render_board
+from harness.report.board import BOARD_FORMATS, add_margin_argument, load_board, margin_fraction, render_board
 
 FORMATS = (*BOARD_FORMATS, "html")
 EXIT_CODES = READ_ONLY_EXIT_CODES
@@ -23,14 +24,17 @@ EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
 Ranking: the best complete, passing run of each submission (same content hash and name) on each
 device, scored by the task's rule (geom: geometric mean of the per-shape means). Failed, crashed,
 timed-out, rejected and interrupted submissions are listed under "not ranked" with the reason.
-Ties: an entry whose 95% interval (score +- 1.96 standard errors, propagated from the per-shape
-standard errors) overlaps its group leader's shares the leader's rank, shown as "=2".
+Identical files (same sha256) are one entry. Ties: an entry the tie rule cannot tell apart from its
+group's leader shares the leader's rank, shown as "=2": entries are ranked apart only when the 95%
+interval of their score ratio excludes 1 and the difference exceeds the equivalence margin (--margin,
+default 1%). A score's interval comes from its run's blocks (a fresh worker and fresh inputs each; a
+ranked run has 10 on a GPU), or, for a run of one block, from its samples (marked "1 process").
 --format html writes a static site into the folder -o names (index.html, one page per stored run,
 and Plotly's JavaScript): it opens from disk or any static host and loads nothing from the network.
 With another format, -o writes the text to that file instead of stdout."""
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--task", help="task name, e.g. mxfp4_mm")
     which.add_argument("--all-tasks", action="store_true", help="every task that has results in the store")
@@ -58,14 +62,15 @@ def add_arguments(parser) -> None:
         help="rank the runs made in this mode (default: leaderboard when there are such runs, else "
         "test+benchmark, else benchmark; the choice is said on stderr)",
     )
+    add_margin_argument(parser)
     add_results_dir_argument(parser)
 
 
-def _tasks(args) -> list[str] | None:
+def _tasks(args: argparse.Namespace) -> list[str] | None:
     return None if args.all_tasks else [args.task]
 
 
-def _write_site(args) -> int:
+def _write_site(args: argparse.Namespace) -> int:
     if not args.output:
         raise UsageError("--format html writes a folder: pass -o DIR (for example -o site/)")
     from harness.report.site import build_site  # Plotly and Jinja2: loaded only for the site
@@ -86,7 +91,7 @@ def _all_task_names(results_dir: str | None) -> list[str]:
         return st.tasks()
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     check_store_exists(args.results_dir)  # a read-only command never creates a store
     if args.format == "html":
         return _write_site(args)
@@ -98,7 +103,12 @@ def run(args) -> int:
     parts = []
     for i, task in enumerate(tasks):
         board, warnings = load_board(
-            task, device=args.device, results_dir=args.results_dir, rule=args.rule, mode=args.mode
+            task,
+            device=args.device,
+            results_dir=args.results_dir,
+            rule=args.rule,
+            mode=args.mode,
+            margin=margin_fraction(args.margin),
         )
         if not board.boards and not args.all_tasks:  # exit 2, as the help says: no matching runs
             raise UsageError(next((w for w in warnings if w.startswith("no results")), f"no stored runs of {task!r}"))

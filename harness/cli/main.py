@@ -40,6 +40,10 @@ COMMANDS = {
         "harness.cli.compare",
         "compare two stored submissions: speed-up per shape and overall, with its uncertainty",
     ),
+    "final": (
+        "harness.cli.final",
+        "final scoring: run a board's top entries again in interleaved rounds and rank them by paired differences",
+    ),
     "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
     "jobs": ("harness.cli.jobs", "where run-all's jobs stand: counts per state, the queue, the running ones"),
     "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),

@@ -61,6 +61,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto (default), cpu, or cuda[:N]")
     p.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
     p.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
+    p.add_argument(
+        "--blocks",
+        type=int,
+        metavar="B",
+        help="timed blocks, each a fresh worker with fresh inputs and its own shape order; the score's interval comes from their spread (default: leaderboard 10 on a GPU, 3 on the CPU; other modes 1)",
+    )
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
     p.add_argument(
@@ -113,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_repeats=args.max_repeats,
         max_time_s=args.max_time,
+        blocks=args.blocks,
         timeout_scale=args.timeout_scale,
         memory_limit_gb=args.memory_limit_gb,
         drop_privileges=False if args.no_drop_privileges else None,

@@ -54,6 +54,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None, help="auto (default), cpu, or cuda[:N] (serial executor)")
     parser.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
     parser.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
+    parser.add_argument(
+        "--blocks",
+        type=int,
+        metavar="B",
+        help="timed blocks, each a fresh worker with fresh inputs and its own shape order; the score's interval comes from their spread (default: leaderboard 10 on a GPU, 3 on the CPU; other modes 1)",
+    )
     parser.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     parser.add_argument("--all", action="store_true", help="also run files whose header or name says another task")
     parser.add_argument(
@@ -118,7 +124,11 @@ def run(args) -> int:
     if args.executor == "serial" and (args.address or args.gpu_type or args.jobs):
         raise UsageError("--address, --gpu-type and --jobs belong to --executor ray; add --executor ray")
     options = RunOptions(
-        device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time, timeout_scale=args.timeout_scale
+        device=args.device,
+        max_repeats=args.max_repeats,
+        max_time_s=args.max_time,
+        blocks=args.blocks,
+        timeout_scale=args.timeout_scale,
     ).validate()
     if args.executor == "serial":
         from harness.engine.pool import warm_shared_pool

@@ -4,6 +4,8 @@ output checked), then the timing checks, the clocks and the kernel-only figure."
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from harness import protocol
 from harness.analysis import plausibility
@@ -20,13 +22,32 @@ from harness.extras import Clocks
 from harness.messages import Timed, WarmedUp
 from harness.results import FAIL, PASS, CaseResult
 
+CHUNK_WARMUP_MS = 20  # GPU: the harness's own work right before every chunk of timed calls
 GATE_MISSED = (
     "the launch gate could not close for some samples (the GPU was busy); those samples include the host's launch time"
 )
 
 
+BLOCK_STRIDE = 1 << 32  # block b's inputs use seed indices from b * BLOCK_STRIDE on (below WARMUP_INDEX)
+
+
+@dataclass
+class _Case:
+    """What one benchmark case of one block needs while it is timed."""
+
+    index: int
+    spec: dict
+    label: str
+    per_call: bool
+    batch: int
+    result: CaseResult
+    offset: int  # the block's first seed index
+    fixed: list | None = None  # unranked: the one input reused for every sample (parent's copy)
+    fixed_items: list | None = None  # and its worker slots
+
+
 class BenchmarkLoop:
-    def __init__(self, ctx: RunContext, session: WorkerSession, inputs: Inputs, checker: Checker):
+    def __init__(self, ctx: RunContext, session: WorkerSession, inputs: Inputs, checker: Checker) -> None:
         self.ctx, self.session, self.inputs, self.checker = ctx, session, inputs, checker
         self.stop_rule = StopRule.from_options(ctx.opt, ctx.gpu, ctx.ranked)
         self.judge = TimingJudge(ctx, session)
@@ -37,10 +58,25 @@ class BenchmarkLoop:
         if self.clocks is not None:
             self.clocks.close()
 
-    def run_case(self, i: int, case: dict, deadline: float) -> CaseResult:
-        ctx, task, ranked = self.ctx, self.ctx.task, self.ctx.ranked
+    def use_blocks(self, blocks: int) -> None:
+        """Each case of each of ``blocks`` blocks takes its share of the stop rule (see StopRule.for_blocks)."""
+        self.stop_rule = StopRule.from_options(self.ctx.opt, self.ctx.gpu, self.ctx.ranked).for_blocks(blocks)
+
+    def run_case(self, i: int, case: dict, deadline: float, block: int = 0, kernel_only: bool = True) -> CaseResult:
+        """Benchmark case ``i`` in block ``block`` (its inputs' seeds start at ``block * BLOCK_STRIDE``);
+        ``kernel_only``: also measure the kernel-only figure (the last block does)."""
+        c = self._plan(i, case, block)
+        ended = self._warm_up(c, deadline)
+        if ended is not None:
+            return ended
+        return self._time(c, deadline, kernel_only)
+
+    def _plan(self, i: int, case: dict, block: int) -> _Case:
+        ctx, task = self.ctx, self.ctx.task
         spec = ctx.case_spec(case)
         label = f"benchmark {i + 1}/{len(task.benchmarks)} {fmt_spec(spec)}"
+        if block:
+            label += f" (block {block + 1})"
         ctx.progress(label)
         per_call = task.timing_protocol == "per_call"
         result = CaseResult(ctx.timed_kind, spec, PASS, baseline_us=task.baseline_for(case))
@@ -50,113 +86,149 @@ class BenchmarkLoop:
             result.warnings.append(
                 f"CPU run: {batch} inputs per measurement instead of the task's {task.inputs_per_measurement}"
             )
+        return _Case(i, spec, label, per_call, batch, result, block * BLOCK_STRIDE)
 
-        # Warm-up calls bring the clocks up before every chunk of timed calls. In ranked runs they use
-        # an input of their own (slot 0), never one that is timed afterwards.
-        warm = self.inputs.generate(spec, WARMUP_INDEX, 1) if ranked else ([], [])
-        # unranked runs reuse one fixed set of inputs for every sample of the case
-        fixed_specs, fixed = ([], None) if ranked else self.inputs.generate(spec, 0, batch)
-        fixed_items = None if ranked else self.inputs.place(fixed_specs, fixed, deadline)
+    def _warm_up(self, c: _Case, deadline: float) -> CaseResult | None:
+        """Warm-up calls bring the clocks up before the timed calls; the ended case when the reply ends it.
+        In ranked runs they use an input of their own (slot 0), never one that is timed afterwards;
+        unranked runs reuse one fixed set of inputs for every sample of the case."""
+        ranked = self.ctx.ranked
+        if ranked:
+            warm_specs, warm = self.inputs.generate(c.spec, WARMUP_INDEX + c.offset, 1)
+            data = self.inputs.place(warm_specs, warm, deadline)[0]
+        else:
+            fixed_specs, c.fixed = self.inputs.generate(c.spec, c.offset, c.batch)
+            c.fixed_items = self.inputs.place(fixed_specs, c.fixed, deadline)
+            data = 0
         reply = self.session.request(
             "timing",
-            {
-                "op": "warmup",
-                "data": 0 if fixed_items else self.inputs.place(*warm, deadline)[0],
-                "min_calls": 3 if ctx.gpu else 1,
-                "min_ms": 100 if ctx.gpu else 0,
-            },
+            {"op": "warmup", "data": data, "min_calls": 3 if self.ctx.gpu else 1, "min_ms": 100 if self.ctx.gpu else 0},
             deadline,
-            f"warming up {label}",
+            f"warming up {c.label}",
             WarmedUp,
         )
         if ranked and self.session.baseline_threads is None:
             self.session.baseline_threads = reply.integrity.threads
         reason = self.session.rejection(reply)
-        if not reply.ok or reason:
-            return end_case(result, reply, reason)
+        return end_case(c.result, reply, reason) if not reply.ok or reason else None
 
-        series, started, index = {k: [] for k in protocol.TIMING_SERIES}, time.monotonic(), 0
-        samples = series["samples_ns"]
-        chunk_warmup_ms = 20 if ctx.gpu else 0
-        passed_fixed = []
+    def _chunk_inputs(self, c: _Case, index: int) -> tuple[list, list, list[int]]:
+        """(specs, the parent's inputs, which outputs come back) of the next chunk of timed calls."""
+        ranked = self.ctx.ranked
+        fixed = c.fixed or []
+        if c.per_call:
+            k = min(10 if self.ctx.gpu else 1, self.stop_rule.max_samples - index)
+            specs, privates = self.inputs.generate(c.spec, c.offset + index, k) if ranked else ([], fixed * k)
+            return specs, privates, list(range(k)) if ranked else [k - 1]
+        specs, privates = self.inputs.generate(c.spec, c.offset + index, c.batch) if ranked else ([], fixed)
+        return specs, privates, list(range(c.batch)) if ranked else [c.batch - 1]
+
+    def _chunk_warm_up(self, c: _Case, deadline: float, samples: list) -> CaseResult | None:
+        """Every chunk, in both modes alike (so ranked and unranked times compare): the submission's own
+        warm-up calls on an input that is not timed next (ranked: before the timed inputs reach the
+        worker, so untimed code never sees them)."""
+        reply = self.session.request(
+            "warmup",
+            {"op": "warmup", "data": 0, "min_calls": 1, "min_ms": CHUNK_WARMUP_MS},
+            deadline,
+            f"warming up {c.label}",
+            WarmedUp,
+        )
+        reason = self.session.rejection(reply)
+        return end_case(c.result, reply, reason, samples) if not reply.ok or reason else None
+
+    def _time(self, c: _Case, deadline: float, kernel_only: bool) -> CaseResult:
+        series: dict[str, list] = {k: [] for k in protocol.TIMING_SERIES}
+        samples, started, index = series["samples_ns"], time.monotonic(), 0
+        passed_fixed: list = []
         clocks = Clocks(before=self._read_clocks())
-        result.record(clocks)
+        c.result.record(clocks)
+        items: list = []
         while True:
-            if per_call:
-                k = min(10 if ctx.gpu else 1, self.stop_rule.max_samples - len(samples))
-                specs, privates = self.inputs.generate(spec, index, k) if ranked else ([], fixed * k)
-                returned = list(range(k)) if ranked else [k - 1]
-            else:
-                specs, privates = self.inputs.generate(spec, index, batch) if ranked else ([], fixed)
-                returned = list(range(batch)) if ranked else [batch - 1]
-            # Every chunk, in both modes alike (so ranked and unranked times compare): the submission's
-            # own warm-up calls on an input that is not timed next (ranked: before the timed inputs reach
-            # the worker, so untimed code never sees them), then, right before timing, the harness's
-            # own GPU work to hold the clocks up and a read of each timed input (see worker.sampler).
-            if chunk_warmup_ms:
-                reply = self.session.request(
-                    "warmup",
-                    {"op": "warmup", "data": 0, "min_calls": 1, "min_ms": chunk_warmup_ms},
-                    deadline,
-                    f"warming up {label}",
-                    WarmedUp,
-                )
-                reason = self.session.rejection(reply)
-                if not reply.ok or reason:
-                    return end_case(result, reply, reason, samples)
-            if ranked:
-                items = self.inputs.place(specs, privates, deadline, keep=1)  # slot 0: the warm-up input
-            else:
-                items = fixed_items * k if per_call else fixed_items
+            specs, privates, returned = self._chunk_inputs(c, index)
+            if self.ctx.gpu:
+                ended = self._chunk_warm_up(c, deadline, samples)
+                if ended is not None:
+                    return ended
+            items = self._chunk_items(c, specs, privates, deadline)
             index += len(privates)
-            reply = self.session.request(
-                "timing",
-                {
-                    "op": "time",
-                    "protocol": task.timing_protocol,
-                    "inputs": items,
-                    "return": returned,
-                    "heat_ms": chunk_warmup_ms,
-                    "touch": ctx.gpu,
-                },
-                deadline,
-                f"timing {label}",
-                Timed,
-                n_samples=len(items) if per_call else 1,
-                n_outputs=len(returned),
-            )
+            reply = self._timed_chunk(c, items, returned, deadline)
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
-                return end_case(result, reply, reason, samples)
-            for idx, out in zip(returned, self.checker.outputs(reply.outputs)):
-                ok, message = (
-                    self.checker.check(privates[idx], out)
-                    if ranked
-                    else self.checker.check_fixed(privates[idx], out, passed_fixed)
-                )
-                if not ok:
-                    result.verdict, result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                    return self.judge.finish(result, samples + reply.samples_ns, series, batch)
+                return end_case(c.result, reply, reason, samples)
+            failed = self._check_outputs(c, reply, privates, returned, samples, passed_fixed)
+            if failed:
+                return self.judge.finish(c.result, samples + reply.samples_ns, series, c.batch)
             for key, values in series.items():
                 values += getattr(reply, key)
-            if reply.gate_misses and GATE_MISSED not in ctx.warnings:
-                ctx.warnings.append(GATE_MISSED)
+            if reply.gate_misses and GATE_MISSED not in self.ctx.warnings:
+                self.ctx.warnings.append(GATE_MISSED)
             if self.stop_rule.should_stop(samples, time.monotonic() - started):
                 break
         clocks.after = self._read_clocks()
-        result.record(clocks)
-        return self._after_timing(result, samples, series, batch, [0] if per_call else items, deadline)
+        c.result.record(clocks)
+        kernel_items = [0] if c.per_call else items
+        return self._after_timing(c.result, samples, series, c.batch, kernel_items if kernel_only else None, deadline)
 
-    def _after_timing(self, result, samples, series, batch, kernel_items, deadline) -> CaseResult:
+    def _chunk_items(self, c: _Case, specs: list, privates: list, deadline: float) -> list:
+        if self.ctx.ranked:
+            return self.inputs.place(specs, privates, deadline, keep=1)  # slot 0: the warm-up input
+        fixed_items = c.fixed_items or []
+        return fixed_items * len(privates) if c.per_call else fixed_items
+
+    def _timed_chunk(self, c: _Case, items: list, returned: list[int], deadline: float) -> Any:
+        """Right before timing, the worker runs the harness's own GPU work to hold the clocks up and reads
+        each timed input (see worker.sampler); then the timed calls."""
+        return self.session.request(
+            "timing",
+            {
+                "op": "time",
+                "protocol": self.ctx.task.timing_protocol,
+                "inputs": items,
+                "return": returned,
+                "heat_ms": CHUNK_WARMUP_MS if self.ctx.gpu else 0,
+                "touch": self.ctx.gpu,
+            },
+            deadline,
+            f"timing {c.label}",
+            Timed,
+            n_samples=len(items) if c.per_call else 1,
+            n_outputs=len(returned),
+        )
+
+    def _check_outputs(
+        self, c: _Case, reply: Any, privates: list, returned: list[int], samples: list, passed_fixed: list
+    ) -> bool:
+        """Checks every returned output; True (the case failed, its message set) at the first wrong one."""
+        for idx, out in zip(returned, self.checker.outputs(reply.outputs)):
+            ok, message = (
+                self.checker.check(privates[idx], out)
+                if self.ctx.ranked
+                else self.checker.check_fixed(privates[idx], out, passed_fixed)
+            )
+            if not ok:
+                c.result.verdict, c.result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
+                return True
+        return False
+
+    def _after_timing(
+        self, result: CaseResult, samples: list, series: dict, batch: int, kernel_items: list | None, deadline: float
+    ) -> CaseResult:
         result = self.judge.finish(result, samples, series, batch)
         if result.verdict == PASS:
             clocks = result.clocks
-            result.warnings += clock_warnings(clocks.before, clocks.after)
+            if clocks is not None:
+                result.warnings += clock_warnings(clocks.before, clocks.after or {})
+            if kernel_items is None:
+                return result
             figures, check = self.kernel_only.measure(result, kernel_items, deadline)
             figures.unhidden_host_ns = plausibility.unhidden_host_ns(series["unhidden_host_ns"])
             result.record(figures, *([check] if check else []))
             result.warnings += plausibility.host_bound_warnings(figures.unhidden_host_ns, figures.ns)
         return result
+
+    def read_clocks(self) -> dict:
+        return self._read_clocks()
 
     def _read_clocks(self) -> dict:
         if self.clocks is None:

@@ -6,6 +6,8 @@ with only a ``note`` saying why, never a guess.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 # nvmlClocksEventReasons bits that mean the GPU is slowed down (not idle, not an app-clock setting).
@@ -20,8 +22,10 @@ SM_CHANGE_WARN = 0.10  # warn when the SM clock moved by more than 10% across a 
 
 
 class ClockReader:
-    def __init__(self, device: torch.device):
-        self.handle, self.note, self._nvml = None, "", None
+    def __init__(self, device: torch.device) -> None:
+        self.handle: Any = None
+        self.note = ""
+        self._nvml: Any = None
         if device.type != "cuda" or torch.version.hip is not None:
             self.note = (
                 "not available on CPU" if device.type != "cuda" else "not available on ROCm (NVML is NVIDIA only)"
@@ -44,16 +48,22 @@ class ClockReader:
         except Exception as exc:
             self.note = f"NVML unavailable ({type(exc).__name__}: {exc})"
 
-    def read(self) -> dict:
+    def read(self) -> dict[str, Any]:
+        """SM and memory clocks (MHz), temperature (C), power (W) and the throttle reasons; a reading that
+        fails is None, never a guess."""
         if self.handle is None:
             return {"note": self.note}
         nv, h, out = self._nvml, self.handle, {}
+        # the clocks-event call replaced the throttle-reasons one in newer NVML; both give the same bits
+        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
         for key, fn in (
             ("sm_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
             ("mem_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
             ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
             ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
-            ("throttle_mask", lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
+            ("throttle_mask", lambda: reasons(h) if reasons is not None else None),
         ):
             try:
                 out[key] = fn()
@@ -72,7 +82,7 @@ class ClockReader:
             self._nvml = None
 
 
-def clock_warnings(before: dict, after: dict) -> list[str]:
+def clock_warnings(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Why a case's numbers may be off, from the readings before and after its timed calls."""
     warn = []
     b, a = before.get("sm_mhz"), after.get("sm_mhz")

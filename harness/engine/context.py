@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -33,7 +34,7 @@ class Phases:
 
 @dataclass
 class RunContext:
-    task: object
+    task: Any  # a tasks.Task (typed loosely: the engine reads its fields)
     mode: Mode
     opt: RunOptions
     device: torch.device

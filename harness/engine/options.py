@@ -15,6 +15,7 @@ class RunOptions:
     seed: int | None = None  # replaces every case's public seed
     secret: str | None = None  # leaderboard: secret seed (see harness.engine.seeds)
     max_repeats: int | None = None  # per benchmark case; default 100 on a GPU, 10 on the CPU
+    blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     max_time_s: float | None = None  # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
     wall_cap_s: float | None = None  # wall time per case; default 120 s, CPU 30 s
     target_rel_err: float = 0.001  # stop when stderr / mean is below this (0.1%)
@@ -63,6 +64,7 @@ class RunOptions:
                 f"min_runs={self.min_runs} samples per case); got {self.max_repeats}"
             )
         positive("max_repeats", "--max-repeats", self.max_repeats, integer=True, minimum=self.min_runs)
+        positive("blocks", "--blocks", self.blocks, integer=True, minimum=1)
         positive("max_time_s", "--max-time", self.max_time_s)
         positive("wall_cap_s", None, self.wall_cap_s)
         positive("target_rel_err", None, self.target_rel_err)

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import harness
+from harness.analysis.blocks import interval_from_blocks, spread_warning
 from harness.analysis.confidence import score_ci_us
 from harness.engine import verdicts
 from harness.engine.benchmark import BenchmarkLoop
+from harness.engine.blocks import TimedBlocks, default_blocks, renew_worker
 from harness.engine.checks import Checker
 from harness.engine.context import RunContext
 from harness.engine.device import device_info, select_device
@@ -28,8 +32,13 @@ from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
 from harness.errors import RunInterrupted
-from harness.messages import Called, Profiled
-from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT, CaseResult, RunResult
+from harness.messages import Called, Failed, Loaded, Profiled
+from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT, CaseResult, RunResult, ScoreInterval
+
+ONE_PROCESS_NOTE = (
+    "one block: the ± covers this process's samples only, and a rerun can differ by more; "
+    "give --blocks N (a fresh worker and fresh inputs each) for an interval that holds across reruns"
+)
 
 
 def _now() -> str:
@@ -37,7 +46,9 @@ def _now() -> str:
 
 
 class Run:
-    def __init__(self, path: Path, task, mode: Mode, options: RunOptions, progress=None):
+    def __init__(
+        self, path: Path, task: Any, mode: Mode, options: RunOptions, progress: Callable[[str], None] | None = None
+    ) -> None:
         device = select_device(options.device)
         self.path = path
         self.ctx = RunContext(
@@ -54,6 +65,7 @@ class Run:
         self.sandbox: Sandbox | None = None
         self.session: WorkerSession | None = None
         self.benchmarks: BenchmarkLoop | None = None
+        self.blocks: TimedBlocks | None = None
 
     def execute(self) -> RunResult:
         ctx, t0 = self.ctx, time.monotonic()
@@ -84,7 +96,10 @@ class Run:
             self.session.start(deadline)
             if self._import(result, deadline):
                 self._run_cases(inputs, checker, deadline)
-                self.session.sync(deadline)
+                if self.blocks is None:
+                    self.session.sync(deadline)
+                elif not self.blocks.worker_lost:
+                    self.session.sync(self.blocks.deadline)  # extended by the workers' restarts
         except WorkerFailure as failure:
             kind, spec = verdicts.running_case(self.planned, self.cases, ctx.case_spec)
             hint = ctx.timeout_hint() if failure.verdict == TIMEOUT else ""
@@ -130,14 +145,15 @@ class Run:
 
     def _import(self, result: RunResult, deadline: float) -> bool:
         """Imports the submission in the worker; False (with the import case) when that failed."""
-        reply = self.session.load(deadline)
-        if reply.ok:
+        session = self._session()
+        reply = session.load(deadline)
+        if isinstance(reply, Loaded):
             result.timing_method, self.ctx.gated = reply.timing_method, reply.gated
-        reason = self.session.rejection(reply)
+        reason = session.rejection(reply)
         if reason:
             result.message = reason
             self.cases.append(CaseResult("import", {}, REJECTED, result.message))
-        elif not reply.ok:
+        elif isinstance(reply, Failed):
             result.message = reply.error
             self.cases.append(CaseResult("import", {}, ERROR, result.message, extra=verdicts.tracebacks(reply)))
         return not reason and reply.ok
@@ -153,22 +169,33 @@ class Run:
         if mode.runs_benchmarks:
             if mode.runs_tests and not self.ctx.ranked:
                 deadline = self.ctx.deadline(task.benchmark_timeout)
-            for i, case in enumerate(task.benchmarks):
-                self.cases.append(self.benchmarks.run_case(i, case, deadline))
-                if self.cases[-1].verdict == REJECTED:
-                    return
+            count = default_blocks(self.ctx.opt.blocks, self.ctx.ranked, self.ctx.gpu)
+            assert self.session is not None and self.benchmarks is not None
+            self.blocks = TimedBlocks(self.ctx, self.session, self.benchmarks, count, self._renew)
+            self.cases += self.blocks.run(deadline)
+        return None
+
+    def _session(self) -> WorkerSession:
+        assert self.session is not None, "the worker session starts before any case runs"
+        return self.session
+
+    def _renew(self, deadline: float) -> None:
+        """A fresh worker for the next block (every worker of the run writes to the same capture files,
+        so the last stop returns all of their output)."""
+        renew_worker(self._session(), deadline)
 
     def _tests(self, inputs: Inputs, checker: Checker, deadline: float) -> bool:
         """Runs every test case; True when all passed (a rejection stops at once)."""
         for i in range(len(self.ctx.task.tests)):
             # ranked runs test on secret-derived inputs too: precomputed public outputs cannot pass by replay
             spec, label, data, item = inputs.one("test", i, self.ctx.task.tests, deadline, fresh=self.ctx.ranked)
-            reply = self.session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
-            reason = self.session.rejection(reply)
+            session = self._session()
+            reply = session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
+            reason = session.rejection(reply)
             if reason:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
                 return False
-            if not reply.ok:
+            if isinstance(reply, Failed):
                 self.cases.append(CaseResult("test", spec, ERROR, reply.error, extra=verdicts.tracebacks(reply)))
                 continue
             [out] = checker.outputs([reply.output])
@@ -179,11 +206,12 @@ class Run:
     def _profile(self, inputs: Inputs, deadline: float) -> None:
         for i in range(len(self.ctx.task.benchmarks)):
             spec, label, _data, item = inputs.one("profile", i, self.ctx.task.benchmarks, deadline)
-            reply = self.session.request(
+            session = self._session()
+            reply = session.request(
                 "profile", {"op": "profile", "data": item}, deadline, f"profiling {label}", Profiled
             )
-            reason = self.session.rejection(reply)
-            if not reply.ok or reason:
+            reason = session.rejection(reply)
+            if isinstance(reply, Failed) or reason:
                 self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), reply, reason))
                 continue
             self.cases.append(CaseResult("benchmark", spec, PASS, "profiled", extra={"profile_table": reply.table}))
@@ -199,17 +227,45 @@ class Run:
         if self.sandbox is not None:
             self.sandbox.remove()
 
+    def _interval(self, result: RunResult) -> None:
+        """The score's interval: from the block scores, else (one block) a bootstrap over the samples."""
+        assert result.score_us is not None
+        interval = interval_from_blocks(result.score_us, [b.score_us for b in result.blocks if b.score_us])
+        if interval is not None:
+            result.score_ci_us = [interval.low_us, interval.high_us]
+            result.score_interval = ScoreInterval(
+                interval.low_us,
+                interval.high_us,
+                interval.method,
+                interval.blocks,
+                interval.confidence,
+                interval.df,
+                interval.se_log,
+                interval.spread,
+                interval.rule_version,
+            )
+            warning = spread_warning(interval)
+            if warning:
+                self.ctx.warnings.append(warning)
+            return
+        with self.ctx.phases.measure("bootstrap"):
+            samples = [c.stats.samples_ns for c in result.benchmark_cases() if c.stats is not None]
+            result.score_ci_us = score_ci_us(samples, self.ctx.task.ranking_by)
+        if result.score_ci_us is not None:
+            low, high = result.score_ci_us
+            result.score_interval = ScoreInterval(low, high, "bootstrap-samples", len(result.blocks) or 1)
+            if self.ctx.mode.runs_benchmarks and ONE_PROCESS_NOTE not in self.ctx.warnings:
+                self.ctx.warnings.append(ONE_PROCESS_NOTE)
+
     def _finish(self, result: RunResult, t0: float) -> RunResult:
         ctx = self.ctx
         self.cases += verdicts.not_run_cases(self.planned, self.cases, ctx.case_spec)
         result.cases, result.verdict = self.cases, verdicts.run_verdict(self.cases)
         result.message = result.message or verdicts.summary(self.cases)
         result.score_us = verdicts.score(ctx.task, self.cases) if ctx.mode.scored else None
+        result.blocks = self.blocks.records if self.blocks is not None else []
         if result.score_us is not None:
-            with ctx.phases.measure("bootstrap"):
-                result.score_ci_us = score_ci_us(
-                    [c.stats.samples_ns for c in result.benchmark_cases()], ctx.task.ranking_by
-                )
+            self._interval(result)
         result.warnings = ctx.warnings
         result.sandbox = self.session.sandbox if self.session is not None else None
         result.finished_at, result.wall_s = _now(), time.monotonic() - t0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from typing import Any
 
 from harness.results import Stats
 
@@ -20,7 +22,7 @@ class StopRule:
     max_samples: int = 100
 
     @classmethod
-    def from_options(cls, opt, gpu: bool, ranked: bool) -> StopRule:
+    def from_options(cls, opt: Any, gpu: bool, ranked: bool) -> StopRule:
         """The options' limits; unset ones default to 100 samples, 10 s measured (ranked 30 s) and 120 s
         wall on a GPU, 10 samples, 2 s measured and 30 s wall on the CPU."""
         max_samples = opt.max_repeats or (100 if gpu else 10)
@@ -32,6 +34,22 @@ class StopRule:
             max_measured_ns=max_time_s * 1e9,
             wall_cap_s=wall_cap_s,
             max_samples=max_samples,
+        )
+
+    def for_blocks(self, blocks: int) -> StopRule:
+        """One block's share of this rule when a case is measured in ``blocks`` blocks, so that all blocks
+        together take about the samples one process took: the sample, measured-time and wall budgets are
+        divided by ``blocks``, and the standard-error target is multiplied by sqrt(blocks) (a block with
+        1/B of the samples reaches sqrt(B) times the standard error: the blocks together reach the
+        target). Each block keeps at least ``min_samples``."""
+        if blocks <= 1:
+            return self
+        return replace(
+            self,
+            target_rel_err=self.target_rel_err * math.sqrt(blocks),
+            max_measured_ns=self.max_measured_ns / blocks,
+            wall_cap_s=self.wall_cap_s / blocks,
+            max_samples=max(self.min_samples, math.ceil(self.max_samples / blocks)),
         )
 
     def should_stop(self, samples_ns: list, elapsed_s: float) -> bool:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+from collections.abc import Sequence
+from typing import Any
 
-from harness.analysis.ranking import Leaderboard, RankRule, build_leaderboard
+from harness.analysis.ranking import DeviceBoard, Entry, Leaderboard, RankRule, build_leaderboard, tie_rule_text
+from harness.analysis.ties import DEFAULT_MARGIN
 from harness.errors import UsageError
 from harness.report.tables import format_rows, us
-from harness.store.database import open_store
+from harness.results import PASS
+from harness.store.database import RunRow, Store, open_store
 
 BOARD_FORMATS = ("table", "markdown", "json", "csv")
 
@@ -53,6 +59,7 @@ def load_board(
     results_dir: str | None = None,
     rule: str | None = None,
     mode: str | None = None,
+    margin: float = DEFAULT_MARGIN,
 ) -> tuple[Leaderboard, list[str]]:
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
@@ -68,22 +75,106 @@ def load_board(
                 + (", ".join(repr(d) for d in devices) or "(none yet)")
             )
         cases = st.cases(r.id for r in runs)
+        blocks = stored_block_scores(st, runs)
+        finals = latest_finals(st, name)
     warnings = [w for w in (warning, note) if w]
     if not runs:
         warnings.append(
             f"no results for task {name!r} in the store yet (tasks with results: "
             f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first"
         )
-    board = build_leaderboard(name, rank_rule, runs, cases, device=device)
+    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=blocks, margin=margin)
     board.mode = mode
+    for b in board.boards:
+        b.final = finals.get(b.device)
     return board, warnings
+
+
+def latest_finals(st: Store, task: str) -> dict[str, dict[str, Any]]:
+    """The newest finished final scoring of ``task`` per device, as its stored JSON plus id and dates."""
+    from harness.store.finals import finals
+
+    out: dict[str, dict[str, Any]] = {}
+    for f in finals(st, task):
+        if f.device_name not in out and f.result is not None:
+            out[f.device_name] = dict(f.result, final_id=f.id, started_at=f.started_at, finished_at=f.finished_at)
+    return out
+
+
+def render_final(final: dict[str, Any], fmt: str) -> str:
+    """A final scoring's table (``harness.analysis.final`` JSON)."""
+    headers = ["rank", "name", "final score (us)", "rounds", "vs leader (ratio, 95% CI)", "note"]
+    rows = []
+    for p in final.get("places", []):
+        vs = p.get("vs_leader") or {}
+        ci = (
+            f"{vs['ratio']:.4f} ({vs['low']:.4f}-{vs['high']:.4f}) vs {vs.get('leader')}"
+            if vs.get("low") is not None
+            else ""
+        )
+        rows.append(
+            [p.get("rank_label"), p.get("name"), us(p.get("score_us")), p.get("rounds"), ci, p.get("failed") or ""]
+        )
+    title = (
+        f"final scoring {final.get('final_id', '')}: {final.get('rounds')} rounds, interleaved; ranked by paired "
+        f"per-round differences (margin {100 * float(final.get('margin') or 0):.1f}%)"
+    )
+    undecided = final.get("undecided") or []
+    tail = (
+        "undecided after the round budget (shown tied): " + ", ".join(" / ".join(u) for u in undecided) + "\n"
+        if undecided
+        else ""
+    )
+    head = f"**{title}**\n\n" if fmt == "markdown" else f"{title}\n"
+    return head + format_rows(headers, rows, fmt, [0, 2, 3]) + tail
+
+
+def add_margin_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--margin",
+        type=float,
+        metavar="PCT",
+        default=None,
+        help=f"the tie rule's equivalence margin in percent (default {100 * DEFAULT_MARGIN:g}): a smaller "
+        "difference is never reported",
+    )
+
+
+def margin_fraction(percent: float | None) -> float:
+    """The --margin option (percent) as a fraction; a UsageError for a value that is not 0-50."""
+    if percent is None:
+        return DEFAULT_MARGIN
+    if not (math.isfinite(percent) and 0 <= percent <= 50):
+        raise UsageError(f"--margin is a percentage from 0 to 50 (e.g. --margin 1 for 1%); got {percent!r}")
+    return percent / 100
+
+
+def block_scores_of(result: dict[str, Any] | None) -> list[float]:
+    """The block scores in a stored RunResult's JSON (schema 2; none in older results)."""
+    out = []
+    for b in (result or {}).get("blocks") or []:
+        value = b.get("score_us") if isinstance(b, dict) else None
+        if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
+            out.append(float(value))
+    return out
+
+
+def stored_block_scores(st: Store, runs: Sequence[RunRow]) -> dict[int, list[float]]:
+    """Each complete, passing run's block scores, by run id, from its stored result."""
+    out = {}
+    for r in runs:
+        if r.complete and r.verdict == PASS:
+            scores = block_scores_of(st.result_dict(r.id))
+            if scores:
+                out[r.id] = scores
+    return out
 
 
 # the default mode of a leaderboard: ranked runs first, then the unranked modes that time
 MODE_PREFERENCE = ("leaderboard", "test+benchmark", "benchmark")
 
 
-def choose_mode(runs, wanted: str | None) -> tuple[str | None, str | None]:
+def choose_mode(runs: Sequence[RunRow], wanted: str | None) -> tuple[str | None, str | None]:
     """(the one mode to rank, a note for stderr when it is not the leaderboard mode by default).
     Runs of different modes are not ranked together: their inputs and timing budgets differ."""
     if wanted is not None:
@@ -107,40 +198,71 @@ def render_board(board: Leaderboard, fmt: str) -> str:
         return json.dumps(board.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
     if fmt == "csv":
         return _board_csv(board)
-    parts = []
-    if not board.boards:
-        parts.append(f"No results for {board.task} yet.\n")
+    parts = [] if board.boards else [f"No results for {board.task} yet.\n"]
     for b in board.boards:
-        title = (
-            f"{board.task} on {b.device}"
-            + (f" ({b.device_kind})" if b.device_kind else "")
-            + (f", mode {board.mode}" if board.mode else "")
-        )
-        rule = (
-            f"Ranked by the {board.rule.description} (lower is better); '=' marks a tie within "
-            "measurement error (95% intervals overlap)."
-        )
-        parts.append(f"### {title}\n\n{rule}\n" if fmt == "markdown" else f"{title}\n{rule}\n")
-        if b.ranked:
-            headers = ["rank", "name", "score (us)", "± (us)", "gap to leader", *b.shapes, "verdict", "date"]
-            rows = []
-            for e in b.ranked:
-                times = {s.label: s.mean_us for s in e.shapes}
-                gap = "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{us(e.gap_us)} us)"
-                rows.append(
-                    [e.rank_label, e.name, us(e.score_us), us(e.stderr_us), gap]
-                    + [us(times.get(label)) for label in b.shapes]
-                    + [e.verdict, e.date]
-                )
-            right = [0, 2, 3, *list(range(5, 5 + len(b.shapes)))]
-            parts.append(format_rows(headers, rows, fmt, right))
-        else:
-            parts.append("No complete passing run with timings yet.\n")
-        if b.unranked:
-            heading = "**Not ranked**\n\n" if fmt == "markdown" else "not ranked:\n"
-            rows = [[u.name, u.verdict, u.reason, u.date] for u in b.unranked]
-            parts.append(heading + format_rows(["name", "verdict", "reason", "date"], rows, fmt))
+        parts += _section(board, b, fmt)
     return "\n".join(parts)
+
+
+def _section(board: Leaderboard, b: DeviceBoard, fmt: str) -> list[str]:
+    title = (
+        f"{board.task} on {b.device}"
+        + (f" ({b.device_kind})" if b.device_kind else "")
+        + (f", mode {board.mode}" if board.mode else "")
+    )
+    rule = f"Ranked by the {board.rule.description} (lower is better); {tie_rule_text(board.margin)}."
+    parts = [f"### {title}\n\n{rule}\n" if fmt == "markdown" else f"{title}\n{rule}\n"]
+    parts.append(_ranked_table(b, fmt) if b.ranked else "No complete passing run with timings yet.\n")
+    notes = interval_notes(b.ranked)
+    if notes:
+        parts.append("".join(f"note: {n}\n" for n in notes))
+    if b.final:
+        parts.append(render_final(b.final, fmt))
+    if b.unranked:
+        heading = "**Not ranked**\n\n" if fmt == "markdown" else "not ranked:\n"
+        rows = [[u.name, u.verdict, u.reason, u.date] for u in b.unranked]
+        parts.append(heading + format_rows(["name", "verdict", "reason", "date"], rows, fmt))
+    return parts
+
+
+def interval_text(e: Entry) -> str:
+    """The score's 95% interval as people read it, with where it came from."""
+    if e.low_us is None or e.high_us is None:
+        return "unknown"
+    source = f"{e.blocks} blocks" if e.interval_source == "blocks" else "1 process"
+    return f"{us(e.low_us)}-{us(e.high_us)} ({source})"
+
+
+def interval_notes(entries: Sequence[Entry]) -> list[str]:
+    """What the board's intervals cannot say."""
+    notes = []
+    if any(e.interval_source == "samples" for e in entries):
+        notes.append(
+            "an interval marked '1 process' comes from one process's samples (a run of a single block): "
+            "a rerun can differ by more; rerun it ranked (10 blocks on a GPU by default) for one that holds"
+        )
+    if any(e.interval_source == "none" for e in entries):
+        notes.append(
+            "an entry with no 95% interval (a shape with a single sample) cannot be told apart from any other: "
+            "it ties with the entries around it"
+        )
+    return notes
+
+
+def _ranked_table(b: DeviceBoard, fmt: str) -> str:
+    headers = ["rank", "name", "score (us)", "95% interval (us)", "gap to leader", *b.shapes, "verdict", "date"]
+    rows = []
+    for e in b.ranked:
+        times = {s.label: s.mean_us for s in e.shapes}
+        gap = "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{us(e.gap_us)} us)"
+        name = e.name + (f" (also: {', '.join(e.aliases)})" if e.aliases else "")
+        rows.append(
+            [e.rank_label, name, us(e.score_us), interval_text(e), gap]
+            + [us(times.get(label)) for label in b.shapes]
+            + [e.verdict, e.date]
+        )
+    right = [0, 2, 3, *list(range(5, 5 + len(b.shapes)))]
+    return format_rows(headers, rows, fmt, right)
 
 
 def _board_csv(board: Leaderboard) -> str:
@@ -158,6 +280,9 @@ def _board_csv(board: Leaderboard) -> str:
         "sha256",
         "score_us",
         "stderr_us",
+        "low_us",
+        "high_us",
+        "interval_source",
         "gap_x",
         "gap_us",
         "verdict",
@@ -181,6 +306,9 @@ def _board_csv(board: Leaderboard) -> str:
                     e.sha256,
                     repr(e.score_us),
                     repr(e.stderr_us),
+                    "" if e.low_us is None else repr(e.low_us),
+                    "" if e.high_us is None else repr(e.high_us),
+                    e.interval_source,
                     repr(e.gap_x),
                     repr(e.gap_us),
                     e.verdict,
@@ -201,6 +329,9 @@ def _board_csv(board: Leaderboard) -> str:
                     "",
                     u.name,
                     u.sha256,
+                    "",
+                    "",
+                    "",
                     "",
                     "",
                     "",

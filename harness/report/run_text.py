@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from harness.report.tables import format_rows
 from harness.report.tables import us_from_ns as fmt_us
-from harness.results import PASS, RunResult, shape_label
+from harness.results import PASS, CaseResult, RunResult, shape_label
+
+CASE_HEADERS = ["kind", "shape", "verdict", "mean ± stderr (us)", "min", "max", "runs", "baseline (us)", "SOL (us)"]
 
 # said once, in the report: what a CPU result is good for (its speed can spread tenfold between runs)
 CPU_NOTE = (
@@ -15,6 +17,27 @@ CPU_NOTE = (
 
 def render_run(result: RunResult, diagnosis: str | None = None) -> str:
     """The run's report; ``diagnosis`` (harness.engine.diagnosis) is one more line under 'why:'."""
+    out = _header(result)
+    out += ["", _case_table(result).rstrip("\n")]
+    out += _timing_notes(result)
+    notes = [(c, c.message) for c in result.cases if c.verdict != PASS and c.message]
+    if notes:
+        out.append("")
+        out += [f"{c.kind} {shape_label(c.spec)}: {c.verdict}: {message}" for c, message in notes]
+    for c in result.cases:
+        if c.extra.get("profile_table"):
+            out += ["", f"profile {shape_label(c.spec)}", c.extra["profile_table"]]
+    out.append("")
+    out += render_blocks(result)
+    out.append(f"verdict: {result.verdict.upper()}   score: {_score_text(result)}   wall: {result.wall_s or 0:.1f} s")
+    if result.verdict != PASS:
+        out.append(f"why: {result.message}")
+    if diagnosis:
+        out.append(diagnosis)
+    return "\n".join(out)
+
+
+def _header(result: RunResult) -> list[str]:
     d = result.device
     out = [
         f"task {result.task} | submission {result.submission.name} ({result.submission.path}) | mode {result.mode}",
@@ -25,103 +48,108 @@ def render_run(result: RunResult, diagnosis: str | None = None) -> str:
         out.append(CPU_NOTE)
     elif result.timing_method:
         out.append(f"timing: {result.timing_method}")
-    kernel_only = any(c.extra.get("kernel_only_ns") is not None for c in result.cases)
-    rows = []
-    for c in result.cases:
-        s = c.stats
-        sol = c.sol
-        rows.append(
-            [
-                c.kind,
-                shape_label(c.spec),
-                c.verdict,
-                f"{fmt_us(s.mean)} ± {fmt_us(s.stderr)}" if s else "-",
-                fmt_us(s.min) if s else "-",
-                fmt_us(s.max) if s else "-",
-                str(s.runs) if s else "-",
-                f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
-                fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
-                f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-",
-            ]
-            + ([fmt_us(c.extra.get("kernel_only_ns"))] if kernel_only else [])
-        )
-    out += [
-        "",
-        format_rows(
-            [
-                "kind",
-                "shape",
-                "verdict",
-                "mean ± stderr (us)",
-                "min",
-                "max",
-                "runs",
-                "baseline (us)",
-                "SOL (us)",
-                "% of SOL",
-            ]
-            + (["kernel-only (us)"] if kernel_only else []),
-            rows,
-        ).rstrip("\n"),
+    return out
+
+
+def _case_row(c: CaseResult, kernel_only: bool) -> list[str]:
+    s, sol = c.stats, c.sol
+    row = [
+        c.kind,
+        shape_label(c.spec),
+        c.verdict,
+        f"{fmt_us(s.mean)} ± {fmt_us(s.stderr)}" if s else "-",
+        fmt_us(s.min) if s else "-",
+        fmt_us(s.max) if s else "-",
+        str(s.runs) if s else "-",
+        f"{c.baseline_us:.3f}" if c.baseline_us is not None else "-",
+        fmt_us(sol.time_ns) if sol and sol.time_ns else "-",
+        f"{sol.percent:.1f}% {sol.bound}" if sol and sol.percent is not None else "-",
     ]
-    out += _timing_notes(result)
-    notes = [(c, c.message) for c in result.cases if c.verdict != PASS and c.message]
-    if notes:
-        out.append("")
-        for c, message in notes:
-            out.append(f"{c.kind} {shape_label(c.spec)}: {c.verdict}: {message}")
-    tables = [(c, c.extra.get("profile_table")) for c in result.cases if c.extra.get("profile_table")]
-    for c, text in tables:
-        out += ["", f"profile {shape_label(c.spec)}", text]
-    out.append("")
-    score = f"{result.score_us:.3f} us" if result.score_us is not None else "-"
-    if result.score_us is not None and result.score_ci_us:
-        score += f" (95% CI {result.score_ci_us[0]:.3f}-{result.score_ci_us[1]:.3f})"
-    out.append(f"verdict: {result.verdict.upper()}   score: {score}   wall: {result.wall_s or 0:.1f} s")
-    if result.verdict != PASS:
-        out.append(f"why: {result.message}")
-    if diagnosis:
-        out.append(diagnosis)
-    return "\n".join(out)
+    return row + ([fmt_us(c.extra.get("kernel_only_ns"))] if kernel_only else [])
 
 
-def _timing_notes(result: RunResult) -> list[str]:
-    """Kernel-only notes and --verify-timing lines, one per benchmark case that has something to say."""
-    lines = []
-    cases = result.benchmark_cases()
-    if cases and all(
+def _case_table(result: RunResult) -> str:
+    kernel_only = any(c.extra.get("kernel_only_ns") is not None for c in result.cases)
+    headers = [*CASE_HEADERS, "% of SOL"] + (["kernel-only (us)"] if kernel_only else [])
+    return format_rows(headers, [_case_row(c, kernel_only) for c in result.cases])
+
+
+def _score_text(result: RunResult) -> str:
+    if result.score_us is None:
+        return "-"
+    text = f"{result.score_us:.3f} us"
+    if result.score_ci_us:
+        si = result.score_interval
+        source = (
+            f"{si.blocks} blocks"
+            if si is not None and si.method == "blocks-t"
+            else "one process's samples: a rerun can differ by more"
+        )
+        text += f" (95% CI {result.score_ci_us[0]:.3f}-{result.score_ci_us[1]:.3f}, from {source})"
+    return text
+
+
+def render_blocks(result: RunResult) -> list[str]:
+    """One line per run of several blocks: the block scores, their spread and any throttled block."""
+    blocks = result.blocks
+    if len(blocks) < 2:
+        return []
+    scores = ", ".join(f"{b.score_us:.3f}" if b.score_us is not None else "-" for b in blocks)
+    si = result.score_interval
+    spread = f"; spread {100 * si.spread:.2f}%" if si is not None and si.spread is not None else ""
+    line = f"blocks: {len(blocks)} (fresh worker and inputs each), block scores (us): {scores}{spread}"
+    throttled = [str(b.index + 1) for b in blocks if b.throttled]
+    if throttled:
+        line += f"; measured while throttled: block {', '.join(throttled)}"
+    return [line]
+
+
+def _all_cases_note(cases: list[CaseResult]) -> list[str] | None:
+    """The same kernel-only reason for every case (e.g. a CPU run), said once; None otherwise."""
+    if not cases or not all(
         c.extra.get("kernel_only_ns") is None
         and c.extra.get("profiler_kernel_ns") is None
         and c.extra.get("kernel_only_note")
         for c in cases
     ):
-        notes = {c.extra["kernel_only_note"] for c in cases} | {c.extra.get("profiler_note") for c in cases} - {None}
-        if len(notes) <= 2:  # the same reason for every case (e.g. a CPU run): say it once
-            return ["", "kernel-only / timing check, all cases: " + "; ".join(sorted(notes))]
+        return None
+    notes = {str(c.extra["kernel_only_note"]) for c in cases}
+    notes |= {str(c.extra["profiler_note"]) for c in cases if c.extra.get("profiler_note") is not None}
+    if len(notes) > 2:
+        return None
+    return ["", "kernel-only / timing check, all cases: " + "; ".join(sorted(notes))]
+
+
+def _timing_check_line(x: dict, shape: str) -> str:
+    dev, kernels = x.get("kernel_only_vs_profiler_pct"), x.get("profiler_kernels_per_call")
+    per_kernel = (x["kernel_only_ns"] - x["profiler_kernel_ns"]) / kernels if dev is not None and kernels else None
+    parts = [
+        f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
+        f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
+    ]
+    if dev is not None:
+        parts.append(f" ({dev:+.1f}%" + (f", {per_kernel:+.0f} ns per kernel" if per_kernel is not None else "") + ")")
+    if x.get("profiler_window_ns") is not None:
+        parts.append(f", profiler window {fmt_us(x['profiler_window_ns'])} us")
+    if kernels:
+        parts.append(f", {kernels:g} kernels/call")
+    parts.append(f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us")
+    if x.get("profiler_note"):
+        parts.append(f"; {x['profiler_note']}")
+    return "".join(parts)
+
+
+def _timing_notes(result: RunResult) -> list[str]:
+    """Kernel-only notes and --verify-timing lines, one per benchmark case that has something to say."""
+    cases = result.benchmark_cases()
+    once = _all_cases_note(cases)
+    if once is not None:
+        return once
+    lines = []
     for c in cases:
         x, shape = c.extra, shape_label(c.spec)
         if "profiler_kernel_ns" in x:
-            dev, kernels = x.get("kernel_only_vs_profiler_pct"), x.get("profiler_kernels_per_call")
-            per_kernel = (
-                (x["kernel_only_ns"] - x["profiler_kernel_ns"]) / kernels if dev is not None and kernels else None
-            )
-            lines.append(
-                f"timing check {shape}: kernel-only {fmt_us(x.get('kernel_only_ns'))} us vs profiler "
-                f"kernel sum {fmt_us(x.get('profiler_kernel_ns'))} us"
-                + (
-                    f" ({dev:+.1f}%" + (f", {per_kernel:+.0f} ns per kernel" if per_kernel is not None else "") + ")"
-                    if dev is not None
-                    else ""
-                )
-                + (
-                    f", profiler window {fmt_us(x['profiler_window_ns'])} us"
-                    if x.get("profiler_window_ns") is not None
-                    else ""
-                )
-                + (f", {kernels:g} kernels/call" if kernels else "")
-                + f", launch overhead {fmt_us(x.get('launch_overhead_ns'))} us"
-                + (f"; {x['profiler_note']}" if x.get("profiler_note") else "")
-            )
+            lines.append(_timing_check_line(x, shape))
         if x.get("kernel_only_note") and c.verdict == PASS:
             lines.append(f"kernel-only {shape}: {x['kernel_only_note']}")
     if any(c.extra.get("kernel_only_vs_profiler_pct") is not None for c in cases):
@@ -155,7 +183,7 @@ def render_output_excerpt(result: RunResult, limit: int = 2000, verbose: bool = 
             t = text if cut <= 0 else text[: limit // 2] + f"\n[... {cut} characters cut ...]\n" + text[-limit // 2 :]
             parts.append(f"--- submission {name} ---\n{t.rstrip()}")
     key = "traceback_full" if verbose else "traceback"
-    tbs = [c.extra.get(key) or c.extra.get("traceback") for c in result.cases if c.extra.get("traceback")]
+    tbs = [str(c.extra.get(key) or c.extra.get("traceback")) for c in result.cases if c.extra.get("traceback")]
     if tbs:
         parts.append(
             (

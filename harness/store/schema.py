@@ -10,6 +10,8 @@ a released step.
   2 - runs.display_name, indexes for the leaderboard and for history look-ups by content hash.
   3 - jobs: one row per (submission contents, task, mode, harness version) that run-all evaluates,
       with its state (queued, running, done, failed), attempts, node, GPU, timestamps, retry reasons.
+  4 - finals and final_blocks (issue #50, harness.store.finals): a final scoring of a board's top entries
+      (its key, state, configuration and result) and one row per block of an entry in a round.
 """
 
 from __future__ import annotations
@@ -91,6 +93,31 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX jobs_key ON jobs(submission_sha256, task, mode, harness_version)",
         "CREATE INDEX jobs_state ON jobs(state, id)",
+    ],
+    [  # 4
+        """CREATE TABLE finals (
+            id {pk},
+            task TEXT NOT NULL,
+            device_name TEXT NOT NULL,
+            final_key TEXT NOT NULL,
+            state TEXT NOT NULL,
+            config TEXT NOT NULL DEFAULT '{{}}',
+            result_json TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        )""",
+        "CREATE INDEX finals_key ON finals(final_key, state)",
+        "CREATE INDEX finals_task ON finals(task, device_name)",
+        """CREATE TABLE final_blocks (
+            final_id INTEGER NOT NULL REFERENCES finals(id) ON DELETE CASCADE,
+            round INTEGER NOT NULL,
+            submission_sha256 TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            score_us {real},
+            message TEXT NOT NULL DEFAULT '',
+            detail TEXT NOT NULL DEFAULT '{{}}',
+            PRIMARY KEY (final_id, round, submission_sha256)
+        )""",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -22,6 +22,7 @@ TASK = SimpleNamespace(
     test_timeout=10.0,
     benchmark_timeout=20.0,
     ranked_timeout=30.0,
+    ranking_by="geom",
 )
 OUT = Output("object", type="int")
 
@@ -45,6 +46,16 @@ class FakeSession:
     def rejection(self, reply):
         return None
 
+    # a fresh worker for every block after the first (harness.engine.blocks.renew_worker)
+    def stop(self):
+        self.stops = getattr(self, "stops", 0) + 1
+
+    def start(self, deadline):
+        pass
+
+    def load(self, deadline, what=""):
+        return SimpleNamespace(ok=True)
+
 
 class FakeInputs:
     def one(self, what, i, cases, deadline, fresh=False):
@@ -66,8 +77,15 @@ class FakeBenchmarks:
     def __init__(self, verdict=PASS):
         self.verdict = verdict
 
-    def run_case(self, i, case, deadline):
+    def run_case(self, i, case, deadline, block=0, kernel_only=True):
+        self.blocks_seen = max(getattr(self, "blocks_seen", 0), block + 1)
         return CaseResult("leaderboard" if self.ranked else "benchmark", dict(case), self.verdict)
+
+    def read_clocks(self):
+        return {"note": "not available on CPU"}
+
+    def use_blocks(self, blocks):
+        self.blocks = blocks
 
 
 def _run(mode: Mode, session=None, checker=None, benchmarks=None) -> Run:
@@ -108,4 +126,51 @@ def test_a_test_the_submission_raised_in_is_an_error_and_the_other_tests_still_r
 
 def test_a_rejected_benchmark_stops_the_run():
     run = _run(Mode.BENCHMARK, benchmarks=FakeBenchmarks(REJECTED))
-    assert _kinds(run.cases) == [("benchmark", 8)]
+    assert _kinds(run.cases) == [("benchmark", 8), ("benchmark", 16)]
+    assert [c.verdict for c in run.cases] == [REJECTED, "not_run"]
+
+
+def test_a_ranked_run_times_every_shape_in_fresh_workers_block_after_block():
+    session, benchmarks = FakeSession(), FakeBenchmarks()
+    run = _run(Mode.LEADERBOARD, session=session, benchmarks=benchmarks)
+    assert benchmarks.blocks == 3 and benchmarks.blocks_seen == 3  # the CPU's ranked default
+    assert session.stops == 2  # a fresh worker for blocks 2 and 3
+    assert [r.index for r in run.blocks.records] == [0, 1, 2]
+    assert all(sorted(r.order) == [0, 1] for r in run.blocks.records)
+
+
+def test_a_rejection_in_the_first_block_ends_the_blocks():
+    session, benchmarks = FakeSession(), FakeBenchmarks(REJECTED)
+    run = _run(Mode.LEADERBOARD, session=session, benchmarks=benchmarks)
+    assert benchmarks.blocks_seen == 1 and not getattr(session, "stops", 0)
+    assert sorted(c.verdict for c in run.cases if c.kind == "leaderboard") == ["not_run", REJECTED]
+
+
+class ThrottledBenchmarks(FakeBenchmarks):
+    def read_clocks(self):
+        return {"sm_mhz": 1500, "temp_c": 88, "throttle": ["hw_thermal"]}
+
+
+def test_a_block_measured_while_throttled_is_flagged():
+    run = _run(Mode.LEADERBOARD, benchmarks=ThrottledBenchmarks())
+    assert all(r.throttled == ["hw_thermal"] for r in run.blocks.records)
+    assert any("measured while the GPU throttled" in w and "hw_thermal" in w for w in run.ctx.warnings)
+    calm = _run(Mode.LEADERBOARD)
+    assert not any(r.throttled for r in calm.blocks.records)
+    assert not any("throttled" in w for w in calm.ctx.warnings)
+
+
+def test_worker_restarts_extend_the_deadline(monkeypatch):
+    import time as time_mod
+
+    class SlowStart(FakeSession):
+        def start(self, deadline):
+            clock[0] += 5.0  # each restart takes 5 s of the harness's own time
+
+    clock = [1000.0]
+    monkeypatch.setattr(time_mod, "monotonic", lambda: clock[0])
+    run = Run(Path("sub.py"), TASK, Mode.LEADERBOARD, RunOptions(device="cpu", secret="s"))
+    run.session, run.benchmarks = SlowStart(), FakeBenchmarks()
+    run.benchmarks.ranked = True
+    run._run_cases(FakeInputs(), FakeChecker(), deadline=1100.0)
+    assert run.blocks.deadline == 1110.0  # two restarts of 5 s each

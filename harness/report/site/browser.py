@@ -13,8 +13,10 @@ import importlib.util
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from harness.errors import UsageError
 
@@ -52,7 +54,7 @@ def browser_problem() -> str | None:
 
 
 @contextmanager
-def headless_chromium(width: int = 1400, height: int = 1000):
+def headless_chromium(width: int = 1400, height: int = 1000) -> Iterator[Any]:
     """A Selenium WebDriver on a fresh profile, logging every network request (see :func:`requests_made`)."""
     problem = browser_problem()
     if problem:
@@ -62,7 +64,7 @@ def headless_chromium(width: int = 1400, height: int = 1000):
 
     with tempfile.TemporaryDirectory(prefix="site-chromium-") as profile:
         options = webdriver.ChromeOptions()
-        options.binary_location = chromium_path()
+        options.binary_location = chromium_path() or ""
         for flag in (*FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
@@ -73,7 +75,7 @@ def headless_chromium(width: int = 1400, height: int = 1000):
             driver.quit()
 
 
-def requests_made(driver) -> list[str]:
+def requests_made(driver: Any) -> list[str]:
     """URLs of every request the pages asked for since the last call (from the DevTools performance log)."""
     urls = []
     for entry in driver.get_log("performance"):
@@ -84,7 +86,7 @@ def requests_made(driver) -> list[str]:
 
 
 def screenshot(
-    driver,
+    driver: Any,
     page: Path,
     out_png: Path,
     *,
@@ -106,7 +108,7 @@ def screenshot(
     driver.save_screenshot(str(out_png))
 
 
-def wait_for_plots(driver, timeout_s: float = 30.0) -> None:
+def wait_for_plots(driver: Any, timeout_s: float = 30.0) -> None:
     """Waits until every Plotly div on the page has drawn its SVG, with a trace group per trace."""
     from selenium.webdriver.support.ui import WebDriverWait
 

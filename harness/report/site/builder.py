@@ -73,7 +73,7 @@ def _write_assets(out_dir: Path) -> None:
     from plotly.offline import get_plotlyjs
 
     (out_dir / "assets" / "plotly.min.js").write_text(get_plotlyjs(), encoding="utf-8")
-    css = resources.files("harness.report.site").joinpath("templates", "site.css").read_text(encoding="utf-8")
+    css = resources.files("harness.report.site").joinpath("templates").joinpath("site.css").read_text(encoding="utf-8")
     (out_dir / "assets" / "site.css").write_text(css, encoding="utf-8")
 
 
@@ -92,7 +92,7 @@ def _plots(model: SiteModel) -> tuple[dict[str, dict[str, Markup]], int]:
 
 
 def build_site(
-    out_dir,
+    out_dir: str | Path,
     tasks: list[str] | None = None,
     *,
     results_dir: str | None = None,
@@ -128,7 +128,9 @@ def build_site(
         encoding="utf-8",
     )
     build = SiteBuild(out_dir=out_dir, index=index, plots=count, warnings=list(model.warnings), model=model)
-    listed = {r.run_id for t in model.tasks for s in t.sections for r in [*s.ranked, *s.unranked]}
+    listed = {r.run_id for t in model.tasks for s in t.sections for r in s.ranked} | {
+        u.run_id for t in model.tasks for s in t.sections for u in s.unranked
+    }
     template = env.get_template("run.html")
     for page in model.runs:
         back = f"run-{page.run_id}" if page.run_id in listed else page.board_anchor

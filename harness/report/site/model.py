@@ -13,16 +13,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from harness.analysis.ranking import UNKNOWN_DEVICE, Z_95, DeviceBoard, Leaderboard, RankRule, best_run
-from harness.report.board import load_board
-from harness.results import RunResult
+from harness.analysis.ranking import UNKNOWN_DEVICE, DeviceBoard, Entry, Leaderboard, RankRule, best_run, tie_rule_text
+from harness.report.board import interval_notes, load_board
+from harness.results import BlockRecord, CaseResult, RunResult, shape_label
 from harness.store.database import CaseRow, RunRow, Store
 
 RUNS_DIR = "runs"
 
 
-def finite(x) -> float | None:
+def finite(x: Any) -> float | None:
     """``x`` as a float, or None when it is missing, NaN or infinite."""
     if x is None:
         return None
@@ -56,6 +57,9 @@ class RankedRow:
     date: str
     run_id: int
     sha256: str
+    interval_source: str = "none"  # "blocks", "samples" (one process) or "none"
+    blocks: int = 0
+    aliases: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -112,6 +116,28 @@ class BoardSection:
     history: list[HistoryPoint]  # every scored run, oldest first
     best_so_far: list[HistoryPoint]  # the board's best score after each run that improved it
     notes: list[str] = field(default_factory=list)  # what is missing and why
+    tie_rule: str = ""  # the tie rule, in words
+    final: FinalView | None = None  # the latest final scoring of this board
+
+
+@dataclass
+class FinalRow:
+    rank_label: str
+    name: str
+    score_us: float | None
+    rounds: int
+    vs_leader: str  # "ratio 1.0312 (95% CI 1.02-1.04) vs orig", or ""
+    failed: str
+
+
+@dataclass
+class FinalView:
+    final_id: int | None
+    rounds: int
+    margin: float
+    finished_at: str
+    rows: list[FinalRow]
+    undecided: list[str]
 
 
 @dataclass
@@ -141,6 +167,19 @@ class CaseLine:
 
 
 @dataclass
+class BlockLine:
+    """One block of a run, as its page shows it."""
+
+    index: int
+    order: str  # the shapes in the order the block timed them
+    score_us: float | None
+    sm_mhz: str  # before -> after, or why not known
+    temp_c: str
+    throttled: str  # the throttle reasons seen, or ""
+    wall_s: float | None
+
+
+@dataclass
 class RunPage:
     run_id: int
     task: str
@@ -167,6 +206,8 @@ class RunPage:
     board_place: str  # e.g. "ranked =2", "not ranked: ...", "not the submission's best run"
     other_runs: list[RunRow]  # the other stored runs of the same name on the same task and device
     notes: list[str] = field(default_factory=list)
+    interval_method: str = ""  # how score_ci_us was made, in words
+    blocks: list[BlockLine] = field(default_factory=list)
 
 
 @dataclass
@@ -180,27 +221,36 @@ def _section_anchor(task: str, device: str) -> str:
     return f"{slug(task)}--{slug(device)}"
 
 
-def _gap(e) -> str:
+def _gap(e: Entry) -> str:
     return "leader" if e.gap_us == 0 else f"{e.gap_x:.2f}x slower (+{e.gap_us:.2f} us)"
 
 
-def _ranked_row(e) -> RankedRow:
-    se = finite(e.stderr_us)
-    low = e.score_us - Z_95 * se if se is not None else None
-    high = e.score_us + Z_95 * se if se is not None else None
+def _ranked_row(e: Entry) -> RankedRow:
     return RankedRow(
-        e.rank_label, e.tied, e.name, e.score_us, low, high, _gap(e), e.verdict, e.mode, e.date, e.run_id, e.sha256
+        e.rank_label,
+        e.tied,
+        e.name,
+        e.score_us,
+        finite(e.low_us),
+        finite(e.high_us),
+        _gap(e),
+        e.verdict,
+        e.mode,
+        e.date,
+        e.run_id,
+        e.sha256,
+        e.interval_source,
+        e.blocks,
+        list(e.aliases),
     )
 
 
 def _sol_by_shape(result: RunResult | None) -> dict[str, tuple[float | None, float | None, str]]:
     """shape label -> (SOL time in us, % of SOL, note) for a run's benchmark cases."""
-    from harness.results import shape_label
-
     out = {}
     for c in result.benchmark_cases() if result else []:
         sol = c.sol
-        time_us = finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) else None
+        time_us = _us(sol.time_ns) if sol else None
         out[shape_label(c.spec)] = (time_us, finite(sol.percent) if sol else None, (sol.note if sol else "") or "")
     return out
 
@@ -227,10 +277,11 @@ def _best_so_far(history: list[HistoryPoint]) -> list[HistoryPoint]:
     return best
 
 
-def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow], cases, results) -> BoardSection:
-    device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
-    series, floor, notes = [], {}, []
-    sol_notes = set()
+def _series(b: DeviceBoard, results: dict[int, RunResult | None]) -> tuple[list[Series], dict[str, float], set[str]]:
+    """The per-shape plots' traces, the speed-of-light floor per shape, and why some shapes have none."""
+    series: list[Series] = []
+    floor: dict[str, float] = {}
+    sol_notes: set[str] = set()
     names = [e.name for e in b.ranked]
     for e in b.ranked:
         sol = _sol_by_shape(results.get(e.run_id))
@@ -245,19 +296,35 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
                 points.append(ShapePoint(s.label, s.mean_us, finite(s.stderr_us), percent))
         label = e.name if names.count(e.name) == 1 else f"{e.name} ({e.sha256[:8]})"
         series.append(Series(e.name, label, e.run_id, points))
+    return series, floor, sol_notes
+
+
+def _sol_notes(b: DeviceBoard, floor: dict[str, float], sol_notes: set[str]) -> list[str]:
     if not b.ranked:
-        notes.append("no ranked submission on this device yet, so there is nothing to plot")
-    elif len(floor) < len(b.shapes):
+        return ["no ranked submission on this device yet, so there is nothing to plot"]
+    if len(floor) < len(b.shapes):
         missing = [s for s in b.shapes if s not in floor]
         why = "; ".join(sorted(sol_notes)) or "the stored results carry no speed-of-light figure"
-        notes.append(
+        return [
             f"no speed of light for {len(missing)} of {len(b.shapes)} shapes ({why}), "
             "so the floor and the % of SOL view are missing there"
-        )
-    if any(finite(e.stderr_us) is None for e in b.ranked):
-        notes.append(
-            "some scores have no 95% interval (a shape with a single sample); they tie only with an equal score"
-        )
+        ]
+    return []
+
+
+def _board_section(
+    task: str,
+    rule: RankRule,
+    b: DeviceBoard,
+    runs: list[RunRow],
+    cases: dict[int, list[CaseRow]],
+    results: dict[int, RunResult | None],
+    margin: float,
+) -> BoardSection:
+    device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
+    series, floor, sol_notes = _series(b, results)
+    notes = _sol_notes(b, floor, sol_notes)
+    notes += interval_notes(b.ranked)
     history = _history(device_runs, cases, rule)
     return BoardSection(
         task=task,
@@ -273,16 +340,50 @@ def _board_section(task: str, rule: RankRule, b: DeviceBoard, runs: list[RunRow]
         history=history,
         best_so_far=_best_so_far(history),
         notes=notes,
+        tie_rule=tie_rule_text(margin),
+        final=_final_view(b.final),
     )
 
 
-def _case_line(c, run_timing: str) -> CaseLine:
-    from harness.results import shape_label
+def _final_view(final: dict[str, Any] | None) -> FinalView | None:
+    if not final:
+        return None
+    rows = []
+    for p in final.get("places", []):
+        vs = p.get("vs_leader") or {}
+        text = (
+            f"ratio {vs['ratio']:.4f} (95% CI {vs['low']:.4f}-{vs['high']:.4f}) vs {vs.get('leader')}"
+            if vs.get("low") is not None
+            else ""
+        )
+        rows.append(
+            FinalRow(
+                str(p.get("rank_label")),
+                str(p.get("name")),
+                finite(p.get("score_us")),
+                int(p.get("rounds") or 0),
+                text,
+                str(p.get("failed") or ""),
+            )
+        )
+    return FinalView(
+        final.get("final_id"),
+        int(final.get("rounds") or 0),
+        float(final.get("margin") or 0.0),
+        str(final.get("finished_at") or ""),
+        rows,
+        [" / ".join(u) for u in final.get("undecided") or []],
+    )
 
+
+def _us(ns: Any) -> float | None:
+    """Nanoseconds as microseconds; None when missing or not finite."""
+    value = finite(ns)
+    return value / 1e3 if value is not None else None
+
+
+def _case_line(c: CaseResult, run_timing: str) -> CaseLine:
     s, sol, extra = c.stats, c.sol, c.extra or {}
-    mean = finite(s.mean) / 1e3 if s and finite(s.mean) is not None else None
-    stderr = finite(s.stderr) / 1e3 if s and finite(s.stderr) is not None else None
-    ko = finite(extra.get("kernel_only_ns"))
     method = extra.get("kernel_only_method")
     timing = run_timing.split(":")[0] if c.kind != "test" and run_timing else ""
     if method:
@@ -293,11 +394,11 @@ def _case_line(c, run_timing: str) -> CaseLine:
         verdict=c.verdict,
         message=c.message or "",
         runs=s.runs if s else None,
-        mean_us=mean,
-        stderr_us=stderr,
-        kernel_only_us=ko / 1e3 if ko is not None else None,
+        mean_us=_us(s.mean) if s else None,
+        stderr_us=_us(s.stderr) if s else None,
+        kernel_only_us=_us(extra.get("kernel_only_ns")),
         kernel_only_note=str(extra.get("kernel_only_note") or ""),
-        sol_us=finite(sol.time_ns) / 1e3 if sol and finite(sol.time_ns) is not None else None,
+        sol_us=_us(sol.time_ns) if sol else None,
         sol_percent=finite(sol.percent) if sol else None,
         sol_note=(sol.note if sol else "") or "",
         timing=timing,
@@ -316,21 +417,34 @@ def _place(row: RunRow, board: Leaderboard | None) -> str:
     return "not the run that counts for this submission on the board (another run of it is better or newer)"
 
 
-def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+def _page_notes(result: RunResult | None, cases: list[CaseLine]) -> list[str]:
     notes = []
     if result is None:
         notes.append("this run never stored a result (it was interrupted, or is still running): no cases, no timings")
-    timing = result.timing_method if result else ""
-    cases = [_case_line(c, timing) for c in result.cases] if result else []
     if result and not cases:
         notes.append("the stored result has no cases")
     if any(c.kind != "test" and c.verdict == "pass" and c.mean_us is None for c in cases):
         notes.append("some passed benchmark cases have no mean time (missing or NaN in the stored result)")
-    device = (
-        {k: v for k, v in vars(result.device).items() if v is not None}
-        if result
-        else {"name": row.device_name, "kind": row.device_kind}
-    )
+    return notes
+
+
+def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+    if result is None:
+        return _summary_page(row, board, siblings)
+    timing = result.timing_method
+    cases = [_case_line(c, timing) for c in result.cases]
+    page = _summary_page(row, board, siblings)
+    page.device = {k: v for k, v in vars(result.device).items() if v is not None}
+    page.score_us, page.score_ci_us = finite(result.score_us), result.score_ci_us
+    page.timing_method, page.warnings, page.cases = timing, list(result.warnings), cases
+    page.notes = _page_notes(result, cases)
+    page.interval_method = _interval_method(result)
+    page.blocks = [_block_line(b, result) for b in result.blocks]
+    return page
+
+
+def _summary_page(row: RunRow, board: Leaderboard | None, siblings: list[RunRow]) -> RunPage:
+    """A run's page from its row alone (what a run without a stored result shows)."""
     return RunPage(
         run_id=row.id,
         task=row.task,
@@ -344,19 +458,49 @@ def _run_page(row: RunRow, result: RunResult | None, board: Leaderboard | None, 
         started_at=row.started_at,
         finished_at=row.finished_at,
         wall_s=finite(row.wall_s),
-        score_us=finite(result.score_us) if result else None,
-        score_ci_us=result.score_ci_us if result else None,
-        device=device,
+        score_us=None,
+        score_ci_us=None,
+        device={"name": row.device_name, "kind": row.device_kind},
         software=dict(row.software),
         harness_version=row.harness_version,
         git_commit=row.git_commit,
-        timing_method=timing,
-        warnings=list(result.warnings) if result else [],
-        cases=cases,
+        timing_method="",
+        warnings=[],
+        cases=[],
         board_anchor=_section_anchor(row.task, row.device_name or UNKNOWN_DEVICE),
         board_place=_place(row, board),
         other_runs=[r for r in siblings if r.id != row.id],
-        notes=notes,
+        notes=_page_notes(None, []),
+    )
+
+
+def _interval_method(result: RunResult | None) -> str:
+    si = result.score_interval if result else None
+    if si is None:
+        return "95% interval from one process's samples (bootstrap)" if result and result.score_ci_us else ""
+    if si.method == "blocks-t":
+        spread = f", blocks spread {100 * si.spread:.2f}%" if si.spread is not None else ""
+        return f"95% interval from {si.blocks} blocks (t, {si.blocks - 1} degrees of freedom{spread})"
+    return "95% interval from one process's samples (bootstrap): a rerun can differ by more"
+
+
+def _reading(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
+    if key not in before and key not in after:
+        return str(before.get("note") or after.get("note") or "not read")
+    return f"{before.get(key, '?')} \u2192 {after.get(key, '?')}"
+
+
+def _block_line(b: BlockRecord, result: RunResult) -> BlockLine:
+    specs = [c.spec for c in result.benchmark_cases()]
+    order = ", ".join(shape_label(specs[i]) if i < len(specs) else str(i) for i in b.order)
+    return BlockLine(
+        b.index + 1,
+        order,
+        finite(b.score_us),
+        _reading(b.clocks_before, b.clocks_after, "sm_mhz"),
+        _reading(b.clocks_before, b.clocks_after, "temp_c"),
+        ", ".join(b.throttled),
+        finite(b.wall_s),
     )
 
 
@@ -391,7 +535,7 @@ def build_model(
         ]
         cases = st.cases(r.id for r in runs)
         results = {r.id: _stored_result(st, r.id, warnings) for r in runs}
-        sections = [_board_section(board.task, board.rule, b, runs, cases, results) for b in board.boards]
+        sections = [_board_section(board.task, board.rule, b, runs, cases, results, board.margin) for b in board.boards]
         task_sections.append(TaskSection(board.task, slug(board.task), sections, board_warnings))
         for r in runs:
             siblings = [o for o in runs if o.display_name == r.display_name and o.device_name == r.device_name]

@@ -1,0 +1,208 @@
+"""Noise report: per task, protocol and device, the within-block and between-block spread of a file, the
+between-run spread, how often a run's interval covers a rerun's score, and the smallest difference a
+board can resolve; plus the frontier (predicted half-width against wall time) for other block counts.
+
+Each run is a whole ranked run (``run_submission``, leaderboard mode, a fresh random secret), measured in
+B blocks (harness.engine.blocks). Figures, all as fractions of the score unless named otherwise:
+
+- within_block_rel_se: the standard error of a block's log score from its own samples (what one process
+  claims); within_block_sample_cv: the samples' coefficient of variation inside a block
+- between_block_sd: the sd of the log block scores inside a run (what a fresh worker and fresh inputs add)
+- between_run_sd: the sd of the log run scores across runs (what a rerun shows)
+- coverage: the fraction of (run i, run j) pairs where run j's score lies in run i's 95% interval
+- resolvable: the smallest difference two entries of B blocks each can be told apart by, about
+  max(margin, t(2B-2) * sqrt(2) * between_block_sd / sqrt(B))
+- frontier: for B' blocks, the predicted half-width t(B'-1) * between_block_sd / sqrt(B') and wall time
+  (the run's fixed part + B' * the median block's wall time)
+
+GPU (the lead's command):  python bench/noise.py --runs 3
+CPU (plumbing only):       python bench/noise.py --quick
+Writes results/ranks/noise-<device>.json (--out to choose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import secrets
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import GPU_FILES, QUICK_FILES, ROOT, machine, median, rel, say, write_results
+
+FRONTIER_BLOCKS = (1, 2, 3, 5, 8, 10, 15, 20)
+
+
+def _t(df: float) -> float:
+    from harness.analysis.compare import t_quantile
+
+    return t_quantile(0.95, df)
+
+
+def _split(samples: list[float], counts: list[int]) -> list[list[float]]:
+    """A merged case's samples, back into its blocks (they were appended block after block)."""
+    out, at = [], 0
+    for n in counts:
+        out.append(samples[at : at + n])
+        at += n
+    return out
+
+
+def within_block(result: Any) -> tuple[list[float], list[float]]:
+    """(each block's relative standard error of its log score from its own samples, every
+    block-and-shape sample CV)."""
+    cases = result.benchmark_cases()
+    per_shape = []
+    for i, c in enumerate(cases):
+        counts = [b.samples[i] for b in result.blocks]
+        per_shape.append(_split(c.stats.samples_ns if c.stats else [], counts))
+    rel_se, cvs = [], []
+    for b in range(len(result.blocks)):
+        var = 0.0
+        for shape in per_shape:
+            xs = shape[b] if b < len(shape) else []
+            if len(xs) < 2:
+                continue
+            cv = statistics.stdev(xs) / statistics.fmean(xs)
+            cvs.append(cv)
+            var += cv * cv / len(xs)
+        if per_shape:
+            rel_se.append(math.sqrt(var) / len(per_shape))
+    return rel_se, cvs
+
+
+def summarize(results: list[Any], margin: float) -> dict[str, Any]:
+    """The figures of the module docstring from ``results`` (RunResults of one file)."""
+    scores = [r.score_us for r in results if r.score_us]
+    intervals = [r.score_interval for r in results if r.score_interval is not None]
+    spreads = [si.spread for si in intervals if si.spread is not None]
+    rel_se, cvs = [], []
+    for r in results:
+        a, b = within_block(r)
+        rel_se += a
+        cvs += b
+    logs = [math.log(s) for s in scores]
+    between_run = statistics.stdev(logs) if len(logs) > 1 else None
+    pairs = [(i, j) for i in range(len(results)) for j in range(len(results)) if i != j and results[i].score_ci_us]
+    covered = sum(
+        1
+        for i, j in pairs
+        if results[j].score_us and results[i].score_ci_us[0] <= results[j].score_us <= results[i].score_ci_us[1]
+    )
+    blocks = max((len(r.blocks) for r in results), default=0)
+    s = median(spreads)
+    block_walls = [b.wall_s for r in results for b in r.blocks if b.wall_s]
+    fixed = [r.wall_s - sum(b.wall_s or 0 for b in r.blocks) for r in results if r.wall_s]
+    return {
+        "runs": len(results),
+        "passed": len(scores),
+        "failures": [f"{r.verdict}: {r.message}" for r in results if not r.score_us],
+        "scores_us": scores,
+        "blocks": blocks,
+        "half_width_rel": [(si.high_us - si.low_us) / (si.high_us + si.low_us) for si in intervals],
+        "within_block_rel_se": median(rel_se),
+        "within_block_sample_cv": median(cvs),
+        "between_block_sd": s,
+        "between_run_sd": between_run,
+        "coverage": covered / len(pairs) if pairs else None,
+        "resolvable": (
+            max(margin, _t(2 * blocks - 2) * math.sqrt(2) * s / math.sqrt(blocks)) if s and blocks > 1 else None
+        ),
+        "wall_s": [r.wall_s for r in results],
+        "frontier": frontier(s, median(rel_se), median(block_walls), median(fixed)),
+    }
+
+
+def frontier(spread: float | None, within: float | None, block_wall: float | None, fixed: float | None) -> list:
+    """Predicted (blocks, half-width as a fraction of the score, wall seconds) for other block counts."""
+    if spread is None or block_wall is None:
+        return []
+    rows = []
+    for b in FRONTIER_BLOCKS:
+        half = (
+            1.96 * within if b == 1 and within is not None else (_t(b - 1) * spread / math.sqrt(b) if b > 1 else None)
+        )
+        rows.append(
+            {
+                "blocks": b,
+                "half_width_rel": half,
+                "covers_reruns": b > 1,
+                "wall_s": (fixed or 0.0) + b * block_wall,
+            }
+        )
+    return rows
+
+
+def measure(task: str, path: Path, runs: int, args: argparse.Namespace) -> dict[str, Any]:
+    from harness.api import RunOptions, run_submission
+
+    results = []
+    for k in range(runs):
+        say(f"{task}: {rel(path)}: run {k + 1}/{runs}")
+        t0 = time.monotonic()
+        options = RunOptions(
+            device=args.device,
+            secret=secrets.token_hex(16),
+            blocks=args.blocks,
+            max_repeats=args.max_repeats,
+            max_time_s=args.max_time,
+        )
+        r = run_submission(str(path), task, "leaderboard", options)
+        say(f"  {r.verdict} score {r.score_us} interval {r.score_ci_us} ({time.monotonic() - t0:.1f} s)")
+        results.append(r)
+    from tasks import load_task
+
+    spec = load_task(task)
+    out = summarize(results, args.margin / 100)
+    out.update(task=spec.name, protocol=spec.timing_protocol, file=rel(path))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", action="append", help="task name (repeatable; default: both GPU tasks)")
+    p.add_argument("--file", help="the submission (default: the task's Triton example)")
+    p.add_argument("--runs", type=int, default=3, help="whole ranked runs per task (default 3)")
+    p.add_argument("--blocks", type=int, default=None, help="blocks per run (default: the harness's)")
+    p.add_argument("--max-repeats", type=int, default=None)
+    p.add_argument("--max-time", type=float, default=None)
+    p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")
+    p.add_argument("--device", default=None)
+    p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 2 runs of 3 blocks: plumbing only")
+    p.add_argument("--out", help="results file (default results/ranks/noise-<device>.json)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.device, args.runs = "cpu", min(args.runs, 2)
+        args.blocks, args.max_repeats = args.blocks or 3, args.max_repeats or 6
+        files = dict(QUICK_FILES)
+    else:
+        files = {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
+    if args.file:
+        files = {t: args.file for t in files}
+    facts = machine(args.device)
+    tasks = [measure(t, ROOT / f, args.runs, args) for t, f in files.items()]
+    slug = re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")
+    out = (
+        Path(args.out)
+        if args.out
+        else ROOT / "results" / "ranks" / f"noise-{slug}{'-quick' if args.quick else ''}.json"
+    )
+    write_results(
+        out, {"script": "bench/noise.py", "argv": sys.argv[1:] if argv is None else argv, **facts, "tasks": tasks}
+    )
+    for t in tasks:
+        pct = lambda x: "-" if x is None else f"{100 * x:.2f}%"  # noqa: E731
+        say(
+            f"{t['task']} ({t['protocol']}): within-block {pct(t['within_block_rel_se'])}, between-block "
+            f"{pct(t['between_block_sd'])}, between-run {pct(t['between_run_sd'])}, coverage "
+            f"{t['coverage']}, resolvable {pct(t['resolvable'])}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

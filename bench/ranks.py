@@ -1,0 +1,300 @@
+"""Do ranks hold? Boards of byte-different copies of each example, and final scorings with a slower variant.
+
+Boards: each board is a fresh ``run-all`` (leaderboard mode, a fresh random secret, a fresh store) of
+``--copies`` byte-different copies of the task's example. A board passes when every copy is tied ("=1").
+Reported per task: boards with all copies tied, the median 95% half-width as a fraction of the score, and
+the wall time per board.
+
+Finals: each is a final scoring (``harness.engine.final``) of the example, one copy and a variant that is
+``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
+on the CPU; calibrated from the first board's per-shape means so that the task's score grows by the
+slowdown). A final passes when the variant is ranked below the original (not tied with it) and the copy
+is tied with the original. The variant's slowdown is measured separately, by one ranked run of the
+original and one of the variant, and again by the finals' own scores.
+
+GPU (the lead's command; about 15 minutes of H200 with the warm worker pool of issue #49):
+    python bench/ranks.py --task mxfp4_mm --boards 10 --finals 5 && python bench/ranks.py --task nvfp4_gemm --boards 4 --finals 0
+CPU (plumbing only; a test runs it):
+    python bench/ranks.py --quick
+Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from _common import GPU_FILES, QUICK_FILES, ROOT, copy_file, machine, median, rel, say, write_results
+
+GPU_VARIANT = """
+
+import torch as _bench_torch
+
+_BENCH_SLEEP_CYCLES = {cycles}
+
+
+def custom_kernel(data):  # the example, then a calibrated GPU sleep on the same stream (bench/ranks.py)
+    out = _bench_original_kernel(data)
+    _bench_torch.cuda._sleep(_BENCH_SLEEP_CYCLES)
+    return out
+"""
+CPU_VARIANT = """
+
+import time as _bench_time
+
+_BENCH_SPIN_S = {seconds!r}
+
+
+def custom_kernel(data):  # the example, then a calibrated host spin (bench/ranks.py --quick)
+    out = _bench_original_kernel(data)
+    end = _bench_time.perf_counter() + _BENCH_SPIN_S
+    while _bench_time.perf_counter() < end:
+        pass
+    return out
+"""
+
+
+def extra_per_call_us(shape_means_us: list[float], rule: str, slowdown: float) -> float:
+    """The time ``c`` to add to every call so that the task's score grows by ``slowdown`` (bisection)."""
+    from harness.analysis.blocks import combine
+
+    base = combine(shape_means_us, rule)
+    lo, hi = 0.0, base * slowdown * 10
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if combine([t + mid for t in shape_means_us], rule) < base * (1 + slowdown):
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def write_variant(src: Path, dest: Path, extra_us: float, gpu: bool, cycles_per_us: float) -> dict[str, Any]:
+    text = src.read_text().replace("def custom_kernel(", "def _bench_original_kernel(")
+    if gpu:
+        cycles = max(1, round(extra_us * cycles_per_us))
+        copy_file(src, dest, 2, text + GPU_VARIANT.format(cycles=cycles))
+        return {"extra_us": extra_us, "sleep_cycles": cycles}
+    copy_file(src, dest, 2, text + CPU_VARIANT.format(seconds=extra_us / 1e6))
+    return {"extra_us": extra_us, "spin_s": extra_us / 1e6}
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from harness.api import RunOptions
+
+    return RunOptions(device=args.device, blocks=args.blocks, max_repeats=args.max_repeats, max_time_s=args.max_time)
+
+
+def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, float]:
+    """A fresh run-all of ``folder`` into its own store; (the board's section, wall seconds)."""
+    from harness.api import load_board, run_folder
+
+    store = folder / "store"
+    t0 = time.monotonic()
+    run_folder(str(folder), task, "leaderboard", _options(args), results_dir=str(store), progress=_quiet)
+    wall = time.monotonic() - t0
+    board, _ = load_board(task, results_dir=str(store), mode="leaderboard", margin=args.margin / 100)
+    if not board.boards:
+        raise SystemExit(f"no board for {task}: every run failed? see {store}")
+    return board.boards[0], wall
+
+
+def _quiet(line: str) -> None:
+    if line.startswith(("error", "warning")) or "retry" in line:
+        say("  " + line)
+
+
+def _half_width(e: Any) -> float | None:
+    if e.low_us is None or e.high_us is None:
+        return None
+    return (e.high_us - e.low_us) / (2 * e.score_us)
+
+
+def boards(task: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out: list[dict[str, Any]] = []
+    for k in range(args.boards):
+        with tempfile.TemporaryDirectory(prefix="ranks-board-") as tmp:
+            for i in range(args.copies):
+                copy_file(src, Path(tmp) / f"copy{i}.py", i)
+            section, wall = one_board(task, Path(tmp), args)
+        entries = section.ranked
+        tied = len(entries) == args.copies and all(e.rank_label == "=1" for e in entries)
+        out.append(
+            {
+                "all_tied": tied,
+                "ranks": {e.name: e.rank_label for e in entries},
+                "scores_us": {e.name: e.score_us for e in entries},
+                "half_width_rel": [_half_width(e) for e in entries],
+                "blocks": [e.blocks for e in entries],
+                "interval_source": sorted({e.interval_source for e in entries}),
+                "shape_means_us": [s.mean_us for s in entries[0].shapes] if entries else [],
+                "not_ranked": [f"{u.name}: {u.verdict}: {u.reason}" for u in section.unranked],
+                "wall_s": wall,
+            }
+        )
+        left = median([b["wall_s"] for b in out]) * (args.boards - k - 1)
+        say(
+            f"{task}: board {k + 1}/{args.boards}: tied {tied} {out[-1]['ranks']} ({wall:.0f} s; boards left ~{left:.0f} s)"
+        )
+    halves = [h for b in out for h in b["half_width_rel"] if h is not None]
+    return {
+        "boards": out,
+        "boards_all_tied": sum(b["all_tied"] for b in out),
+        "median_half_width_rel": median(halves),
+        "median_board_wall_s": median([b["wall_s"] for b in out]),
+    }
+
+
+def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The variant's slowdown, measured apart from the finals: one ranked run of each (a fresh secret)."""
+    from harness.api import run_submission
+
+    scores = {}
+    for name, path in (("orig", orig), ("slow", slow)):
+        r = run_submission(str(path), task, "leaderboard", _options(args))
+        scores[name] = r.score_us
+        say(f"{task}: slowdown run of {name}: {r.verdict} {r.score_us}")
+    ratio = scores["slow"] / scores["orig"] - 1 if scores["slow"] and scores["orig"] else None
+    return {"scores_us": scores, "slowdown": ratio}
+
+
+def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namespace) -> dict[str, Any]:
+    import hashlib
+
+    from harness.engine.final import FinalPlan, block_options, run_final
+    from harness.engine.runner import run_submission
+    from harness.store.database import open_store
+    from tasks import load_task
+
+    spec = load_task(task)
+    gpu = args.device != "cpu"
+    extra = extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
+    options = block_options(_options(args), gpu)
+    device = machine(args.device)["device"]
+
+    def run_block(path: str, _round: int, secret: str) -> Any:
+        return run_submission(path, task, "leaderboard", replace(options, secret=secret))
+
+    out: list[dict[str, Any]] = []
+    separate: dict[str, Any] = {}
+    for k in range(args.finals):
+        with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
+            folder = Path(tmp)
+            paths = [copy_file(src, folder / "orig.py", 0), copy_file(src, folder / "copy.py", 1)]
+            variant = write_variant(src, folder / "slow.py", extra, gpu, args.cycles_per_us)
+            paths.append(folder / "slow.py")
+            if k == 0:
+                separate = measured_slowdown(task, paths[0], paths[2], args)
+            entries = [(hashlib.sha256(p.read_bytes()).hexdigest(), p.stem, str(p)) for p in paths]
+            plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
+            t0 = time.monotonic()
+            with open_store(str(folder / "store")) as st:
+                _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
+            final_wall = time.monotonic() - t0
+        out.append(_final_outcome(ranking, variant, final_wall))
+        say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
+    return {
+        "slowdown_target": args.slowdown,
+        "slowdown_measured_separately": separate,
+        "finals": out,
+        "finals_passed": sum(f["pass"] for f in out),
+        "median_final_slowdown": median([f["final_slowdown"] for f in out]),
+    }
+
+
+def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
+    places = {p.name: p for p in ranking.places}
+    orig, copy, slow = places.get("orig"), places.get("copy"), places.get("slow")
+    ok = (
+        orig is not None
+        and copy is not None
+        and slow is not None
+        and not (orig.failed or copy.failed or slow.failed)
+        and slow.rank > orig.rank
+        and copy.rank == orig.rank
+    )
+    ratio = lambda a, b: a / b - 1 if a and b else None  # noqa: E731
+    return {
+        "pass": bool(ok),
+        "ranks": {p.name: p.rank_label for p in ranking.places},
+        "rounds": ranking.rounds,
+        "undecided": ranking.undecided,
+        "final_scores_us": {p.name: p.score_us for p in ranking.places},
+        "final_slowdown": ratio(slow.score_us, orig.score_us) if slow and orig else None,
+        "variant": variant,
+        "final_wall_s": final_wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", action="append", help="task name (repeatable; default both GPU tasks)")
+    p.add_argument("--boards", type=int, default=10, help="boards per task (default 10)")
+    p.add_argument("--copies", type=int, default=3, help="byte-different copies per board (default 3)")
+    p.add_argument("--finals", type=int, default=5, help="final scorings per task (default 5; 0: none)")
+    p.add_argument("--min-rounds", type=int, default=3)
+    p.add_argument("--max-rounds", type=int, default=10)
+    p.add_argument("--slowdown", type=float, default=0.04, help="the variant's target slowdown (default 0.04)")
+    p.add_argument("--cycles-per-us", type=float, default=1980.0, help="GPU clock for the sleep (H200: 1980)")
+    p.add_argument("--blocks", type=int, default=None, help="blocks per ranked run (default: the harness's)")
+    p.add_argument("--max-repeats", type=int, default=None)
+    p.add_argument("--max-time", type=float, default=None)
+    p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")
+    p.add_argument("--device", default=None)
+    p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 1 small board and 1 short final")
+    p.add_argument("--out", help="results file (default results/ranks/ranks-<device>[-task].json)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.device, args.boards, args.copies, args.finals = "cpu", min(args.boards, 1), 2, min(args.finals, 1)
+        args.blocks, args.max_repeats = args.blocks or 2, args.max_repeats or 4
+        args.min_rounds, args.max_rounds = 2, 2
+        files = dict(QUICK_FILES)
+    else:
+        files = {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
+    facts = machine(args.device)
+    results = []
+    for task, f in files.items():
+        src = ROOT / f
+        t0 = time.monotonic()
+        entry: dict[str, Any] = {"task": task, "file": rel(src), **boards(task, src, args)}
+        if args.finals:
+            means = next((b["shape_means_us"] for b in entry["boards"] if b["shape_means_us"]), None)
+            if means is None:
+                raise SystemExit(f"{task}: no board ranked the example, so the variant cannot be calibrated")
+            entry.update(finals(task, src, means, args))
+        entry["wall_s"] = time.monotonic() - t0
+        results.append(entry)
+    slug = re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")
+    suffix = "-quick" if args.quick else ("-" + "-".join(files) if args.task else "")
+    out = Path(args.out) if args.out else ROOT / "results" / "ranks" / f"ranks-{slug}{suffix}.json"
+    config = {k: v for k, v in vars(args).items() if k not in ("out",)}
+    write_results(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results})
+    for r in results:
+        hw = r["median_half_width_rel"]
+        say(
+            f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
+            f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
+            + (
+                f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "
+                f"{_pct(r['median_final_slowdown'])} (finals) / "
+                f"{_pct(r['slowdown_measured_separately'].get('slowdown'))} (measured separately)"
+                if r.get("finals")
+                else ""
+            )
+        )
+    return 0
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

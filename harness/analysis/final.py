@@ -1,0 +1,162 @@
+"""The final scoring's ranking: pure functions on each entry's block score per round.
+
+In every round each entry runs one block (a fresh worker, the round's inputs: the same for every entry
+of the round) in a fresh random order, so what changes between rounds (the GPU's state, the inputs) is
+shared by the entries of a round and cancels in their per-round differences. An entry's score is the
+geometric mean of its block scores over the rounds every entry completed. Entries are sorted by score;
+the best entry not yet placed leads a group, and every later entry that the tie rule, on the paired
+per-round differences with the leader (``harness.analysis.ties.paired``), calls tied joins it. A pair of
+neighbours whose decision is not settled asks for another round, up to the budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.analysis.ties import DEFAULT_MARGIN, TIE_RULE_VERSION, Call, paired
+
+FINAL_JSON_VERSION = 1  # 1 - first version: rounds, margin, places[{rank, tied, name, sha256, score_us, ...}]
+
+
+@dataclass
+class FinalEntry:
+    sha256: str
+    name: str
+    path: str
+    scores: dict[int, float] = field(default_factory=dict)  # round -> block score (us)
+    failed: str | None = None  # why the entry left the final (a block did not pass)
+
+
+@dataclass
+class FinalPlace:
+    rank: int
+    tied: bool
+    name: str
+    sha256: str
+    score_us: float | None
+    rounds: int
+    vs_leader: dict[str, Any] | None = None  # the paired decision against the leader it was compared with
+    failed: str | None = None
+
+    @property
+    def rank_label(self) -> str:
+        if self.failed:
+            return "-"
+        return f"={self.rank}" if self.tied else str(self.rank)
+
+
+@dataclass
+class FinalRanking:
+    places: list[FinalPlace]
+    rounds: int  # the rounds every remaining entry completed
+    undecided: list[tuple[str, str]]  # neighbours (by name) whose decision is not settled yet
+    margin: float = DEFAULT_MARGIN
+    rule_version: int = TIE_RULE_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        places = []
+        for p in self.places:
+            d = asdict(p)
+            d["rank_label"] = p.rank_label
+            places.append(d)
+        return _finite(
+            {
+                "version": FINAL_JSON_VERSION,
+                "rounds": self.rounds,
+                "margin": self.margin,
+                "tie_rule_version": self.rule_version,
+                "undecided": [list(u) for u in self.undecided],
+                "places": places,
+            }
+        )
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    return math.exp(math.fsum(math.log(x) for x in xs) / len(xs))
+
+
+def common_rounds(entries: Sequence[FinalEntry]) -> list[int]:
+    """The rounds in which every entry still in the final has a block score."""
+    live = [e for e in entries if e.failed is None]
+    if not live:
+        return []
+    rounds = set(live[0].scores)
+    for e in live[1:]:
+        rounds &= set(e.scores)
+    return sorted(rounds)
+
+
+def rank_final(entries: Sequence[FinalEntry], margin: float = DEFAULT_MARGIN) -> FinalRanking:
+    """The final ranking of ``entries`` from their complete rounds (see the module docstring)."""
+    rounds = common_rounds(entries)
+    live = [e for e in entries if e.failed is None and rounds]
+    live.sort(key=lambda e: (_geomean([e.scores[r] for r in rounds]), e.name))
+    places: list[FinalPlace] = []
+    leader = 0
+    for i, e in enumerate(live):
+        series = [e.scores[r] for r in rounds]
+        place = FinalPlace(i + 1, False, e.name, e.sha256, _geomean(series), len(rounds))
+        if i > 0:
+            lead = live[leader]
+            decision = paired(series, [lead.scores[r] for r in rounds], margin)
+            place.vs_leader = dict(decision.to_dict(), leader=lead.name)
+            if decision.call is Call.TIED:
+                place.rank, place.tied = leader + 1, True
+                places[leader].tied = True
+            else:
+                leader = i
+        places.append(place)
+    undecided = _undecided(live, rounds, margin)
+    for e in entries:
+        if e.failed is not None:
+            places.append(FinalPlace(0, False, e.name, e.sha256, None, len(e.scores), failed=e.failed))
+    return FinalRanking(places, len(rounds), undecided, margin)
+
+
+def _undecided(live: Sequence[FinalEntry], rounds: Sequence[int], margin: float) -> list[tuple[str, str]]:
+    """Neighbours in the ranking whose paired decision is not settled."""
+    out = []
+    for a, b in itertools.pairwise(live):
+        if not paired([a.scores[r] for r in rounds], [b.scores[r] for r in rounds], margin).settled:
+            out.append((a.name, b.name))
+    return out
+
+
+def needs_more_rounds(ranking: FinalRanking, min_rounds: int, max_rounds: int) -> bool:
+    """Another round is due: fewer than ``min_rounds``, or a neighbouring pair still undecided and the
+    budget of ``max_rounds`` not spent."""
+    if ranking.rounds < min_rounds:
+        return True
+    return bool(ranking.undecided) and ranking.rounds < max_rounds
+
+
+def entries_from_blocks(
+    entries: Sequence[tuple[str, str, str]], blocks: Sequence[Mapping[str, Any]]
+) -> list[FinalEntry]:
+    """``entries``: (sha256, name, path) in board order; ``blocks``: stored blocks with round, sha256,
+    verdict, score_us and message. A block that did not pass takes its entry out of the final."""
+    out = {sha: FinalEntry(sha, name, path) for sha, name, path in entries}
+    for b in blocks:
+        e = out.get(b["sha256"])
+        if e is None:
+            continue
+        score = b.get("score_us")
+        if b["verdict"] == "pass" and isinstance(score, (int, float)) and score > 0:
+            e.scores[int(b["round"])] = float(score)
+        elif e.failed is None:
+            e.failed = f"round {b['round'] + 1}: {b['verdict']}: {b.get('message') or 'no score'}"
+    return list(out.values())

@@ -1,0 +1,51 @@
+"""bench/ranks.py and bench/noise.py in their --quick CPU modes (plumbing: the fixture task on a loaded CPU
+spreads far too much for the GPU's targets; the H200 figures come from the lead's run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench(script: str, out: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_ranks_quick_writes_boards_and_a_final(tmp_path):
+    data = _bench("ranks.py", tmp_path / "ranks.json")
+    assert data["device_kind"] == "cpu" and data["date"] and data["script"] == "bench/ranks.py"
+    (task,) = data["tasks"]
+    assert task["file"] == "submissions/torch_mxfp4.py"  # repo-relative
+    (board,) = task["boards"]
+    assert sorted(board["ranks"]) == ["copy0", "copy1"] and board["interval_source"] == ["blocks"]
+    assert task["boards_all_tied"] == int(board["all_tied"])
+    (final,) = task["finals"]
+    assert sorted(final["ranks"]) == ["copy", "orig", "slow"] and final["rounds"] == 2
+    assert final["variant"]["spin_s"] > 0 and task["finals_passed"] == int(final["pass"])
+    assert set(task["slowdown_measured_separately"]["scores_us"]) == {"orig", "slow"}
+
+
+@pytest.mark.slow
+def test_noise_quick_writes_the_spreads(tmp_path):
+    data = _bench("noise.py", tmp_path / "noise.json")
+    (task,) = data["tasks"]
+    assert task["runs"] == 2 and task["blocks"] == 3 and task["protocol"]
+    assert task["passed"] == 2, task["failures"]
+    for key in ("within_block_rel_se", "between_block_sd", "between_run_sd", "coverage", "resolvable"):
+        assert task[key] is not None, key
+    assert [row["blocks"] for row in task["frontier"]][:3] == [1, 2, 3]

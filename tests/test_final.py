@@ -1,0 +1,144 @@
+"""The final scoring: rounds, paired ranking, adding rounds while undecided, storing, resuming after an
+interruption, and its place on the board. The blocks are fake (no worker process): each returns a run
+whose score is the entry's speed times the round's shared condition."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from harness.analysis.final import FinalEntry, needs_more_rounds, rank_final
+from harness.engine.final import FinalPlan, run_final
+from harness.report.board import load_board, render_board
+from harness.results import RunResult
+from harness.store.database import open_store
+from harness.store.finals import blocks, latest_final
+from tests.helpers import make_result
+
+ENTRIES = [
+    ("a" * 64, "orig", "/subs/orig.py"),
+    ("b" * 64, "copy", "/subs/copy.py"),
+    ("c" * 64, "slow", "/subs/slow.py"),
+]
+SPEED = {"/subs/orig.py": 10.0, "/subs/copy.py": 10.0, "/subs/slow.py": 10.3}  # slow: 3% slower
+
+
+class FakeBlocks:
+    """A block runner: round r's GPU condition (shared by the round's entries) varies by 4%, each block's
+    own noise is 0.3%; ``stop_after`` raises KeyboardInterrupt (a killed final) before that many blocks."""
+
+    def __init__(self, seed: int = 0, stop_after: int | None = None, fail: str | None = None):
+        self.rng, self.stop_after, self.fail, self.calls = random.Random(seed), stop_after, fail, []
+        self.rounds: dict[int, float] = {}
+
+    def __call__(self, path: str, r: int, secret: str) -> RunResult:
+        if self.stop_after is not None and len(self.calls) >= self.stop_after:
+            raise KeyboardInterrupt
+        self.calls.append((path, r))
+        cond = self.rounds.setdefault(r, math.exp(self.rng.gauss(0, 0.04)))
+        result = make_result(path.rsplit("/", 1)[-1][:-3])
+        if path == self.fail:
+            result.verdict, result.message = "fail", "wrong output at [0, 0]"
+            return result
+        result.score_us = SPEED[path] * cond * math.exp(self.rng.gauss(0, 0.003))
+        return result
+
+
+def plan(**kw) -> FinalPlan:
+    return FinalPlan("mxfp4_mm", "NVIDIA H200", ENTRIES, **{"min_rounds": 3, "max_rounds": 12, **kw})
+
+
+def test_the_final_ranks_a_3_percent_slower_entry_last_and_ties_identical_ones(tmp_path):
+    with open_store(str(tmp_path)) as st:
+        _final, ranking, resumed = run_final(st, plan(), "s", FakeBlocks(seed=1))
+    assert not resumed
+    labels = {p.name: p.rank_label for p in ranking.places}
+    assert labels == {"orig": "=1", "copy": "=1", "slow": "3"}, labels
+    assert not ranking.undecided
+
+
+def test_an_interrupted_final_keeps_its_blocks_and_a_rerun_continues(tmp_path):
+    d = str(tmp_path)
+    first = FakeBlocks(seed=2, stop_after=4)  # killed in round 2
+    with open_store(d) as st, pytest.raises(KeyboardInterrupt):
+        run_final(st, plan(), "s", first)
+    with open_store(d) as st:
+        kept = [(b.round, b.sha256) for b in blocks(st, 1)]
+        assert len(kept) == 4 and latest_final(st, "mxfp4_mm") is None  # stored, not finished
+        second = FakeBlocks(seed=3)
+        final, ranking, resumed = run_final(st, plan(), "s", second)
+        assert resumed and final.id == 1
+        # nothing measured twice: round 2's one finished block is not run again
+        done_before = {(p, r) for p, r in first.calls}
+        assert not done_before & set(second.calls)
+        assert ranking.rounds >= 3 and len(blocks(st, 1)) == 3 * ranking.rounds
+        assert latest_final(st, "mxfp4_mm") is not None
+
+
+def test_a_failed_block_takes_the_entry_out(tmp_path):
+    with open_store(str(tmp_path)) as st:
+        _f, ranking, _ = run_final(st, plan(), "s", FakeBlocks(seed=4, fail="/subs/copy.py"))
+    failed = [p for p in ranking.places if p.failed]
+    assert [p.name for p in failed] == ["copy"] and "wrong output" in (failed[0].failed or "")
+    assert {p.name for p in ranking.places if not p.failed} == {"orig", "slow"}
+
+
+def test_rounds_are_added_while_a_pair_is_undecided():
+    e1 = FinalEntry("a", "a", "a", {0: 10.0, 1: 10.5, 2: 9.8})
+    e2 = FinalEntry("b", "b", "b", {0: 10.2, 1: 10.3, 2: 10.1})  # noisy paired differences: undecided
+    ranking = rank_final([e1, e2])
+    assert ranking.undecided and needs_more_rounds(ranking, 3, 10)
+    assert not needs_more_rounds(ranking, 3, 3)  # the budget is spent
+
+
+def test_the_board_shows_the_latest_final(tmp_path):
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for sha, name, path in ENTRIES:
+            r = make_result(name, sha=sha)
+            r.submission.path = path
+            st.record(r)
+        run_final(st, plan(), "s", FakeBlocks(seed=1))
+    board, _ = load_board("mxfp4_mm", results_dir=d)
+    (section,) = board.boards
+    assert section.final is not None and section.final["places"][0]["rank_label"] == "=1"
+    text = render_board(board, "table")
+    assert "final scoring 1:" in text and "slow" in text.split("final scoring 1:")[1]
+    assert board.to_dict()["devices"][0]["final"]["version"] == 1
+
+
+def test_the_site_shows_the_latest_final(tmp_path):
+    from harness.report.site import build_site
+
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for sha, name, path in ENTRIES:
+            r = make_result(name, sha=sha)
+            r.submission.path = path
+            st.record(r)
+        run_final(st, plan(), "s", FakeBlocks(seed=1))
+    build = build_site(tmp_path / "site", ["mxfp4_mm"], results_dir=d)
+    (section,) = build.model.tasks[0].sections
+    assert section.final is not None and [r.rank_label for r in section.final.rows] == ["=1", "=1", "3"]
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert "Final scoring 1" in html and "No complete passing run" not in html
+
+
+def test_the_final_command_refuses_what_it_cannot_score(tmp_path, capsys):
+    from harness.cli.main import main
+
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        st.record(make_result("alone", sha="a" * 64))
+    argv = ["final", "--task", "mxfp4_mm", "--top", "3", "--device", "cpu", "--board-device", "NVIDIA H200"]
+    assert main([*argv, "--results-dir", d]) == 2
+    assert "needs two or more" in capsys.readouterr().err
+    with open_store(d) as st:
+        st.record(make_result("other", sha="b" * 64))  # its file /subs/other.py does not exist
+    assert main([*argv, "--results-dir", d]) == 2
+    err = capsys.readouterr().err
+    assert "is gone" in err and "restore it" in err
+    assert main([*argv, "--min-rounds", "5", "--max-rounds", "2", "--results-dir", d]) == 2
+    assert "--max-rounds" in capsys.readouterr().err
