@@ -163,7 +163,9 @@ def measure(task: str, path: Path, runs: int, args: argparse.Namespace) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--task", action="append", help="task name (repeatable; default: both GPU tasks)")
     p.add_argument("--file", help="the submission (default: the task's Triton example)")
     p.add_argument("--runs", type=int, default=3, help="whole ranked runs per task (default 3)")

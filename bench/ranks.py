@@ -234,7 +234,9 @@ def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--task", action="append", help="task name (repeatable; default both GPU tasks)")
     p.add_argument("--boards", type=int, default=10, help="boards per task (default 10)")
     p.add_argument("--copies", type=int, default=3, help="byte-different copies per board (default 3)")

@@ -168,10 +168,10 @@ def test_interrupted_run_keeps_and_stores_the_cases_measured(capsys, monkeypatch
 
     real = BenchmarkLoop.run_case
 
-    def second_case_interrupted(self, i, case, deadline):
+    def second_case_interrupted(self, i, case, deadline, **kwargs):
         if i == 1:
             raise KeyboardInterrupt
-        return real(self, i, case, deadline)
+        return real(self, i, case, deadline, **kwargs)
 
     monkeypatch.setattr(BenchmarkLoop, "run_case", second_case_interrupted)
     store, out_json = str(tmp_path / "res"), tmp_path / "r.json"

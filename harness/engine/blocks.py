@@ -113,6 +113,7 @@ class TimedBlocks:
     parts: list[list[CaseResult]] = field(default_factory=list)
     records: list[BlockRecord] = field(default_factory=list)
     worker_lost: bool = False  # a WorkerFailure ended the run (no last exchange with the worker)
+    interrupted: bool = False  # Ctrl-C ended the blocks; the cases measured so far are kept
     deadline: float = 0.0  # the run's deadline after the blocks, extended by the worker restarts
 
     def run(self, deadline: float) -> list[CaseResult]:
@@ -137,6 +138,9 @@ class TimedBlocks:
         except WorkerFailure as failure:
             self.worker_lost = True
             self._fail(self._pending[0] if self._pending else None, failure)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            return [case for case in self._cases() if case.verdict != NOT_RUN]
         return self._cases()
 
     def _block(self, b: int, order: list[int], deadline: float) -> bool:

@@ -173,6 +173,8 @@ class Run:
             assert self.session is not None and self.benchmarks is not None
             self.blocks = TimedBlocks(self.ctx, self.session, self.benchmarks, count, self._renew)
             self.cases += self.blocks.run(deadline)
+            if self.blocks.interrupted:
+                raise KeyboardInterrupt  # after keeping what the blocks measured
         return None
 
     def _session(self) -> WorkerSession:
