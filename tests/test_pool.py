@@ -100,7 +100,9 @@ def _report(result) -> dict:
 
 @pytest.fixture
 def pool():
-    p = shared_pool()
+    import torch
+
+    p = shared_pool(interpret=not torch.cuda.is_available())  # the pool the runs below use
     if p is None:
         pytest.skip("the pool is turned off ($HARNESS_NO_WORKER_POOL)")
     p.warm()
@@ -151,7 +153,7 @@ def test_a_dead_server_means_a_spawned_worker_and_a_warning(tmp_path, pool, monk
     while pool._proc is not None and pool._proc.poll() is None and time.monotonic() < end:
         time.sleep(0.05)
     # `run` warms the pool first, which would replace the dead server: the fork must find it dead
-    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)
+    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda device=None: None)
     second = _run(sub)
     assert second.verdict == PASS, second.message
     assert second.sandbox["started_by"] == "spawn"
@@ -294,7 +296,7 @@ def test_a_pooled_worker_that_dies_before_it_starts_is_replaced_by_a_spawned_one
         return ForkRequest(config, 1, environ, **more)  # pid 1 never becomes its parent
 
     monkeypatch.setattr("harness.engine.pool.ForkRequest", lost)
-    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda: None)
+    monkeypatch.setattr("harness.engine.run.warm_shared_pool", lambda device=None: None)
     r = _run(_submission(tmp_path, "plain.py", ""))
     assert r.verdict == PASS, r.message
     assert r.sandbox["started_by"] == "spawn"

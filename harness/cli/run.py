@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if Mode(args.mode).ranked:
         options.secret, source = take_secret(args.secret_file)
         options.extra_warnings.append(f"secret seed: {source}")
-    warm_shared_pool()  # the warm-worker server imports torch while this process does (harness.engine.pool)
+    warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does (harness.engine.pool)
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
     note = cpu_note(args.task, args.mode, args.device, options, [args.file])
     if note:

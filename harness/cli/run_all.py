@@ -133,7 +133,7 @@ def run(args) -> int:
     if args.executor == "serial":
         from harness.engine.pool import warm_shared_pool
 
-        warm_shared_pool()  # the warm-worker server imports torch while this process does
+        warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does
     _say_cpu_note(args, options)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     executor = (lambda: _ray_executor(args)) if args.executor == "ray" else None

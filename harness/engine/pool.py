@@ -132,8 +132,11 @@ class WorkerPool:
     """The server, started by :meth:`warm` (returns at once; the imports run while we work) and asked for
     workers by :meth:`fork`. Thread-safe; one request at a time."""
 
-    def __init__(self, preload: tuple[str, ...] = PRELOAD):
+    def __init__(self, preload: tuple[str, ...] = PRELOAD, interpret: bool = False):
         self.preload = preload
+        # Triton decides at import whether its kernels run under the interpreter: a server that imported
+        # it without TRITON_INTERPRET=1 forks workers whose Triton kernels cannot run on the CPU
+        self.interpret = interpret
         self.broken: str | None = None  # why the pool cannot fork (None: usable, or not started)
         self.info: PoolInfo | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -157,6 +160,8 @@ class WorkerPool:
                 return
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             env = _worker_environ()
+            if self.interpret:
+                env["TRITON_INTERPRET"] = "1"
             command = [sys.executable, "-c", _LAUNCH, str(theirs.fileno()), json.dumps(list(self.preload))]
             command.append(json.dumps(_module_path()))
             try:
@@ -261,7 +266,7 @@ class WorkerPool:
             self._shutdown()
 
 
-_shared: WorkerPool | None = None
+_shared: dict[bool, WorkerPool] = {}  # one server for GPU runs, one for CPU runs (Triton's interpreter)
 _shared_lock = threading.Lock()
 
 
@@ -269,22 +274,29 @@ def enabled() -> bool:
     return os.environ.get(DISABLE_ENV, "") not in ("1", "true", "yes")
 
 
-def shared_pool() -> WorkerPool | None:
-    """This process's pool (started on first use), or None when turned off ($HARNESS_NO_WORKER_POOL=1)."""
-    global _shared
+def shared_pool(interpret: bool = False) -> WorkerPool | None:
+    """This process's pool for GPU runs, or for CPU runs with ``interpret`` (started on first use), or
+    None when turned off ($HARNESS_NO_WORKER_POOL=1)."""
     if not enabled():
         return None
     with _shared_lock:
-        if _shared is None:
+        if interpret not in _shared:
             import atexit
 
-            _shared = WorkerPool()
-            atexit.register(_shared.close)
-        return _shared
+            _shared[interpret] = pool = WorkerPool(interpret=interpret)
+            atexit.register(pool.close)
+        return _shared[interpret]
 
 
-def warm_shared_pool() -> None:
-    """Starts this process's pool now, so its imports overlap with the caller's own work."""
-    pool = shared_pool()
+def warm_shared_pool(device: str | None = None) -> None:
+    """Starts this process's pool for runs on ``device`` (a name, as --device takes it; None: the one a
+    run picks) now, so its imports overlap with the caller's own work."""
+    from harness.engine.device import select_device
+
+    try:
+        interpret = select_device(device).type == "cpu"
+    except Exception:  # a bad --device is reported by the run itself
+        return
+    pool = shared_pool(interpret)
     if pool is not None:
         pool.warm()

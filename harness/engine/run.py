@@ -79,7 +79,7 @@ class Run:
             harness_version=harness.__version__,
         )
         self._announce()
-        warm_shared_pool()  # the pool's server imports torch while we scan and prepare
+        warm_shared_pool(str(ctx.device))  # the pool's server imports torch while we scan and prepare
         if ctx.ranked and ctx.opt.scan_policy != "off" and self._scan_rejects(result):
             return result
         memory_limit = memory_limit_bytes(ctx.opt.memory_limit_gb)

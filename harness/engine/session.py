@@ -35,7 +35,7 @@ class WorkerSession:
         self.sup = Supervisor(self.config, self.memory_limit)
         self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
-            header, payloads = self.sup.start(deadline, shared_pool())
+            header, payloads = self.sup.start(deadline, shared_pool(interpret=not self.ctx.gpu))
         if self.sup.pool_warning and self.sup.pool_warning not in self.ctx.warnings:
             self.ctx.warnings.append(self.sup.pool_warning)
         ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
