@@ -48,7 +48,7 @@ class Sandbox:
     the worker configuration that confines the worker to it. :meth:`remove` deletes the folder."""
 
     def __init__(self, submission: Path, task, device: torch.device, l2_bytes: int | None, opt, warnings: list):
-        self.folder = tempfile.mkdtemp(prefix="harness-run-")
+        self.folder = tempfile.mkdtemp(prefix=f"harness-run-{os.getpid()}-")  # pid: see executors/cleanup.py
         sub_copy = os.path.join(self.folder, "submission.py")
         shutil.copyfile(submission, sub_copy)
         compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it

@@ -10,6 +10,10 @@ a released step.
   2 - runs.display_name, indexes for the leaderboard and for history look-ups by content hash.
   3 - jobs: one row per (submission contents, task, mode, harness version) that run-all evaluates,
       with its state (queued, running, done, failed), attempts, node, GPU, timestamps, retry reasons.
+  4 - leases: jobs.owner (a driver's uuid) and jobs.lease_expires (epoch seconds, renewed by its
+      heartbeat), jobs.failure (why the infrastructure gave up on it: never a verdict); one job per
+      (contents, task, mode, harness version), enforced (older duplicates dropped); the 'error' rows
+      earlier harnesses stored for failed jobs (the harness's failure, not the submission's) deleted.
 """
 
 from __future__ import annotations
@@ -91,6 +95,18 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX jobs_key ON jobs(submission_sha256, task, mode, harness_version)",
         "CREATE INDEX jobs_state ON jobs(state, id)",
+    ],
+    [  # 4
+        "ALTER TABLE jobs ADD COLUMN owner TEXT",
+        "ALTER TABLE jobs ADD COLUMN lease_expires {real}",
+        "ALTER TABLE jobs ADD COLUMN failure TEXT",
+        "DELETE FROM jobs WHERE id NOT IN"
+        " (SELECT MAX(id) FROM jobs GROUP BY submission_sha256, task, mode, harness_version)",
+        "CREATE UNIQUE INDEX jobs_unique ON jobs(submission_sha256, task, mode, harness_version)",
+        "DELETE FROM runs WHERE id IN (SELECT run_id FROM jobs WHERE state = 'failed' AND run_id IS NOT NULL)",
+        "UPDATE jobs SET run_id = NULL, verdict = NULL, failure = 'infrastructure (before leases)'"
+        " WHERE state = 'failed'",
+        "UPDATE jobs SET state = 'queued', driver = NULL WHERE state = 'running'",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
