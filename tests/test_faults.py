@@ -250,7 +250,7 @@ def test_postgresql_restarted_mid_run_loses_nothing(undisturbed, tmp_path):
     finally:
         driver.kill()
     log = sorted(tmp_path.glob("driver-*.log"))[-1].read_text()
-    assert "Traceback" not in log, log
+    assert "reconnected to the PostgreSQL store" in log and "Traceback" not in log, log
     _check_complete(store, tmp_path, undisturbed)
 
 

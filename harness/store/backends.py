@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -223,9 +224,11 @@ class PostgresBackend:
                 pass
             try:
                 self._conn = self._connect()
-                return
             except self._psycopg.Error as exc:
                 cause = exc
+            else:
+                print(f"warning: reconnected to the PostgreSQL store {self.location}", file=sys.stderr, flush=True)
+                return
             if time.monotonic() >= deadline:
                 first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
                 raise StoreUnavailable(

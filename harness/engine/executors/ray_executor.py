@@ -102,6 +102,11 @@ def _import_ray(local: bool):
     return ray
 
 
+def _ray_initialized() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
 def _check_reachable(address: str) -> None:
     """A ``host:port`` or ``ray://host:port`` that does not answer is a usage error now (ray.init
     would wait for it for minutes). ``auto`` is left to Ray, which says at once when there is none."""
@@ -159,6 +164,10 @@ class RayExecutor:
         streaming: bool | None = None,
         token: str | None = None,
     ):
+        if address and not _ray_initialized():
+            from harness.engine.executors.ray_auth import apply_token
+
+            apply_token(token)  # read by Ray when it is imported and when it connects
         try:
             ray = _import_ray(local=address is None or _on_loopback(address))
         except ImportError as exc:
@@ -168,10 +177,6 @@ class RayExecutor:
         self.gpu_type = gpu_type
         self.started_cluster = False
         if not ray.is_initialized():
-            if address:
-                from harness.engine.executors.ray_auth import apply_token
-
-                apply_token(token)
             self._connect(address, jobs, temp_dir)
         resources = ray.cluster_resources()
         self.gpus_per_job = (1 if resources.get("GPU", 0) > 0 else 0) if gpus_per_job is None else gpus_per_job
@@ -213,7 +218,8 @@ class RayExecutor:
             raise UsageError(
                 f"cannot connect to {where}: {_error_reason(exc)}; start one with "
                 "'ray start --head' and pass --address auto (or ray://HOST:10001), or drop "
-                "--address to start a local cluster"
+                "--address to start a local cluster; a cluster started with RAY_AUTH_MODE=token needs "
+                "its token in $HARNESS_RAY_TOKEN or --ray-token-file FILE"
             ) from exc
 
     def _check_resources(self, resources: dict) -> None:
