@@ -175,7 +175,7 @@ def test_runs_from_a_task_yml_path_found_by_name(capsys, tmp_path):
 
 EXPECTED_CODES = {
     "run": ["0", "1", "2", "3", "4", "5", "70", "141"],
-    "run-all": ["0", "2", "70", "141"],
+    "run-all": ["0", "2", "70", "75", "130", "141", "143"],
     "leaderboard": ["0", "2", "70", "141"],
     "history": ["0", "2", "70", "141"],
     "compare": ["0", "2", "70", "141"],

@@ -339,6 +339,8 @@ def test_killed_driver_then_rerun_finishes_without_duplicates(cluster, dirs):
         cluster,
         "--jobs",
         "2",
+        "--lease",
+        "5",  # the killed driver's claims are taken over 5 s after it died
     ]
 
     def on_stall(n, folder, pid, ppid):
