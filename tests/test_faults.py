@@ -76,7 +76,7 @@ def _cmd(subs: Path, store: str, *extra: str) -> list[str]:
 
 
 def _start(subs: Path, store: str, tmp: Path, *extra: str) -> subprocess.Popen:
-    log = open(tmp / f"driver-{time.monotonic_ns()}.log", "w")  # noqa: SIM115 - closed with the process
+    log = open(tmp / f"driver-{time.monotonic_ns()}.log", "w")
     return subprocess.Popen(_cmd(subs, store, *extra), cwd=ROOT, env=_env(tmp), stdout=log, stderr=log, text=True)
 
 

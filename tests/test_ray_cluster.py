@@ -140,11 +140,15 @@ def test_with_the_token_every_job_runs_on_the_joined_cluster(head, token, tmp_pa
     subs = _subs(tmp_path / "subs", correct=2)
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
-    cmd, env = _run_all(subs, str(tmp_path / "store"), tmp_path, head.address, None, "--ray-token-file", str(token_file))
+    cmd, env = _run_all(
+        subs, str(tmp_path / "store"), tmp_path, head.address, None, "--ray-token-file", str(token_file)
+    )
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "on the ray executor (2 at a time)" in out.stderr
-    _check_complete(str(tmp_path / "store"), tmp_path, {"ok00": "pass", "ok01": "pass", "wrong": "fail", "raises": "error"})
+    _check_complete(
+        str(tmp_path / "store"), tmp_path, {"ok00": "pass", "ok01": "pass", "wrong": "fail", "raises": "error"}
+    )
     with open_store(str(tmp_path / "store")) as st:
         assert all(j.node for j in JobTable(st).jobs())  # each job says where it ran
 
@@ -155,7 +159,7 @@ def test_the_raylet_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token, 
     node = HeadNode(token)
     try:
         cmd, env = _run_all(subs, store, tmp_path, node.address, token)
-        log = open(tmp_path / "driver.log", "w")  # noqa: SIM115 - closed below
+        log = open(tmp_path / "driver.log", "w")
         driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log, text=True)
         try:
             _wait_done(store, driver, _random_point(1, 5))

@@ -4,10 +4,12 @@ ran out: the driver is gone), the failed ones with their reason; ``--release`` g
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 from harness.cli.options import add_results_dir_argument
 from harness.errors import UsageError
@@ -37,7 +39,7 @@ happened (the machine or the harness failed); a 'failed' job failed (infrastruct
 the next run-all runs it again."""
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", help="only this task (name or task.yml)")
     parser.add_argument("--all", action="store_true", help="also list the done jobs")
     parser.add_argument("--format", choices=("table", "markdown", "json", "csv"), default="table")
@@ -65,11 +67,9 @@ def _lease(job: Job, now: float) -> str:
     return f"{(job.lease_expires or now) - now:.0f}s"
 
 
-def _release(args) -> int:
-    if args.release and args.stale:
-        raise UsageError("give --release OWNER or --release --stale, not both")
-    if not args.release and not args.stale:
-        raise UsageError("--release needs a driver's owner id (see 'jobs': the 'owner' column) or --stale")
+def _release(args: argparse.Namespace) -> int:
+    if bool(args.release) == bool(args.stale):
+        raise UsageError("give --release OWNER (an id from the 'owner' column of 'jobs') or --release --stale")
     with open_store(args.results_dir) as st:
         table = JobTable(st)
         if args.stale:
@@ -87,22 +87,69 @@ def _release(args) -> int:
     return 0
 
 
-def run(args) -> int:
+HEADERS = [
+    "job",
+    "state",
+    "place",
+    "task",
+    "mode",
+    "name",
+    "attempts",
+    "owner",
+    "driver",
+    "lease",
+    "node",
+    "gpu",
+    "started",
+    "verdict",
+    "retries",
+]
+
+
+def _row(j: Job, place: dict[int, int], now: float) -> list[Any]:
+    return [
+        j.id,
+        j.state,
+        place.get(j.id, ""),
+        j.task,
+        j.mode,
+        j.display_name,
+        j.attempts,
+        (j.owner or "")[:8],
+        (j.driver or "") if j.state == RUNNING else "",
+        _lease(j, now),
+        j.node or "",
+        j.gpu or "",
+        (j.started_at or "")[:19].replace("T", " "),
+        j.verdict or "",
+        f"{len(j.retry_reasons)}: {_short(j.failure or j.retry_reasons[-1])}" if j.retry_reasons else "",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
     if args.release is not None or args.stale:
         if args.release is None:
             raise UsageError("--stale goes with --release: python -m harness jobs --release --stale")
         return _release(args)
     task = resolve_task(args.task)[0] if args.task else None
-    now = time.time()
     with open_store(args.results_dir) as st:
         jobs = JobTable(st).jobs(task=task)
+    _show(jobs, task, args.format, args.all, time.time())
+    return 0
+
+
+def _summary(jobs: list[Job], counts: dict[str, int], now: float) -> str:
+    stale = sum(j.stale(now) for j in jobs)
+    note = f"; {stale} stale (lease ran out: release with --release --stale)" if stale else ""
+    return ", ".join(f"{counts[s]} {s}" for s in STATES) + f" ({len(jobs)} jobs){note}"
+
+
+def _show(jobs: list[Job], task: str | None, fmt: str, everything: bool, now: float) -> None:
     counts = {s: sum(j.state == s for j in jobs) for s in STATES}
-    queued = [j for j in jobs if j.state == QUEUED]
-    place = {j.id: i for i, j in enumerate(queued, 1)}
-    shown = [j for j in jobs if args.all or j.state != DONE]
+    place = {j.id: i for i, j in enumerate((j for j in jobs if j.state == QUEUED), 1)}
     order = {QUEUED: 0, RUNNING: 1, FAILED: 2, DONE: 3}
-    shown.sort(key=lambda j: (order[j.state], j.id))
-    if args.format == "json":
+    shown = sorted((j for j in jobs if everything or j.state != DONE), key=lambda j: (order[j.state], j.id))
+    if fmt == "json":
         out = {
             "version": 1,
             "task": task,
@@ -110,48 +157,8 @@ def run(args) -> int:
             "jobs": [dict(asdict(j), place=place.get(j.id), stale=j.stale(now)) for j in shown],
         }
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
-        return 0
-    if args.format in ("table", "markdown"):
-        stale = sum(j.stale(now) for j in jobs)
-        note = f"; {stale} stale (lease ran out: release with --release --stale)" if stale else ""
-        print(", ".join(f"{counts[s]} {s}" for s in STATES) + f" ({len(jobs)} jobs){note}", file=sys.stderr, flush=True)
-    headers = [
-        "job",
-        "state",
-        "place",
-        "task",
-        "mode",
-        "name",
-        "attempts",
-        "owner",
-        "driver",
-        "lease",
-        "node",
-        "gpu",
-        "started",
-        "verdict",
-        "retries",
-    ]
-    rows = [
-        [
-            j.id,
-            j.state,
-            place.get(j.id, ""),
-            j.task,
-            j.mode,
-            j.display_name,
-            j.attempts,
-            (j.owner or "")[:8],
-            (j.driver or "") if j.state == RUNNING else "",
-            _lease(j, now),
-            j.node or "",
-            j.gpu or "",
-            (j.started_at or "")[:19].replace("T", " "),
-            j.verdict or "",
-            f"{len(j.retry_reasons)}: {_short(j.failure or j.retry_reasons[-1])}" if j.retry_reasons else "",
-        ]
-        for j in shown
-    ]
-    table = format_rows(headers, rows, args.format, right=[0, 2, 6])
+        return
+    if fmt in ("table", "markdown"):
+        print(_summary(jobs, counts, now), file=sys.stderr, flush=True)
+    table = format_rows(HEADERS, [_row(j, place, now) for j in shown], fmt, right=[0, 2, 6])
     sys.stdout.write(table if table.endswith("\n") else table + "\n")
-    return 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 from harness.api import RunOptions, run_folder
 from harness.cli.options import add_results_dir_argument
@@ -63,7 +66,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", metavar="DIR", help="folder holding the submissions (*.py)")
     parser.add_argument("--task", required=True, help="task name or path to a task.yml")
     parser.add_argument(
@@ -125,7 +128,7 @@ def add_arguments(parser) -> None:
     add_results_dir_argument(parser)
 
 
-def _ray_executor(args):
+def _ray_executor(args: argparse.Namespace) -> Any:
     if args.device not in (None, "auto", "cpu", "cuda"):
         raise UsageError(
             f"--device {args.device} with --executor ray: Ray picks each job's GPU; use --device cpu "
@@ -143,13 +146,13 @@ def _ray_executor(args):
     )
 
 
-def _ray_token(args) -> str | None:
+def _ray_token(args: argparse.Namespace) -> str | None:
     from harness.engine.executors.ray_auth import token_from
 
     return token_from(args.ray_token_file)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if not args.lease > 0:
@@ -192,11 +195,11 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def _say_cpu_note(args, options) -> None:
+def _say_cpu_note(args: argparse.Namespace, options: RunOptions) -> None:
     from harness.cli.run import cpu_note
     from harness.engine.submission import discover
 
-    def files(task):
+    def files(task: Any) -> list[Path]:
         try:
             return discover(args.folder, (task.name, task.compat_dir.parent.name), everything=args.all)[0]
         except UsageError:

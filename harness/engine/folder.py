@@ -99,7 +99,7 @@ class FolderRun:
         return len(self.infra_failed)
 
 
-def _task_ref(task) -> str:
+def _task_ref(task: Any) -> str:
     """How a job names the task: the built-in name, else the path of its task.yml."""
     from tasks.registry import TASKS_DIR
 
@@ -208,7 +208,7 @@ class _StoreSink(JobSink):
         self.report.entries.append(entry)
         where = f", {entry.node} GPU {entry.gpu}" if entry.gpu is not None and self.report.executor != "serial" else ""
         self.progress.line(f"{self._count()} {Path(spec.path).name}: {_summary(result)} [{elapsed:.1f} s{where}]")
-        hint = diagnose_result(result, self.target_gpu)
+        hint = diagnose_result(result, self.target_gpu or "")
         if hint:
             self.progress.line(f"{self._count()} {Path(spec.path).name}: {hint}")
         return entry
@@ -263,16 +263,16 @@ def _iso(t: float) -> str:
 
 
 def run_folder(
-    folder,
-    task,
+    folder: str | Path,
+    task: Any,
     mode: str = "leaderboard",
-    options=None,
+    options: RunOptions | None = None,
     *,
     results_dir: str | None = None,
     secret_file: str | None = None,
     everything: bool = False,
     progress: Callable[[str], None] | None = None,
-    executor=None,
+    executor: Any = None,
     retries: int = 2,
     live: bool | None = None,
     rerun: bool = False,
@@ -344,7 +344,7 @@ class _FolderJob:
     lease_s: float
     location: str
 
-    def execute(self, st: Store, executor) -> FolderRun:
+    def execute(self, st: Store, executor: Any) -> FolderRun:
         device = None
         if executor.name == "serial":  # recorded at begin, so a killed run keeps its device
             from harness.engine.device import device_info, select_device
@@ -365,7 +365,7 @@ class _FolderJob:
             f"({executor.slots} at a time), driver {report.owner[:8]}, results in {st.location}"
         )
 
-        def begin_run(db, job: Job) -> int:
+        def begin_run(db: Any, job: Job) -> int:
             sub = subs[job.submission_sha256]
             return st.insert_run(
                 db, self.task.name, self.mode, sub.info, sub.name, device, harness.__version__, git_commit_of(sub.path)

@@ -17,7 +17,7 @@ import random
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -66,7 +66,7 @@ def _newer_schema(where: str, version: int) -> UsageError:
     )
 
 
-def _migrate_to_latest(backend, record_version: Callable[[int], Any]) -> None:
+def _migrate_to_latest(backend: Any, record_version: Callable[[int], Any]) -> None:
     """Runs the migrations after the backend's schema version, recording each step's version; refuses
     a store written by a newer harness. Inside the caller's transaction."""
     version = backend.schema_version()
@@ -103,10 +103,10 @@ class SQLiteBackend:
     def close(self) -> None:
         self._conn.close()
 
-    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self._conn.execute(sql, params)
 
-    def executemany(self, sql: str, rows) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
 
     def _retry(self, fn: Callable[[], Any]) -> Any:
@@ -123,7 +123,7 @@ class SQLiteBackend:
     def transaction(self, fn: Callable[[SQLiteBackend], Any]) -> Any:
         """Run ``fn(self)`` in one BEGIN IMMEDIATE transaction, retrying all of it on SQLITE_BUSY."""
 
-        def attempt():
+        def attempt() -> Any:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 out = fn(self)
@@ -142,7 +142,7 @@ class SQLiteBackend:
     def schema_version(self) -> int:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
-    def _migrate(self, _self) -> None:
+    def _migrate(self, _self: Any) -> None:
         _migrate_to_latest(self, lambda version: self._conn.execute(f"PRAGMA user_version = {version}"))
 
 
@@ -254,10 +254,10 @@ class PostgresBackend:
                 deadline = deadline or time.monotonic() + self.reconnect_s
                 self._reconnect(deadline, exc)
 
-    def execute(self, sql: str, params=()):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._reconnecting(lambda: self._conn.execute(self._sql(sql), tuple(params)))
 
-    def executemany(self, sql: str, rows) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
 
@@ -301,7 +301,7 @@ class PostgresBackend:
             return 0
         return self.execute("SELECT version FROM harness_schema").fetchone()["version"]
 
-    def _migrate(self, _self) -> None:
+    def _migrate(self, _self: Any) -> None:
         self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         self._conn.execute("CREATE TABLE IF NOT EXISTS harness_schema (version INTEGER NOT NULL)")
         if self._conn.execute("SELECT count(*) AS n FROM harness_schema").fetchone()["n"] == 0:

@@ -149,11 +149,11 @@ class JobTable:
         ``begin_run(db, job)`` inserts its 'incomplete' run row (same transaction) when it has none."""
         for start in range(0, len(sha256s), CLAIM_CHUNK):
             chunk = list(sha256s[start : start + CLAIM_CHUNK])
-            job = self.store.transaction(
-                lambda db, chunk=chunk: self._claim_in(
-                    db, owner, chunk, task, mode, harness_version, begin_run, lease_s
-                )
-            )
+
+            def txn(db: Any, chunk: list[str] = chunk) -> Job | None:
+                return self._claim_in(db, owner, chunk, task, mode, harness_version, begin_run, lease_s)
+
+            job: Job | None = self.store.transaction(txn)
             if job is not None:
                 return job
         return None
@@ -285,7 +285,8 @@ class JobTable:
     def release(self, *, owner: str | None = None, stale: bool = False, job_ids: Sequence[int] = ()) -> int:
         """Returns running jobs to the queue: those of ``owner``, the stale ones, or ``job_ids``
         (running ones only). Their unfinished run rows are kept for the next claim. Returns how many."""
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         if owner is not None:
             clauses.append("owner = ?")
             params.append(owner)

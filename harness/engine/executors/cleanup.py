@@ -27,7 +27,7 @@ def _alive(pid: int) -> bool:
 def sweep_temp_folders(folder: str | None = None) -> list[Path]:
     """Removes the harness's temporary folders in ``folder`` (default: the temp dir) whose making
     process is gone; returns the ones removed."""
-    removed = []
+    removed: list[Path] = []
     root = Path(folder or tempfile.gettempdir())
     try:
         entries = list(root.iterdir())

@@ -31,8 +31,19 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
+from typing import Any
 
-from harness.engine.executors.job import JobSink, JobSource, JobSpec, JobStart, job_start, retry_delay_s, run_job
+from harness.engine.executors.job import (
+    JobReport,
+    JobSink,
+    JobSource,
+    JobSpec,
+    JobStart,
+    job_start,
+    retry_delay_s,
+    run_job,
+)
 from harness.engine.options import RunOptions
 from harness.errors import HarnessError, UsageError
 
@@ -54,7 +65,7 @@ class EngineLost(HarnessError):
     exit_code = EXIT_ENGINE_LOST
 
 
-def _gcs_answers(ray, timeout: float = PROBE_TIMEOUT_S) -> bool:
+def _gcs_answers(ray: Any, timeout: float = PROBE_TIMEOUT_S) -> bool:
     try:
         address = ray.get_runtime_context().gcs_address
     except Exception:
@@ -67,7 +78,7 @@ def _gcs_answers(ray, timeout: float = PROBE_TIMEOUT_S) -> bool:
     return True
 
 
-def engine_alive(ray) -> bool:
+def engine_alive(ray: Any) -> bool:
     """The cluster still runs: its GCS answers and at least one node is alive."""
     if not _gcs_answers(ray):
         return False
@@ -83,7 +94,7 @@ def _on_loopback(address: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def _import_ray(local: bool):
+def _import_ray(local: bool) -> Any:
     """``ray``; for a cluster started here or joined on loopback, imported so that this node is 127.0.0.1
     (a process that imported ray before keeps what it had)."""
     if local and "ray" not in sys.modules:
@@ -125,7 +136,7 @@ def _check_reachable(address: str) -> None:
         ) from exc
 
 
-def _job_task(spec: JobSpec, options: RunOptions):
+def _job_task(spec: JobSpec, options: RunOptions) -> Iterator[JobStart | JobReport]:
     import ray
 
     start = job_start(spec)
@@ -137,7 +148,7 @@ def _job_task(spec: JobSpec, options: RunOptions):
     yield run_job(spec, options, start, on_usage_error="retry")
 
 
-def _job_task_once(spec: JobSpec, options: RunOptions):
+def _job_task_once(spec: JobSpec, options: RunOptions) -> JobStart | JobReport:
     """The same job as one plain task (Ray Client runs no streaming generators)."""
     steps = _job_task(spec, options)
     next(steps)
@@ -194,7 +205,7 @@ class RayExecutor:
         self._remote = ray.remote(_job_task).options(**resources)
         self._remote_once = ray.remote(_job_task_once).options(**resources)
 
-    def _connect(self, address, jobs, temp_dir) -> None:
+    def _connect(self, address: str | None, jobs: int | None, temp_dir: str | None) -> None:
         ray = self.ray
         kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
@@ -289,7 +300,7 @@ class RayExecutor:
             self._inflight[self._remote_once.remote(spec, options)] = [spec, attempt, True]
             sink.started(spec, JobStart(spec.job_id, "(reported at the end)", None, spec.submitted_at, 0))
 
-    def _collect(self, key, sink: JobSink) -> None:
+    def _collect(self, key: Any, sink: JobSink) -> None:
         ray = self.ray
         spec, attempt, started = self._inflight[key]
         try:
