@@ -207,10 +207,11 @@ def test_a_signal_releases_the_running_jobs_keeps_the_results_and_exits_with_its
     subs = _subs(tmp_path / "subs")
     driver = _start(subs, store, tmp_path)
     try:
-        _wait_done(store, driver, _random_point())
+        _wait_done(store, driver, _random_point(1, 4))
         done_before = _done(store)
+        assert driver.poll() is None, "the driver ended before the signal: the fault never fired"
         driver.send_signal(signum)
-        assert driver.wait(60) == code
+        assert driver.wait(60) == code, sorted(tmp_path.glob("driver-*.log"))[-1].read_text()
     finally:
         driver.kill()
     log = sorted(tmp_path.glob("driver-*.log"))[-1].read_text()

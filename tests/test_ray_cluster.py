@@ -1,9 +1,10 @@
 """run-all joining a real Ray cluster by address: a head node started with ``ray start --head`` on
 loopback with Ray's token authentication on (RAY_AUTH_MODE=token), as an operator would start one.
 Without the token the harness says so (exit 2, its own message); with it (``$HARNESS_RAY_TOKEN`` or
-``--ray-token-file``) every job runs there. Then the fault the cluster can suffer: its raylet killed at
+``--ray-token-file``) every job runs there. Then the faults the cluster can suffer: its raylet killed at
 a random point of a 10-file run; the run ends with exit 75 and no false verdict, and a rerun on a
-fresh cluster completes it with the undisturbed verdicts.
+fresh cluster completes it with the undisturbed verdicts; the same with its GCS killed (the run ends
+with our message in seconds, not after Ray's own 60 s wait).
 
 Each cluster is a ``ray start --block`` process in a session of its own, stopped by signalling that
 session (never ``ray stop``, which would stop every Ray cluster of the machine).
@@ -76,9 +77,9 @@ class HeadNode:
             return False
         return True
 
-    def raylet(self) -> psutil.Process:
-        (raylet,) = [p for p in self._processes() if p.name() == "raylet"]
-        return raylet
+    def process(self, name: str) -> psutil.Process:
+        (proc,) = [p for p in self._processes() if p.name() == name]
+        return proc
 
     def _processes(self) -> list[psutil.Process]:
         procs = []
@@ -153,7 +154,8 @@ def test_with_the_token_every_job_runs_on_the_joined_cluster(head, token, tmp_pa
         assert all(j.node for j in JobTable(st).jobs())  # each job says where it ran
 
 
-def test_the_raylet_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token, tmp_path):
+@pytest.mark.parametrize("victim", ["raylet", "gcs_server"])
+def test_the_cluster_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token, tmp_path, victim):
     subs = _subs(tmp_path / "subs")
     store = str(tmp_path / "store")
     node = HeadNode(token)
@@ -163,8 +165,10 @@ def test_the_raylet_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token, 
         driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log, text=True)
         try:
             _wait_done(store, driver, _random_point(1, 5))
-            node.raylet().kill()
+            node.process(victim).kill()
+            killed = time.monotonic()
             code = driver.wait(240)
+            ended_after = time.monotonic() - killed
         finally:
             driver.kill()
             log.close()
@@ -172,6 +176,7 @@ def test_the_raylet_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token, 
         node.stop()
     text = (tmp_path / "driver.log").read_text()
     assert code == 75, text
+    assert "the Ray cluster" in text and ended_after < 45, (ended_after, text)  # ours, not Ray's 60 s wait
     assert "Traceback" not in text and "please report it" not in text, text
     assert all(v[0] in ("pass", "fail", "error") for v in _verdicts(store).values())
     assert "error" not in [v for name, vs in _verdicts(store).items() if name != "raises" for v in vs]

@@ -128,24 +128,26 @@ class _Claimer:
         begin_run: Callable[[Any, Job], int],
         lease_s: float,
         say: Callable[[str], None],
+        signals: Signals,
     ):
         self.jobs, self.report, self.subs, self.task = jobs, report, subs, task
-        self.begin_run, self.lease_s, self.say = begin_run, lease_s, say
+        self.begin_run, self.lease_s, self.say, self.signals = begin_run, lease_s, say, signals
         self.hashes = list(subs)
         self.stopping = False
 
     def next(self) -> JobSpec | None:
         if self.stopping or not self.hashes:
             return None
-        job = self.jobs.claim_next(
-            self.report.owner,
-            self.hashes,
-            self.task.name,
-            self.report.mode,
-            harness.__version__,
-            self.begin_run,
-            self.lease_s,
-        )
+        with self.signals.critical():  # a claim is never cut in half by a signal
+            job = self.jobs.claim_next(
+                self.report.owner,
+                self.hashes,
+                self.task.name,
+                self.report.mode,
+                harness.__version__,
+                self.begin_run,
+                self.lease_s,
+            )
         if job is None:
             return None
         sub = self.subs[job.submission_sha256]
@@ -181,7 +183,8 @@ class _StoreSink(JobSink):
         first = spec.job_id not in self.starts
         self.starts[spec.job_id] = start
         self.attempts[spec.job_id] = self.attempts.get(spec.job_id, 0) + 1
-        self.jobs.start(spec.job_id, start.node, start.gpu, _iso(start.started_at))
+        with self.signals.critical():
+            self.jobs.start(spec.job_id, start.node, start.gpu, _iso(start.started_at))
         if first:
             self.progress.move("queued", "running")
 
@@ -240,11 +243,13 @@ class _StoreSink(JobSink):
                 )
 
     def retrying(self, spec: JobSpec, reason: str) -> None:
-        self.jobs.note_retry(spec.job_id, reason)
+        with self.signals.critical():
+            self.jobs.note_retry(spec.job_id, reason)
         self.progress.line(f"retrying {Path(spec.path).name}: {reason}")
 
     def failed(self, spec: JobSpec, reason: str) -> None:
-        self.jobs.fail_infrastructure(spec.job_id, self.report.owner, reason)
+        with self.signals.critical():
+            self.jobs.fail_infrastructure(spec.job_id, self.report.owner, reason)
         self.report.infra_failed.append(InfraFailure(Path(spec.path), spec.display_name, spec.job_id, reason))
         self.progress.move("running" if spec.job_id in self.starts else "queued", "failed")
         self.progress.line(
@@ -371,10 +376,10 @@ class _FolderJob:
                 db, self.task.name, self.mode, sub.info, sub.name, device, harness.__version__, git_commit_of(sub.path)
             )
 
-        claimer = _Claimer(jobs, report, subs, self.task, begin_run, self.lease_s, self.say)
         prog = Progress(todo, self.say, live=self.live)
         t0 = time.monotonic()
         with Signals() as signals, Heartbeat(self.location, report.owner, self.lease_s, self.say):
+            claimer = _Claimer(jobs, report, subs, self.task, begin_run, self.lease_s, self.say, signals)
             sink = _StoreSink(jobs, report, prog, signals, self.location, self.task.target_gpu)
             try:
                 executor.run(claimer, self.options, sink)

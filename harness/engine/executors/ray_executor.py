@@ -48,6 +48,8 @@ from harness.engine.options import RunOptions
 from harness.errors import HarnessError, UsageError
 
 TICK_S = 0.5
+GCS_PROBE_S = 2.0  # how often the driver checks that the cluster's GCS still answers
+GCS_MISSES = 2  # probes in a row without an answer: the cluster is gone (Ray itself waits 60 s, then exits)
 LOCAL_IP = "127.0.0.1"
 PROBE_TIMEOUT_S = 5.0
 # ray.init replaces a loopback node address (_node_ip_address='127.0.0.1') by this machine's outward
@@ -255,8 +257,10 @@ class RayExecutor:
         engine lost) cancels the tasks still in flight before it goes on."""
         self._pending: deque = deque()  # (spec, attempt, not_before): retries waiting for their backoff
         self._inflight: dict = {}  # generator (or ref) -> [spec, attempt, started]
+        self._next_probe, self._misses = time.monotonic() + GCS_PROBE_S, 0
         try:
             while self._fill(source, options, sink) or self._inflight or self._pending or not source.exhausted():
+                self._watch_gcs()
                 if self._inflight:
                     for key in self._wait():
                         self._collect(key, sink)
@@ -266,6 +270,18 @@ class RayExecutor:
         except BaseException:
             self._cancel_inflight()
             raise
+
+    def _watch_gcs(self) -> None:
+        """Every GCS_PROBE_S: a GCS that misses GCS_MISSES probes in a row ends the run (EngineLost)."""
+        if time.monotonic() < self._next_probe:
+            return
+        self._next_probe = time.monotonic() + GCS_PROBE_S
+        self._misses = 0 if _gcs_answers(self.ray, timeout=1.0) else self._misses + 1
+        if self._misses >= GCS_MISSES:
+            raise EngineLost(
+                "the Ray cluster's GCS does not answer any more: the cluster is gone; its jobs go back to the "
+                "queue: start the cluster again (or drop --address for a local one) and rerun the same command"
+            )
 
     def _wait(self) -> list:
         try:
