@@ -191,3 +191,41 @@ def test_the_cluster_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token,
     assert out.returncode == 0, out.stderr
     expected = {f"ok{i:02d}": "pass" for i in range(8)} | {"wrong": "fail", "raises": "error"}
     _check_complete(store, tmp_path, expected)
+
+
+def _job_worker(raylet: psutil.Process) -> psutil.Process | None:
+    """A Ray worker of this node running one of the harness's jobs (Ray titles it 'ray::harness-job')."""
+    for p in raylet.children(recursive=True):
+        try:
+            if " ".join(p.cmdline()).startswith("ray::harness-job"):
+                return p
+        except psutil.Error:
+            continue
+    return None
+
+
+def test_a_ray_worker_killed_mid_run_is_retried_and_the_run_completes(token, tmp_path):
+    subs = _subs(tmp_path / "subs")
+    store = str(tmp_path / "store")
+    node = HeadNode(token)
+    try:
+        cmd, env = _run_all(subs, store, tmp_path, node.address, token)
+        log = open(tmp_path / "driver.log", "w")
+        driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log, text=True)
+        try:
+            _wait_done(store, driver, _random_point(1, 5))
+            deadline = time.monotonic() + 60
+            while (victim := _job_worker(node.process("raylet"))) is None:
+                assert driver.poll() is None and time.monotonic() < deadline, "no job running to kill"
+                time.sleep(0.1)
+            victim.kill()
+            code = driver.wait(240)
+        finally:
+            driver.kill()
+            log.close()
+    finally:
+        node.stop()
+    text = (tmp_path / "driver.log").read_text()
+    assert code == 0 and "retrying " in text and "Ray: " in text, text  # the crash was seen and retried
+    expected = {f"ok{i:02d}": "pass" for i in range(8)} | {"wrong": "fail", "raises": "error"}
+    _check_complete(store, tmp_path, expected)
