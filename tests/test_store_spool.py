@@ -89,3 +89,35 @@ def test_a_signal_inside_a_write_waits_for_its_end():
         order.append("not reached")
     assert order == ["write finished"] and stop.value.signum == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the old handler is back
+
+
+def test_migration_4_drops_duplicate_jobs_and_the_error_rows_of_failed_jobs(tmp_path):
+    """A store written before leases: two jobs for one key (an old --rerun) and a failed job whose
+    'error' run row was the harness's failure: after the migration, one job per key, no such row."""
+    import sqlite3
+
+    from harness.store.schema import statements
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    for step in range(3):
+        for sql in statements(step, "sqlite"):
+            conn.execute(sql)
+    conn.execute("PRAGMA user_version = 3")
+    run = "INSERT INTO runs (id, task, mode, submission_path, submission_sha256, submission_name, started_at, verdict,"
+    run += " complete) VALUES (?, 't', 'test', '/s.py', ?, 's', '2026-01-01', ?, 1)"
+    conn.execute(run, (1, "a" * 64, "pass"))
+    conn.execute(run, (2, "a" * 64, "pass"))
+    conn.execute(run, (3, "b" * 64, "error"))
+    job = "INSERT INTO jobs (task, mode, submission_path, submission_sha256, display_name, harness_version, state,"
+    job += " driver, run_id, queued_at) VALUES ('t', 'test', '/s.py', ?, 's', '1', ?, 'h:1', ?, '2026-01-01')"
+    conn.execute(job, ("a" * 64, "done", 1))
+    conn.execute(job, ("a" * 64, "done", 2))
+    conn.execute(job, ("b" * 64, "failed", 3))
+    conn.commit()
+    conn.close()
+    with open_store(str(path)) as st:
+        jobs = JobTable(st).jobs()
+        assert [(j.submission_sha256[0], j.state, j.run_id) for j in jobs] == [("a", "done", 2), ("b", "failed", None)]
+        assert jobs[1].failure and jobs[1].verdict is None
+        assert sorted(r.id for r in st.runs()) == [1, 2]  # the old run stays in history; the error row is gone
