@@ -21,6 +21,7 @@ from harness.store.jobs import DONE, FAILED, QUEUED, RUNNING, STATES, Job, JobTa
 EXIT_CODES = {
     0: "the jobs were listed (or released)",
     2: "usage error: bad arguments, unknown task, unreadable store, --release of an unknown owner",
+    70: "internal error in the harness (please report it)",
     141: "the output pipe closed early: the rest of the output was dropped, quietly",
 }
 
