@@ -339,6 +339,8 @@ def test_killed_driver_then_rerun_finishes_without_duplicates(cluster, dirs):
         cluster,
         "--jobs",
         "2",
+        "--lease",
+        "5",  # the killed driver's claims are taken over 5 s after it died
     ]
 
     def on_stall(n, folder, pid, ppid):
@@ -444,13 +446,16 @@ def test_an_assigned_gpu_torch_cannot_use_is_retried_never_run_on_the_cpu(cluste
     report = run_folder(
         subs, TASK, "test", RunOptions(max_repeats=3), results_dir=store, executor=executor, progress=lines.append
     )
-    (entry,) = report.entries
-    assert entry.internal_error and entry.attempts == 2 and entry.result.verdict == "error"
+    assert report.entries == []  # no verdict: the machine failed, not the submission
+    (failure,) = report.infra_failed
+    assert failure.name == "nogpu" and "cuda" in failure.reason and report.internal_errors == 1
     assert any(line.startswith("retrying nogpu.py: the node") for line in lines), [l for l in lines if "nogpu" in l]
-    assert probe_line(entry.result.stdout) is None  # the submission never ran
+    assert any("nogpu.py: failed (infrastructure)" in line for line in lines), lines
     with open_store(store) as st:
         (job,) = JobTable(st).jobs()
-        assert job.state == "failed" and len(job.retry_reasons) == 2 and "cuda" in job.retry_reasons[-1]
+        assert job.state == "failed" and job.attempts == 2 and len(job.retry_reasons) == 2
+        assert "cuda" in job.failure and job.verdict is None and job.run_id is None
+        assert st.runs() == []  # never stored as the submission's 'error'
 
 
 def test_a_cluster_address_that_does_not_answer_is_a_usage_error(tmp_path):

@@ -1,12 +1,11 @@
-"""The job table on both backends: claiming (new, done, busy, taken over), retries, failure, concurrent
-drivers, and the ``jobs`` command."""
+"""The job table on both backends: queueing, claiming by lease (held, expired and taken over,
+renewed, released), infrastructure failures (no verdict), concurrent drivers sharing the queue, and
+the ``jobs`` command."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
+import json
+import time
 
 import pytest
 
@@ -27,116 +26,166 @@ def info(i: int) -> SubmissionInfo:
     return SubmissionInfo(path=f"/subs/s{i}.py", sha256=f"{i:064x}", name=f"s{i}")
 
 
-def claim(st, i, version="0.1.0", mode="leaderboard"):
+def enqueue(st, i, version="0.1.0", mode="leaderboard", rerun=False):
     sub = info(i)
-    return JobTable(st).claim(
-        "mxfp4_mm", mode, sub, sub.name, version, lambda db: st.insert_run(db, "mxfp4_mm", mode, sub, sub.name)
-    )
+    return JobTable(st).enqueue("mxfp4_mm", mode, sub, sub.name, version, rerun)
 
 
-def _set_driver(st, job_id, driver):
-    st.transaction(lambda db: db.execute("UPDATE jobs SET driver = ? WHERE id = ?", (driver, job_id)))
+def claim(st, owner, ids, version="0.1.0", mode="leaderboard", lease_s=60.0):
+    def begin(db, job):
+        sub = info(int(job.submission_sha256, 16))
+        return st.insert_run(db, "mxfp4_mm", mode, sub, sub.name)
+
+    return JobTable(st).claim_next(owner, [info(i).sha256 for i in ids], "mxfp4_mm", mode, version, begin, lease_s)
 
 
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
+def _expire(st, job_id):
+    st.transaction(lambda db: db.execute("UPDATE jobs SET lease_expires = ? WHERE id = ?", (time.time() - 1, job_id)))
 
 
-def test_claim_finish_and_skip(location):
+def test_enqueue_claim_finish_and_skip(location):
     with open_store(location) as st:
         jobs = JobTable(st)
-        first = claim(st, 1)
-        assert first.outcome == "new" and first.job.state == "queued" and first.job.attempts == 0
-        assert st.runs()[0].verdict == INCOMPLETE and st.runs()[0].id == first.job.run_id
-        jobs.start(first.job.id, "node-a", "1")
+        first = enqueue(st, 1)
+        assert first.outcome == "new" and first.job.state == "queued" and first.job.run_id is None
+        assert enqueue(st, 1).outcome == "queued" and len(jobs.jobs()) == 1  # once, however often queued
+        job = claim(st, "A", [1])
+        assert job.state == "running" and job.owner == "A" and job.lease_expires > time.time() + 50
+        assert st.runs()[0].verdict == INCOMPLETE and st.runs()[0].id == job.run_id
+        assert claim(st, "B", [1]) is None  # A holds it
+        jobs.start(job.id, "node-a", "1")
         (running,) = jobs.jobs(state="running")
         assert (running.node, running.gpu, running.attempts) == ("node-a", "1", 1) and running.started_at
         result = make_result("s1", sha=info(1).sha256)
-        jobs.finish(first.job.id, result, display_name="s1")
+        assert not jobs.finish(job.id, "B", result, display_name="s1")  # not B's: nothing written
+        assert jobs.finish(job.id, "A", result, display_name="s1")
+        assert not jobs.finish(job.id, "A", result, display_name="s1")  # done stays done: written once
         (done,) = jobs.jobs()
-        assert done.state == "done" and done.verdict == "pass" and done.finished_at
+        assert done.state == "done" and done.verdict == "pass" and done.finished_at and done.owner is None
         (run,) = st.runs()
         assert run.complete and run.id == done.run_id
-        again = claim(st, 1)
-        assert again.outcome == "done" and again.job.id == first.job.id
-        other_version = claim(st, 1, version="0.2.0")  # another harness version: a new job
-        assert other_version.outcome == "new" and len(st.runs()) == 2
+        assert enqueue(st, 1).outcome == "done"
+        assert enqueue(st, 1, version="0.2.0").outcome == "new"  # another harness version: a new job
         assert jobs.counts() == {"queued": 1, "running": 0, "done": 1, "failed": 0}
 
 
-def test_live_driver_keeps_its_job_and_a_gone_one_is_taken_over(location):
+def test_an_expired_lease_is_taken_over_and_only_the_new_owner_stores(location):
     with open_store(location) as st:
         jobs = JobTable(st)
-        a, b = claim(st, 1).job, claim(st, 2).job
-        _set_driver(st, a.id, f"{socket.gethostname()}:{os.getppid()}")  # alive: pytest's parent
-        _set_driver(st, b.id, f"{socket.gethostname()}:{_dead_pid()}")
-        jobs.start(b.id, "node-a", "0")
-        assert claim(st, 1).outcome == "busy"
-        retake = claim(st, 2)
-        assert retake.outcome == "retake" and retake.job.state == "queued" and retake.job.node is None
-        assert retake.job.run_id == b.run_id and len(st.runs()) == 2  # the same run row, no duplicate
-        assert "taken over from driver" in retake.job.retry_reasons[0] and retake.job.attempts == 1
+        enqueue(st, 1)
+        a = claim(st, "A", [1])
+        assert claim(st, "B", [1]) is None
+        _expire(st, a.id)
+        assert jobs.get(a.id).stale()
+        b = claim(st, "B", [1])
+        assert b is not None and b.id == a.id and b.owner == "B" and b.run_id == a.run_id  # same run row
+        assert "lease" in b.retry_reasons[-1] and len(st.runs()) == 1
+        assert jobs.heartbeat("A") == 0 and jobs.heartbeat("B") == 1
+        assert not jobs.finish(a.id, "A", make_result("s1", sha=info(1).sha256))
+        assert jobs.finish(a.id, "B", make_result("s1", sha=info(1).sha256))
+        (run,) = st.runs()
+        assert run.complete and run.verdict == "pass"
 
 
-def test_retries_and_failure(location):
+def test_heartbeat_renews_and_release_gives_jobs_back(location):
     with open_store(location) as st:
         jobs = JobTable(st)
-        job = claim(st, 3).job
+        for i in range(3):
+            enqueue(st, i)
+        held = [claim(st, "A", range(3), lease_s=0.2) for _ in range(2)]
+        time.sleep(0.3)
+        assert all(jobs.get(j.id).stale() for j in held)
+        assert jobs.heartbeat("A", lease_s=30) == 2
+        assert not any(jobs.get(j.id).stale() for j in held)
+        _expire(st, held[0].id)
+        assert jobs.release(stale=True) == 1 and jobs.get(held[0].id).state == "queued"
+        assert jobs.release(owner="A") == 1 and jobs.counts()["queued"] == 3
+        again = claim(st, "B", [int(held[1].submission_sha256, 16)])
+        assert again.run_id == held[1].run_id and len(st.runs()) == 2  # the released job's run row, reused
+
+
+def test_infrastructure_failure_is_no_verdict_and_the_rerun_replaces_it(location):
+    with open_store(location) as st:
+        jobs = JobTable(st)
+        enqueue(st, 3)
+        job = claim(st, "A", [3])
         jobs.start(job.id, "n", "0")
-        jobs.requeue(job.id, "Ray: WorkerCrashedError: the worker died")
+        jobs.note_retry(job.id, "Ray: WorkerCrashedError: the worker died")
         jobs.start(job.id, "n", "1")
-        error = make_result("s3", sha=info(3).sha256, verdict="error", message="harness internal error: x")
-        jobs.fail(job.id, "harness internal error: x", error, display_name="s3")
+        jobs.fail_infrastructure(job.id, "A", "Ray: the node died")
         (failed,) = jobs.jobs()
-        assert failed.state == "failed" and failed.attempts == 2 and failed.verdict == "error"
-        assert failed.retry_reasons == ["Ray: WorkerCrashedError: the worker died", "harness internal error: x"]
-        assert st.runs()[0].complete and st.runs()[0].verdict == "error"
-        rerun = claim(st, 3)  # a failed job runs again, into a new run row
-        assert rerun.outcome == "retake" and rerun.job.run_id != failed.run_id and len(st.runs()) == 2
+        assert failed.state == "failed" and failed.attempts == 2 and failed.verdict is None
+        assert failed.failure == "Ray: the node died" and failed.run_id is None and failed.owner is None
+        assert failed.retry_reasons == ["Ray: WorkerCrashedError: the worker died", "Ray: the node died"]
+        assert st.runs() == []  # never a row with the verdict 'error' for the harness's failure
+        assert claim(st, "A", [3]) is None  # failed: not claimed again in the same run
+        assert enqueue(st, 3).outcome == "queued"  # the next run queues it again
+        rerun = claim(st, "B", [3])
+        assert jobs.finish(rerun.id, "B", make_result("s3", sha=info(3).sha256))
+        (run,) = st.runs()
+        assert run.verdict == "pass" and jobs.get(job.id).state == "done"
 
 
-def _claimer(location: str, count: int) -> None:
+def _driver(location: str, owner: str, count: int, out) -> None:
+    done = 0
     with open_store(location) as st:
         for i in range(count):
-            c = claim(st, i)
-            if c.outcome == "new":
-                JobTable(st).finish(c.job.id, make_result(f"s{i}", sha=info(i).sha256), display_name=f"s{i}")
+            enqueue(st, i)
+        while (job := claim(st, owner, range(count))) is not None:
+            if JobTable(st).finish(job.id, owner, make_result(f"s{i}", sha=job.submission_sha256)):
+                done += 1
+    out.put((owner, done))
 
 
-def test_concurrent_drivers_make_one_job_each(location):
-    run_in_processes(_claimer, [(location, 15)] * 3)
+def test_concurrent_drivers_share_the_queue_without_duplicates(location):
+    import multiprocessing
+
+    queue = multiprocessing.get_context("spawn").Queue()
+    run_in_processes(_driver, [(location, f"D{k}", 15, queue) for k in range(3)])
+    finished = dict(queue.get(timeout=10) for _ in range(3))
+    assert sum(finished.values()) == 15, finished
     with open_store(location) as st:
         jobs = JobTable(st).jobs()
         assert len(jobs) == 15 and len({j.submission_sha256 for j in jobs}) == 15
-        assert len(st.runs()) == 15
+        assert all(j.state == "done" for j in jobs)
+        runs = st.runs()
+        assert len(runs) == 15 and all(r.complete for r in runs)
 
 
-def test_jobs_command(location, capsys):
+def test_jobs_command_shows_owner_lease_and_stale_and_releases(location, capsys):
     with open_store(location) as st:
         jobs = JobTable(st)
-        ids = [claim(st, i).job.id for i in range(4)]
-        jobs.start(ids[0], "node-a", "1")
-        jobs.start(ids[1], "node-b", "0")
-        jobs.finish(ids[1], make_result("s1", sha=info(1).sha256), display_name="s1")
+        for i in range(4):
+            enqueue(st, i)
+        a = claim(st, "a1b2c3d4e5", range(4))
+        b = claim(st, "f6f7f8f9", range(4))
+        jobs.start(a.id, "node-a", "1")
+        jobs.start(b.id, "node-b", "0")
+        jobs.finish(b.id, "f6f7f8f9", make_result("s1", sha=b.submission_sha256), display_name="s1")
+        _expire(st, a.id)
     assert cli_main(["jobs", "--store", location]) == 0
     out, err = capsys.readouterr()
-    assert "2 queued, 1 running, 1 done, 0 failed (4 jobs)" in err
+    assert "2 queued, 1 running, 1 done, 0 failed (4 jobs); 1 stale" in err
     lines = [line.split() for line in out.splitlines()[2:]]
-    assert [(r[0], r[1], r[2]) for r in lines[:2]] == [(str(ids[2]), "queued", "1"), (str(ids[3]), "queued", "2")]
-    assert lines[2][:2] == [str(ids[0]), "running"] and "node-a" in lines[2]
+    assert [(r[0], r[1], r[2]) for r in lines[:2]] == [("3", "queued", "1"), ("4", "queued", "2")]
+    assert lines[2][:2] == [str(a.id), "running"] and "a1b2c3d4" in lines[2] and "STALE" in lines[2]
     assert all(r[1] != "done" for r in lines)
     assert cli_main(["jobs", "--store", location, "--format", "json", "--all"]) == 0
-    import json
-
     data = json.loads(capsys.readouterr().out)
     assert data["counts"] == {"queued": 2, "running": 1, "done": 1, "failed": 0} and len(data["jobs"]) == 4
+    assert [j["owner"] for j in data["jobs"] if j["stale"]] == ["a1b2c3d4e5"]
+    assert cli_main(["jobs", "--store", location, "--release", "zzzz"]) == 2
+    assert "no running job has it" in capsys.readouterr().err
+    assert cli_main(["jobs", "--store", location, "--release", "a1b2"]) == 0
+    assert "released 1 job(s)" in capsys.readouterr().err
+    assert cli_main(["jobs", "--store", location, "--release", "--stale"]) == 0
+    assert "released 0 stale" in capsys.readouterr().err
+    with open_store(location) as st:
+        assert JobTable(st).counts() == {"queued": 3, "running": 0, "done": 1, "failed": 0}
 
 
 def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(location, tmp_path, capsys, monkeypatch):
     """run-all (serial, with a stand-in runner) into either backend; the rerun skips; the readers read it."""
-    import json
     from pathlib import Path
 
     import harness.engine.runner as runner
@@ -169,7 +218,7 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
     assert cli_main([*args, "--rerun"]) == 0  # --rerun measures them again, as new runs
     assert calls == ["alpha.py", "beta.py"] * 2 and "already done" not in capsys.readouterr().err
     with open_store(location) as st:
-        assert len(st.runs()) == 4 and len(JobTable(st).jobs()) == 4
+        assert len(st.runs()) == 4 and len(JobTable(st).jobs()) == 2  # one job per file, two runs each
     for command in (
         ["leaderboard", "--task", task, "--format", "json"],
         ["history", "alpha", "--task", "mxfp4_small"],
@@ -179,4 +228,4 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
         assert cli_main([*command, "--store", location]) == 0, command
         out = capsys.readouterr().out
         assert "alpha" in out, command
-    assert json.loads(out)["counts"]["done"] == 4
+    assert json.loads(out)["counts"]["done"] == 2

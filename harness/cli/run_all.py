@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 from harness.api import RunOptions, run_folder
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import STORED_MODES
-from harness.errors import EXIT_INTERNAL, EXIT_OK, UsageError
+from harness.errors import EXIT_OK, UsageError
+from harness.store.jobs import DEFAULT_LEASE_S
 
+EXIT_INFRASTRUCTURE = 75  # EX_TEMPFAIL: try again later
 EXIT_CODES = {
     0: "every submission was run and stored, whatever their verdicts (see 'leaderboard', 'history')",
     2: "usage error: bad arguments, unknown task, missing folder, unwritable results store",
-    70: "the harness or the machine failed on a job more often than --retries allows (stored with "
-    "verdict 'error', its job 'failed'; the rest still ran)",
+    70: "a bug in the harness (a traceback was printed); finished results are stored",
+    75: "the infrastructure failed: a job failed (infrastructure) more often than --retries allows (no "
+    "verdict stored; it is back in the queue), the store stayed unreachable (a measured result is kept "
+    "in the spool folder and stored by the next run), or the Ray cluster went away; rerun to resume",
+    130: "stopped by SIGINT (Ctrl-C): finished results are stored, running jobs released to the queue; rerun to resume",
     141: "the output pipe closed early: the rest of the output was dropped, quietly",
+    143: "stopped by SIGTERM: finished results are stored, running jobs released to the queue; rerun to resume",
 }
 EXAMPLES = """  python -m harness run-all submissions/ --task mxfp4_mm
   python -m harness run-all submissions/ --task mxfp4_mm --secret-file secret.txt
@@ -26,9 +35,21 @@ EXAMPLES = """  python -m harness run-all submissions/ --task mxfp4_mm
   python -m harness leaderboard --task mxfp4_mm        # then look at the ranking
 
 Jobs: one per submission file contents, task, mode and harness version, kept in the store's job
-table. A job already done is skipped (and said so; --rerun measures it again); a rerun after a killed run-all resumes the jobs
-it left. Only failures of the machine or the harness are retried (a Ray worker or node that died, a
-GPU that could not be used, an internal error); a submission's own failure is its verdict.
+table. A job already done is skipped (and said so; --rerun measures it again). Each run-all is a
+driver: it claims one job at a time under a lease (--lease, default 60 s) that its heartbeat renews;
+several drivers on one store (one host or many) share the queue, and a job whose lease ran out (its
+driver was killed) is taken over by the next driver that looks, reusing its run row: a rerun after a
+killed run-all resumes the jobs it left. 'python -m harness jobs --release OWNER|--stale' gives jobs
+back at once. Only failures of the machine or the harness are retried, with backoff (a Ray worker or
+node that died, a GPU that could not be used, an internal error); after --retries the job is
+'failed (infrastructure)' with its reason and no verdict, and the next run-all runs it again; a
+submission's own failure is its verdict. A PostgreSQL store that restarts is reconnected to (for
+$HARNESS_STORE_RECONNECT_S, default 120 s); a result it could not take is kept in $HARNESS_SPOOL_DIR
+(default ~/.local/state/harness/spool) and stored by the next run-all on that store.
+
+Cluster: --address joins a running Ray cluster (HOST:6379, ray://HOST:10001 or 'auto'); a cluster
+started with Ray's token authentication (RAY_AUTH_MODE=token) is joined with the same token, given
+in $HARNESS_RAY_TOKEN or --ray-token-file FILE.
 
 Which files: every *.py directly in the folder, sorted, except __init__.py, files starting with '_',
 and files meant for another task. A file says which task it is for with a header line
@@ -45,7 +66,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", metavar="DIR", help="folder holding the submissions (*.py)")
     parser.add_argument("--task", required=True, help="task name or path to a task.yml")
     parser.add_argument(
@@ -98,10 +119,22 @@ def add_arguments(parser) -> None:
         metavar="N",
         help="retries of a job the machine or the harness failed on (default 2)",
     )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=DEFAULT_LEASE_S,
+        metavar="S",
+        help=f"seconds a claimed job stays this driver's without a heartbeat (default {DEFAULT_LEASE_S:g})",
+    )
+    parser.add_argument(
+        "--ray-token-file",
+        metavar="FILE",
+        help="ray: the authentication token of a cluster started with RAY_AUTH_MODE=token (else $HARNESS_RAY_TOKEN)",
+    )
     add_results_dir_argument(parser)
 
 
-def _ray_executor(args):
+def _ray_executor(args: argparse.Namespace) -> Any:
     if args.device not in (None, "auto", "cpu", "cuda"):
         raise UsageError(
             f"--device {args.device} with --executor ray: Ray picks each job's GPU; use --device cpu "
@@ -115,12 +148,21 @@ def _ray_executor(args):
         gpu_type=args.gpu_type,
         retries=args.retries,
         gpus_per_job=0 if args.device == "cpu" else None,
+        token=_ray_token(args),
     )
 
 
-def run(args) -> int:
+def _ray_token(args: argparse.Namespace) -> str | None:
+    from harness.engine.executors.ray_auth import token_from
+
+    return token_from(args.ray_token_file)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
+    if not args.lease > 0:
+        raise UsageError(f"--lease must be a positive number of seconds, not {args.lease}")
     if args.executor == "serial" and (args.address or args.gpu_type or args.jobs):
         raise UsageError("--address, --gpu-type and --jobs belong to --executor ray; add --executor ray")
     options = RunOptions(
@@ -149,20 +191,29 @@ def run(args) -> int:
         executor=executor,
         retries=args.retries,
         rerun=args.rerun,
+        lease_s=args.lease,
     )
+    if report.stopped is not None:
+        return 128 + report.stopped
     if report.entries or report.already_done:  # a rerun that skipped every file shows what is stored
         from harness.api import load_board, render_board
 
         board, _warnings = load_board(args.task, results_dir=args.results_dir, mode=report.mode)
         print("\n" + render_board(board, "table"), flush=True)  # the board is the output: stdout
-    return EXIT_INTERNAL if report.internal_errors else EXIT_OK
+    if report.infra_failed:
+        names = ", ".join(f.path.name for f in report.infra_failed)
+        say(
+            f"{len(report.infra_failed)} job(s) failed (infrastructure), no verdict stored: {names}; rerun to evaluate them"
+        )
+        return EXIT_INFRASTRUCTURE
+    return EXIT_OK
 
 
-def _say_cpu_note(args, options) -> None:
+def _say_cpu_note(args: argparse.Namespace, options: RunOptions) -> None:
     from harness.cli.run import cpu_note
     from harness.engine.submission import discover
 
-    def files(task):
+    def files(task: Any) -> list[Path]:
         try:
             return discover(args.folder, (task.name, task.compat_dir.parent.name), everything=args.all)[0]
         except UsageError:

@@ -60,7 +60,7 @@ class Sandbox:
         warnings: list[str],
         info: DeviceInfo | None = None,
     ):
-        self.folder = tempfile.mkdtemp(prefix="harness-run-")
+        self.folder = tempfile.mkdtemp(prefix=f"harness-run-{os.getpid()}-")  # pid: see executors/cleanup.py
         sub_copy = os.path.join(self.folder, "submission.py")
         shutil.copyfile(submission, sub_copy)
         compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it

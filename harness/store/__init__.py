@@ -4,5 +4,6 @@
 - :mod:`.schema`: the one list of migrations both engines run;
 - :mod:`.backends`: the SQLite and PostgreSQL connections (transactions, retries, clear errors);
 - :mod:`.rows`: the dataclasses read back (RunRow, CaseRow);
-- :mod:`.jobs`: the job table (queued, running, done, failed).
+- :mod:`.jobs`: the job table (queued, running, done, failed), claimed by lease;
+- :mod:`.spool`: results kept in local files while the store is unreachable.
 """

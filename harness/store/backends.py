@@ -12,15 +12,17 @@ advisory lock so that many writers starting at once migrate the database once.
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 from harness.store.schema import SCHEMA_VERSION, statements
 
 BUSY_TIMEOUT_S = 30.0  # how long SQLite itself waits for a lock
@@ -28,6 +30,29 @@ WRITE_ATTEMPTS = 20  # then our own retries, with exponential backoff and jitter
 CONNECT_TIMEOUT_S = 5  # PostgreSQL: a server that is down is reported after this
 MIGRATION_LOCK = 0x68617273  # pg_advisory_xact_lock key held while migrating ('hars')
 FIX_HINT = "choose another with --store (or --results-dir), or set $HARNESS_STORE"
+RECONNECT_ENV = "HARNESS_STORE_RECONNECT_S"
+RECONNECT_S = 120.0  # PostgreSQL: how long a lost connection is re-tried (with backoff) before giving up
+EXIT_STORE_UNAVAILABLE = 75  # EX_TEMPFAIL: the store went away and did not come back in time
+
+
+class StoreUnavailable(HarnessError):
+    """The store's server went away and did not come back within the reconnect budget."""
+
+    exit_code = EXIT_STORE_UNAVAILABLE
+
+
+def reconnect_budget_s() -> float:
+    """Seconds a lost PostgreSQL connection is re-tried: $HARNESS_STORE_RECONNECT_S, default 120."""
+    text = os.environ.get(RECONNECT_ENV)
+    if not text:
+        return RECONNECT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise UsageError(f"${RECONNECT_ENV}={text!r} is not a number of seconds >= 0; fix or unset it")
+    return value
 
 
 def _backoff(attempt: int) -> None:
@@ -41,7 +66,7 @@ def _newer_schema(where: str, version: int) -> UsageError:
     )
 
 
-def _migrate_to_latest(backend, record_version: Callable[[int], Any]) -> None:
+def _migrate_to_latest(backend: Any, record_version: Callable[[int], Any]) -> None:
     """Runs the migrations after the backend's schema version, recording each step's version; refuses
     a store written by a newer harness. Inside the caller's transaction."""
     version = backend.schema_version()
@@ -55,6 +80,7 @@ def _migrate_to_latest(backend, record_version: Callable[[int], Any]) -> None:
 
 class SQLiteBackend:
     dialect = "sqlite"
+    skip_locked = ""  # BEGIN IMMEDIATE already serializes every claim
 
     def __init__(self, path: Path):
         self.path = path
@@ -77,10 +103,10 @@ class SQLiteBackend:
     def close(self) -> None:
         self._conn.close()
 
-    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self._conn.execute(sql, params)
 
-    def executemany(self, sql: str, rows) -> None:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
 
     def _retry(self, fn: Callable[[], Any]) -> Any:
@@ -97,7 +123,7 @@ class SQLiteBackend:
     def transaction(self, fn: Callable[[SQLiteBackend], Any]) -> Any:
         """Run ``fn(self)`` in one BEGIN IMMEDIATE transaction, retrying all of it on SQLITE_BUSY."""
 
-        def attempt():
+        def attempt() -> Any:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 out = fn(self)
@@ -116,7 +142,7 @@ class SQLiteBackend:
     def schema_version(self) -> int:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
-    def _migrate(self, _self) -> None:
+    def _migrate(self, _self: Any) -> None:
         _migrate_to_latest(self, lambda version: self._conn.execute(f"PRAGMA user_version = {version}"))
 
 
@@ -135,11 +161,19 @@ def redact(url: str) -> str:
 
 
 class PostgresBackend:
+    """One connection, re-established with backoff when the server goes away (a restart, a failover):
+    a transaction cut by it runs again from its start on the new connection (every write of the
+    harness is idempotent or guarded by the state it changes), within :func:`reconnect_budget_s`."""
+
     dialect = "postgresql"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
 
     def __init__(self, url: str):
         self.location = redact(url)
         self.path = self.location
+        self._url = url
+        self._in_txn = False
+        self.reconnect_s = reconnect_budget_s()
         try:
             import psycopg
             from psycopg.rows import dict_row
@@ -149,8 +183,9 @@ class PostgresBackend:
                 "(or the harness's 'postgres' extra)"
             ) from exc
         self._psycopg = psycopg
+        self._dict_row = dict_row
         try:
-            self._conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S)
+            self._conn = self._connect()
         except psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(
@@ -160,6 +195,11 @@ class PostgresBackend:
             ) from exc
         self.transaction(self._migrate)
 
+    def _connect(self) -> Any:
+        return self._psycopg.connect(
+            self._url, autocommit=True, row_factory=self._dict_row, connect_timeout=CONNECT_TIMEOUT_S
+        )
+
     def close(self) -> None:
         self._conn.close()
 
@@ -167,26 +207,87 @@ class PostgresBackend:
     def _sql(sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")
 
-    def execute(self, sql: str, params=()):
-        return self._conn.execute(self._sql(sql), tuple(params))
+    def _lost(self, exc: BaseException) -> bool:
+        """The connection itself is gone (not a failed statement on a live one)."""
+        psycopg = self._psycopg
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) and bool(
+            self._conn.closed or self._conn.broken
+        )
 
-    def executemany(self, sql: str, rows) -> None:
+    def _reconnect(self, deadline: float, cause: BaseException) -> None:
+        """A new connection, tried with backoff until ``deadline``; StoreUnavailable after it."""
+        attempt = 0
+        while True:
+            try:
+                self._conn.close()
+            except self._psycopg.Error:
+                pass
+            try:
+                self._conn = self._connect()
+            except self._psycopg.Error as exc:
+                cause = exc
+            else:
+                print(f"warning: reconnected to the PostgreSQL store {self.location}", file=sys.stderr, flush=True)
+                return
+            if time.monotonic() >= deadline:
+                first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+                raise StoreUnavailable(
+                    f"lost the connection to the PostgreSQL store {self.location} and could not reconnect "
+                    f"within {self.reconnect_s:g} s ({first}); start the server (or raise "
+                    f"${RECONNECT_ENV}) and run the command again: finished results are kept"
+                ) from cause
+            time.sleep(min(0.2 * 2**attempt, 5.0) * (0.5 + random.random()))
+            attempt += 1
+
+    def _reconnecting(self, op: Callable[[], Any]) -> Any:
+        """``op()``, run again on a new connection when the server went away (not inside a transaction:
+        the transaction as a whole is re-run by :meth:`transaction`)."""
+        if self._in_txn:
+            return op()
+        deadline = None
+        while True:
+            try:
+                return op()
+            except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
+                if not self._lost(exc):
+                    raise
+                deadline = deadline or time.monotonic() + self.reconnect_s
+                self._reconnect(deadline, exc)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._reconnecting(lambda: self._conn.execute(self._sql(sql), tuple(params)))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
-            with self._conn.cursor() as cur:
-                cur.executemany(self._sql(sql), rows)
+
+            def many() -> None:
+                with self._conn.cursor() as cur:
+                    cur.executemany(self._sql(sql), rows)
+
+            self._reconnecting(many)
 
     def transaction(self, fn: Callable[[PostgresBackend], Any]) -> Any:
+        """``fn(self)`` in one transaction: re-run on serialization failures and deadlocks, and from the
+        start on a new connection when the server went away."""
+        if self._in_txn:
+            return fn(self)
+        return self._reconnecting(lambda: self._transaction_once(fn))
+
+    def _transaction_once(self, fn: Callable[[PostgresBackend], Any]) -> Any:
         errors = self._psycopg.errors
         retryable = (errors.SerializationFailure, errors.DeadlockDetected)
         for attempt in range(WRITE_ATTEMPTS):
             try:
+                self._in_txn = True
                 with self._conn.transaction():
                     return fn(self)
             except retryable:
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 _backoff(attempt)
+            finally:
+                self._in_txn = False
         raise AssertionError("unreachable")
 
     def lock(self, key: str) -> None:
@@ -195,12 +296,12 @@ class PostgresBackend:
         self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
     def schema_version(self) -> int:
-        row = self._conn.execute("SELECT to_regclass('harness_schema') AS t").fetchone()
+        row = self.execute("SELECT to_regclass('harness_schema') AS t").fetchone()
         if row["t"] is None:
             return 0
-        return self._conn.execute("SELECT version FROM harness_schema").fetchone()["version"]
+        return self.execute("SELECT version FROM harness_schema").fetchone()["version"]
 
-    def _migrate(self, _self) -> None:
+    def _migrate(self, _self: Any) -> None:
         self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         self._conn.execute("CREATE TABLE IF NOT EXISTS harness_schema (version INTEGER NOT NULL)")
         if self._conn.execute("SELECT count(*) AS n FROM harness_schema").fetchone()["n"] == 0:

@@ -18,7 +18,7 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -108,7 +108,7 @@ def _software(device: DeviceInfo | None) -> dict[str, Any]:
 class Store:
     """The results store over one backend connection; open one per process (or thread)."""
 
-    def __init__(self, backend):
+    def __init__(self, backend: Any):
         self.db = backend
         self.path = backend.path  # a Path for SQLite, the redacted URL for PostgreSQL
         self.location = backend.location
@@ -119,13 +119,13 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def schema_version(self) -> int:
         return self.db.schema_version()
 
-    def transaction(self, fn):
+    def transaction(self, fn: Callable[[Any], Any]) -> Any:
         return self.db.transaction(fn)
 
     # --- writing --------------------------------------------------------------------------------
@@ -151,15 +151,15 @@ class Store:
 
     @staticmethod
     def insert_run(
-        db,
-        task,
-        mode,
-        submission,
-        display_name=None,
-        device=None,
-        harness_version=None,
-        git_commit=None,
-        started_at=None,
+        db: Any,
+        task: str,
+        mode: str,
+        submission: SubmissionInfo,
+        display_name: str | None = None,
+        device: DeviceInfo | None = None,
+        harness_version: str | None = None,
+        git_commit: str | None = None,
+        started_at: str | None = None,
     ) -> int:
         row = (
             task,
@@ -187,7 +187,7 @@ class Store:
         """Fill in a begun run with its result and cases, atomically."""
         self.transaction(lambda db: self.write_result(db, run_id, result, display_name))
 
-    def write_result(self, db, run_id: int, result: RunResult, display_name: str | None = None) -> None:
+    def write_result(self, db: Any, run_id: int, result: RunResult, display_name: str | None = None) -> None:
         """The statements of :meth:`finish_run`, inside the caller's transaction."""
         d = result.to_dict()
         run_values = {
@@ -251,7 +251,7 @@ class Store:
     def record(self, result: RunResult, *, display_name: str | None = None, git_commit: str | None = None) -> int:
         """Store a finished result in one go (begin + finish); returns the run id."""
 
-        def write(db):
+        def write(db: Any) -> int:
             run_id = self.insert_run(
                 db,
                 result.task,

@@ -60,7 +60,7 @@ class Filter:
         return (" WHERE " + " AND ".join(self.clauses)) if self.clauses else ""
 
 
-def run_row(r) -> RunRow:
+def run_row(r: Any) -> RunRow:
     return RunRow(
         id=r["id"],
         task=r["task"],
@@ -88,7 +88,7 @@ def _nan_if_none(x: float | None) -> float:
     return float("nan") if x is None else x
 
 
-def case_row(r) -> CaseRow:
+def case_row(r: Any) -> CaseRow:
     stats = None
     if r["samples_ns"] is not None:
         stats = Stats(

@@ -12,6 +12,10 @@ a released step.
       with its state (queued, running, done, failed), attempts, node, GPU, timestamps, retry reasons.
   4 - finals and final_blocks (issue #50, harness.store.finals): a final scoring of a board's top entries
       (its key, state, configuration and result) and one row per block of an entry in a round.
+  5 - leases: jobs.owner (a driver's uuid) and jobs.lease_expires (epoch seconds, renewed by its
+      heartbeat), jobs.failure (why the infrastructure gave up on it: never a verdict); one job per
+      (contents, task, mode, harness version), enforced (older duplicates dropped); the 'error' rows
+      earlier harnesses stored for failed jobs (the harness's failure, not the submission's) deleted.
 """
 
 from __future__ import annotations
@@ -118,6 +122,18 @@ MIGRATIONS: list[list[str]] = [
             detail TEXT NOT NULL DEFAULT '{{}}',
             PRIMARY KEY (final_id, round, submission_sha256)
         )""",
+    ],
+    [  # 5
+        "ALTER TABLE jobs ADD COLUMN owner TEXT",
+        "ALTER TABLE jobs ADD COLUMN lease_expires {real}",
+        "ALTER TABLE jobs ADD COLUMN failure TEXT",
+        "DELETE FROM jobs WHERE id NOT IN"
+        " (SELECT MAX(id) FROM jobs GROUP BY submission_sha256, task, mode, harness_version)",
+        "CREATE UNIQUE INDEX jobs_unique ON jobs(submission_sha256, task, mode, harness_version)",
+        "DELETE FROM runs WHERE id IN (SELECT run_id FROM jobs WHERE state = 'failed' AND run_id IS NOT NULL)",
+        "UPDATE jobs SET run_id = NULL, verdict = NULL, failure = 'infrastructure (before leases)'"
+        " WHERE state = 'failed'",
+        "UPDATE jobs SET state = 'queued', driver = NULL WHERE state = 'running'",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

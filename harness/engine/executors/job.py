@@ -1,10 +1,13 @@
-"""One job of run-all, as every executor runs it, and what it reports back.
+"""One job of run-all, as every executor runs it, what it reports back, and where jobs come from.
 
 :func:`run_job` runs on the machine that executes the job (this process for the serial executor, a
 Ray worker for the Ray one). It gets the submission's source (so a node needs no shared filesystem),
 writes it into a private temporary folder, runs the isolated runner on the device it was given and
 returns a :class:`JobReport`. A submission's own failure is inside the RunResult (its verdict); an
 exception of the harness or an unusable GPU comes back as ``retry_reason`` and is retried.
+
+Executors take their jobs from a :class:`JobSource` one at a time, when they have a free slot (the
+driver claims each one in the store's job table then), and report to a :class:`JobSink`.
 """
 
 from __future__ import annotations
@@ -16,9 +19,40 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from harness.engine.options import RunOptions
+from harness.errors import UsageError
 from harness.results import RunResult, SubmissionInfo
+
+TEMP_PREFIX = "harness-job-"  # + the pid of the process that made it + "-": see temp_prefix()
+RETRY_BACKOFF_S = 0.5  # the first retry waits this long, each later one twice as long as the one before
+RETRY_BACKOFF_MAX_S = 8.0
+
+
+def temp_prefix(kind: str = TEMP_PREFIX) -> str:
+    """A temporary folder's prefix naming its maker's pid, so that a run that finds one whose maker is
+    dead (SIGKILLed) may remove it (:func:`harness.engine.executors.cleanup.sweep_temp_folders`)."""
+    return f"{kind}{os.getpid()}-"
+
+
+def retry_delay_s(attempt: int) -> float:
+    """How long to wait before retry number ``attempt + 1`` (exponential backoff, capped)."""
+    return float(min(RETRY_BACKOFF_S * 2**attempt, RETRY_BACKOFF_MAX_S))
+
+
+def load_task_or_usage_error(task: Any) -> Any:
+    """A Task from a name or task.yml path; a clear UsageError for anything else."""
+    if not isinstance(task, str):
+        return task
+    try:
+        from tasks import load_task
+    except ImportError as exc:
+        raise UsageError(f"cannot import the task registry ({exc}); run from the repository root") from exc
+    try:
+        return load_task(task)
+    except Exception as exc:
+        raise UsageError(f"cannot load task {task!r}: {exc}") from exc
 
 
 @dataclass
@@ -53,6 +87,29 @@ class JobReport:
     retry_reason: str | None = None  # the machine or the harness failed: retry (bounded)
 
 
+class JobSource(Protocol):
+    """Where an executor gets its jobs (harness.engine.folder claims them in the store)."""
+
+    def next(self) -> JobSpec | None:
+        """A job claimed for this driver now, or None (none claimable now)."""
+
+    def exhausted(self) -> bool:
+        """True when no job will come any more (all done, failed, or the run is stopping)."""
+
+
+class ListSource:
+    """A fixed list of jobs (tests, benchmarks)."""
+
+    def __init__(self, specs: list[JobSpec]):
+        self._specs = list(specs)
+
+    def next(self) -> JobSpec | None:
+        return self._specs.pop(0) if self._specs else None
+
+    def exhausted(self) -> bool:
+        return not self._specs
+
+
 class JobSink:
     """What an executor tells the driver (harness.engine.folder implements it)."""
 
@@ -65,7 +122,8 @@ class JobSink:
 
     def retrying(self, spec: JobSpec, reason: str) -> None: ...
 
-    def failed(self, spec: JobSpec, reason: str) -> None: ...
+    def failed(self, spec: JobSpec, reason: str) -> None:
+        """The machine or the harness failed on it more often than the retries allow (no verdict)."""
 
     def tick(self) -> None: ...
 
@@ -87,12 +145,11 @@ def run_job(
 ) -> JobReport:
     """Runs one job here. ``on_usage_error``: 'raise' (serial: the request is wrong, stop) or 'retry'
     (a worker node: its GPU could not be attached or the node lacks something; another may work)."""
-    from harness.engine.folder import load_task_or_usage_error
     from harness.engine.runner import run_submission
     from harness.errors import HarnessError
 
     start = start or job_start(spec)
-    with tempfile.TemporaryDirectory(prefix="harness-job-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix()) as tmp:
         copy = Path(tmp) / Path(spec.path).name
         copy.write_bytes(spec.source)
         try:
