@@ -64,7 +64,6 @@ EXIT_CODE_TEXT = {
     5: "rejected: refused by the static-scan policy or caught tampering",
     70: "internal error in the harness (please report it)",
     75: "the infrastructure failed (the store, the Ray cluster, a node): rerun to resume",
-    130: "stopped by SIGINT (Ctrl-C)",
     141: "the output pipe closed early (e.g. '| head'): the rest of the output was dropped, quietly",
     130: "interrupted (Ctrl-C, SIGINT)",
     143: "terminated (SIGTERM)",
