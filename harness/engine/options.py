@@ -72,4 +72,8 @@ class RunOptions:
         positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement, integer=True, minimum=1)
         if self.scan_policy not in SCAN_POLICIES:
             raise bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
+        if self.scan_policy == "reject":
+            from harness.engine.scan import require_scanner
+
+            require_scanner()  # the 'scan' extra: rejecting needs a scanner that ran
         return self

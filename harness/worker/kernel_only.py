@@ -9,7 +9,7 @@ import statistics
 
 import torch
 
-from harness.worker.originals import _c_sync, _CUDAGraph, _Event, _event_elapsed, _event_record, _graph_ctx, _Stream
+from harness.worker.captured import _c_sync, _CUDAGraph, _Event, _event_elapsed, _event_record, _graph_ctx, _Stream
 
 # -- kernel-only figures (issue #7) ----------------------------------------------------------------
 # The competition figure above includes launch overhead and the host's share of each call. The

@@ -1,6 +1,6 @@
 """Measurement primitives, run inside the worker.
 
-The sampler calls the originals that :mod:`harness.worker.originals` captured before the
+The sampler calls the originals that :mod:`harness.worker.captured` captured before the
 submission was imported, so a submission that replaces ``torch.cuda.Event``, ``torch.cuda.synchronize``
 or ``time.perf_counter_ns`` does not change what is measured.
 
@@ -26,8 +26,7 @@ import statistics
 
 import torch
 
-from harness.worker.gate import LaunchGate
-from harness.worker.originals import (
+from harness.worker.captured import (
     _c_sync,
     _empty,
     _Event,
@@ -36,6 +35,7 @@ from harness.worker.originals import (
     _perf_counter_ns,
     synchronize,
 )
+from harness.worker.gate import LaunchGate
 from harness.worker.persisting_l2 import PersistingL2
 
 
