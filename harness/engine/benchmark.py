@@ -18,6 +18,7 @@ from harness.engine.timing_checks import TimingJudge
 from harness.engine.verdicts import end_case
 from harness.extras import Clocks
 from harness.messages import Timed, WarmedUp
+from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
 GATE_MISSED = (
@@ -59,12 +60,11 @@ class BenchmarkLoop:
         fixed_items = None if ranked else self.inputs.place(fixed_specs, fixed, deadline)
         reply = self.session.request(
             "timing",
-            {
-                "op": "warmup",
-                "data": 0 if fixed_items else self.inputs.place(*warm, deadline)[0],
-                "min_calls": 3 if ctx.gpu else 1,
-                "min_ms": 100 if ctx.gpu else 0,
-            },
+            Warmup(
+                data=0 if fixed_items else self.inputs.place(*warm, deadline)[0],
+                min_calls=3 if ctx.gpu else 1,
+                min_ms=100 if ctx.gpu else 0,
+            ),
             deadline,
             f"warming up {label}",
             WarmedUp,
@@ -96,7 +96,7 @@ class BenchmarkLoop:
             if chunk_warmup_ms:
                 reply = self.session.request(
                     "warmup",
-                    {"op": "warmup", "data": 0, "min_calls": 1, "min_ms": chunk_warmup_ms},
+                    Warmup(data=0, min_calls=1, min_ms=chunk_warmup_ms),
                     deadline,
                     f"warming up {label}",
                     WarmedUp,
@@ -111,14 +111,13 @@ class BenchmarkLoop:
             index += len(privates)
             reply = self.session.request(
                 "timing",
-                {
-                    "op": "time",
-                    "protocol": task.timing_protocol,
-                    "inputs": items,
-                    "return": returned,
-                    "heat_ms": chunk_warmup_ms,
-                    "touch": ctx.gpu,
-                },
+                Time(
+                    protocol=task.timing_protocol,
+                    inputs=items,
+                    returned=returned,
+                    heat_ms=chunk_warmup_ms,
+                    touch=ctx.gpu,
+                ),
                 deadline,
                 f"timing {label}",
                 Timed,

@@ -9,6 +9,7 @@ from harness.engine.session import WorkerSession
 from harness.engine.supervisor import WorkerFailure
 from harness.extras import KernelOnlyFigures, ProfilerCheck
 from harness.messages import GraphFigures, KernelOnlyMeasured, ProfilerFigures
+from harness.requests import MeasureKernelOnly
 from harness.results import REJECTED, CaseResult
 
 _CPU_NOTE = "not available on CPU: kernel-only times need CUDA graphs on a GPU"
@@ -35,14 +36,9 @@ class KernelOnly:
             return KernelOnlyFigures(note=self.off), None
         label = f"kernel-only {fmt_spec(result.spec)}"
         self.ctx.progress(label)
-        msg = {
-            "op": "kernel_only",
-            "inputs": items,
-            "n": max(2, 20 // len(items)),
-            "replays": 7,
-            "profiler": verify,
-            "calls": max(2, 10 // len(items)),
-        }
+        msg = MeasureKernelOnly(
+            inputs=items, n=max(2, 20 // len(items)), replays=7, profiler=verify, calls=max(2, 10 // len(items))
+        )
         try:
             reply = self.session.request("kernel_only", msg, deadline, f"measuring {label}", KernelOnlyMeasured)
         except WorkerFailure as failure:  # the worker died: note it, carry on with a fresh one

@@ -27,6 +27,7 @@ from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
 from harness.messages import Called, Profiled
+from harness.requests import Call, Profile
 from harness.results import ERROR, FAIL, PASS, REJECTED, CaseResult, RunResult
 
 
@@ -142,7 +143,7 @@ class Run:
         for i in range(len(self.ctx.task.tests)):
             # ranked runs test on secret-derived inputs too: precomputed public outputs cannot pass by replay
             spec, label, data, item = inputs.one("test", i, self.ctx.task.tests, deadline, fresh=self.ctx.ranked)
-            reply = self.session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
+            reply = self.session.request("call", Call(data=item), deadline, f"running {label}", Called)
             reason = self.session.rejection(reply)
             if reason:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
@@ -158,9 +159,7 @@ class Run:
     def _profile(self, inputs: Inputs, deadline: float) -> None:
         for i in range(len(self.ctx.task.benchmarks)):
             spec, label, _data, item = inputs.one("profile", i, self.ctx.task.benchmarks, deadline)
-            reply = self.session.request(
-                "profile", {"op": "profile", "data": item}, deadline, f"profiling {label}", Profiled
-            )
+            reply = self.session.request("profile", Profile(data=item), deadline, f"profiling {label}", Profiled)
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
                 self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), reply, reason))

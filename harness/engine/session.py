@@ -8,6 +8,7 @@ from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
 from harness.protocol import ProtocolError
+from harness.requests import Generate, Load
 from harness.results import ERROR, REJECTED
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
@@ -58,7 +59,7 @@ class WorkerSession:
             ) from exc
 
     def load(self, deadline: float, what: str = "importing the submission") -> Loaded | Failed:
-        return self.request("import", {"op": "load"}, deadline, what, Loaded)
+        return self.request("import", Load(), deadline, what, Loaded)
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -105,7 +106,7 @@ class WorkerSession:
         their fingerprints; a rejection or an error ends the case."""
         reply = self.request(
             "worker_generate",
-            {"op": "generate", "specs": specs, "keep": keep},
+            Generate(specs=specs, keep=keep),
             deadline,
             "generating inputs in the worker",
             Generated,

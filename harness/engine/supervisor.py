@@ -19,6 +19,7 @@ import psutil
 import torch.multiprocessing as mp
 
 from harness import protocol
+from harness.requests import Exit
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
@@ -82,7 +83,7 @@ class Supervisor:
             return
         if self.proc.is_alive():
             try:
-                protocol.send_to_worker(self.conn, {"op": "exit"})
+                protocol.send_to_worker(self.conn, Exit())
                 self.proc.join(2.0)
             except (OSError, ValueError):
                 pass
@@ -171,7 +172,7 @@ class Supervisor:
         (``harness.messages`` decodes them); raises WorkerFailure."""
         self._seq += 1
         try:
-            protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
+            protocol.send_to_worker(self.conn, msg, seq=self._seq)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
         header, payloads = self._receive(deadline, what)

@@ -83,7 +83,7 @@ def _is_code(value: object) -> bool:
 
 def _module_spaces(worker: Any) -> Namespaces:
     """The code-level entries of the modules the worker measures and replies with."""
-    from harness import protocol
+    from harness import protocol, requests
     from harness.worker import captured, gate, kernel_only, persisting_l2, sampler
 
     modules = {
@@ -93,6 +93,7 @@ def _module_spaces(worker: Any) -> Namespaces:
         "harness.worker.originals": sys.modules[__name__],
         "harness.worker.captured": captured,
         "harness.protocol": protocol,
+        "harness.requests": requests,
         "harness.worker.gate": gate,
         "harness.worker.persisting_l2": persisting_l2,
         "json": json,
