@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.api import RunOptions, run_submission
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import MODES, Mode
-from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
+from harness.engine.preflight import check_output_file, check_store_writable
 from harness.engine.seeds import take_secret
 from harness.errors import UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
@@ -104,8 +104,7 @@ def run(args) -> int:
         triton_cache_dir=args.triton_cache_dir,
         scan_policy=args.scan_policy,
         defenses=not args.no_defenses,
-    ).validate()
-    check_submission_file(args.file)
+    )  # checked with the file, the task and the mode by run_submission (harness.engine.preflight)
     check_output_file(args.json, "--json")
     if args.save:
         check_store_writable(args.results_dir)
