@@ -53,14 +53,16 @@ class KernelOnly:
             return KernelOnlyFigures(note=f"kernel-only measurement failed: {reply.error}"), None
         figures, check = self._figures(result, reply.graph, reply.profiler or ProfilerFigures(ns=None))
         if reply.poisoned:
-            figures.note += (
+            figures.note = (figures.note or "") + (
                 "; the failed capture broke the worker's CUDA context: a fresh worker "
                 "runs the remaining cases, without kernel-only figures"
             )
             self._replace_worker(deadline, "a CUDA graph capture broke the worker's CUDA context")
         return figures, check
 
-    def _figures(self, result: CaseResult, graph: GraphFigures, prof: ProfilerFigures):
+    def _figures(
+        self, result: CaseResult, graph: GraphFigures, prof: ProfilerFigures
+    ) -> tuple[KernelOnlyFigures, ProfilerCheck | None]:
         figures, notes = KernelOnlyFigures(), [graph.note]
         if graph.ns is not None:
             figures = KernelOnlyFigures(
@@ -71,18 +73,7 @@ class KernelOnly:
             notes.append("fell back to the profiler's kernel sum")
         elif prof.note:
             notes.append(f"profiler: {prof.note}")
-        check = None
-        if self.ctx.opt.verify_timing:
-            ko, pk = figures.ns, prof.ns
-            check = ProfilerCheck(
-                kernel_ns=pk,
-                note="no profiler reading" if prof.note is None else prof.note,
-                vs_kernel_only_pct=(
-                    100 * (ko - pk) / pk if ko is not None and pk and figures.method == "cuda_graph" else None
-                ),
-                kernels_per_call=prof.kernels_per_call,
-                window_ns=prof.window_ns,
-            )
+        check = _profiler_check(figures, prof) if self.ctx.opt.verify_timing else None
         figures.note = "; ".join(n for n in notes if n)
         if figures.ns is not None and result.stats:
             figures.launch_overhead_ns = result.stats.mean - figures.ns
@@ -92,3 +83,15 @@ class KernelOnly:
         self.off = f"not measured: {why} in an earlier case"
         self.ctx.warnings.append(f"{why}; the worker was restarted and kernel-only figures are off for later cases")
         self.session.replace(deadline)
+
+
+def _profiler_check(figures: KernelOnlyFigures, prof: ProfilerFigures) -> ProfilerCheck:
+    """--verify-timing: the profiler's kernel sum beside the graph figure, and how far apart they are."""
+    ko, pk = figures.ns, prof.ns
+    return ProfilerCheck(
+        kernel_ns=pk,
+        note="no profiler reading" if prof.note is None else prof.note,
+        vs_kernel_only_pct=(100 * (ko - pk) / pk if ko is not None and pk and figures.method == "cuda_graph" else None),
+        kernels_per_call=prof.kernels_per_call,
+        window_ns=prof.window_ns,
+    )

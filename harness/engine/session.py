@@ -8,7 +8,7 @@ from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
 from harness.protocol import ProtocolError
-from harness.requests import Generate, Load
+from harness.requests import Generate, Load, Request
 from harness.results import ERROR, REJECTED
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
@@ -37,7 +37,7 @@ class WorkerSession:
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
 
-    def request(self, phase: str, msg: dict, deadline: float, what: str, reply, **expect):
+    def request(self, phase: str, msg: Request, deadline: float, what: str, reply, **expect):
         """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
         :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
         rejection; a dead or late worker a WorkerFailure too."""

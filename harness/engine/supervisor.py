@@ -19,7 +19,7 @@ import psutil
 import torch.multiprocessing as mp
 
 from harness import protocol
-from harness.requests import Exit
+from harness.requests import Exit, Request
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
@@ -167,7 +167,7 @@ class Supervisor:
                 return
 
     # -- messages ------------------------------------------------------------------------------------
-    def request(self, msg: dict, deadline: float, what: str):
+    def request(self, msg: Request, deadline: float, what: str):
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
         (``harness.messages`` decodes them); raises WorkerFailure."""
         self._seq += 1
