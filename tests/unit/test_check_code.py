@@ -66,3 +66,12 @@ def test_complexity_offenders_include_methods_and_closures(check_code):
         ("harness/x.py", "Box.big", 16),
         ("harness/x.py", "outer.inner", 17),
     ]
+
+
+def test_the_complexity_gate_fails_on_a_complex_function(check_code, tmp_path, capsys):
+    branches = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(16))
+    (tmp_path / "busy.py").write_text(f"def busy(x):\n{branches}\n    return -1\n")
+    (tmp_path / "calm.py").write_text("def calm(x):\n    return x\n")
+    assert check_code.main(["complexity", str(tmp_path / "calm.py")]) == 0
+    assert check_code.main(["complexity", str(tmp_path / "busy.py")]) == 1
+    assert "busy has cyclomatic complexity 17" in capsys.readouterr().out
