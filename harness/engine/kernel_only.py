@@ -37,7 +37,7 @@ class KernelOnly:
         label = f"kernel-only {fmt_spec(result.spec)}"
         self.ctx.progress(label)
         msg = MeasureKernelOnly(
-            inputs=items, n=max(2, 20 // len(items)), replays=7, profiler=verify, calls=max(2, 10 // len(items))
+            inputs=items, n=max(2, 20 // len(items)), replays=7, profiler=bool(verify), calls=max(2, 10 // len(items))
         )
         try:
             reply = self.session.request("kernel_only", msg, deadline, f"measuring {label}", KernelOnlyMeasured)
