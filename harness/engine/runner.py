@@ -22,13 +22,13 @@ from tasks.registry import Task
 def run_submission(
     path: Path,
     task: Task,
-    mode: Mode,
+    mode: Mode | str,
     options: RunOptions,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Runs ``path`` on ``task`` in ``mode``; never raises for a bad submission. The request was checked
     where it entered (``harness.api.run_submission``, or ``run_folder`` for the jobs of run-all)."""
-    mode = Mode.parse(mode)  # a no-op on a Mode; a job's stored mode is its string value
+    mode = Mode.parse(mode)  # a no-op on a Mode; a job's stored mode (JobSpec.mode) is its string value
     if mode.ranked and options.secret is None:
         from harness.engine.seeds import take_secret
 
