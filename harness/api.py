@@ -8,23 +8,33 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 from harness.engine.folder import FolderEntry, FolderRun, run_folder
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.errors import UsageError
 from harness.report.board import load_board, render_board
 from harness.results import RunResult
+from tasks.registry import Task
 
 
-def run_submission(path, task, mode: str = "test+benchmark", options=None, progress=None) -> RunResult:
-    """Runs ``path`` on ``task`` (a Task, a task name or a task.yml path) in ``mode``."""
-    from harness.engine.preflight import check_submission_file
+def run_submission(
+    path: str | os.PathLike[str],
+    task: Task | str | os.PathLike[str],
+    mode: Mode | str = Mode.TEST_BENCHMARK,
+    options: RunOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Runs ``path`` on ``task`` (a Task, a task name or a task.yml path) in ``mode``. The request is
+    checked here, once, before torch is loaded (:func:`harness.engine.preflight.check_run_request`)."""
+    from harness.engine.preflight import check_run_request
 
-    check_submission_file(path)
-    (options or RunOptions()).validate()
+    request = check_run_request(path, task, mode, options)
     from harness.engine.runner import run_submission as _run  # loads torch: imported when called
 
-    return _run(path, task, mode, options, progress)
+    return _run(request.path, request.task, request.mode, request.options, progress)
 
 
 __all__ = [

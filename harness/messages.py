@@ -16,14 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness.protocol import TIMING_SERIES, ProtocolError, accepts_dtype, dtype_itemsize
 
 _REQUIRED = object()
 
 
-def _field(header: dict, key: str, valid: Callable[[object], bool], what: str, default=_REQUIRED):
+def _field(
+    header: dict[str, Any], key: str, valid: Callable[[object], bool], what: str, default: Any = _REQUIRED
+) -> Any:
     if key not in header:
         if default is _REQUIRED:
             raise ProtocolError(f"{what} without its {key!r} field")
@@ -34,35 +36,35 @@ def _field(header: dict, key: str, valid: Callable[[object], bool], what: str, d
     return value
 
 
-def _number(x) -> bool:
+def _number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _count(x) -> bool:
+def _count(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
-def _text(x) -> bool:
+def _text(x: object) -> bool:
     return isinstance(x, str)
 
 
-def _flag(x) -> bool:
+def _flag(x: object) -> bool:
     return isinstance(x, bool)
 
 
-def _optional_number(x) -> bool:
+def _optional_number(x: object) -> bool:
     return x is None or _number(x)
 
 
-def _list_of(valid) -> Callable[[object], bool]:
+def _list_of(valid: Callable[[object], bool]) -> Callable[[object], bool]:
     return lambda x: isinstance(x, list) and all(valid(v) for v in x)
 
 
-def _counts(x) -> bool:
+def _counts(x: object) -> bool:
     return isinstance(x, dict) and all(isinstance(k, str) and _count(v) for k, v in x.items())
 
 
-def _report(x) -> bool:
+def _report(x: object) -> bool:
     """A flat report of names to flags, counts and texts (the sandbox's)."""
     return isinstance(x, dict) and all(
         isinstance(k, str) and (isinstance(v, (bool, str)) or _count(v)) for k, v in x.items()
@@ -104,17 +106,18 @@ class Ready:
     @classmethod
     def decode(cls, header: dict, payloads: list) -> Ready:
         _no_payloads(payloads, "the worker's ready message")
-        window = header.get("window_gap_ns") if isinstance(header.get("window_gap_ns"), dict) else {}
+        window = header.get("window_gap_ns")
+        window = window if isinstance(window, dict) else {}
         sandbox = header.get("sandbox")
         return cls(
             gap_ns=_finite_or_none(header.get("gap_ns")) or 0.0,
             window_gap_ns={regime: _finite_or_none(window.get(regime)) for regime in ("held", "opened")},
-            sandbox=dict(sandbox) if _report(sandbox) else None,
+            sandbox=dict(sandbox) if isinstance(sandbox, dict) and _report(sandbox) else None,
         )
 
 
-def _finite_or_none(x) -> float | None:
-    return float(x) if _number(x) else None
+def _finite_or_none(x: object) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and _number(x) else None
 
 
 @dataclass(frozen=True)
@@ -269,7 +272,7 @@ class Timed:
         """Exactly ``n_samples`` samples and ``n_outputs`` outputs, as asked: anything else is a forgery
         (an honest worker cannot produce it), and fewer outputs would leave timed calls unchecked."""
         what = "a timing reply"
-        times = _list_of(lambda x: _number(x) and x >= 0)
+        times = _list_of(lambda x: isinstance(x, (int, float)) and _number(x) and x >= 0)
         valid = {
             "samples_ns": times,
             "wall_ns": times,
@@ -360,7 +363,7 @@ class KernelOnlyMeasured:
         return cls(figures, profiler, _field(header, "poisoned", _flag, what), Integrity.decode(header, what, True))
 
 
-def decode_reply(header: dict, payloads: list, expected, **expect):
+def decode_reply(header: dict[str, Any], payloads: list[bytes], expected: Any, **expect: Any) -> Any:
     """The reply as ``expected`` (a class above) or as :class:`Failed`; raises ProtocolError."""
     ok = _field(header, "ok", _flag, "a reply")
     if not ok:

@@ -1,6 +1,6 @@
 """Messages between the verdict-deciding parent and the submission's worker process.
 
-Parent -> worker: pickled dicts (the trusted direction), never tensors: the worker generates its
+Parent -> worker: requests (:mod:`harness.requests`) pickled as plain dicts (the trusted direction), never tensors: the worker generates its
 inputs from seeds with the task's own generator, and the parent checks by fingerprints that they
 match its copies. So the worker needs no access to the parent's memory or GPU memory and can run as
 another user (CUDA IPC between users fails, and a worker able to map the parent's memory could read it).
@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
 
 import torch
 
@@ -42,7 +45,7 @@ for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x
         _DTYPES[_name] = getattr(torch, _name)
 
 
-def accepts_dtype(name) -> bool:
+def accepts_dtype(name: object) -> bool:
     """Whether the parent rebuilds outputs of this dtype (any other dtype is a wrong output)."""
     return name in _DTYPES
 
@@ -51,12 +54,19 @@ class ProtocolError(Exception):
     """The worker sent something that is not a well-formed message (tampering or a crash mid-write)."""
 
 
-def send_to_worker(conn, msg: dict) -> None:
-    """Parent side. ``msg`` holds no tensors: the worker makes its inputs itself (see ``harness.worker.main``)."""
-    conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+class Encodable(Protocol):
+    """A request of :mod:`harness.requests` (which imports this module, hence the structural type)."""
+
+    def encode(self) -> dict[str, Any]: ...
 
 
-def input_fingerprint(data) -> list[int]:
+def send_to_worker(conn: Connection, request: Encodable, seq: int | None = None) -> None:
+    """Parent side: ``request`` encoded, with its sequence number. It holds no tensors: the worker makes
+    its inputs itself (see ``harness.worker.main``)."""
+    conn.send_bytes(pickle.dumps({**request.encode(), "seq": seq}, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def input_fingerprint(data: Sequence[object]) -> list[int]:
     """The byte sum of each tensor's storage in an input tuple: cheap on any device, and enough to show
     that the worker generated the same input from the same seed as the parent (a nondeterministic
     generator, or a submission that changed the inputs, shows as a difference)."""
@@ -68,18 +78,22 @@ def input_fingerprint(data) -> list[int]:
     return torch.stack(sums).tolist() if sums else []
 
 
-_last_seq = None  # worker side: the sequence number of the request being answered
+_last_seq: int | None = None  # worker side: the sequence number of the request being answered
 
 
-def receive_from_parent(conn) -> dict:
-    """Worker side (the parent is trusted, so unpickling is fine here)."""
+def receive_from_parent(conn: Connection) -> dict[str, Any]:
+    """Worker side (the parent is trusted, so unpickling is fine here); :func:`harness.requests.decode_request`
+    checks what arrives."""
     global _last_seq
     msg = pickle.loads(conn.recv_bytes())
-    _last_seq = msg.get("seq")
+    if not isinstance(msg, dict):
+        raise ProtocolError(f"a request that is not a dict ({type(msg).__name__})")
+    seq = msg.get("seq")
+    _last_seq = seq if isinstance(seq, int) else None
     return msg
 
 
-def describe_output(out) -> dict:
+def describe_output(out: object) -> dict[str, Any]:
     """Worker side: what the parent needs to rebuild ``out``; ``{"kind": "object"}`` when not a tensor."""
     if type(out) is not torch.Tensor:  # a subclass could compute when the harness reads it, untimed
         return {"kind": "object", "type": type(out).__name__}
@@ -97,7 +111,7 @@ def tensor_bytes(out: torch.Tensor) -> bytes:
     return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
 
 
-def send(conn, header: dict, payloads=()) -> None:
+def send(conn: Connection, header: dict[str, Any], payloads: Sequence[bytes] = ()) -> None:
     """Worker side; the reply echoes the request's sequence number (see ``Supervisor.request``)."""
     header = dict(header, tensors=len(payloads), seq=_last_seq)
     conn.send_bytes(json.dumps(header, allow_nan=True).encode())
@@ -105,7 +119,7 @@ def send(conn, header: dict, payloads=()) -> None:
         conn.send_bytes(raw)
 
 
-def receive(conn) -> tuple[dict, list[bytes]]:
+def receive(conn: Connection) -> tuple[dict[str, Any], list[bytes]]:
     """Parent side: one message. Raises ProtocolError on anything malformed, EOFError on a dead worker."""
     try:
         raw = conn.recv_bytes(MAX_HEADER_BYTES)
@@ -131,7 +145,9 @@ def dtype_itemsize(name: str) -> int:
     return _DTYPES[name].itemsize
 
 
-def rebuild_tensor(dtype_name: str, shape, raw: bytes, source_device: str, device: torch.device) -> torch.Tensor:
+def rebuild_tensor(
+    dtype_name: str, shape: Sequence[int], raw: bytes, source_device: str, device: torch.device
+) -> torch.Tensor:
     """Parent side: a tensor from ``describe_output`` metadata and its bytes, on ``device`` when the
     worker's output was on the same kind of device (``source_device``), else on the CPU (so the check
     reports the device). The reply's decoder (``harness.messages``) validated all of it already; this

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.errors import EXIT_OK, EXIT_USAGE, UsageError  # noqa: E402
+from harness.optional import require_extra  # noqa: E402
 from harness.results import RunResult  # noqa: E402
 from harness.store.database import open_store  # noqa: E402
 
@@ -77,9 +78,10 @@ def shoot(build, index_png: str | None, run_png: str | None) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from harness.report.site import build_site
-
     try:
+        require_extra("site")  # Plotly and Jinja2: exit 2 naming the extra without them
+        from harness.report.site import build_site
+
         with tempfile.TemporaryDirectory(prefix="site-store-") as tmp:
             results_dir = args.results_dir or tmp
             if args.from_runs:

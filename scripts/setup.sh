@@ -2,7 +2,9 @@
 # Creates .venv and installs the harness with what it needs on this machine:
 # - a GPU machine whose python3 already has a CUDA/ROCm torch: reuse it (system site packages);
 # - otherwise the CPU build of torch, and Triton >= 3.8 so Triton submissions run under its interpreter;
-# - the test extra: pytest, kernelguard, Ray (the cluster executor) and psycopg 3 (the PostgreSQL store).
+# - the test extra, which the README's two commands need: the site, scan, postgres and cluster extras
+#   (Plotly and Jinja2, kernelguard, psycopg 3, Ray), pytest, and the checks of scripts/check.sh (ruff,
+#   mypy and type stubs, import-linter, radon). A lean install of the harness alone: pip install -e .
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -10,6 +10,7 @@ from harness.analysis.ranking import RankRule
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_output_file, check_store_exists
 from harness.errors import UsageError
+from harness.optional import require_extra
 from harness.report.board import BOARD_FORMATS, add_margin_argument, load_board, margin_fraction, render_board
 
 FORMATS = (*BOARD_FORMATS, "html")
@@ -73,7 +74,8 @@ def _tasks(args: argparse.Namespace) -> list[str] | None:
 def _write_site(args: argparse.Namespace) -> int:
     if not args.output:
         raise UsageError("--format html writes a folder: pass -o DIR (for example -o site/)")
-    from harness.report.site import build_site  # Plotly and Jinja2: loaded only for the site
+    require_extra("site")  # Plotly and Jinja2: the 'site' extra, loaded only for the site
+    from harness.report.site import build_site
 
     build = build_site(
         args.output, _tasks(args), results_dir=args.results_dir, device=args.device, rule=args.rule, mode=args.mode

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import sys
@@ -16,7 +17,7 @@ EXAMPLES = """  python -m harness measure-peaks                      # into the 
 """
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out",
         metavar="PATH",
@@ -26,7 +27,7 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default=None, help="the GPU to measure (default: the first one)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from harness.engine.device import device_info, select_device
     from harness.engine.measure_peaks import measure
 

@@ -15,7 +15,7 @@ from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
 from harness.cli.options import add_results_dir_argument
 from harness.engine.modes import MODES, Mode
 from harness.engine.pool import warm_shared_pool
-from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
+from harness.engine.preflight import check_output_file, check_store_writable
 from harness.engine.seeds import take_secret
 from harness.errors import RunInterrupted, UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
@@ -128,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
         triton_cache_dir=args.triton_cache_dir,
         scan_policy=args.scan_policy,
         defenses=not args.no_defenses,
-    ).validate()
-    check_submission_file(args.file)
+    )  # checked with the file, the task and the mode by run_submission (harness.engine.preflight)
     check_output_file(args.json, "--json")
     if args.save:
         check_store_writable(args.results_dir)

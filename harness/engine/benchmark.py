@@ -20,6 +20,7 @@ from harness.engine.timing_checks import TimingJudge
 from harness.engine.verdicts import end_case
 from harness.extras import Clocks
 from harness.messages import Timed, WarmedUp
+from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
 CHUNK_WARMUP_MS = 20  # GPU: the harness's own work right before every chunk of timed calls
@@ -102,7 +103,7 @@ class BenchmarkLoop:
             data = 0
         reply = self.session.request(
             "timing",
-            {"op": "warmup", "data": data, "min_calls": 3 if self.ctx.gpu else 1, "min_ms": 100 if self.ctx.gpu else 0},
+            Warmup(data=data, min_calls=3 if self.ctx.gpu else 1, min_ms=100 if self.ctx.gpu else 0),
             deadline,
             f"warming up {c.label}",
             WarmedUp,
@@ -129,7 +130,7 @@ class BenchmarkLoop:
         worker, so untimed code never sees them)."""
         reply = self.session.request(
             "warmup",
-            {"op": "warmup", "data": 0, "min_calls": 1, "min_ms": CHUNK_WARMUP_MS},
+            Warmup(data=0, min_calls=1, min_ms=CHUNK_WARMUP_MS),
             deadline,
             f"warming up {c.label}",
             WarmedUp,
@@ -181,14 +182,13 @@ class BenchmarkLoop:
         each timed input (see worker.sampler); then the timed calls."""
         return self.session.request(
             "timing",
-            {
-                "op": "time",
-                "protocol": self.ctx.task.timing_protocol,
-                "inputs": items,
-                "return": returned,
-                "heat_ms": CHUNK_WARMUP_MS if self.ctx.gpu else 0,
-                "touch": self.ctx.gpu,
-            },
+            Time(
+                protocol=self.ctx.task.timing_protocol,
+                inputs=items,
+                returned=returned,
+                heat_ms=CHUNK_WARMUP_MS if self.ctx.gpu else 0,
+                touch=self.ctx.gpu,
+            ),
             deadline,
             f"timing {c.label}",
             Timed,

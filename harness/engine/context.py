@@ -4,26 +4,26 @@ warnings go, and the wall time of each phase. Made once by :class:`harness.engin
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.results import DeviceInfo
+from tasks.registry import Task
 
 
 class Phases:
     """Where the run's wall time went: seconds per named phase (``RunResult.phases_s``)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
 
     @contextmanager
-    def measure(self, name: str):
+    def measure(self, name: str) -> Iterator[None]:
         """Adds the wall time of the block to ``seconds[name]``."""
         t0 = time.perf_counter()
         try:
@@ -34,7 +34,7 @@ class Phases:
 
 @dataclass
 class RunContext:
-    task: Any  # a tasks.Task (typed loosely: the engine reads its fields)
+    task: Task
     mode: Mode
     opt: RunOptions
     device: torch.device
@@ -72,10 +72,10 @@ class RunContext:
         )
         return f"; the limit was {scaled} for {self.mode.value} mode: --timeout-scale N gives N times as long"
 
-    def case_spec(self, case: dict) -> dict:
+    def case_spec(self, case: dict[str, object]) -> dict[str, object]:
         """A case as run: its own public seed, or the one --seed gives every case."""
         return dict(case, seed=self.opt.seed) if self.opt.seed is not None else dict(case)
 
 
-def fmt_spec(spec: dict) -> str:
+def fmt_spec(spec: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in spec.items())

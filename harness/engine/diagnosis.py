@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.results import RunResult
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,7 @@ def _fires(sig: Signature, text: str) -> re.Match | None:
     return sig.pattern.search(text)
 
 
-def failure_text(result) -> str:
+def failure_text(result: RunResult) -> str:
     """Everything a failed RunResult says about its failure: message, case messages, tracebacks, stderr."""
     parts = [result.message or ""]
     for c in result.cases:
@@ -245,7 +249,7 @@ def failure_text(result) -> str:
     return "\n".join(parts)
 
 
-def diagnose_result(result, target_gpu: str) -> str | None:
+def diagnose_result(result: RunResult, target_gpu: str) -> str | None:
     """The diagnosis line of a run that did not pass with an error (import, compile, crash); else None."""
     if result.verdict not in ("error", "timeout"):
         return None

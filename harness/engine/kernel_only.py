@@ -9,6 +9,7 @@ from harness.engine.session import WorkerSession
 from harness.engine.supervisor import WorkerFailure
 from harness.extras import KernelOnlyFigures, ProfilerCheck
 from harness.messages import GraphFigures, KernelOnlyMeasured, ProfilerFigures
+from harness.requests import MeasureKernelOnly
 from harness.results import REJECTED, CaseResult
 
 _CPU_NOTE = "not available on CPU: kernel-only times need CUDA graphs on a GPU"
@@ -35,14 +36,9 @@ class KernelOnly:
             return KernelOnlyFigures(note=self.off), None
         label = f"kernel-only {fmt_spec(result.spec)}"
         self.ctx.progress(label)
-        msg = {
-            "op": "kernel_only",
-            "inputs": items,
-            "n": max(2, 20 // len(items)),
-            "replays": 7,
-            "profiler": verify,
-            "calls": max(2, 10 // len(items)),
-        }
+        msg = MeasureKernelOnly(
+            inputs=items, n=max(2, 20 // len(items)), replays=7, profiler=bool(verify), calls=max(2, 10 // len(items))
+        )
         try:
             reply = self.session.request("kernel_only", msg, deadline, f"measuring {label}", KernelOnlyMeasured)
         except WorkerFailure as failure:  # the worker died: note it, carry on with a fresh one
@@ -57,14 +53,16 @@ class KernelOnly:
             return KernelOnlyFigures(note=f"kernel-only measurement failed: {reply.error}"), None
         figures, check = self._figures(result, reply.graph, reply.profiler or ProfilerFigures(ns=None))
         if reply.poisoned:
-            figures.note += (
+            figures.note = (figures.note or "") + (
                 "; the failed capture broke the worker's CUDA context: a fresh worker "
                 "runs the remaining cases, without kernel-only figures"
             )
             self._replace_worker(deadline, "a CUDA graph capture broke the worker's CUDA context")
         return figures, check
 
-    def _figures(self, result: CaseResult, graph: GraphFigures, prof: ProfilerFigures):
+    def _figures(
+        self, result: CaseResult, graph: GraphFigures, prof: ProfilerFigures
+    ) -> tuple[KernelOnlyFigures, ProfilerCheck | None]:
         figures, notes = KernelOnlyFigures(), [graph.note]
         if graph.ns is not None:
             figures = KernelOnlyFigures(
@@ -75,18 +73,7 @@ class KernelOnly:
             notes.append("fell back to the profiler's kernel sum")
         elif prof.note:
             notes.append(f"profiler: {prof.note}")
-        check = None
-        if self.ctx.opt.verify_timing:
-            ko, pk = figures.ns, prof.ns
-            check = ProfilerCheck(
-                kernel_ns=pk,
-                note="no profiler reading" if prof.note is None else prof.note,
-                vs_kernel_only_pct=(
-                    100 * (ko - pk) / pk if ko is not None and pk and figures.method == "cuda_graph" else None
-                ),
-                kernels_per_call=prof.kernels_per_call,
-                window_ns=prof.window_ns,
-            )
+        check = _profiler_check(figures, prof) if self.ctx.opt.verify_timing else None
         figures.note = "; ".join(n for n in notes if n)
         if figures.ns is not None and result.stats:
             figures.launch_overhead_ns = result.stats.mean - figures.ns
@@ -96,3 +83,15 @@ class KernelOnly:
         self.off = f"not measured: {why} in an earlier case"
         self.ctx.warnings.append(f"{why}; the worker was restarted and kernel-only figures are off for later cases")
         self.session.replace(deadline)
+
+
+def _profiler_check(figures: KernelOnlyFigures, prof: ProfilerFigures) -> ProfilerCheck:
+    """--verify-timing: the profiler's kernel sum beside the graph figure, and how far apart they are."""
+    ko, pk = figures.ns, prof.ns
+    return ProfilerCheck(
+        kernel_ns=pk,
+        note="no profiler reading" if prof.note is None else prof.note,
+        vs_kernel_only_pct=(100 * (ko - pk) / pk if ko is not None and pk and figures.method == "cuda_graph" else None),
+        kernels_per_call=prof.kernels_per_call,
+        window_ns=prof.window_ns,
+    )

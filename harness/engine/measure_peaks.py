@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 
-def _time_ms(fn, reps: int) -> float:
+def _time_ms(fn: Callable[[], object], reps: int) -> float:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -24,7 +26,7 @@ def _time_ms(fn, reps: int) -> float:
     return start.elapsed_time(end) / reps
 
 
-def _memory_bytes_per_s(device) -> float:
+def _memory_bytes_per_s(device: torch.device) -> float:
     n = 1 << 30  # 1 GiB copy: far beyond the L2
     src = torch.empty(n, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -32,7 +34,7 @@ def _memory_bytes_per_s(device) -> float:
     return 2 * n / (copy_ms / 1e3)  # bytes read + written
 
 
-def _matrix_flops_per_s(device) -> dict:
+def _matrix_flops_per_s(device: torch.device) -> dict[str, float]:
     size = 8192
     a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
@@ -78,7 +80,7 @@ def _per_call_overhead_ns(x: torch.Tensor) -> float:
     return statistics.median(samples)
 
 
-def measure(device) -> dict:
+def measure(device: torch.device) -> dict[str, Any]:
     """One device's row of the peaks file (without the provenance fields the command adds)."""
     mem = _memory_bytes_per_s(device)
     flops = _matrix_flops_per_s(device)

@@ -4,8 +4,12 @@ whether it is ranked. Imports nothing heavy (the CLI reads it before it loads th
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from tasks.registry import Task
 
 
 class Mode(str, Enum):
@@ -45,7 +49,7 @@ class Mode(str, Enum):
     def scored(self) -> bool:
         return self.runs_benchmarks
 
-    def first_timeout(self, task) -> float:
+    def first_timeout(self, task: Task) -> float:
         """Seconds for the part of the run that starts with the import (the task's timeouts)."""
         if self.ranked:
             return task.ranked_timeout

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.errors import UsageError
 
 SCAN_POLICIES = ("warn", "reject", "off")
 
@@ -34,44 +38,57 @@ class RunOptions:
 
     def validate(self) -> RunOptions:
         """Raises UsageError naming the option, its allowed range and the value given; returns self.
-        Called by the CLI and the library before anything runs (a bad value must never reach the worker,
-        where e.g. --max-repeats 1 once looked like a forged timing reply)."""
+        Called where a request enters (``harness.engine.preflight.check_run_request`` for one run,
+        ``run_folder`` for run-all) before anything runs: a bad value must never reach the worker,
+        where e.g. --max-repeats 1 once looked like a forged timing reply."""
         from harness.errors import UsageError
 
-        def bad(name: str, flag: str | None, allowed: str, value) -> UsageError:
-            return UsageError(f"{flag or name} must be {allowed}; got {value!r}")
-
-        def positive(name: str, flag: str, value, *, integer: bool = False, minimum=None):
-            if value is None:
-                return
-            kind = int if integer else (int, float)
-            if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
-                raise bad(name, flag, f"a finite {'integer' if integer else 'number'}", value)
-            if minimum is not None and value < minimum:
-                raise bad(name, flag, f"at least {minimum}", value)
-            if minimum is None and value <= 0:
-                raise bad(name, flag, "greater than 0", value)
-
-        positive("min_runs", None, self.min_runs, integer=True, minimum=1)
-        if (
-            self.max_repeats is not None
-            and not isinstance(self.max_repeats, bool)
-            and isinstance(self.max_repeats, int)
-            and self.max_repeats < self.min_runs
-        ):
+        _positive("min_runs", None, self.min_runs, integer=True, minimum=1)
+        repeats = self.max_repeats
+        if isinstance(repeats, int) and not isinstance(repeats, bool) and repeats < self.min_runs:
             raise UsageError(
                 f"--max-repeats must be at least {self.min_runs} (the stopping rule takes at least "
                 f"min_runs={self.min_runs} samples per case); got {self.max_repeats}"
             )
-        positive("max_repeats", "--max-repeats", self.max_repeats, integer=True, minimum=self.min_runs)
-        positive("blocks", "--blocks", self.blocks, integer=True, minimum=1)
-        positive("max_time_s", "--max-time", self.max_time_s)
-        positive("wall_cap_s", None, self.wall_cap_s)
-        positive("target_rel_err", None, self.target_rel_err)
-        positive("timeout_scale", "--timeout-scale", self.timeout_scale)
-        positive("memory_limit_gb", "--memory-limit-gb", self.memory_limit_gb)
-        positive("output_limit_mb", None, self.output_limit_mb, integer=True, minimum=1)
-        positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement, integer=True, minimum=1)
+        _positive("max_repeats", "--max-repeats", self.max_repeats, integer=True, minimum=self.min_runs)
+        _positive("blocks", "--blocks", self.blocks, integer=True, minimum=1)
+        _positive("max_time_s", "--max-time", self.max_time_s)
+        _positive("wall_cap_s", None, self.wall_cap_s)
+        _positive("target_rel_err", None, self.target_rel_err)
+        _positive("timeout_scale", "--timeout-scale", self.timeout_scale)
+        _positive("memory_limit_gb", "--memory-limit-gb", self.memory_limit_gb)
+        _positive("output_limit_mb", None, self.output_limit_mb, integer=True, minimum=1)
+        _positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement, integer=True, minimum=1)
         if self.scan_policy not in SCAN_POLICIES:
-            raise bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
+            raise _bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
+        if self.scan_policy == "reject":
+            from harness.engine.scan import require_scanner
+
+            require_scanner()  # the 'scan' extra: rejecting needs a scanner that ran
         return self
+
+
+def _bad(name: str, flag: str | None, allowed: str, value: object) -> UsageError:
+    from harness.errors import UsageError
+
+    return UsageError(f"{flag or name} must be {allowed}; got {value!r}")
+
+
+def _positive(
+    name: str, flag: str | None, value: object, *, integer: bool = False, minimum: float | None = None
+) -> None:
+    """``value`` (None: not set) is a finite number (an integer when ``integer``), at least ``minimum``
+    or, without one, greater than 0."""
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (integer and not isinstance(value, int))
+        or not math.isfinite(value)
+    ):
+        raise _bad(name, flag, f"a finite {'integer' if integer else 'number'}", value)
+    if minimum is not None and value < minimum:
+        raise _bad(name, flag, f"at least {minimum}", value)
+    if minimum is None and value <= 0:
+        raise _bad(name, flag, "greater than 0", value)

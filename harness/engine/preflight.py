@@ -1,20 +1,55 @@
 """Checks made before anything runs, so that a user's mistake costs seconds, not a whole benchmark:
-the submission file, an output path, the results store's folder. Each raises UsageError naming the
-problem and the fix. Torch-free; the store module is not touched (its location rule is read from it).
+a run's request (:func:`check_run_request`: the submission file, the task, the mode, the options), an
+output path, the results store's folder. Each raises UsageError naming the problem and the fix.
+Torch-free; the store module is not touched (its location rule is read from it).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from harness.engine.modes import Mode
+from harness.engine.options import RunOptions
 from harness.errors import UsageError
+from tasks.registry import Task, TaskSpecError, load_task
 
 _STORE_SUFFIXES = (".sqlite", ".db")
 
 
-def check_submission_file(path) -> Path:
+@dataclass(frozen=True)
+class RunRequest:
+    """One run's request, checked: what the engine's :func:`harness.engine.runner.run_submission` takes."""
+
+    path: Path
+    task: Task
+    mode: Mode
+    options: RunOptions
+
+
+def check_run_request(
+    path: str | os.PathLike[str],
+    task: Task | str | os.PathLike[str],
+    mode: Mode | str = Mode.TEST_BENCHMARK,
+    options: RunOptions | None = None,
+) -> RunRequest:
+    """The one check of a run's request, where it enters (``harness.api.run_submission``, which the CLI
+    calls): the submission file, the mode, the options' values, then the task (a Task, a task name or a
+    task.yml path). Raises UsageError naming the problem and the fix."""
+    checked_path = check_submission_file(path)
+    checked_mode = Mode.parse(mode)
+    checked_options = (options or RunOptions()).validate()
+    if not isinstance(task, Task):
+        try:
+            task = load_task(task)
+        except TaskSpecError as exc:
+            raise UsageError(str(exc)) from exc
+    return RunRequest(checked_path, task, checked_mode, checked_options)
+
+
+def check_submission_file(path: str | os.PathLike[str]) -> Path:
     """The submission must be an existing, readable .py file (a folder is a common first mistake)."""
     path = Path(path)
     if path.is_dir():
@@ -52,7 +87,7 @@ def _nearest_existing(folder: Path) -> Path:
     return folder
 
 
-def check_output_file(path, flag: str = "--json") -> None:
+def check_output_file(path: str | os.PathLike[str] | None, flag: str = "--json") -> None:
     """``path`` can be written now (its folder exists and is writable; the file, if there, is a writable
     file). Writes nothing."""
     if path in (None, "-"):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 _said = False
 
 
-def first_blocking_folder(paths) -> Path | None:
+def first_blocking_folder(paths: Iterable[str | os.PathLike[str]]) -> Path | None:
     """The first folder on the way to one of ``paths`` that other users cannot enter, or None."""
     for path in paths:
         p = Path(path).resolve()
@@ -24,7 +25,7 @@ def first_blocking_folder(paths) -> Path | None:
     return None
 
 
-def root_warning_once(needed_paths) -> list[str]:
+def root_warning_once(needed_paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """[one short line] the first time in this process that a submission runs as root although the harness
     could run it as 'nobody' once the user changes something, else []. Details: docs/security.md."""
     global _said

@@ -34,7 +34,7 @@ class Progress:
         self.say = say or (lambda line: print(line, file=self.stream or sys.stderr, flush=True))
         stream = self.stream or sys.stderr
         self.live = (hasattr(stream, "isatty") and stream.isatty()) if live is None else live
-        self._last = None
+        self._last: str | None = None
         self._drawn = False
 
     def status_line(self) -> str:

@@ -33,6 +33,7 @@ from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
 from harness.errors import RunInterrupted
 from harness.messages import Called, Failed, Loaded, Profiled
+from harness.requests import Call, Profile
 from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT, CaseResult, RunResult, ScoreInterval
 
 ONE_PROCESS_NOTE = (
@@ -192,7 +193,7 @@ class Run:
             # ranked runs test on secret-derived inputs too: precomputed public outputs cannot pass by replay
             spec, label, data, item = inputs.one("test", i, self.ctx.task.tests, deadline, fresh=self.ctx.ranked)
             session = self._session()
-            reply = session.request("call", {"op": "call", "data": item}, deadline, f"running {label}", Called)
+            reply = session.request("call", Call(data=item), deadline, f"running {label}", Called)
             reason = session.rejection(reply)
             if reason:
                 self.cases.append(CaseResult("test", spec, REJECTED, reason))
@@ -209,9 +210,7 @@ class Run:
         for i in range(len(self.ctx.task.benchmarks)):
             spec, label, _data, item = inputs.one("profile", i, self.ctx.task.benchmarks, deadline)
             session = self._session()
-            reply = session.request(
-                "profile", {"op": "profile", "data": item}, deadline, f"profiling {label}", Profiled
-            )
+            reply = session.request("profile", Profile(data=item), deadline, f"profiling {label}", Profiled)
             reason = session.rejection(reply)
             if isinstance(reply, Failed) or reason:
                 self.cases.append(verdicts.end_case(CaseResult("benchmark", spec, PASS), reply, reason))

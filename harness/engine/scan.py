@@ -10,25 +10,39 @@ honest torch_nvfp4 example for calling torch.bmm) only warn.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from harness.errors import UsageError
+from harness.optional import import_optional
 
 POLICIES = ("warn", "reject", "off")
 
-
-class ScanUnavailable(Exception):
-    """kernelguard is not installed; the message says how to install it."""
+Finding = dict[str, Any]  # {"rule", "severity", "message", "blocking"}, stored as JSON with the result
 
 
-def scan_source(source: str) -> tuple[list[dict], bool]:
-    """(findings, blocking): the rule matches, and whether kernelguard would filter the submission."""
+class ScanUnavailable(UsageError):
+    """kernelguard is not installed; the message names the 'scan' extra that installs it."""
+
+
+def _kernelguard() -> ModuleType:
     try:
-        import kernelguard
-    except ImportError as exc:
-        raise ScanUnavailable(
-            "static scan skipped: the 'kernelguard' package is not installed; "
-            "pip install 'kernelguard>=0.3,<0.4' (or the 'scan' extra), "
-            "or pass --scan-policy off"
-        ) from exc
+        return import_optional("kernelguard", "scan")
+    except UsageError as exc:
+        raise ScanUnavailable(f"{exc}; or pass --scan-policy off") from exc
+
+
+def require_scanner() -> None:
+    """Raises :class:`ScanUnavailable` (exit 2) when kernelguard is missing: ``--scan-policy reject``
+    must not pass a submission it could not scan."""
+    _kernelguard()
+
+
+def scan_source(source: str) -> tuple[list[Finding], bool]:
+    """(findings, blocking): the rule matches, and whether kernelguard would filter the submission."""
+    kernelguard = _kernelguard()
     report = kernelguard.analyze_code(source, compute_structural_hash=False)
     hacked = bool(report.get("should_filter"))
     findings = []
@@ -46,25 +60,27 @@ def scan_source(source: str) -> tuple[list[dict], bool]:
     return findings, hacked
 
 
-def _auto_filters(kernelguard, rule: str) -> bool:
+def _auto_filters(kernelguard: ModuleType, rule: str) -> bool:
     try:
-        return kernelguard.classify([{"pattern": rule, "field": "code", "severity": "critical"}])[1]
+        return bool(kernelguard.classify([{"pattern": rule, "field": "code", "severity": "critical"}])[1])
     except Exception:
         return True
 
 
-def scan_file(path) -> tuple[list[dict], bool]:
+def scan_file(path: str | os.PathLike[str]) -> tuple[list[Finding], bool]:
     return scan_source(Path(path).read_text(errors="replace"))
 
 
-def prescan(path, policy: str, warnings: list) -> tuple[list[dict], str | None]:
+def prescan(path: str | os.PathLike[str], policy: str, warnings: list[str]) -> tuple[list[Finding], str | None]:
     """The static scan before a ranked run: (findings, the rejection message when ``policy`` is
     "reject" and kernelguard would filter the submission, else None). Findings become warnings; a
     missing kernelguard is a warning too."""
     try:
         findings, hacked = scan_file(path)
     except ScanUnavailable as exc:
-        warnings.append(str(exc))
+        if policy == "reject":
+            raise  # RunOptions.validate checks first; a scanner that vanished since is still no pass
+        warnings.append(f"static scan skipped: {exc}")
         return [], None
     for f in findings:
         warnings.append(f"static scan: {f['rule']} ({f['severity']}): {f['message']}")

@@ -14,6 +14,7 @@ from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
 from harness.protocol import ProtocolError
+from harness.requests import Generate, Load, Request
 from harness.results import ERROR, REJECTED
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
@@ -49,12 +50,13 @@ class WorkerSession:
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
 
-    def request(self, phase: str, msg: dict[str, Any], deadline: float, what: str, reply: type, **expect: Any) -> Any:
+    def request(self, phase: str, msg: Request, deadline: float, what: str, reply: type, **expect: Any) -> Any:
         """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
         :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
         rejection; a dead or late worker a WorkerFailure too."""
         sup = self._supervisor()
-        limit = self.deadlines.limit(msg)
+        wire = msg.encode()  # what the per-call limits read (harness.engine.deadlines)
+        limit = self.deadlines.limit(wire)
         own = limit is not None and time.monotonic() + limit.seconds < deadline
         t0 = time.monotonic()
         with self.ctx.phases.measure(phase):
@@ -65,7 +67,7 @@ class WorkerSession:
                 limit.message(what) if own and limit else None,
             )
             decoded = self._decode(header, payloads, reply, what, expect)
-        self.deadlines.record(msg, time.monotonic() - t0, getattr(decoded, "calls", None))
+        self.deadlines.record(wire, time.monotonic() - t0, getattr(decoded, "calls", None))
         return decoded
 
     def _supervisor(self) -> Supervisor:
@@ -94,7 +96,7 @@ class WorkerSession:
             ) from exc
 
     def load(self, deadline: float, what: str = "importing the submission") -> Loaded | Failed:
-        return self.request("import", {"op": "load"}, deadline, what, Loaded)
+        return self.request("import", Load(), deadline, what, Loaded)
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -142,7 +144,7 @@ class WorkerSession:
         self.deadlines.note_inputs(specs)
         reply = self.request(
             "worker_generate",
-            {"op": "generate", "specs": specs, "keep": keep},
+            Generate(specs=specs, keep=keep),
             deadline,
             "generating inputs in the worker",
             Generated,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import UsageError
@@ -54,7 +55,7 @@ def _keywords(task: str) -> tuple[str, ...]:
     return KEYWORDS.get(task, (task.split("_")[0].lower(),))
 
 
-def applies_to(path: str | Path, task) -> bool:
+def applies_to(path: str | Path, task: str | Iterable[str]) -> bool:
     """Whether a submission file is meant for ``task``: a name, or several names of one task (e.g. a
     small-shape copy and the task it implements). See the module docstring for the rule."""
     names = {task} if isinstance(task, str) else set(task)
@@ -66,7 +67,9 @@ def applies_to(path: str | Path, task) -> bool:
     return not hinted or bool(names & hinted)
 
 
-def discover(folder: str | Path, task, *, everything: bool = False) -> tuple[list[Path], list[Path]]:
+def discover(
+    folder: str | Path, task: str | Iterable[str], *, everything: bool = False
+) -> tuple[list[Path], list[Path]]:
     """(files to run, files skipped as meant for another task), both sorted."""
     folder = Path(folder)
     if not folder.is_dir():

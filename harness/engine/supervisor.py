@@ -22,6 +22,7 @@ import torch.multiprocessing as mp
 
 from harness import protocol
 from harness.engine.pool import WorkerPool, become_subreaper
+from harness.requests import Exit, Request
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
@@ -127,7 +128,7 @@ class Supervisor:
             return
         if self.proc.is_alive():
             try:
-                protocol.send_to_worker(self.conn, {"op": "exit"})
+                protocol.send_to_worker(self.conn, Exit())
                 self.proc.join(2.0)
             except (OSError, ValueError):
                 pass
@@ -212,7 +213,7 @@ class Supervisor:
 
     # -- messages ------------------------------------------------------------------------------------
     def request(
-        self, msg: dict[str, Any], deadline: float, what: str, late: str | None = None
+        self, msg: Request, deadline: float, what: str, late: str | None = None
     ) -> tuple[dict[str, Any], list[bytes]]:
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
         (``harness.messages`` decodes them); raises WorkerFailure. ``late``: the timeout's message when
@@ -220,7 +221,7 @@ class Supervisor:
         self._seq += 1
         assert self.conn is not None, "start() first"
         try:
-            protocol.send_to_worker(self.conn, dict(msg, seq=self._seq))
+            protocol.send_to_worker(self.conn, msg, seq=self._seq)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
         header, payloads = self._receive(deadline, what, late)

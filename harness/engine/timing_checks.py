@@ -3,6 +3,9 @@ plausibility checks (too fast to be true, a tampered clock, noise), which reject
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from harness.analysis import peaks, plausibility, sol
 from harness.engine.context import RunContext
 from harness.engine.session import WorkerSession
@@ -18,7 +21,9 @@ class TimingJudge:
         if fallback:
             ctx.warnings.append(fallback)
 
-    def finish(self, result: CaseResult, samples, series: dict, batch: int) -> CaseResult:
+    def finish(
+        self, result: CaseResult, samples: Sequence[float], series: dict[str, list[Any]], batch: int
+    ) -> CaseResult:
         """``samples``: per input; ``series``: the timing replies' lists (``protocol.TIMING_SERIES``),
         whose walls and windows the plausibility checks read; ``batch``: inputs per sample."""
         if not samples:

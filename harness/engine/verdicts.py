@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from harness.analysis.ranking import RankRule, ShapeTime
 from harness.analysis.ranking import score as rank_score
 from harness.engine.modes import Mode
+from harness.messages import Failed
 from harness.results import ERROR, NOT_RUN, PASS, REJECTED, CaseResult, Stats, shape_label, worst_verdict
+from tasks.registry import Task
+
+Case = dict[str, Any]
+Planned = list[tuple[str, Case]]  # (kind, case) in the order the run takes them
+CaseSpec = Callable[[Case], Case]
 
 
-def planned_cases(task, mode: Mode, ranked: bool) -> list[tuple[str, dict]]:
+def planned_cases(task: Task, mode: Mode, ranked: bool) -> Planned:
     """(kind, case) of every case the mode runs, in order: tests, then the benchmark shapes (timed, or
     profiled in the profile mode); timed cases are of kind "leaderboard" in ranked runs."""
     tests = [("test", c) for c in task.tests] if mode.runs_tests else []
@@ -17,13 +26,13 @@ def planned_cases(task, mode: Mode, ranked: bool) -> list[tuple[str, dict]]:
     return tests + ([(kind, c) for c in task.benchmarks] if timed else [])
 
 
-def first_timeout(task, mode: Mode, ranked: bool) -> float:
+def first_timeout(task: Task, mode: Mode, ranked: bool) -> float:
     """Seconds for the part of the run that starts with the import. A leaderboard run without defenses
     (measurement only) has the test timeout, like test+benchmark."""
     return (mode if ranked or not mode.ranked else Mode.TEST_BENCHMARK).first_timeout(task)
 
 
-def not_run_cases(planned, done: list[CaseResult], case_spec) -> list[CaseResult]:
+def not_run_cases(planned: Planned, done: list[CaseResult], case_spec: CaseSpec) -> list[CaseResult]:
     """The planned cases after ``done``, as NOT_RUN (none when the import failed: nothing could run)."""
     if done and done[0].kind == "import":
         return []
@@ -33,7 +42,7 @@ def not_run_cases(planned, done: list[CaseResult], case_spec) -> list[CaseResult
     ]
 
 
-def running_case(planned, done: list[CaseResult], case_spec) -> tuple[str, dict]:
+def running_case(planned: Planned, done: list[CaseResult], case_spec: CaseSpec) -> tuple[str, Case]:
     """(kind, spec) of the case that was running when the worker failed."""
     if len(done) < len(planned):
         kind, case = planned[len(done)]
@@ -41,12 +50,12 @@ def running_case(planned, done: list[CaseResult], case_spec) -> tuple[str, dict]
     return "run", {}
 
 
-def tracebacks(reply) -> dict:
+def tracebacks(reply: Failed) -> dict[str, str]:
     """A failed reply's tracebacks: the submission's own frames, and every frame (shown with --verbose)."""
     return {"traceback": reply.traceback, "traceback_full": reply.traceback_full}
 
 
-def end_case(result: CaseResult, reply, reason: str | None, samples=()) -> CaseResult:
+def end_case(result: CaseResult, reply: Any, reason: str | None, samples: Sequence[float] = ()) -> CaseResult:
     """A case the worker's reply ended: rejected for ``reason``, else (``reply`` is then a
     ``messages.Failed``) the submission's error."""
     if reason:
@@ -68,8 +77,8 @@ def run_verdict(cases: list[CaseResult]) -> str:
     return verdict
 
 
-def summary(cases) -> str:
-    counts = {}
+def summary(cases: Sequence[CaseResult]) -> str:
+    counts: dict[str, int] = {}
     for c in cases:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     first_bad = next((c for c in cases if c.verdict not in (PASS, NOT_RUN)), None)
@@ -77,10 +86,11 @@ def summary(cases) -> str:
     return f"{text}; first problem: {first_bad.message}" if first_bad else text
 
 
-def score(task, cases) -> float | None:
+def score(task: Task, cases: Sequence[CaseResult]) -> float | None:
     """The task's ranking rule over benchmark means, in microseconds; None unless every case passed."""
     bench = [c for c in cases if c.kind in ("benchmark", "leaderboard")]
-    if not bench or any(c.verdict != PASS for c in cases) or any(c.stats is None for c in bench):
+    timed = [(c.spec, c.stats) for c in bench if c.stats is not None]
+    if not bench or any(c.verdict != PASS for c in cases) or len(timed) < len(bench):
         return None
-    shapes = [ShapeTime(shape_label(c.spec), c.stats.mean / 1e3, c.stats.stderr / 1e3) for c in bench]
+    shapes = [ShapeTime(shape_label(spec), stats.mean / 1e3, stats.stderr / 1e3) for spec, stats in timed]
     return rank_score(shapes, RankRule(task.ranking_by)).value_us

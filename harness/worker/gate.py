@@ -26,6 +26,7 @@ register count that leaves thread slots free): the caller then keeps the strict 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 
@@ -35,7 +36,8 @@ _START_TIMEOUT_S = 1.0  # blocks not all resident by then: something else occupi
 class LaunchGate:
     """Holds the GPU shut while the host enqueues a call. Use :meth:`close`, then :meth:`open`."""
 
-    def __init__(self, device: torch.device, cap_ns: float, kernel):
+    def __init__(self, device: torch.device, cap_ns: float, kernel: Any):
+        """``kernel``: :func:`harness.worker.gate_kernel.gate_kernel` (a Triton kernel, launched by grid)."""
         self._kernel = kernel
         props = torch.cuda.get_device_properties(device)
         self.device = device

@@ -6,10 +6,13 @@ table where a call cannot be captured).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
-from harness.worker.originals import _c_sync, _CUDAGraph, _Event, _event_elapsed, _event_record, _graph_ctx, _Stream
+from harness.worker.captured import _c_sync, _CUDAGraph, _Event, _event_elapsed, _event_record, _graph_ctx, _Stream
+from harness.worker.gate import LaunchGate
 
 # -- kernel-only figures (issue #7) ----------------------------------------------------------------
 # The competition figure above includes launch overhead and the host's share of each call. The
@@ -29,16 +32,19 @@ CALL_RANGE = "harness::call"
 _GRAPH_CAP_NS = 50_000_000  # a gate held while the host launches a whole graph: up to 50 ms
 _DEVICE_NODE_TYPES = (0, 1, 2)  # CUgraphNodeType: kernel, memcpy, memset (the ones that run on the device)
 _CHILD_GRAPH_NODE = 4
+Kernel = Callable[[Any], Any]
+Figures = dict[str, Any]  # the JSON-able figures the worker replies with (decoded by harness.messages)
+Op = tuple[float, float, str]  # a device operation seen by the profiler: (start_us, end_us, name)
 
 
-def _new_graph():
+def _new_graph() -> Any:
     try:
         return _CUDAGraph(keep_graph=True)  # keeps the cudaGraph_t, so its nodes can be counted
     except TypeError:  # torch without keep_graph: nodes are not counted
         return _CUDAGraph()
 
 
-def graph_device_nodes(graph) -> int | None:
+def graph_device_nodes(graph: Any) -> int | None:
     """Kernel, copy and memset nodes in a captured graph (libcuda's graph API); None where they cannot
     be counted (no ``raw_cuda_graph``, no libcuda, a child graph)."""
     try:
@@ -65,14 +71,14 @@ def graph_device_nodes(graph) -> int | None:
         return None
 
 
-def _capture(body, stream, pool):
+def _capture(body: Callable[[], object], stream: torch.cuda.Stream, pool: Any) -> Any:
     graph = _new_graph()
     with _graph_ctx(graph, pool=pool, stream=stream):
         body()
     return graph
 
 
-def _replay_ns(graph, start, end, gate) -> tuple[float, bool]:
+def _replay_ns(graph: Any, start: Any, end: Any, gate: LaunchGate | None) -> tuple[float, bool]:
     """Device time of one replay; behind the launch gate when there is one, so the host's time to
     launch the graph's nodes is not in it. Returns (ns, gated)."""
     _c_sync()
@@ -82,13 +88,13 @@ def _replay_ns(graph, start, end, gate) -> tuple[float, bool]:
         graph.replay()
         _event_record(end)
     finally:
-        if gated:
+        if gate is not None and gated:
             gate.open()
     _c_sync()
     return _event_elapsed(start, end) * 1e6, gated
 
 
-def _profiled_replay(graph) -> list[tuple[float, float, str]]:
+def _profiled_replay(graph: Any) -> list[Op]:
     """(start_us, end_us, name) of the device operations of one replay, by start time (CUPTI)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -102,7 +108,7 @@ def _profiled_replay(graph) -> list[tuple[float, float, str]]:
     )
 
 
-def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
+def split_replay(flush_ops: list[Op], pair_ops: list[Op], n: int) -> Figures:
     """The profiler's view of the two graphs of :func:`graph_kernel_time`: ``flush_ops`` from n
     flushes, ``pair_ops`` from n x (flush, calls), each (start_us, end_us, name) by start time. Every
     block of ``pair_ops`` starts with the flush's operations (the graph orders it so); the rest are
@@ -124,8 +130,7 @@ def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
         calls += block[per_flush:]
     if not calls:
         return {"note": "the profiler saw no device work in the submission's calls"}
-    period = lambda ops, size: (ops[-size][0] - ops[0][0]) / (n - 1) if n > 1 else None  # noqa: E731
-    pp, pf = period(pair_ops, per_block), period(flush_ops, per_flush)
+    pp, pf = _period(pair_ops, per_block, n), _period(flush_ops, per_flush, n)
     return {
         "call_us": sum(e - s for s, e, _ in calls) / n,
         "call_ops": len(calls) / n,
@@ -133,9 +138,21 @@ def split_replay(flush_ops: list, pair_ops: list, n: int) -> dict:
     }
 
 
+def _period(ops: list[Op], size: int, n: int) -> float | None:
+    """The time from one block's start to the next (us), over ``n`` blocks of ``size`` operations."""
+    return (ops[-size][0] - ops[0][0]) / (n - 1) if n > 1 else None
+
+
 def graph_kernel_time(
-    fn, inputs, device: torch.device, flush, n: int = 20, replays: int = 7, gate=None, profile: bool = False
-) -> dict:
+    fn: Kernel,
+    inputs: Sequence[Any],
+    device: torch.device,
+    flush: Callable[[], None],
+    n: int = 20,
+    replays: int = 7,
+    gate: LaunchGate | None = None,
+    profile: bool = False,
+) -> Figures:
     """Kernel-only time per input from CUDA graphs: a graph of ``n`` x (flush, one call on each of
     ``inputs``) and a graph of ``n`` flushes only, on the same stream, replayed alternately
     ``replays`` times each, behind ``gate`` when given (then the host's time to launch a graph is not
@@ -152,27 +169,9 @@ def graph_kernel_time(
             "poisoned": False,
             "spread_pct": None,
         }
-    graphs, current = [], torch.cuda.current_stream(device)
+    current = torch.cuda.current_stream(device)
     try:
-        stream = _Stream(device)
-        stream.wait_stream(current)
-        with torch.cuda.stream(stream):  # a call on the capture stream first (handles, workspaces)
-            for d in inputs:
-                fn(d)
-        current.wait_stream(stream)
-        _c_sync()
-        pool = torch.cuda.graph_pool_handle()
-        g_flush = _capture(lambda: [flush() for _ in range(n)], stream, pool)
-        graphs.append(g_flush)
-
-        def pairs():
-            for _ in range(n):
-                flush()
-                for d in inputs:
-                    fn(d)
-
-        g_pairs = _capture(pairs, stream, pool)
-        graphs.append(g_pairs)
+        g_flush, g_pairs = _capture_graphs(fn, inputs, device, flush, n, current)
     except BaseException as exc:
         text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         note = f"CUDA graph capture failed ({type(exc).__name__}: {text})"
@@ -180,43 +179,9 @@ def graph_kernel_time(
             torch.cuda.set_stream(current)
         except BaseException:
             pass
-        del graphs
         return {"ns": None, "note": note, "poisoned": not cuda_usable(device), "spread_pct": None}
     try:
-        calls = n * len(inputs)
-        flush_nodes, pair_nodes = graph_device_nodes(g_flush), graph_device_nodes(g_pairs)
-        nodes = (pair_nodes - flush_nodes) / calls if flush_nodes is not None and pair_nodes is not None else None
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        _replay_ns(g_flush, start, end, gate)
-        _replay_ns(g_pairs, start, end, gate)
-        t_flush, t_pairs, ungated = [], [], 0
-        for _ in range(replays):
-            for g, times in ((g_flush, t_flush), (g_pairs, t_pairs)):
-                ns, gated = _replay_ns(g, start, end, gate)
-                times.append(ns)
-                ungated += not gated
-        mf, mp = statistics.median(t_flush), statistics.median(t_pairs)
-        ns = (mp - mf) / calls
-        spread = 100 * (max(t_pairs) - min(t_pairs)) / mp if mp > 0 else None
-        notes = []
-        if gate is None or ungated:
-            notes.append(
-                "the graph replays were not all behind the launch gate: the host's time to launch "
-                "the graph may be in the figure"
-            )
-        if ns <= 0:
-            notes.append("the graph with calls was not slower than the flushes alone: no measurable kernel time")
-            ns = None
-        out = {
-            "ns": ns,
-            "note": "; ".join(notes),
-            "poisoned": False,
-            "spread_pct": spread,
-            "nodes_per_call": nodes,
-            "flush_ns": mf / n,
-            "n": n,
-            "replays": replays,
-        }
+        out = _replay_graphs(g_flush, g_pairs, n, len(inputs), replays, gate)
         if profile:
             out["profiler"] = _graph_profile(g_flush, g_pairs, n, len(inputs))
         return out
@@ -228,10 +193,82 @@ def graph_kernel_time(
             "spread_pct": None,
         }
     finally:
-        del graphs
+        del g_flush, g_pairs
 
 
-def _graph_profile(g_flush, g_pairs, n: int, n_inputs: int) -> dict:
+def _capture_graphs(
+    fn: Kernel,
+    inputs: Sequence[Any],
+    device: torch.device,
+    flush: Callable[[], None],
+    n: int,
+    current: torch.cuda.Stream,
+) -> tuple[Any, Any]:
+    """The two graphs of :func:`graph_kernel_time` (n flushes; n x (flush, calls)), captured on one side
+    stream after a call on it first (handles, workspaces)."""
+    stream = _Stream(device)
+    stream.wait_stream(current)
+    with torch.cuda.stream(stream):
+        for d in inputs:
+            fn(d)
+    current.wait_stream(stream)
+    _c_sync()
+    pool = torch.cuda.graph_pool_handle()
+
+    def flushes() -> None:
+        for _ in range(n):
+            flush()
+
+    def pairs() -> None:
+        for _ in range(n):
+            flush()
+            for d in inputs:
+                fn(d)
+
+    g_flush = _capture(flushes, stream, pool)
+    return g_flush, _capture(pairs, stream, pool)
+
+
+def _replay_graphs(g_flush: Any, g_pairs: Any, n: int, n_inputs: int, replays: int, gate: LaunchGate | None) -> Figures:
+    """The figures of :func:`graph_kernel_time` from ``replays`` alternate replays of the two graphs."""
+    calls = n * n_inputs
+    flush_nodes, pair_nodes = graph_device_nodes(g_flush), graph_device_nodes(g_pairs)
+    nodes = (pair_nodes - flush_nodes) / calls if flush_nodes is not None and pair_nodes is not None else None
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _replay_ns(g_flush, start, end, gate)
+    _replay_ns(g_pairs, start, end, gate)
+    t_flush: list[float] = []
+    t_pairs: list[float] = []
+    ungated = 0
+    for _ in range(replays):
+        for g, times in ((g_flush, t_flush), (g_pairs, t_pairs)):
+            ns, gated = _replay_ns(g, start, end, gate)
+            times.append(ns)
+            ungated += not gated
+    mf, mp = statistics.median(t_flush), statistics.median(t_pairs)
+    per_call: float | None = (mp - mf) / calls
+    notes = []
+    if gate is None or ungated:
+        notes.append(
+            "the graph replays were not all behind the launch gate: the host's time to launch "
+            "the graph may be in the figure"
+        )
+    if per_call is not None and per_call <= 0:
+        notes.append("the graph with calls was not slower than the flushes alone: no measurable kernel time")
+        per_call = None
+    return {
+        "ns": per_call,
+        "note": "; ".join(notes),
+        "poisoned": False,
+        "spread_pct": 100 * (max(t_pairs) - min(t_pairs)) / mp if mp > 0 else None,
+        "nodes_per_call": nodes,
+        "flush_ns": mf / n,
+        "n": n,
+        "replays": replays,
+    }
+
+
+def _graph_profile(g_flush: Any, g_pairs: Any, n: int, n_inputs: int) -> Figures:
     """The profiler's kernel sum per input from one replay of each graph (see :func:`split_replay`)."""
     try:
         split = split_replay(_profiled_replay(g_flush), _profiled_replay(g_pairs), n)
@@ -259,13 +296,15 @@ def cuda_usable(device: torch.device) -> bool:
         return False
 
 
-def attribute_device_time(ranges, device_events) -> dict:
+def attribute_device_time(
+    ranges: Sequence[tuple[str, float, float]], device_events: Sequence[tuple[str, float, float]]
+) -> dict[str, float]:
     """Splits device events between the harness's flush ranges and the submission's call ranges by
     time: ``ranges`` are (name, start_us, end_us) of host ranges that each end with a device-wide
     synchronize, ``device_events`` (name, start_us, duration_us). An event belongs to the range holding
     its midpoint; one in no range (host/device clock skew) goes to the nearest range and is counted in
     ``nearest``. Returns the summed call and flush time (us)."""
-    out = {"call_us": 0.0, "flush_us": 0.0, "call_events": 0, "unattributed": 0, "nearest": 0}
+    out: dict[str, float] = {"call_us": 0.0, "flush_us": 0.0, "call_events": 0, "unattributed": 0, "nearest": 0}
     spans = sorted(ranges, key=lambda r: r[1])
     for _name, start, dur in device_events:
         mid = start + dur / 2
@@ -283,7 +322,9 @@ def attribute_device_time(ranges, device_events) -> dict:
     return out
 
 
-def profiler_kernel_time(fn, inputs, device: torch.device, flush, calls: int = 10) -> dict:
+def profiler_kernel_time(
+    fn: Kernel, inputs: Sequence[Any], device: torch.device, flush: Callable[[], None], calls: int = 10
+) -> Figures:
     """Sum of the device time (kernels, copies, memsets) the submission's calls cause, per input, from
     the profiler (CUPTI via torch.profiler), each call after an L2 flush; the flush kernels are told
     apart by time (every flush and every call ends with a device synchronize inside its own range).

@@ -17,38 +17,57 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
+from typing import Any
 
 import torch
 
 from harness import protocol
+from harness.protocol import ProtocolError
+from harness.requests import (
+    Call,
+    Exit,
+    Generate,
+    Load,
+    MeasureKernelOnly,
+    Profile,
+    Request,
+    Time,
+    Warmup,
+    decode_request,
+)
 from harness.worker import imports, kernel_only, originals, sandbox
 from harness.worker.config import WorkerConfig
 from harness.worker.sampler import Sampler
 from tasks.registry import load_task_module
 
 MAX_TRACEBACK_CHARS = 6000
+Reply = dict[str, Any]
+Kernel = Callable[[Any], Any]
+Snapshot = tuple[dict[str, Any], "bytes | None"]  # an output's description and its bytes (tensors only)
 
 
-def _describe_exception(exc: BaseException, shown: dict | None = None) -> str:
+def _describe_exception(exc: BaseException, shown: dict[str, str] | None = None) -> str:
     """One sentence a competitor can act on; ``shown`` maps the submission copy's path to the user's name."""
     text = _rename(_describe(exc, shown or {}), shown or {})
     return text
 
 
-def _rename(text: str, shown: dict) -> str:
+def _rename(text: str, shown: dict[str, str]) -> str:
     for path, name in shown.items():
         text = text.replace(path, name)
     return text
 
 
-def _describe(exc: BaseException, shown: dict) -> str:
+def _describe(exc: BaseException, shown: dict[str, str]) -> str:
     name = type(exc).__name__
     if isinstance(exc, imports.HiddenModuleError):  # a ranked run's fence: the message says what is available
         return str(exc)
     if isinstance(exc, ModuleNotFoundError):
         return f"the submission needs the Python module {exc.name!r}, which is not installed here"
     if isinstance(exc, SyntaxError):
-        where = shown.get(exc.filename, exc.filename or "the submission")
+        where = shown.get(exc.filename, exc.filename) if exc.filename else "the submission"
         return f"syntax error in {where} line {exc.lineno}: {exc.msg}"
     if isinstance(exc, torch.OutOfMemoryError):
         return f"ran out of device memory: {exc}".split("\n")[0]
@@ -64,7 +83,9 @@ def _describe(exc: BaseException, shown: dict) -> str:
     return f"{name}: {str(exc).strip()[:1500]}"
 
 
-def _chain(te, seen=None):
+def _chain(
+    te: traceback.TracebackException | None, seen: set[int] | None = None
+) -> Iterator[traceback.TracebackException]:
     """A TracebackException and the ones it was raised from or during, each once."""
     seen = set() if seen is None else seen
     if te is None or id(te) in seen:
@@ -75,7 +96,7 @@ def _chain(te, seen=None):
     yield from _chain(te.__context__, seen)
 
 
-def format_submission_traceback(exc: BaseException, shown: dict, own_only: bool) -> str:
+def format_submission_traceback(exc: BaseException, shown: dict[str, str], own_only: bool) -> str:
     """The traceback with the submission copy's path replaced by the user's file name; ``own_only``
     keeps only the submission's own frames (the harness's and the libraries' are left out)."""
     te = traceback.TracebackException.from_exception(exc)  # source lines are read here, from the copy
@@ -84,12 +105,13 @@ def format_submission_traceback(exc: BaseException, shown: dict, own_only: bool)
             part.stack = traceback.StackSummary.from_list([f for f in part.stack if f.filename in shown])
         for frame in part.stack:
             frame.filename = shown.get(frame.filename, frame.filename)
-        if getattr(part, "filename", None) in shown:  # a SyntaxError's own file
-            part.filename = shown[part.filename]
+        filename = getattr(part, "filename", None)
+        if filename in shown:  # a SyntaxError's own file
+            part.filename = shown[filename]
     return _rename("".join(te.format()), shown)
 
 
-def _error_reply(exc: BaseException, shown: dict | None = None) -> dict:
+def _error_reply(exc: BaseException, shown: dict[str, str] | None = None) -> Reply:
     shown = shown or {}
     full = format_submission_traceback(exc, shown, own_only=False)
     own = format_submission_traceback(exc, shown, own_only=True) if shown else full
@@ -103,7 +125,7 @@ def _error_reply(exc: BaseException, shown: dict | None = None) -> dict:
 
 
 class Worker:
-    def __init__(self, cfg: WorkerConfig, conn):
+    def __init__(self, cfg: WorkerConfig, conn: Connection):
         self.cfg = cfg
         self.conn = conn
         self.device = torch.device(cfg.device)
@@ -111,8 +133,9 @@ class Worker:
             torch.cuda.set_device(self.device)
         self.sampler = Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
-        self.kernel = None
-        self.task_module, self.task_error = None, "the worker was given no task to generate inputs with"
+        self.kernel: Kernel | None = None
+        self.task_module: Any = None
+        self.task_error = "the worker was given no task to generate inputs with"
         if cfg.task_file:
             try:  # before the submission is imported, so its code is in the integrity snapshot
                 self.task_module = load_task_module(cfg.task_file)
@@ -121,10 +144,10 @@ class Worker:
                     f"the worker could not load the task's generator {cfg.task_file} "
                     f"({_describe_exception(exc)}); it must be readable by the worker's user"
                 )
-        self.slots = []  # input tuples generated on request (op "generate"), named by index
+        self.slots: list[tuple[Any, ...]] = []  # input tuples generated on request (Generate), named by index
         self._baseline = originals.snapshot(self)  # before the submission is imported
 
-    def _shown_names(self) -> dict:
+    def _shown_names(self) -> dict[str, str]:
         """The submission copy's path -> the name the user knows it by."""
         if not self.cfg.submission_name:
             return {}
@@ -134,7 +157,7 @@ class Worker:
         }
 
     # -- replies -------------------------------------------------------------------------------------
-    def _integrity(self) -> dict:
+    def _integrity(self) -> Reply:
         tampered = originals.tampered(self._baseline, self)
         return {
             "tampered": tampered,
@@ -142,14 +165,14 @@ class Worker:
             "l2_persisting": self.sampler.persisting.report(),
         }
 
-    def _send_outputs(self, header: dict, snapshots) -> None:
+    def _send_outputs(self, header: Reply, snapshots: list[Snapshot]) -> None:
         """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""
         header["outputs"] = [meta for meta, _ in snapshots]
         header.update(self._integrity())
         protocol.send(self.conn, header, [raw for _, raw in snapshots if raw is not None])
 
     # -- operations ----------------------------------------------------------------------------------
-    def load(self, msg) -> dict:
+    def load(self, request: Load) -> Reply:
         # the submission's path: its own folder, the compat modules (task, utils, reference), the Python
         # install; not the harness's folder (its modules the worker needs are already imported)
         root = os.path.realpath(sandbox.harness_root())
@@ -157,6 +180,8 @@ class Worker:
             p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != root
         ]
         spec = importlib.util.spec_from_file_location("submission", self.cfg.submission_path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {self.cfg.submission_path} as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
         with imports.fenced(self.cfg, root):  # ranked: the harness's own packages are not the competition's
@@ -177,73 +202,79 @@ class Worker:
             **self._integrity(),
         }
 
-    def _input(self, slot: int):
+    def _input(self, slot: int) -> tuple[Any, ...]:
         return self.slots[slot]
 
-    def generate(self, msg) -> dict:
+    def _kernel(self) -> Kernel:
+        if self.kernel is None:
+            raise RuntimeError("the submission is not loaded yet (the parent sends Load first)")
+        return self.kernel
+
+    def generate(self, request: Generate) -> Reply:
         """Generates the inputs of ``specs`` (a case with its seed each) on our device and keeps them as
         the slots later messages name; the first ``keep`` slots already here stay. Replies with each
         input's fingerprint, which the parent compares with its own copy's."""
         if self.task_module is None:
             return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
-        made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in msg["specs"]]
-        self.slots = self.slots[: msg.get("keep", 0)] + made
+        made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in request.specs]
+        self.slots = self.slots[: request.keep] + made
         originals.synchronize(self.device)
         return {"ok": True, "fingerprints": [protocol.input_fingerprint(d) for d in made], **self._integrity()}
 
-    def call(self, msg):
-        out = self.kernel(self._input(msg["data"]))
+    def call(self, request: Call) -> None:
+        out = self._kernel()(self._input(request.data))
         originals.synchronize(self.device)
         self._send_outputs({"ok": True}, [_snapshot(out)])
 
-    def warmup(self, msg) -> dict:
+    def warmup(self, request: Warmup) -> Reply:
         """Calls until ``min_calls`` calls and ``min_ms`` milliseconds have passed (clocks up, caches
         filled). Real time, not the calls' own: each call carries the sampler's flush and launch gate,
         and counting only the calls' time once made a 20 ms warm-up last about 170 ms (nvfp4_gemm)."""
-        data, calls, start = self._input(msg["data"]), 0, time.perf_counter_ns()
-        while calls < msg.get("min_calls", 1) or time.perf_counter_ns() - start < msg.get("min_ms", 0) * 1e6:
-            self.sampler.per_call(self.kernel, data)
+        data, kernel, calls, start = self._input(request.data), self._kernel(), 0, time.perf_counter_ns()
+        while calls < request.min_calls or time.perf_counter_ns() - start < request.min_ms * 1e6:
+            self.sampler.per_call(kernel, data)
             calls += 1
-            if calls >= msg.get("max_calls", 1000):
+            if calls >= request.max_calls:
                 break
         return {"ok": True, "calls": calls, "ms": (time.perf_counter_ns() - start) / 1e6, **self._integrity()}
 
-    def time(self, msg):
+    def time(self, request: Time) -> None:
         """``inputs``: a list of input tuples. per_call: one sample per input (an input may repeat).
         batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
         copied to the host right after its own sample, so a buffer the next call reuses cannot change it."""
-        inputs, returned = [self._input(i) for i in msg["inputs"]], set(msg.get("return", []))
-        touch = bool(msg.get("touch"))
-        self.sampler.heat(msg.get("heat_ms", 0))
-        series, snapshots = {k: [] for k in protocol.TIMING_SERIES}, []
+        inputs, returned = [self._input(i) for i in request.inputs], set(request.returned)
+        kernel, touch = self._kernel(), request.touch
+        self.sampler.heat(request.heat_ms)
+        series: dict[str, list[Any]] = {k: [] for k in protocol.TIMING_SERIES}
+        snapshots: list[Snapshot] = []
 
-        def record(ns, wall):
+        def record(ns: float, wall: float) -> None:
             s = self.sampler
             for k, v in zip(protocol.TIMING_SERIES, (ns, wall, s.window_ns, s.window_held, s.unhidden_host_ns)):
                 series[k].append(v)
 
-        if msg["protocol"] == "batched":
-            ns, wall, outs = self.sampler.batched(self.kernel, inputs, touch)
+        if request.protocol == "batched":
+            ns, wall, outs = self.sampler.batched(kernel, inputs, touch)
             record(ns, wall)
             snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
         else:
             for i, data in enumerate(inputs):
-                ns, wall, out = self.sampler.per_call(self.kernel, data, touch)
+                ns, wall, out = self.sampler.per_call(kernel, data, touch)
                 record(ns, wall)
                 if i in returned:
                     snapshots.append(_snapshot(out))
         self._send_outputs({"ok": True, **series, "gate_misses": self.sampler.gate_misses}, snapshots)
 
-    def profile(self, msg) -> dict:
+    def profile(self, request: Profile) -> Reply:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-        data = self._input(msg["data"])
-        self.kernel(data)
+        data, kernel = self._input(request.data), self._kernel()
+        kernel(data)
         originals.synchronize(self.device)
         with profile(activities=activities) as prof:
-            for _ in range(msg.get("calls", 5)):
-                self.kernel(data)
+            for _ in range(request.calls):
+                kernel(data)
             originals.synchronize(self.device)
         sort = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
         try:
@@ -252,50 +283,60 @@ class Worker:
             table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
         return {"ok": True, "table": table, **self._integrity()}
 
-    def kernel_only(self, msg) -> dict:
+    def kernel_only(self, request: MeasureKernelOnly) -> Reply:
         """Device time of the submission's own kernels on a cold L2, without host launch overhead: CUDA
         graphs replayed behind the launch gate (``kernel_only.graph_kernel_time``); with ``profiler`` also
         the profiler's kernel sum from the same graphs. The profiler's kernel sum of eager calls
         (``kernel_only.profiler_kernel_time``) stands in when the capture failed. ``poisoned``: the CUDA
         context broke, the worker must be replaced."""
-        inputs = [self._input(i) for i in msg["inputs"]]
+        inputs, kernel = [self._input(i) for i in request.inputs], self._kernel()
         graph = kernel_only.graph_kernel_time(
-            self.kernel,
+            kernel,
             inputs,
             self.device,
             self.sampler.flush,
-            n=msg.get("n", 20),
-            replays=msg.get("replays", 7),
+            n=request.n,
+            replays=request.replays,
             gate=self.sampler.gate,
-            profile=bool(msg.get("profiler")),
+            profile=request.profiler,
         )
-        reply = {"ok": True, "graph": graph, "poisoned": bool(graph.get("poisoned"))}
+        reply: Reply = {"ok": True, "graph": graph, "poisoned": bool(graph.get("poisoned"))}
         if "profiler" in graph:
             reply["profiler"] = graph.pop("profiler")
         elif not reply["poisoned"] and graph.get("ns") is None:
             reply["profiler"] = kernel_only.profiler_kernel_time(
-                self.kernel, inputs, self.device, self.sampler.flush, calls=msg.get("calls", 10)
+                kernel, inputs, self.device, self.sampler.flush, calls=request.calls
             )
             if self.device.type == "cuda" and reply["profiler"].get("ns") is None:
                 reply["poisoned"] = not kernel_only.cuda_usable(self.device)
         reply.update(self._integrity())
         return reply
 
-    def handle(self, msg) -> bool:
-        op = msg.get("op")
-        if op == "exit":
-            return False
+    def _handler(self, request: Request) -> Callable[[Any], Reply | None]:
+        handlers: dict[type[Request], Callable[[Any], Reply | None]] = {
+            Load: self.load,
+            Generate: self.generate,
+            Call: self.call,
+            Warmup: self.warmup,
+            Time: self.time,
+            Profile: self.profile,
+            MeasureKernelOnly: self.kernel_only,
+        }
+        return handlers[type(request)]
+
+    def handle(self, msg: dict[str, Any]) -> bool:
+        """Decodes ``msg`` (:func:`harness.requests.decode_request`) and answers it; False on :class:`Exit`."""
         try:
-            handler = {
-                "load": self.load,
-                "generate": self.generate,
-                "call": self.call,
-                "warmup": self.warmup,
-                "time": self.time,
-                "profile": self.profile,
-                "kernel_only": self.kernel_only,
-            }[op]
-            reply = handler(msg)
+            request = decode_request(msg)
+        except ProtocolError as exc:  # the parent's bug, never the submission's: say so, keep serving
+            error = {"ok": False, "error": f"the harness sent a bad request: {exc}", "error_type": "BadRequest"}
+            protocol.send(self.conn, {**error, **self._integrity()})
+            return True
+        if isinstance(request, Exit):
+            return False
+        reply: Reply | None
+        try:
+            reply = self._handler(request)(request)
         except BaseException as exc:
             reply = _error_reply(exc, self._shown_names())
             reply.update(self._integrity())
@@ -304,12 +345,14 @@ class Worker:
         return True
 
 
-def _snapshot(out):
+def _snapshot(out: object) -> Snapshot:
     meta = protocol.describe_output(out)
-    return meta, (protocol.tensor_bytes(out) if meta["kind"] == "tensor" else None)
+    if meta["kind"] == "tensor" and isinstance(out, torch.Tensor):  # describe_output: exactly a Tensor
+        return meta, protocol.tensor_bytes(out)
+    return meta, None
 
 
-def worker_main(conn, cfg: WorkerConfig, confinement: dict) -> None:
+def worker_main(conn: Connection, cfg: WorkerConfig, confinement: dict[str, Any]) -> None:
     """Runs after :func:`harness.worker.entry.start` has confined the process (``confinement``: its report)."""
     worker = Worker(cfg, conn)
     # the calibration goes out before the submission is imported: the parent keeps these figures, so

@@ -101,11 +101,11 @@ class PersistingL2:
         }
 
 
-def reserved(report) -> str | None:
+def reserved(report: object) -> str | None:
     """What a submission reserved, in words, from a :meth:`PersistingL2.report` (None: nothing)."""
     if not isinstance(report, dict):
         return None
-    values = {k: report.get(k) if isinstance(report.get(k), int) else 0 for k in ("limit", "raised", "window")}
+    values = {k: _int_or_zero(report.get(k)) for k in ("limit", "raised", "window")}
     parts = []
     limit = max(values["limit"], values["raised"])
     if limit > 0:
@@ -113,3 +113,7 @@ def reserved(report) -> str | None:
     if values["window"] > 0:
         parts.append(f"set an L2 access-policy window over {values['window']} bytes")
     return " and ".join(parts) or None
+
+
+def _int_or_zero(value: object) -> int:
+    return value if isinstance(value, int) else 0

@@ -1,6 +1,6 @@
 """Measurement primitives, run inside the worker.
 
-The sampler calls the originals that :mod:`harness.worker.originals` captured before the
+The sampler calls the originals that :mod:`harness.worker.captured` captured before the
 submission was imported, so a submission that replaces ``torch.cuda.Event``, ``torch.cuda.synchronize``
 or ``time.perf_counter_ns`` does not change what is measured.
 
@@ -23,11 +23,12 @@ re-records or moves no longer match it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 
-from harness.worker.gate import LaunchGate
-from harness.worker.originals import (
+from harness.worker.captured import (
     _c_sync,
     _empty,
     _Event,
@@ -36,14 +37,20 @@ from harness.worker.originals import (
     _perf_counter_ns,
     synchronize,
 )
+from harness.worker.gate import LaunchGate
 from harness.worker.persisting_l2 import PersistingL2
+
+T = TypeVar("T")
+Kernel = Callable[[Any], Any]
+Sample = tuple[float, float, T]  # (device ns, host wall ns, what the timed body returned)
 
 
 class L2Flusher:
     """Evicts the GPU's L2 by writing a buffer twice its size (sized from the device, not a constant)."""
 
     def __init__(self, device: torch.device, l2_bytes: int | None):
-        self.buffer, self.nbytes = None, 2 * (l2_bytes or 64 << 20)
+        self.buffer: torch.Tensor | None = None
+        self.nbytes = 2 * (l2_bytes or 64 << 20)
         if device.type == "cuda":
             self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
 
@@ -61,10 +68,14 @@ class Sampler:
         self.device = device
         self.flush = L2Flusher(device, l2_bytes)
         self.persisting = PersistingL2(device)  # reset before every sample: no L2 carve-out survives the flush
-        self.gate, self.method, self.gate_misses = None, "host clock (CPU)", 0
-        self.window_ns, self.window_held, self._stamp, self._closing_cap = None, False, None, None
-        self.unhidden_host_ns = None  # per sample: the host's launch time that showed in the event time
-        self.window_gap_ns = {"held": None, "opened": None}  # set by calibrate()
+        self.gate: LaunchGate | None = None
+        self.method, self.gate_misses = "host clock (CPU)", 0
+        self.window_ns: float | None = None
+        self.window_held = False
+        self._stamp: Any = None  # the timestamp kernel (Triton), once compiled
+        self._closing_cap: int | None = None
+        self.unhidden_host_ns: float | None = None  # per sample: the host's launch time that showed in the event time
+        self.window_gap_ns: dict[str, float | None] = {"held": None, "opened": None}  # set by calibrate()
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
             self.end = _Event(enable_timing=True)
@@ -94,7 +105,7 @@ class Sampler:
         the end event, read after a gated sample; and ``window_held``: whether the gate surely held
         until the host had enqueued everything. Where it may have opened by itself (host time near its
         cap) the window also holds the host's launch of the second timestamp kernel, a few us."""
-        if self._stamp is None:
+        if self._stamp is None or self.gate is None:
             return
         t0, t1 = self._stamps.tolist()
         cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
@@ -122,7 +133,7 @@ class Sampler:
             self.flush()
             _c_sync()
 
-    def touch(self, data) -> None:
+    def touch(self, data: Sequence[object]) -> None:
         """Reads every input tensor once on the device, as generating it there would (GPU MODE's ranked
         loop generates each input right before timing it): fresh inputs are not timed with cold TLBs.
         The L2 flush that follows evicts them from the cache."""
@@ -132,7 +143,7 @@ class Sampler:
             if isinstance(t, torch.Tensor) and t.is_cuda and t.numel():
                 _empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).max()
 
-    def _timed(self, body):
+    def _timed(self, body: Callable[[], T]) -> Sample[T]:
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
         self.persisting.reset()
         self.flush()
@@ -170,15 +181,15 @@ class Sampler:
             return _event_elapsed(self.start, self.end) * 1e6, wall, result
         result = body()
         wall = _perf_counter_ns() - wall0
-        return float(wall), wall, result
+        return float(wall), float(wall), result
 
-    def per_call(self, fn, data, touch: bool = False):
+    def per_call(self, fn: Kernel, data: Any, touch: bool = False) -> Sample[Any]:
         """One sample: one call on ``data``. Returns (device_ns, wall_ns, output)."""
         if touch:
             self.touch(data)
         return self._timed(lambda: fn(data))
 
-    def batched(self, fn, inputs, touch: bool = False):
+    def batched(self, fn: Kernel, inputs: Sequence[Any], touch: bool = False) -> Sample[list[Any]]:
         """One sample: one call on each of ``inputs``; the time per input. Returns (ns, wall_ns, outputs)."""
         if touch:
             for data in inputs:
@@ -199,7 +210,8 @@ class Sampler:
         # call with the gate held; a second round, with a gate that opens by itself at once, gives it
         # for samples whose host time outlasts the cap.
         for regime, cap in (("held", None), ("opened", 1)):
-            self._closing_cap, excess = cap, []
+            self._closing_cap = cap
+            excess: list[float] = []
             for _ in range(n):
                 d, w, _ = self.per_call(lambda t: t.add_(1), x)
                 if cap is None:

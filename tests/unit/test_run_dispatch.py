@@ -35,12 +35,12 @@ class FakeSession:
         self.fail_call, self.calls = fail_call, 0
 
     def request(self, phase, msg, deadline, what, reply, **expect):
-        if msg["op"] == "call":
+        if msg.OP == "call":
             self.calls += 1
             if self.calls == self.fail_call:
                 return Failed(error="ValueError: boom", integrity=Integrity())
             return Called(OUT, Integrity((), 1))
-        assert msg["op"] == "profile"
+        assert msg.OP == "profile"
         return Profiled("table", Integrity((), 1))
 
     def rejection(self, reply):
