@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     def run_block(path: str, round_index: int, round_secret: str):  # type: ignore[no-untyped-def]
         from dataclasses import replace
 
-        return run_submission(path, task, "leaderboard", replace(options, secret=round_secret))
+        return run_submission(Path(path), task, "leaderboard", replace(options, secret=round_secret))
 
     plan = FinalPlan(task.name, board_device, entries, args.min_rounds, args.max_rounds, margin)
     with open_store(args.results_dir) as st:

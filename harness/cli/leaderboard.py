@@ -102,27 +102,34 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_output_file(args.output, "-o/--output")
     tasks = _all_task_names(args.results_dir) if args.all_tasks else [args.task]
-    parts = []
-    for i, task in enumerate(tasks):
-        board, warnings = load_board(
-            task,
-            device=args.device,
-            results_dir=args.results_dir,
-            rule=args.rule,
-            mode=args.mode,
-            margin=margin_fraction(args.margin),
-        )
-        if not board.boards and not args.all_tasks:  # exit 2, as the help says: no matching runs
-            raise UsageError(next((w for w in warnings if w.startswith("no results")), f"no stored runs of {task!r}"))
-        for w in warnings:
-            print(w, file=sys.stderr)
-        text = render_board(board, args.format)
-        if args.format == "csv" and i > 0:
-            text = text.split("\n", 1)[1]  # one header for every task's rows
-        parts.append(text)
     if args.all_tasks and not tasks:
         raise UsageError("no results in the store yet; run 'python -m harness run-all' first")
-    text = "\n".join(parts) if args.format != "csv" else "".join(parts)
+    parts = [_task_board_text(args, task, first=i == 0) for i, task in enumerate(tasks)]
+    _write_output(args, "\n".join(parts) if args.format != "csv" else "".join(parts))
+    return 0
+
+
+def _task_board_text(args: argparse.Namespace, task: str, first: bool) -> str:
+    """One task's board in ``args.format`` (its warnings to stderr)."""
+    board, warnings = load_board(
+        task,
+        device=args.device,
+        results_dir=args.results_dir,
+        rule=args.rule,
+        mode=args.mode,
+        margin=margin_fraction(args.margin),
+    )
+    if not board.boards and not args.all_tasks:  # exit 2, as the help says: no matching runs
+        raise UsageError(next((w for w in warnings if w.startswith("no results")), f"no stored runs of {task!r}"))
+    for w in warnings:
+        print(w, file=sys.stderr)
+    text = render_board(board, args.format)
+    if args.format == "csv" and not first:
+        text = text.split("\n", 1)[1]  # one header for every task's rows
+    return text
+
+
+def _write_output(args: argparse.Namespace, text: str) -> None:
     if args.output:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
@@ -131,4 +138,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0

@@ -3,7 +3,7 @@ and judged by the task's ``check_implementation``."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -12,7 +12,6 @@ from harness.engine.supervisor import WorkerFailure
 from harness.messages import Output
 from harness.protocol import ProtocolError, rebuild_tensor
 from harness.results import REJECTED
-from tasks.registry import Task
 
 
 class Unusable:
@@ -49,7 +48,7 @@ class Checker:
         if isinstance(out, Unusable):
             return False, f"custom_kernel returned {out.what}"
         with self.ctx.phases.measure("check"):
-            return cast(Task, self.ctx.task).check(data, out)
+            return self.ctx.task.check(data, out)
 
     def check_fixed(self, data: Any, out: Any, passed: list[torch.Tensor]) -> tuple[bool, str]:
         """Benchmark mode re-checks the same fixed input every chunk: an output bit-identical to one

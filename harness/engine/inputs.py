@@ -4,7 +4,7 @@ equal by fingerprints."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from harness import protocol
 from harness.engine.context import RunContext, fmt_spec
@@ -12,7 +12,6 @@ from harness.engine.seeds import derive_seed
 from harness.engine.session import DIFFERENT_INPUTS, WorkerSession
 from harness.engine.supervisor import WorkerFailure
 from harness.results import ERROR
-from tasks.registry import Task
 
 WARMUP_INDEX = 1 << 40  # leaderboard warm-up inputs use seeds no timed input uses
 TEST_INDEX = 1 << 41  # and leaderboard tests seeds of their own
@@ -38,7 +37,7 @@ class Inputs:
             for j in range(count)
         ]
         with self.ctx.phases.measure("generate"):
-            return specs, [cast(Task, self.ctx.task).generate_input(s, self.ctx.device) for s in specs]
+            return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
 
     def place(self, specs: list[dict[str, Any]], privates: list[Any], deadline: float, keep: int = 0) -> list[int]:
         """Has the worker generate its own copies of ``privates`` from their ``specs`` (the parent keeps

@@ -224,7 +224,7 @@ class Run:
             output = self.session.stop()
             if output is not None:
                 result.stdout, result.stderr = output
-                result.stdout_cut_bytes, result.stderr_cut_bytes = self.session.sup.output_cut_bytes()
+                result.stdout_cut_bytes, result.stderr_cut_bytes = self.session.output_cut_bytes()
         if self.sandbox is not None:
             self.sandbox.remove()
 

@@ -163,6 +163,10 @@ class WorkerSession:
         if self.generate([], deadline) != []:
             raise WorkerFailure(ERROR, DIFFERENT_INPUTS)
 
+    def output_cut_bytes(self) -> tuple[int, int]:
+        """How much of the worker's (stdout, stderr) the capture left out."""
+        return self._supervisor().output_cut_bytes()
+
     def stop(self) -> tuple[str, str] | None:
         """Stops the worker; its captured (stdout, stderr), or None when none was started."""
         if self.sup is None:
