@@ -114,7 +114,9 @@ def _cycles(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="check", required=True)
     cc = sub.add_parser("complexity", help="functions above the cyclomatic-complexity limit (radon)")
     cc.add_argument("--max", type=int, default=MAX_COMPLEXITY, help="the largest complexity allowed (default 15)")
