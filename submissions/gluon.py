@@ -2,7 +2,7 @@
 layout, shared-memory buffer and wgmma yourself. Needs a GPU (Triton's interpreter does not run Gluon).
 
 Speed: 22.30 us (geometric mean, test+benchmark mode on the H200; results/h200_examples.json); for a
-faster Triton version see triton_mxfp4.py (10.66 us ranked).
+faster Triton version see triton_mxfp4.py (10.65 us ranked).
 
 Data path, NVIDIA Hopper (what runs on the H200): swap-AB, one warpgroup per program.
   * explicit BlockedLayouts for the global loads, 1x32 K-slices per iteration (one MXFP4 block: the A

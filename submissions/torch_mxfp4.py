@@ -10,7 +10,7 @@ What it shows: the task's contract (the input tuple, the layouts, what the outpu
 60 lines, with no kernel of its own. Simple and slow on purpose: see triton_mxfp4.py for a fast one.
 
 Speed: 148.68 us (geometric mean, test+benchmark mode on the H200; results/h200_examples.json), against
-10.66 us for triton_mxfp4 ranked.
+10.65 us for triton_mxfp4 ranked.
 """
 
 import torch

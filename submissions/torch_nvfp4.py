@@ -10,7 +10,7 @@ What it shows: the task's contract (the input tuple, the layouts, writing into `
 with no kernel of its own. Simple and slow on purpose: see triton_nvfp4.py for a fast one.
 
 Speed: 873.02 us (geometric mean, test+benchmark mode on the H200; results/h200_examples.json), against
-21.69 us for triton_nvfp4 ranked.
+24.64 us for triton_nvfp4 ranked.
 """
 
 import torch

@@ -4,9 +4,9 @@ What it computes: C[M, N] = dequant(quant_mxfp4(A)) @ dequant(B_q)^T in bf16; A 
 (e2m1, an e8m0 scale per 32 elements, aiter's "even" rounding) and multiplied by the pre-quantized B.
 For the plain version read torch_mxfp4.py first.
 
-Speed: 10.66 us ranked (geometric mean; 7.81 / 14.32 / 8.68 / 8.49 / 13.24 / 13.47 us at m = 4, 16, 32,
-32, 64, 256; the published baseline is 11.50), from results/h200_examples_ranked.json (H200, Triton 3.6;
-measured at commit 518bbc9, whose kernels this file still compiles to: same sm_90 PTX and launch configs).
+Speed: 10.65 us ranked (geometric mean; 7.83 / 14.31 / 8.73 / 8.50 / 13.14 / 13.39 us at m = 4, 16, 32,
+32, 64, 256; 95% interval 10.60-10.70 from 10 blocks; the published baseline is 11.50), from
+results/h200_examples_ranked.json (H200, Triton 3.6, 2026-12-04).
 
 What it shows: an e2m1 value times a power of two is exact in bf16 (and, within 12 binades, in e4m3), so
 both operands reach Hopper's tensor cores (wgmma) with their scales folded in, and the result is exact

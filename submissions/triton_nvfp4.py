@@ -3,9 +3,11 @@
 What it computes: C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T in fp16; e2m1 elements, one
 e4m3 scale per 16 of them (the task's scales are 0..3). For the plain version read torch_nvfp4.py first.
 
-Speed: 21.69 us ranked (geometric mean; 41.37 / 18.24 / 13.52 us at k=16384 / n=4096 / k=2048), from
-results/h200_examples_ranked.json (H200, Triton 3.6; measured at commit dc7a925, whose kernels this file
-still compiles to: same sm_90 PTX and launch configs).
+Speed: 24.64 us ranked (geometric mean; 41.88 / 20.90 / 17.09 us at k=16384 / n=4096 / k=2048; 95%
+interval 23.87-25.44 from 10 blocks), from results/h200_examples_ranked.json (H200, Triton 3.6, 2026-12-04).
+The same kernels (same sm_90 PTX and launch configs) read 21.69 us in one process at commit dc7a925 (git
+show dc7a925:results/h200_examples_ranked.json); the k=2048 shape is host-bound and moves most between
+runs and machines (docs/measurement.md).
 
 What it shows: Hopper has no FP4 tensor cores, so the kernels fold the scales into the elements and use
 the int8 tensor cores (wgmma): 2 * e2m1 * s is an exact int8 for an integer scale s in 0..10, and the
