@@ -374,3 +374,4 @@ def test_cpu_result_says_once_what_it_is_good_for(capsys):
     assert len(lines) == 1, lines
     assert "correctness" in lines[0] and "rough speed" in lines[0] and "not for ranking" in lines[0]
     assert "host-clock times on the CPU" not in text
+    assert "one block:" not in text  # the CPU line already says a rerun differs: no second warning for it

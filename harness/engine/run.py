@@ -255,7 +255,7 @@ class Run:
         if result.score_ci_us is not None:
             low, high = result.score_ci_us
             result.score_interval = ScoreInterval(low, high, "bootstrap-samples", len(result.blocks) or 1)
-            if self.ctx.mode.runs_benchmarks and ONE_PROCESS_NOTE not in self.ctx.warnings:
+            if self.ctx.gpu and self.ctx.mode.runs_benchmarks and ONE_PROCESS_NOTE not in self.ctx.warnings:
                 self.ctx.warnings.append(ONE_PROCESS_NOTE)
 
     def _finish(self, result: RunResult, t0: float) -> RunResult:
