@@ -16,14 +16,22 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 . .venv/bin/activate
-python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+# pip and the build backends print banners and notices of their own: each install keeps them in a log,
+# shown only when the install fails
+LOG=.venv/setup.log
+: >"$LOG"
+pip_install() {
+  echo "installing: $*" >&2
+  python -m pip install -q "$@" >>"$LOG" 2>&1 || { echo "pip install $* failed:" >&2; tail -40 "$LOG" >&2; return 1; }
+}
+python -m pip install -q --upgrade pip >>"$LOG" 2>&1 || true
 if ! python -c 'import torch' 2>/dev/null; then
-  python -m pip install -q "torch==2.13.0" || python -m pip install -q --index-url https://download.pytorch.org/whl/cpu "torch>=2.8,<3"
+  pip_install "torch==2.13.0" || pip_install --index-url https://download.pytorch.org/whl/cpu "torch>=2.8,<3"
 fi
 if ! python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   python -c 'import triton, sys; v = tuple(int(x) for x in triton.__version__.split(".")[:2]); sys.exit(0 if v >= (3, 8) else 1)' 2>/dev/null \
-    || python -m pip install -q "triton>=3.8"
+    || pip_install "triton>=3.8"
 fi
-python -m pip install -q -e ".[test]"
+pip_install -e ".[test]"
 bash scripts/install_actionlint.sh   # the workflow lint test (tests/test_ci_workflow.py)
 echo "setup done: $(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")')" >&2
