@@ -30,6 +30,9 @@ from harness.store.database import open_store
 from harness.store.jobs import JobTable
 from tests.test_faults import _check_complete, _random_point, _subs, _verdicts, _wait_done
 
+# read once, when ray is imported: the first test module that imports it decides for the whole pytest
+# process, and tests/test_ray_executor.py's own cluster must stay on loopback
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
