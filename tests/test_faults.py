@@ -37,10 +37,14 @@ RAISES = ROOT / "tests" / "fixtures" / "submissions" / "raises.py"
 DEADLINE_S = 240
 
 
-def _subs(folder: Path, correct: int = 8) -> Path:
+def _subs(folder: Path, correct: int = 8, pause_s: float = 0.0) -> Path:
+    """``correct`` correct files, one wrong, one that raises; ``pause_s``: each correct one sleeps that
+    long when imported (a run long enough for a fault to land in its middle: warm workers start a job
+    in a fraction of a second)."""
     folder.mkdir(parents=True, exist_ok=True)
+    pause = f"import time as _t\n_t.sleep({pause_s})\n" if pause_s else ""
     for i in range(correct):
-        (folder / f"ok{i:02d}.py").write_text(f"# name: ok{i:02d}\n# variant {i}\n" + CORRECT.read_text())
+        (folder / f"ok{i:02d}.py").write_text(f"# name: ok{i:02d}\n# variant {i}\n{pause}" + CORRECT.read_text())
     (folder / "wrong.py").write_text(WRONG.read_text())
     (folder / "raises.py").write_text(RAISES.read_text())
     return folder

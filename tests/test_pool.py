@@ -331,3 +331,48 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     else:
         os.kill(server, signal.SIGKILL)
         raise AssertionError("the server outlived the harness that started it")
+
+
+class _Interrupt(BaseException):
+    """What run-all's signal handler raises (harness.engine.lease.Stopped): a BaseException."""
+
+
+def test_a_signal_while_a_worker_is_forked_leaves_no_worker_and_the_next_fork_reads_its_own_reply(
+    tmp_path, pool, monkeypatch
+):
+    """The signal's exception arrives while the pool waits for the server's reply: the server forks the
+    worker anyway. That worker is killed (it would run on in a run folder being removed), the reply is
+    read, and the next run's fork gets its own worker from the same server."""
+    import tempfile
+
+    import psutil
+
+    from harness.engine.pool import FORK_TIMEOUT_S, WorkerPool
+
+    sub = _submission(tmp_path, "plain.py", "")
+    assert _run(sub).sandbox["started_by"] == "pool"  # the server is ready: the next fork is the one cut
+    server = pool.server_pid
+    before = {p.pid for p in psutil.Process().children()}
+    real, cut = WorkerPool._receive, []
+
+    def interrupted(self, timeout):
+        if timeout == FORK_TIMEOUT_S and not cut:  # the first fork's reply: the request is in flight
+            cut.append(True)
+            raise _Interrupt()
+        return real(self, timeout)
+
+    monkeypatch.setattr(WorkerPool, "_receive", interrupted)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises(_Interrupt):
+        _run(sub)
+    assert cut, "the fork was never interrupted: the fault never fired"
+    time.sleep(1.0)  # a worker left running would have been forked and re-parented to us by now
+    left = [(p.pid, p.status()) for p in psutil.Process().children() if p.pid not in before]
+    assert left == [], left  # none running, and none that ran and died unwatched (a zombie never reaped)
+    assert [p.name for p in temp.iterdir()] == []  # the run folder is gone, and nothing made it again
+    monkeypatch.undo()
+    second = _run(sub)
+    assert second.verdict == PASS and second.sandbox["started_by"] == "pool", second.warnings
+    assert pool.server_pid == server

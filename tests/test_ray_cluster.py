@@ -30,6 +30,9 @@ from harness.store.database import open_store
 from harness.store.jobs import JobTable
 from tests.test_faults import _check_complete, _random_point, _subs, _verdicts, _wait_done
 
+# read once, when ray is imported: the first test module that imports it decides for the whole pytest
+# process, and tests/test_ray_executor.py's own cluster must stay on loopback
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
@@ -156,7 +159,7 @@ def test_with_the_token_every_job_runs_on_the_joined_cluster(head, token, tmp_pa
 
 @pytest.mark.parametrize("victim", ["raylet", "gcs_server"])
 def test_the_cluster_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token, tmp_path, victim):
-    subs = _subs(tmp_path / "subs")
+    subs = _subs(tmp_path / "subs", pause_s=1.5)  # 10 jobs 2 at a time: the run lasts well past the fault
     store = str(tmp_path / "store")
     node = HeadNode(token)
     try:
@@ -165,7 +168,9 @@ def test_the_cluster_killed_mid_run_ends_the_run_and_a_rerun_completes_it(token,
         driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log, text=True)
         try:
             _wait_done(store, driver, _random_point(1, 5))
-            node.process(victim).kill()
+            victim_process = node.process(victim)
+            assert driver.poll() is None, "the driver ended before the cluster was killed: the fault never fired"
+            victim_process.kill()
             killed = time.monotonic()
             code = driver.wait(240)
             ended_after = time.monotonic() - killed
@@ -205,7 +210,7 @@ def _job_worker(raylet: psutil.Process) -> psutil.Process | None:
 
 
 def test_a_ray_worker_killed_mid_run_is_retried_and_the_run_completes(token, tmp_path):
-    subs = _subs(tmp_path / "subs")
+    subs = _subs(tmp_path / "subs", pause_s=1.5)  # 10 jobs 2 at a time: the run lasts well past the fault
     store = str(tmp_path / "store")
     node = HeadNode(token)
     try:

@@ -187,6 +187,9 @@ def cluster(tmp_path_factory):
     temp = tmp_path_factory.mktemp("ray")
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")  # workers import this checkout
+    # ray.init sets a SIGTERM handler of its own (sys.exit) that ray.shutdown leaves in place: the test
+    # modules after this one (tests/test_store_spool.py's signal tests) get this process's as it was
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     ray.init(
         num_cpus=2,
         num_gpus=2,
@@ -199,6 +202,8 @@ def cluster(tmp_path_factory):
     CLUSTER_TEMP.append(temp)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
     if old is None:
         os.environ.pop("PYTHONPATH", None)
     else:

@@ -232,7 +232,12 @@ class WorkerPool:
         environ = _worker_environ()
         request = ForkRequest(config, os.getpid(), environ, tracker=tracker is not None, sys_path=_module_path())
         socket.send_fds(self._control, [pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)], fds)
-        pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
+        try:
+            pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # a signal's (run-all's Stopped, Ctrl-C) with the request in flight
+                self._reclaim()
+            raise
         if pid <= 0:
             raise ValueError("the server could not fork a worker")
         worker = ForkedWorker(pid)
@@ -244,6 +249,22 @@ class WorkerPool:
             os.kill(pid, signal.SIGKILL)
             raise ValueError(f"the forked worker's parent is {parent}, not this process")
         return worker
+
+    def _reclaim(self) -> None:
+        """A fork request cut short by a signal before its reply was read: the server forks the worker
+        anyway, and nobody would watch it (it would run in a run folder being removed). Its reply is
+        read now and the worker killed and reaped, so that the next request reads its own reply; when
+        the reply does not come, the server ends (the next :meth:`warm` starts another)."""
+        try:
+            pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
+        except BaseException:
+            self.broken = "a fork request was interrupted and its reply did not come"
+            self._shutdown()
+            return
+        if pid > 0:
+            worker = ForkedWorker(pid)
+            worker.kill()
+            worker.join(FORK_TIMEOUT_S)
 
     def _shutdown(self) -> None:
         if self._control is not None:

@@ -61,39 +61,43 @@ class Sandbox:
         info: DeviceInfo | None = None,
     ):
         self.folder = tempfile.mkdtemp(prefix=f"harness-run-{os.getpid()}-")  # pid: see executors/cleanup.py
-        sub_copy = os.path.join(self.folder, "submission.py")
-        shutil.copyfile(submission, sub_copy)
-        compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it
-        drop = self._will_drop(opt)
-        self.cache = self._cache_entry(sub_copy, task, device, opt, info, drop)
-        if self.cache is None and opt.triton_cache_dir:
-            warnings.append(
-                f"--triton-cache-dir {opt.triton_cache_dir}: not used (no Landlock to keep one submission's "
-                "entry from another's, a folder every worker may read, or one the worker's user cannot "
-                "enter); this run compiles into its own folder"
+        try:
+            sub_copy = os.path.join(self.folder, "submission.py")
+            shutil.copyfile(submission, sub_copy)
+            compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it
+            drop = self._will_drop(opt)
+            self.cache = self._cache_entry(sub_copy, task, device, opt, info, drop)
+            if self.cache is None and opt.triton_cache_dir:
+                warnings.append(
+                    f"--triton-cache-dir {opt.triton_cache_dir}: not used (no Landlock to keep one submission's "
+                    "entry from another's, a folder every worker may read, or one the worker's user cannot "
+                    "enter); this run compiles into its own folder"
+                )
+            cached = [self.cache.folder] if self.cache is not None else []
+            triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
+            extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
+            uid = self._run_as(drop, [self.folder, *cached], warnings, root_asked=opt.drop_privileges is False)
+            self.config = WorkerConfig(
+                submission_path=sub_copy,
+                compat_dir=compat,
+                device=str(device),
+                l2_bytes=l2_bytes,
+                hide_bytes=task.original_clear_bytes,
+                stdout_path=os.path.join(self.folder, "stdout.txt"),
+                stderr_path=os.path.join(self.folder, "stderr.txt"),
+                output_limit_bytes=opt.output_limit_mb << 20,
+                run_as_uid=uid,
+                run_as_gid=uid,
+                env=self._environment(triton_cache, extensions, device.type == "cuda"),
+                task_file=str(task.module.__file__),
+                run_dir=self.folder,
+                sandbox_readable=_task_dirs(task),
+                sandbox_writable=cached,
+                submission_name=str(submission),
             )
-        cached = [self.cache.folder] if self.cache is not None else []
-        triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
-        extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
-        uid = self._run_as(drop, [self.folder, *cached], warnings, root_asked=opt.drop_privileges is False)
-        self.config = WorkerConfig(
-            submission_path=sub_copy,
-            compat_dir=compat,
-            device=str(device),
-            l2_bytes=l2_bytes,
-            hide_bytes=task.original_clear_bytes,
-            stdout_path=os.path.join(self.folder, "stdout.txt"),
-            stderr_path=os.path.join(self.folder, "stderr.txt"),
-            output_limit_bytes=opt.output_limit_mb << 20,
-            run_as_uid=uid,
-            run_as_gid=uid,
-            env=self._environment(triton_cache, extensions, device.type == "cuda"),
-            task_file=str(task.module.__file__),
-            run_dir=self.folder,
-            sandbox_readable=_task_dirs(task),
-            sandbox_writable=cached,
-            submission_name=str(submission),
-        )
+        except BaseException:  # an error, or a signal's exception (run-all's Stopped): no folder left behind
+            self.remove()
+            raise
 
     @staticmethod
     def _cache_entry(

@@ -71,6 +71,8 @@ class Supervisor:
         self._before: set[int] = set()  # our children that existed before the worker started
         self._seen: dict[int, float] = {}  # pid -> create time of every process seen in the worker's tree
         self.started_by = "spawn"  # or "pool": forked by the warm-worker pool (harness.engine.pool)
+        self._starting = False  # start() has begun
+        self._pool: WorkerPool | None = None
         self.pool_warning: str | None = None  # why a pool given to start() was not used
 
     # -- life cycle ----------------------------------------------------------------------------------
@@ -81,6 +83,7 @@ class Supervisor:
         become_subreaper()
         multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
         self._before = {p.pid for p in psutil.Process().children()}
+        self._starting = True  # until the worker is ours to stop (see stop)
         first = self._start_pooled(pool, deadline) if pool is not None else None
         if first is None:
             first = self._start_spawned(deadline)
@@ -93,7 +96,10 @@ class Supervisor:
         pool cannot serve or its worker died before that message (before any submission code ran: the
         pool's failure, never the submission's), so that a spawned worker takes over."""
         self.conn, child = multiprocessing.Pipe(duplex=True)
+        self._pool = pool
         forked = pool.fork(child, self.cfg)
+        if forked is not None:
+            self.proc, self.pid, self.started_by = forked, forked.pid, "pool"
         child.close()
         if pool.server_pid is not None:
             self._before.add(pool.server_pid)  # started just now, maybe: the harness's, not the submission's
@@ -101,7 +107,6 @@ class Supervisor:
             self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
             self.conn.close()
             return None
-        self.proc, self.pid, self.started_by = forked, forked.pid, "pool"
         try:
             return self._receive(deadline, what="starting the worker")
         except WorkerFailure as failure:
@@ -124,7 +129,10 @@ class Supervisor:
     def stop(self) -> None:
         """Ends the worker and everything it started; safe to call more than once."""
         self._stop.set()
-        if self.proc is None or self.conn is None:
+        if self.proc is None:
+            self._kill_unclaimed()
+            return
+        if self.conn is None:
             return
         if self.proc.is_alive():
             try:
@@ -157,6 +165,22 @@ class Supervisor:
             except psutil.Error:
                 pass
         return [p for p in out if _alive(p)]
+
+    def _kill_unclaimed(self) -> None:
+        """A signal cut :meth:`start` short before the worker was ours (forked by the pool or spawned,
+        but not yet handed over): our children that appeared since then, the pool's server aside, are
+        killed and reaped, so that none runs on in a run folder being removed."""
+        if not self._starting:
+            return
+        self._starting = False
+        server = self._pool.server_pid if self._pool is not None else None
+        try:
+            ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != server]
+            for p in ours:
+                p.kill()
+            psutil.wait_procs(ours, timeout=2.0)
+        except psutil.Error:
+            pass
 
     def _kill_everything(self) -> None:
         descendants = self.strays()
