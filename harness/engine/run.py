@@ -218,15 +218,17 @@ class Run:
             self.cases.append(CaseResult("benchmark", spec, PASS, "profiled", extra={"profile_table": reply.table}))
 
     def _clean_up(self, result: RunResult) -> None:
-        if self.benchmarks is not None:
-            self.benchmarks.close()
-        if self.session is not None:
-            output = self.session.stop()
-            if output is not None:
-                result.stdout, result.stderr = output
-                result.stdout_cut_bytes, result.stderr_cut_bytes = self.session.output_cut_bytes()
-        if self.sandbox is not None:
-            self.sandbox.remove()
+        try:
+            if self.benchmarks is not None:
+                self.benchmarks.close()
+            if self.session is not None:
+                output = self.session.stop()
+                if output is not None:
+                    result.stdout, result.stderr = output
+                    result.stdout_cut_bytes, result.stderr_cut_bytes = self.session.output_cut_bytes()
+        finally:  # a signal during the stop must not leave the run folder behind
+            if self.sandbox is not None:
+                self.sandbox.remove()
 
     def _interval(self, result: RunResult) -> None:
         """The score's interval: from the block scores, else (one block) a bootstrap over the samples."""
