@@ -168,8 +168,8 @@ def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespac
 def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namespace) -> dict[str, Any]:
     import hashlib
 
+    from harness.api import run_submission
     from harness.engine.final import FinalPlan, block_options, run_final
-    from harness.engine.runner import run_submission
     from harness.store.database import open_store
     from tasks import load_task
 
