@@ -20,7 +20,7 @@ step() {
 step "ruff check" ruff check .
 step "ruff format" ruff format --check .
 step "mypy" mypy
-step "import layering" lint-imports
+step "import layering" lint-imports --no-logo
 step "import cycles" python scripts/check_code.py cycles
 step "complexity" python scripts/check_code.py complexity
 if [ ${#failed[@]} -gt 0 ]; then

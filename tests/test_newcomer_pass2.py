@@ -375,3 +375,13 @@ def test_cpu_result_says_once_what_it_is_good_for(capsys):
     assert "correctness" in lines[0] and "rough speed" in lines[0] and "not for ranking" in lines[0]
     assert "host-clock times on the CPU" not in text
     assert "one block:" not in text  # the CPU line already says a rerun differs: no second warning for it
+
+
+def test_a_random_secret_is_no_warning(capsys, tmp_path):
+    """A rehearsal's ranked run draws a random secret, the right default: nothing for the user to do."""
+    out_json = tmp_path / "r.json"
+    argv = ["run", SUB, "--task", MXFP4_SMALL, "--mode", "leaderboard", "--max-repeats", "3", "--blocks", "2"]
+    code, out, err = _run(capsys, *argv, "--json", str(out_json))
+    assert code == 0, err
+    assert "secret seed" not in out + err
+    assert not [w for w in json.loads(out_json.read_text())["warnings"] if "secret seed" in w]

@@ -292,7 +292,7 @@ def run_folder(
     EngineLost (exit 75) when the store or the Ray cluster went away. A SIGINT or SIGTERM returns the
     report with ``stopped`` set."""
     from harness.engine.preflight import check_store_writable
-    from harness.engine.seeds import take_secret
+    from harness.engine.seeds import secret_notes, take_secret
 
     say = progress or (lambda line: None)
     (options or RunOptions()).validate()
@@ -315,7 +315,7 @@ def run_folder(
 
         make_undumpable()  # the driver holds it now: its memory is root-only, whichever executor runs
         options = dataclasses.replace(
-            options, secret=secret, extra_warnings=[*options.extra_warnings, f"secret seed: {source}"]
+            options, secret=secret, extra_warnings=[*options.extra_warnings, *secret_notes(source)]
         )
     sweep_temp_folders()
     location = resolve_location(results_dir)

@@ -35,7 +35,16 @@ def take_secret(secret_file: str | None = None) -> tuple[str, str]:
         return secret, f"file {secret_file}"
     if from_env:
         return from_env, f"${SECRET_ENV}"
-    return secrets.token_hex(16), "random (no --secret-file or $" + SECRET_ENV + " given)"
+    return secrets.token_hex(16), RANDOM_SOURCE
+
+
+RANDOM_SOURCE = "random (no --secret-file or $" + SECRET_ENV + " given)"
+
+
+def secret_notes(source: str) -> list[str]:
+    """What a run's warnings say of its secret: where a given one came from (an organizer's audit), and
+    nothing for a random one, the right default, which asks nothing of the user."""
+    return [] if source == RANDOM_SOURCE else [f"secret seed: {source}"]
 
 
 def _scrub_initial_environ(prefix: bytes) -> None:
