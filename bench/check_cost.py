@@ -28,11 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import doc_parser, git_commit  # puts the repository root on sys.path
+from _common import ROOT, doc_parser, git_commit  # _common puts the repository root on sys.path
 
 VERSION = 1  # 1 - first version
 GPU_TASKS = ["mxfp4_mm", "nvfp4_gemm"]
-CPU_TASKS = ["tests/fixtures/tasks/mxfp4_small/task.yml", "tests/fixtures/tasks/nvfp4_small/task.yml"]
+CPU_TASKS = [str(ROOT / "tests/fixtures/tasks" / t / "task.yml") for t in ("mxfp4_small", "nvfp4_small")]
 
 
 def _timed(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tuple[float, Any]:
