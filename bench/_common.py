@@ -1,8 +1,10 @@
-"""What bench/ranks.py and bench/noise.py share: the machine's facts for a results file, the example
-files per task, byte-different copies, and writing the results file (repo-relative paths only)."""
+"""What the bench scripts share: the machine's facts for a results file, the commit, the example files
+per task, byte-different copies, a parser built from a script's docstring, and writing the results file
+(repo-relative paths only)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import math
@@ -34,6 +36,26 @@ def rel(path: Path | str) -> str:
         return str(p.relative_to(ROOT))
     except ValueError:
         return p.name
+
+
+def git_commit() -> str | None:
+    """The checkout's full commit hash, or None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def doc_parser(doc: str) -> argparse.ArgumentParser:
+    """A parser whose description is the first line of a script's docstring ``doc`` and whose epilog is
+    what follows its "Examples:"."""
+    return argparse.ArgumentParser(
+        allow_abbrev=False,
+        description=doc.split("\n")[0],
+        epilog=doc.split("Examples:")[1],
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
 
 
 def machine(device: str | None) -> dict[str, Any]:

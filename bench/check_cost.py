@@ -18,23 +18,21 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, doc_parser, git_commit  # _common puts the repository root on sys.path
+
 VERSION = 1  # 1 - first version
 GPU_TASKS = ["mxfp4_mm", "nvfp4_gemm"]
-CPU_TASKS = ["tests/fixtures/tasks/mxfp4_small/task.yml", "tests/fixtures/tasks/nvfp4_small/task.yml"]
+CPU_TASKS = [str(ROOT / "tests/fixtures/tasks" / t / "task.yml") for t in ("mxfp4_small", "nvfp4_small")]
 
 
 def _timed(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tuple[float, Any]:
@@ -79,21 +77,8 @@ def shape_costs(task: Any, case: dict[str, Any], device: Any, reps: int) -> dict
     }
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("Examples:")[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    p = doc_parser(__doc__)
     p.add_argument("--out", required=True, help="the results file (JSON)")
     p.add_argument("--quick", action="store_true", help="the CPU fixture tasks (a smoke test, not a measurement)")
     p.add_argument("--reps", type=int, default=10, help="timed repetitions per step (default 10)")
@@ -112,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
-            "commit": _git_commit(),
+            "commit": git_commit(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         },
         "tasks": {},

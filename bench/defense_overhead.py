@@ -16,18 +16,16 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from onoff import add_arguments, interleaved, median_ratio  # noqa: E402
-from relative_paths import repo_relative  # noqa: E402
+from _common import ROOT, doc_parser  # _common puts the repository root on sys.path
+from onoff import add_arguments, interleaved, median_ratio
+from relative_paths import repo_relative
 
 VERSION = 1  # 1 - first version
 
@@ -37,12 +35,7 @@ def main(argv=None) -> int:
 
     from harness.api import RunOptions, run_submission
 
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("Examples:")[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    p = doc_parser(__doc__)
     add_arguments(p, 5)
     p.add_argument("--submission", help="default: triton_mxfp4.py on the GPU, torch_mxfp4.py on the CPU")
     p.add_argument("--task", help="default: mxfp4_mm on the GPU, the small CPU fixture otherwise")

@@ -17,7 +17,6 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import statistics
@@ -25,11 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from onoff import add_arguments, interleaved, median_ratio  # noqa: E402
+from _common import ROOT, doc_parser  # _common puts the repository root on sys.path
+from onoff import add_arguments, interleaved, median_ratio
 
 VERSION = 1  # 1 - first version
 GPU_EXAMPLES = [
@@ -60,12 +58,7 @@ def main(argv=None) -> int:
 
     from harness.api import RunOptions, run_submission
 
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("Examples:")[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    p = doc_parser(__doc__)
     add_arguments(p, 3, "each way per example")
     args = p.parse_args(argv)
 

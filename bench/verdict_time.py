@@ -23,7 +23,6 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -36,22 +35,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, doc_parser, git_commit
+
 VERSION = 1  # 1 - first version
-FIXTURES = ROOT / "tests" / "fixtures" / "tasks"
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
     ("submissions/torch_nvfp4.py", "tests/fixtures/tasks/nvfp4_small/task.yml"),
 ]
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def _env() -> dict[str, str]:
@@ -145,18 +136,13 @@ def _environment(gpu: bool) -> dict:
         "cuda": torch.version.cuda,
         "triton": triton_version,
         "cpu_count": os.cpu_count(),
-        "commit": _git_commit(),
+        "commit": git_commit(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__.split("\n")[0],
-        epilog=__doc__.split("Examples:")[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    p = doc_parser(__doc__)
     p.add_argument("--out", required=True, help="the results file (JSON)")
     p.add_argument("--quick", action="store_true", help="the CPU fixture tasks (a smoke test, not a measurement)")
     p.add_argument("--repeats", type=int, default=3, help="verdicts per example (the first with an empty cache)")

@@ -11,11 +11,9 @@ import pytest
 from harness.api import RunOptions, run_submission
 from harness.engine.deadlines import FACTOR, FIRST_CALL_S, FLOOR_S, CallDeadlines, first_call_budget
 from harness.results import PASS, TIMEOUT
+from tests.helpers import CORRECT, FIX, MXFP4_SMALL, cheat_with_correct_kernel
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "tests" / "fixtures"
-MXFP4_SMALL = str(FIX / "tasks" / "mxfp4_small" / "task.yml")
-TORCH_MXFP4 = ROOT / "submissions" / "torch_mxfp4.py"
+TORCH_MXFP4 = CORRECT[MXFP4_SMALL]
 
 
 def test_the_first_call_on_a_shape_gets_the_compilation_budget_and_later_ones_a_derived_limit():
@@ -45,12 +43,10 @@ def test_the_cpu_gets_a_third_of_the_task_timeout_for_a_first_call_when_that_is_
 
 
 def _hangs_after(tmp_path: Path, calls: int) -> Path:
-    src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
-    path = tmp_path / "hangs_later.py"
-    path.write_text(
-        src
-        + f"""
-
+    """The torch example, wrapped so that every call after the first ``calls`` spins forever."""
+    return cheat_with_correct_kernel(
+        tmp_path,
+        f"""
 _calls = 0
 
 
@@ -61,9 +57,9 @@ def custom_kernel(data):
         while True:
             pass
     return _correct_kernel(data)
-"""
+""",
+        name="hangs_later",
     )
-    return path
 
 
 def test_a_hang_after_calls_were_seen_ends_at_the_derived_limit(tmp_path):
@@ -77,10 +73,10 @@ def test_a_hang_after_calls_were_seen_ends_at_the_derived_limit(tmp_path):
 
 
 def test_a_slow_but_steady_submission_is_not_cut_short(tmp_path):
-    src = TORCH_MXFP4.read_text().replace("def custom_kernel(", "def _correct_kernel(")
-    path = tmp_path / "slow.py"
-    path.write_text(
-        src + "\n\nimport time\n\n\ndef custom_kernel(data):\n    time.sleep(0.05)\n    return _correct_kernel(data)\n"
+    path = cheat_with_correct_kernel(
+        tmp_path,
+        "import time\n\n\ndef custom_kernel(data):\n    time.sleep(0.05)\n    return _correct_kernel(data)\n",
+        name="slow",
     )
     r = run_submission(path, MXFP4_SMALL, "test+benchmark", RunOptions(device="cpu", max_repeats=5))
     assert r.verdict == PASS, r.message

@@ -93,7 +93,8 @@ def test_rounds_are_added_while_a_pair_is_undecided():
     assert not needs_more_rounds(ranking, 3, 3)  # the budget is spent
 
 
-def test_the_board_shows_the_latest_final(tmp_path):
+def _store_with_a_final(tmp_path) -> str:
+    """A results folder holding ENTRIES' runs and one finished final scoring of them."""
     d = str(tmp_path / "res")
     with open_store(d) as st:
         for sha, name, path in ENTRIES:
@@ -101,6 +102,11 @@ def test_the_board_shows_the_latest_final(tmp_path):
             r.submission.path = path
             st.record(r)
         run_final(st, plan(), "s", FakeBlocks(seed=1))
+    return d
+
+
+def test_the_board_shows_the_latest_final(tmp_path):
+    d = _store_with_a_final(tmp_path)
     board, _ = load_board("mxfp4_mm", results_dir=d)
     (section,) = board.boards
     assert section.final is not None and section.final["places"][0]["rank_label"] == "=1"
@@ -112,13 +118,7 @@ def test_the_board_shows_the_latest_final(tmp_path):
 def test_the_site_shows_the_latest_final(tmp_path):
     from harness.report.site import build_site
 
-    d = str(tmp_path / "res")
-    with open_store(d) as st:
-        for sha, name, path in ENTRIES:
-            r = make_result(name, sha=sha)
-            r.submission.path = path
-            st.record(r)
-        run_final(st, plan(), "s", FakeBlocks(seed=1))
+    d = _store_with_a_final(tmp_path)
     build = build_site(tmp_path / "site", ["mxfp4_mm"], results_dir=d)
     (section,) = build.model.tasks[0].sections
     assert section.final is not None and [r.rank_label for r in section.final.rows] == ["=1", "=1", "3"]

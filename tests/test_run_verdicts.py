@@ -147,38 +147,9 @@ def test_cli_json_schema_and_exit_codes(tmp_path, capsys):
         assert key in doc
     assert set(doc["device"]) >= {"name", "kind", "driver", "torch", "triton"}
     assert RunResult.from_dict(doc).verdict == PASS
-    assert (
-        main(
-            [
-                "run",
-                str(FIX / "submissions" / "wrong_zeros.py"),
-                "--task",
-                MXFP4_SMALL,
-                "--device",
-                "cpu",
-                "--mode",
-                "test",
-                "--quiet",
-            ]
-        )
-        == 1
-    )
-    assert (
-        main(
-            [
-                "run",
-                str(FIX / "submissions" / "raises.py"),
-                "--task",
-                MXFP4_SMALL,
-                "--device",
-                "cpu",
-                "--mode",
-                "test",
-                "--quiet",
-            ]
-        )
-        == 3
-    )
+    for fixture, code in (("wrong_zeros.py", 1), ("raises.py", 3)):  # a failed check, an error
+        argv = ["run", str(FIX / "submissions" / fixture), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test"]
+        assert main([*argv, "--quiet"]) == code, fixture
 
 
 def test_usage_errors_name_the_fix(capsys):

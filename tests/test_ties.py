@@ -183,9 +183,9 @@ def test_ranking_is_pure_and_takes_block_scores_as_plain_data():
     assert not [line for line in source if line.startswith(("from harness.store", "import harness.store"))]
     shapes = [ShapeTime("a", 10.0, 0.001)]
     s = score(shapes, RankRule.GEOM)
-    spread = entry_spread(s, shapes, [9.0, 10.0, 11.0])
+    spread = entry_spread(s, [9.0, 10.0, 11.0])
     assert spread.source == "blocks" and spread.df == 2
-    assert entry_spread(s, shapes, []).source == "samples"
+    assert entry_spread(s, []).source == "samples"
     lb = build_leaderboard("t", RankRule.GEOM, [], {})
     assert lb.boards == [] and lb.to_dict()["tie_rule"]["version"] == ties.TIE_RULE_VERSION
 

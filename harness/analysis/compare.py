@@ -34,6 +34,11 @@ class Ratio:
     note: str = ""
 
 
+def _unknown(value: float, confidence: float, note: str) -> Ratio:
+    """A ratio whose uncertainty cannot be told: every spread field nan, significance None."""
+    return Ratio(value, math.nan, math.nan, math.nan, math.nan, math.nan, None, confidence, note=note)
+
+
 # --- Student's t distribution, from the regularized incomplete beta function -------------------------
 
 
@@ -127,17 +132,7 @@ def speedup(a: Stats, b: Stats, confidence: float = CONFIDENCE) -> Ratio:
     r = b.mean / a.mean
     if not (_usable(a) and _usable(b)):
         side = "A" if not _usable(a) else "B"
-        return Ratio(
-            r,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            None,
-            confidence,
-            note=f"uncertainty unknown: {side} has a single sample",
-        )
+        return _unknown(r, confidence, f"uncertainty unknown: {side} has a single sample")
     va, vb = (a.stderr / a.mean) ** 2, (b.stderr / b.mean) ** 2
     denom = va**2 / (a.runs - 1) + vb**2 / (b.runs - 1)
     df = (va + vb) ** 2 / denom if denom > 0 else math.inf
@@ -151,17 +146,7 @@ def geomean_speedup(ratios: list[Ratio], confidence: float = CONFIDENCE) -> Rati
     k = len(ratios)
     log_r = math.fsum(math.log(x.value) for x in ratios) / k
     if any(x.significant is None for x in ratios):
-        return Ratio(
-            math.exp(log_r),
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            None,
-            confidence,
-            note="uncertainty unknown: some shapes have a single sample",
-        )
+        return _unknown(math.exp(log_r), confidence, "uncertainty unknown: some shapes have a single sample")
     rel = [x.stderr / x.value for x in ratios]
     var_sum = math.fsum(s * s for s in rel)
     denom = math.fsum(s**4 / x.df for s, x in zip(rel, ratios) if math.isfinite(x.df))

@@ -216,7 +216,7 @@ def tie_rule_text(margin: float) -> str:
     )
 
 
-def entry_spread(value: Score, shapes: Sequence[ShapeTime], block_scores: Sequence[float]) -> Spread:
+def entry_spread(value: Score, block_scores: Sequence[float]) -> Spread:
     """An entry's spread: from its block scores, else from its samples (one process), else unknown."""
     from harness.analysis.ties import spread_from_blocks
 
@@ -364,7 +364,7 @@ def _board(
 ) -> DeviceBoard:
     best, aliases, unranked = _best_per_content(runs, cases, rule)
     best.sort(key=lambda t: (t[0].value_us, t[1].display_name))
-    spreads = [entry_spread(s, shapes, blocks.get(r.id, ())) for s, r, shapes in best]
+    spreads = [entry_spread(s, blocks.get(r.id, ())) for s, r, _shapes in best]
     leader = best[0][0].value_us if best else math.nan
     entries = [_entry(t, sp, leader, aliases[t[1].submission_sha256]) for t, sp in zip(best, spreads)]
     for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):

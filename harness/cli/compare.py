@@ -102,7 +102,7 @@ def _decision(st: Store, run_a: Any, run_b: Any, cases: dict, rule: RankRule, ma
     for r in (run_a, run_b):
         top = best_run([r], cases, rule)
         assert top is not None  # _best chose it for having a score
-        spreads.append(entry_spread(top[0], top[2], block_scores_of(st.result_dict(r.id))))
+        spreads.append(entry_spread(top[0], block_scores_of(st.result_dict(r.id))))
     return ties.welch(spreads[0], spreads[1], margin)
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import add_results_dir_argument, positive
 from harness.errors import UsageError
 from harness.report.board import add_margin_argument, margin_fraction
 
@@ -32,24 +32,17 @@ entry out of the final. Every block is stored when measured; rerunning the same 
 interruption continues the final (its measured blocks are kept)."""
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, help="task name or task.yml path")
-    parser.add_argument("--top", type=_positive, required=True, metavar="N", help="how many of the board's best")
+    parser.add_argument("--top", type=positive, required=True, metavar="N", help="how many of the board's best")
     parser.add_argument("--device", default=None, help="where to run: auto (default), cpu, or cuda[:N]")
     parser.add_argument(
         "--board-device", default=None, metavar="NAME", help="the board section to take the entries from "
         "(default: the name of the device the final runs on)"
     )  # fmt: skip
-    parser.add_argument("--min-rounds", type=_positive, default=3, metavar="R", help="rounds at least (default 3)")
+    parser.add_argument("--min-rounds", type=positive, default=3, metavar="R", help="rounds at least (default 3)")
     parser.add_argument(
-        "--max-rounds", type=_positive, default=10, metavar="R", help="rounds at most, while a pair is undecided (10)"
+        "--max-rounds", type=positive, default=10, metavar="R", help="rounds at most, while a pair is undecided (10)"
     )
     parser.add_argument("--max-repeats", type=int, default=None, help="most samples per case in one block")
     parser.add_argument("--max-time", type=float, default=None, metavar="S", help="measured seconds per case a block")

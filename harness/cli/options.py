@@ -18,6 +18,14 @@ def add_results_dir_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (argparse reports anything else as invalid)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
 # the exit codes of the commands that only read (see harness.cli.main.exit_codes_help)
 READ_ONLY_EXIT_CODES = {
     0: "done: the output was written",

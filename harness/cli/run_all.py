@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.api import RunOptions, run_folder
-from harness.cli.options import add_results_dir_argument
+from harness.cli.options import add_results_dir_argument, positive
 from harness.engine.modes import STORED_MODES
 from harness.errors import EXIT_OK, UsageError
 from harness.store.jobs import DEFAULT_LEASE_S
@@ -59,13 +59,6 @@ at all is run. --all runs every file regardless. The name shown on the leaderboa
 '# name: Fast Kernel' (or '#!POPCORN name ...') header line, else the file stem."""
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", metavar="DIR", help="folder holding the submissions (*.py)")
     parser.add_argument("--task", required=True, help="task name or path to a task.yml")
@@ -102,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="ray: at most N jobs at once (a local cluster without GPUs: N CPU jobs; default 1)",
     )

@@ -66,7 +66,7 @@ class Sandbox:
             shutil.copyfile(submission, sub_copy)
             compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it
             drop = self._will_drop(opt)
-            self.cache = self._cache_entry(sub_copy, task, device, opt, info, drop)
+            self.cache = self._cache_entry(sub_copy, task, opt, info, drop)
             if self.cache is None and opt.triton_cache_dir:
                 warnings.append(
                     f"--triton-cache-dir {opt.triton_cache_dir}: not used (no Landlock to keep one submission's "
@@ -100,9 +100,7 @@ class Sandbox:
             raise
 
     @staticmethod
-    def _cache_entry(
-        copy: str, task: Any, device: torch.device, opt: Any, info: DeviceInfo | None, drop: bool
-    ) -> CacheEntry | None:
+    def _cache_entry(copy: str, task: Any, opt: Any, info: DeviceInfo | None, drop: bool) -> CacheEntry | None:
         """The submission's own compile-cache entry (harness.engine.compile_cache), or None: no info
         about the device, or no isolation possible here."""
         if info is None:

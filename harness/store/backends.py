@@ -136,9 +136,6 @@ class SQLiteBackend:
 
         return self._retry(attempt)
 
-    def lock(self, key: str) -> None:
-        """Serialize transactions on ``key``: BEGIN IMMEDIATE already serializes every write."""
-
     def schema_version(self) -> int:
         return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
@@ -289,11 +286,6 @@ class PostgresBackend:
             finally:
                 self._in_txn = False
         raise AssertionError("unreachable")
-
-    def lock(self, key: str) -> None:
-        """Serialize transactions on ``key`` (until this transaction ends): two drivers claiming
-        the same job at once would otherwise both see none and both insert one."""
-        self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
     def schema_version(self) -> int:
         row = self.execute("SELECT to_regclass('harness_schema') AS t").fetchone()

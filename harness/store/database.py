@@ -242,12 +242,6 @@ class Store:
         db.execute("DELETE FROM cases WHERE run_id = ?", (run_id,))
         db.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
 
-    def abandon_run(self, run_id: int) -> None:
-        """Delete a begun run that never started (the harness refused the request); finished runs stay."""
-        self.transaction(
-            lambda db: db.execute("DELETE FROM runs WHERE id = ? AND complete = 0 AND result_json IS NULL", (run_id,))
-        )
-
     def record(self, result: RunResult, *, display_name: str | None = None, git_commit: str | None = None) -> int:
         """Store a finished result in one go (begin + finish); returns the run id."""
 

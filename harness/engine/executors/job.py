@@ -97,19 +97,6 @@ class JobSource(Protocol):
         """True when no job will come any more (all done, failed, or the run is stopping)."""
 
 
-class ListSource:
-    """A fixed list of jobs (tests, benchmarks)."""
-
-    def __init__(self, specs: list[JobSpec]):
-        self._specs = list(specs)
-
-    def next(self) -> JobSpec | None:
-        return self._specs.pop(0) if self._specs else None
-
-    def exhausted(self) -> bool:
-        return not self._specs
-
-
 class JobSink:
     """What an executor tells the driver (harness.engine.folder implements it)."""
 
