@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from _common import GPU_FILES, QUICK_FILES, ROOT, copy_file, machine, median, rel, say, write_results
+from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, copy_file, machine, median, rel, say
 
 GPU_VARIANT = """
 
@@ -117,38 +117,44 @@ def _half_width(e: Any) -> float | None:
     return (e.high_us - e.low_us) / (2 * e.score_us)
 
 
-def boards(task: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
+def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
+    """``args.boards`` boards into ``entry`` (written after each), while the budget allows."""
     out: list[dict[str, Any]] = []
+    entry["boards"] = out
     for k in range(args.boards):
+        if not rf.allows(f"{task} board {k + 1}/{args.boards}", "board"):
+            break
         with tempfile.TemporaryDirectory(prefix="ranks-board-") as tmp:
             for i in range(args.copies):
                 copy_file(src, Path(tmp) / f"copy{i}.py", i)
             section, wall = one_board(task, Path(tmp), args)
-        entries = section.ranked
-        tied = len(entries) == args.copies and all(e.rank_label == "=1" for e in entries)
-        out.append(
-            {
-                "all_tied": tied,
-                "ranks": {e.name: e.rank_label for e in entries},
-                "scores_us": {e.name: e.score_us for e in entries},
-                "half_width_rel": [_half_width(e) for e in entries],
-                "blocks": [e.blocks for e in entries],
-                "interval_source": sorted({e.interval_source for e in entries}),
-                "shape_means_us": [s.mean_us for s in entries[0].shapes] if entries else [],
-                "not_ranked": [f"{u.name}: {u.verdict}: {u.reason}" for u in section.unranked],
-                "wall_s": wall,
-            }
+        out.append(_board_record(section, wall, args.copies))
+        tied = out[-1]["all_tied"]
+        halves = [h for b in out for h in b["half_width_rel"] if h is not None]
+        entry.update(
+            boards_all_tied=sum(b["all_tied"] for b in out),
+            median_half_width_rel=median(halves),
+            median_board_wall_s=median([b["wall_s"] for b in out]),
         )
-        left = median([b["wall_s"] for b in out]) * (args.boards - k - 1)
+        rf.done("board", wall)
+        left = entry["median_board_wall_s"] * (args.boards - k - 1)
         say(
             f"{task}: board {k + 1}/{args.boards}: tied {tied} {out[-1]['ranks']} ({wall:.0f} s; boards left ~{left:.0f} s)"
         )
-    halves = [h for b in out for h in b["half_width_rel"] if h is not None]
+
+
+def _board_record(section: Any, wall: float, copies: int) -> dict[str, Any]:
+    entries = section.ranked
     return {
-        "boards": out,
-        "boards_all_tied": sum(b["all_tied"] for b in out),
-        "median_half_width_rel": median(halves),
-        "median_board_wall_s": median([b["wall_s"] for b in out]),
+        "all_tied": len(entries) == copies and all(e.rank_label == "=1" for e in entries),
+        "ranks": {e.name: e.rank_label for e in entries},
+        "scores_us": {e.name: e.score_us for e in entries},
+        "half_width_rel": [_half_width(e) for e in entries],
+        "blocks": [e.blocks for e in entries],
+        "interval_source": sorted({e.interval_source for e in entries}),
+        "shape_means_us": [s.mean_us for s in entries[0].shapes] if entries else [],
+        "not_ranked": [f"{u.name}: {u.verdict}: {u.reason}" for u in section.unranked],
+        "wall_s": wall,
     }
 
 
@@ -165,7 +171,58 @@ def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespac
     return {"scores_us": scores, "slowdown": ratio}
 
 
-def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namespace) -> dict[str, Any]:
+def corrected_extra_us(extra_us: float, target: float, measured: float | None) -> float | None:
+    """``extra_us`` re-scaled by target/measured when the measured slowdown is off the target by more than a
+    factor of 2 (asked 4%, got 22%: the sleep's cycles-per-us guess was wrong); None when no correction is
+    due, or none can be computed (a failed run, or a measured slowdown <= 0)."""
+    if measured is None or not math.isfinite(measured) or measured <= 0 or target <= 0:
+        return None
+    if target / 2 <= measured <= target * 2:
+        return None
+    return extra_us * target / measured
+
+
+def calibrate(
+    task: str, src: Path, extra: float, args: argparse.Namespace, rf: ResultsFile, entry: dict
+) -> float | None:
+    """The variant's slowdown measured apart from the finals, before them; when it is off the target by more
+    than a factor of 2, the extra time per call is re-scaled once and measured again (both attempts are
+    recorded). Returns the extra time the finals use (None: the budget stopped it)."""
+    gpu = args.device != "cpu"
+    attempts: list[dict[str, Any]] = []
+    sep: dict[str, Any] = {"attempts": attempts, "corrected": False}
+    entry["slowdown_measured_separately"] = sep
+    for attempt in (1, 2):
+        guess = rf.estimate("slowdown") if "slowdown" in rf.walls else _per_run(entry, args) * 2
+        if not rf.allows(f"{task} slowdown measurement {attempt}", "slowdown", guess):
+            return None
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="ranks-slowdown-") as tmp:
+            orig = copy_file(src, Path(tmp) / "orig.py", 0)
+            variant = write_variant(src, Path(tmp) / "slow.py", extra, gpu, args.cycles_per_us)
+            measured = measured_slowdown(task, orig, Path(tmp) / "slow.py", args)
+        attempts.append({**measured, "variant": variant})
+        sep.update(scores_us=measured["scores_us"], slowdown=measured["slowdown"], variant=variant)
+        rf.done("slowdown", time.monotonic() - t0)
+        say(
+            f"{task}: variant slowdown measured separately: {_pct(measured['slowdown'])} (target {_pct(args.slowdown)})"
+        )
+        fixed = corrected_extra_us(extra, args.slowdown, measured["slowdown"])
+        if fixed is None or attempt == 2:
+            break
+        say(f"{task}: more than 2x off the target: extra per call {extra:.3g} -> {fixed:.3g} us, measured again")
+        extra, sep["corrected"] = fixed, True
+    return extra
+
+
+def _per_run(entry: dict, args: argparse.Namespace) -> float:
+    """A ranked run's wall time, estimated from the boards (a board is ``--copies`` runs)."""
+    return (entry.get("median_board_wall_s") or 0.0) / max(args.copies, 1)
+
+
+def finals(
+    task: str, src: Path, shape_means: list[float], args: argparse.Namespace, rf: ResultsFile, entry: dict
+) -> None:
     import hashlib
 
     from harness.api import run_submission
@@ -175,23 +232,26 @@ def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namesp
 
     spec = load_task(task)
     gpu = args.device != "cpu"
-    extra = extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
+    out: list[dict[str, Any]] = []
+    entry.update(slowdown_target=args.slowdown, finals=out, finals_passed=0, median_final_slowdown=None)
+    extra = calibrate(task, src, extra_per_call_us(shape_means, spec.ranking_by, args.slowdown), args, rf, entry)
+    if extra is None:
+        return
     options = block_options(_options(args), gpu)
     device = machine(args.device)["device"]
 
     def run_block(path: str, _round: int, secret: str) -> Any:
         return run_submission(path, task, "leaderboard", replace(options, secret=secret))
 
-    out: list[dict[str, Any]] = []
-    separate: dict[str, Any] = {}
     for k in range(args.finals):
+        guess = rf.estimate("final") if "final" in rf.walls else _per_run(entry, args) * 3 * args.min_rounds
+        if not rf.allows(f"{task} final {k + 1}/{args.finals}", "final", guess):
+            break
         with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
             folder = Path(tmp)
             paths = [copy_file(src, folder / "orig.py", 0), copy_file(src, folder / "copy.py", 1)]
             variant = write_variant(src, folder / "slow.py", extra, gpu, args.cycles_per_us)
             paths.append(folder / "slow.py")
-            if k == 0:
-                separate = measured_slowdown(task, paths[0], paths[2], args)
             entries = [(hashlib.sha256(p.read_bytes()).hexdigest(), p.stem, str(p)) for p in paths]
             plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
             t0 = time.monotonic()
@@ -199,14 +259,12 @@ def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namesp
                 _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
             final_wall = time.monotonic() - t0
         out.append(_final_outcome(ranking, variant, final_wall))
+        entry.update(
+            finals_passed=sum(f["pass"] for f in out),
+            median_final_slowdown=median([f["final_slowdown"] for f in out]),
+        )
+        rf.done("final", final_wall)
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
-    return {
-        "slowdown_target": args.slowdown,
-        "slowdown_measured_separately": separate,
-        "finals": out,
-        "finals_passed": sum(f["pass"] for f in out),
-        "median_final_slowdown": median([f["final_slowdown"] for f in out]),
-    }
 
 
 def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
@@ -233,7 +291,7 @@ def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -244,7 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=10)
     p.add_argument("--slowdown", type=float, default=0.04, help="the variant's target slowdown (default 0.04)")
-    p.add_argument("--cycles-per-us", type=float, default=1980.0, help="GPU clock for the sleep (H200: 1980)")
+    p.add_argument(
+        "--cycles-per-us",
+        type=float,
+        default=1980.0,
+        help="GPU clock for the sleep (H200: 1980); the measured slowdown corrects it when 2x off",
+    )
     p.add_argument("--blocks", type=int, default=None, help="blocks per ranked run (default: the harness's)")
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
@@ -252,46 +315,74 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 1 small board and 1 short final")
     p.add_argument("--out", help="results file (default results/ranks/ranks-<device>[-task].json)")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no board, slowdown measurement or final that would end past this many seconds; the file "
+        "then says complete false and why (e.g. 540 inside a 10-minute device call)",
+    )
+    return p
+
+
+def _files(args: argparse.Namespace) -> dict[str, str]:
     if args.quick:
         args.device, args.boards, args.copies, args.finals = "cpu", min(args.boards, 1), 2, min(args.finals, 1)
         args.blocks, args.max_repeats = args.blocks or 2, args.max_repeats or 4
         args.min_rounds, args.max_rounds = 2, 2
-        files = dict(QUICK_FILES)
-    else:
-        files = {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
+        return dict(QUICK_FILES)
+    return {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
+
+
+def _one_task(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
+    t0 = time.monotonic()
+    boards(task, src, args, rf, entry)
+    if args.finals and rf.doc["stopped"] is None:
+        means = next((b["shape_means_us"] for b in entry["boards"] if b["shape_means_us"]), None)
+        if means is None:
+            why = f"{task}: no board ranked the example, so the variant cannot be calibrated"
+            rf.doc["stopped"] = why
+            say(why)
+        else:
+            finals(task, src, means, args, rf, entry)
+    entry["wall_s"] = time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    files = _files(args)
     facts = machine(args.device)
-    results = []
-    for task, f in files.items():
-        src = ROOT / f
-        t0 = time.monotonic()
-        entry: dict[str, Any] = {"task": task, "file": rel(src), **boards(task, src, args)}
-        if args.finals:
-            means = next((b["shape_means_us"] for b in entry["boards"] if b["shape_means_us"]), None)
-            if means is None:
-                raise SystemExit(f"{task}: no board ranked the example, so the variant cannot be calibrated")
-            entry.update(finals(task, src, means, args))
-        entry["wall_s"] = time.monotonic() - t0
-        results.append(entry)
     slug = re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")
     suffix = "-quick" if args.quick else ("-" + "-".join(files) if args.task else "")
     out = Path(args.out) if args.out else ROOT / "results" / "ranks" / f"ranks-{slug}{suffix}.json"
     config = {k: v for k, v in vars(args).items() if k not in ("out",)}
-    write_results(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results})
+    results: list[dict[str, Any]] = []
+    rf = ResultsFile(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results}, args.budget_s)
+    for task, f in files.items():
+        if rf.doc["stopped"] is not None:
+            break
+        results.append({"task": task, "file": rel(ROOT / f)})
+        _one_task(task, ROOT / f, args, rf, results[-1])
+    rf.finish()
     for r in results:
-        hw = r["median_half_width_rel"]
-        say(
-            f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
-            f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
-            + (
-                f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "
-                f"{_pct(r['median_final_slowdown'])} (finals) / "
-                f"{_pct(r['slowdown_measured_separately'].get('slowdown'))} (measured separately)"
-                if r.get("finals")
-                else ""
-            )
+        if r["boards"]:
+            say(_summary(r))
+    return 1 if rf.doc["stopped"] and not rf.doc["stopped"].startswith("budget:") else 0
+
+
+def _summary(r: dict[str, Any]) -> str:
+    hw = r["median_half_width_rel"]
+    line = (
+        f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
+        f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
+    )
+    if r.get("finals"):
+        line += (
+            f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "
+            f"{_pct(r['median_final_slowdown'])} (finals) / "
+            f"{_pct(r['slowdown_measured_separately'].get('slowdown'))} (measured separately)"
         )
-    return 0
+    return line
 
 
 def _pct(x: float | None) -> str:
