@@ -98,7 +98,8 @@ def write_results(out: Path, data: dict[str, Any], quiet: bool = False) -> None:
 class ResultsFile:
     """A results file written after every finished unit (``"complete": false`` until ``finish``), and the
     time budget: ``allows`` says whether a unit may start, from an estimate of its wall time (given, or
-    the median of the finished units of its kind, else of all finished units, else 0)."""
+    the median of the finished units of its kind, else of all finished units, else 0: the first unit
+    starts whenever the budget is not already spent)."""
 
     def __init__(self, out: Path, doc: dict[str, Any], budget_s: float | None) -> None:
         if budget_s is not None and not (budget_s > 0 and math.isfinite(budget_s)):
@@ -128,7 +129,7 @@ class ResultsFile:
         if self.elapsed() + guess <= self.budget_s:
             return True
         why = (
-            f"budget: {unit} not started: {self.elapsed():.0f} s spent + ~{guess:.0f} s estimated "
+            f"budget: {unit} not started: {self.elapsed():.1f} s spent + ~{guess:.1f} s estimated "
             f"> --budget-s {self.budget_s:g}"
         )
         self.doc["stopped"] = why
