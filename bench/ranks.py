@@ -12,8 +12,13 @@ slowdown). A final passes when the variant is ranked below the original (not tie
 is tied with the original. The variant's slowdown is measured separately, by one ranked run of the
 original and one of the variant, and again by the finals' own scores.
 
-GPU (the lead's command; about 15 minutes of H200 with the warm worker pool of issue #49):
-    python bench/ranks.py --task mxfp4_mm --boards 10 --finals 5 && python bench/ranks.py --task nvfp4_gemm --boards 4 --finals 0
+The results file is written after every board, slowdown measurement and final (``"complete": false``
+until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
+end past the budget, so one call fits a 10-minute device limit. On the H200 (a board ~90-130 s, a ranked
+run ~30-45 s), boards in one call, then finals in others that start from the boards' file:
+    python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
+    python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --max-rounds 4 --budget-s 540 \
+        --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
 Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
@@ -22,6 +27,7 @@ Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -216,8 +222,10 @@ def calibrate(
 
 
 def _per_run(entry: dict, args: argparse.Namespace) -> float:
-    """A ranked run's wall time, estimated from the boards (a board is ``--copies`` runs)."""
-    return (entry.get("median_board_wall_s") or 0.0) / max(args.copies, 1)
+    """A ranked run's wall time, estimated from the boards (a board is ``--copies`` runs), this call's or
+    those of --calibrate-from."""
+    board = entry.get("median_board_wall_s") or (entry.get("calibrated_from") or {}).get("median_board_wall_s")
+    return (board or 0.0) / max(args.copies, 1)
 
 
 def finals(
@@ -234,7 +242,9 @@ def finals(
     gpu = args.device != "cpu"
     out: list[dict[str, Any]] = []
     entry.update(slowdown_target=args.slowdown, finals=out, finals_passed=0, median_final_slowdown=None)
-    extra = calibrate(task, src, extra_per_call_us(shape_means, spec.ranking_by, args.slowdown), args, rf, entry)
+    start = (entry.get("calibrated_from") or {}).get("extra_us")  # an earlier call's (corrected) variant
+    start = start or extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
+    extra = calibrate(task, src, start, args, rf, entry)
     if extra is None:
         return
     options = block_options(_options(args), gpu)
@@ -316,6 +326,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 1 small board and 1 short final")
     p.add_argument("--out", help="results file (default results/ranks/ranks-<device>[-task].json)")
     p.add_argument(
+        "--calibrate-from",
+        help="with --boards 0: an earlier results file of this script whose boards (shape means, wall time) and "
+        "last variant the finals start from (the slowdown is still measured, and corrected when 2x off)",
+    )
+    p.add_argument(
         "--budget-s",
         type=float,
         default=None,
@@ -334,11 +349,40 @@ def _files(args: argparse.Namespace) -> dict[str, str]:
     return {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
 
 
+def _shape_means(entry: dict[str, Any]) -> list[float] | None:
+    return next((b["shape_means_us"] for b in entry.get("boards") or [] if b.get("shape_means_us")), None)
+
+
+def _calibrate_from(path: str, task: str, entry: dict[str, Any]) -> list[float]:
+    """The shape means, board wall time and last variant of ``task`` in an earlier results file of this
+    script (--calibrate-from): a finals-only call then starts from them (and still measures the slowdown)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        prev = next(t for t in data["tasks"] if t.get("task") == task)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as e:
+        say(f"--calibrate-from {path}: no entry for {task} in a results file of bench/ranks.py ({e!r})")
+        raise SystemExit(2) from None
+    means = _shape_means(prev)
+    if means is None:
+        say(f"--calibrate-from {path}: no board of {task} there ranked the example; run boards first")
+        raise SystemExit(2)
+    variant = (prev.get("slowdown_measured_separately") or {}).get("variant") or {}
+    entry["calibrated_from"] = {
+        "file": rel(path),
+        "median_board_wall_s": prev.get("median_board_wall_s"),
+        "extra_us": variant.get("extra_us"),
+        "slowdown": (prev.get("slowdown_measured_separately") or {}).get("slowdown"),
+    }
+    return means
+
+
 def _one_task(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
     t0 = time.monotonic()
     boards(task, src, args, rf, entry)
     if args.finals and rf.doc["stopped"] is None:
-        means = next((b["shape_means_us"] for b in entry["boards"] if b["shape_means_us"]), None)
+        means = _shape_means(entry)
+        if means is None and args.calibrate_from:
+            means = _calibrate_from(args.calibrate_from, task, entry)
         if means is None:
             why = f"{task}: no board ranked the example, so the variant cannot be calibrated"
             rf.doc["stopped"] = why

@@ -67,3 +67,30 @@ def test_noise_quick_writes_the_spreads(tmp_path):
     for key in ("within_block_rel_se", "between_block_sd", "between_run_sd", "coverage", "resolvable"):
         assert task[key] is not None, key
     assert [row["blocks"] for row in task["frontier"]][:3] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_ranks_finals_start_from_an_earlier_boards_file(tmp_path):
+    boards = _bench("ranks.py", tmp_path / "boards.json", "--finals", "0")
+    assert boards["complete"] is True and boards["tasks"][0]["boards"] and "finals" not in boards["tasks"][0]
+    data = _bench(
+        "ranks.py", tmp_path / "finals.json", "--boards", "0", "--calibrate-from", str(tmp_path / "boards.json")
+    )
+    (task,) = data["tasks"]
+    assert task["boards"] == [] and task["calibrated_from"]["file"] == "boards.json"
+    assert task["calibrated_from"]["median_board_wall_s"] == boards["tasks"][0]["median_board_wall_s"]
+    assert len(task["finals"]) == 1 and task["slowdown_measured_separately"]["attempts"]
+    assert data["complete"] is True
+
+
+def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path):
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps({"tasks": [{"task": "nvfp4_gemm", "boards": []}]}))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--boards", "0", "--calibrate-from", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2 and "--calibrate-from" in done.stderr and "Traceback" not in done.stderr
