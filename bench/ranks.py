@@ -9,15 +9,19 @@ Finals: each is a final scoring (``harness.engine.final``) of the example, one c
 ``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
 on the CPU; calibrated from the first board's per-shape means so that the task's score grows by the
 slowdown). A final passes when the variant is ranked below the original (not tied with it) and the copy
-is tied with the original. The variant's slowdown is measured separately, by one ranked run of the
-original and one of the variant, and again by the finals' own scores.
+is tied with the original. The variant's slowdown is measured separately before the finals, by one ranked
+run of the original and one of the variant; when it is more than 2x off the target (--cycles-per-us is only
+a guess of the GPU's clock), the extra time per call is re-scaled by target/measured once and measured
+again (both attempts in the file), and the finals use the corrected variant. The finals' own scores
+measure it again.
 
 The results file is written after every board, slowdown measurement and final (``"complete": false``
 until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
 end past the budget, so one call fits a 10-minute device limit. On the H200 (a board ~90-130 s, a ranked
-run ~30-45 s), boards in one call, then finals in others that start from the boards' file:
+run ~30-45 s), boards in one call, then finals in others that start from the boards' file (a final's
+estimate is 3 runs times --max-rounds, so keep --max-rounds small enough to fit):
     python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
-    python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --max-rounds 4 --budget-s 540 \
+    python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540 \
         --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
@@ -254,7 +258,8 @@ def finals(
         return run_submission(path, task, "leaderboard", replace(options, secret=secret))
 
     for k in range(args.finals):
-        guess = rf.estimate("final") if "final" in rf.walls else _per_run(entry, args) * 3 * args.min_rounds
+        # 3 entries, each a ranked run a round, up to --max-rounds rounds (the worst case: a kill loses the final)
+        guess = rf.estimate("final") if "final" in rf.walls else _per_run(entry, args) * 3 * args.max_rounds
         if not rf.allows(f"{task} final {k + 1}/{args.finals}", "final", guess):
             break
         with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
