@@ -19,9 +19,10 @@ The results file is written after every board, slowdown measurement and final (`
 until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
 end past the budget, so one call fits a 10-minute device limit. On the H200 (a board ~90-130 s, a ranked
 run ~30-45 s), boards in one call, then finals in others that start from the boards' file (a final's
-estimate is 3 runs times --max-rounds, so keep --max-rounds small enough to fit):
+estimate is 3 runs times --max-rounds, so keep --max-rounds small enough to fit; the second command
+is one line):
     python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
-    python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540 \
+    python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540
         --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
