@@ -108,6 +108,7 @@ class ResultsFile:
         self.t0 = time.monotonic()
         self.walls: dict[str, list[float]] = {}
         doc.update(complete=False, budget_s=budget_s, stopped=None, units_done=0)
+        write_results(out, doc, quiet=True)  # a kill before the first unit still leaves a (marked) file
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0

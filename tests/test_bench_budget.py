@@ -27,6 +27,7 @@ def test_results_file_is_valid_json_and_incomplete_after_every_unit(bench, tmp_p
     out = tmp_path / "sub" / "r.json"
     doc: dict = {"units": []}
     rf = bench.ResultsFile(out, doc, budget_s=None)
+    assert json.loads(out.read_text())["complete"] is False  # written before any unit
     for k in range(3):
         assert rf.allows(f"unit {k}", "u")
         doc["units"].append(k)
