@@ -1,6 +1,6 @@
 """What the bench scripts share: the machine's facts for a results file, the commit, the example files
 per task, byte-different copies, a parser built from a script's docstring, and writing the results file
-(repo-relative paths only)."""
+(repo-relative paths only) after every finished unit, atomically, within a time budget (``ResultsFile``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +99,74 @@ def median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def write_results(out: Path, data: dict[str, Any]) -> None:
+def write_results(out: Path, data: dict[str, Any], quiet: bool = False) -> None:
+    """Write ``data`` as JSON to ``out`` atomically: a temporary file beside it, then ``os.replace``, so a
+    reader (or a kill) never sees half a file."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False, default=str) + "\n")
-    say(f"wrote {rel(out)}")
+    text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False, default=str) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if not quiet:
+        say(f"wrote {rel(out)}")
+
+
+class ResultsFile:
+    """A results file written after every finished unit (``"complete": false`` until ``finish``), and the
+    time budget: ``allows`` says whether a unit may start, from an estimate of its wall time (given, or
+    the median of the finished units of its kind, else of all finished units, else 0: the first unit
+    starts whenever the budget is not already spent)."""
+
+    def __init__(self, out: Path, doc: dict[str, Any], budget_s: float | None) -> None:
+        if budget_s is not None and not (budget_s > 0 and math.isfinite(budget_s)):
+            raise SystemExit(f"--budget-s {budget_s}: give a positive number of seconds (or leave it out)")
+        self.out, self.doc, self.budget_s = out, doc, budget_s
+        self.t0 = time.monotonic()
+        self.walls: dict[str, list[float]] = {}
+        doc.update(complete=False, budget_s=budget_s, stopped=None, units_done=0)
+        write_results(out, doc, quiet=True)  # a kill before the first unit still leaves a (marked) file
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def estimate(self, kind: str) -> float:
+        mine = self.walls.get(kind)
+        if mine:
+            return statistics.median(mine)
+        every = [w for ws in self.walls.values() for w in ws]
+        return statistics.median(every) if every else 0.0
+
+    def allows(self, unit: str, kind: str, estimate_s: float | None = None) -> bool:
+        """True when ``unit`` may start; else records why not (the file then stays incomplete)."""
+        if self.doc["stopped"] is not None:
+            return False
+        if self.budget_s is None:
+            return True
+        guess = self.estimate(kind) if estimate_s is None else estimate_s
+        if self.elapsed() + guess <= self.budget_s:
+            return True
+        why = (
+            f"budget: {unit} not started: {self.elapsed():.1f} s spent + ~{guess:.1f} s estimated "
+            f"> --budget-s {self.budget_s:g}"
+        )
+        self.doc["stopped"] = why
+        say(why)
+        return False
+
+    def done(self, kind: str, wall_s: float) -> None:
+        """A unit finished: remember its wall time and write the file (still incomplete)."""
+        self.walls.setdefault(kind, []).append(wall_s)
+        self.doc["units_done"] += 1
+        self.doc["elapsed_s"] = self.elapsed()
+        write_results(self.out, self.doc, quiet=True)
+
+    def finish(self) -> None:
+        """The last write: complete unless the budget stopped a unit from starting."""
+        self.doc["complete"] = self.doc["stopped"] is None
+        self.doc["elapsed_s"] = self.elapsed()
+        write_results(self.out, self.doc)

@@ -15,9 +15,10 @@ B blocks (harness.engine.blocks). Figures, all as fractions of the score unless 
 - frontier: for B' blocks, the predicted half-width t(B'-1) * between_block_sd / sqrt(B') and wall time
   (the run's fixed part + B' * the median block's wall time)
 
-GPU (the lead's command):  python bench/noise.py --runs 3
+GPU (the lead's command):  python bench/noise.py --runs 3 --budget-s 540
 CPU (plumbing only):       python bench/noise.py --quick
-Writes results/ranks/noise-<device>.json (--out to choose).
+Writes results/ranks/noise-<device>.json (--out to choose) after every run, "complete": false until the
+last; with --budget-s it starts no run that its estimate says would end past the budget.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import GPU_FILES, QUICK_FILES, ROOT, machine, median, rel, say, write_results
+from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, machine, median, rel, say
 
 FRONTIER_BLOCKS = (1, 2, 3, 5, 8, 10, 15, 20)
 
@@ -75,46 +76,70 @@ def within_block(result: Any) -> tuple[list[float], list[float]]:
     return rel_se, cvs
 
 
-def summarize(results: list[Any], margin: float) -> dict[str, Any]:
-    """The figures of the module docstring from ``results`` (RunResults of one file)."""
-    scores = [r.score_us for r in results if r.score_us]
-    intervals = [r.score_interval for r in results if r.score_interval is not None]
-    spreads = [si.spread for si in intervals if si.spread is not None]
-    rel_se, cvs = [], []
+def _coverage(results: list[Any]) -> float | None:
+    """The fraction of (run i, run j) pairs where run j's score lies in run i's 95% interval."""
+    pairs = [(i, j) for i in range(len(results)) for j in range(len(results)) if i != j and results[i].score_ci_us]
+    covered = 0
+    for i, j in pairs:
+        low, high = results[i].score_ci_us
+        covered += bool(results[j].score_us and low <= results[j].score_us <= high)
+    return covered / len(pairs) if pairs else None
+
+
+def _within(results: list[Any]) -> tuple[list[float], list[float]]:
+    rel_se: list[float] = []
+    cvs: list[float] = []
     for r in results:
         a, b = within_block(r)
         rel_se += a
         cvs += b
-    logs = [math.log(s) for s in scores]
-    between_run = statistics.stdev(logs) if len(logs) > 1 else None
-    pairs = [(i, j) for i in range(len(results)) for j in range(len(results)) if i != j and results[i].score_ci_us]
-    covered = sum(
-        1
-        for i, j in pairs
-        if results[j].score_us and results[i].score_ci_us[0] <= results[j].score_us <= results[i].score_ci_us[1]
-    )
+    return rel_se, cvs
+
+
+def _resolvable(margin: float, spread: float | None, blocks: int) -> float | None:
+    if not spread or blocks < 2:
+        return None
+    return max(margin, _t(2 * blocks - 2) * math.sqrt(2) * spread / math.sqrt(blocks))
+
+
+def summarize(results: list[Any], margin: float) -> dict[str, Any]:
+    """The figures of the module docstring from ``results`` (RunResults of one file)."""
+    rel_se, cvs = _within(results)
     blocks = max((len(r.blocks) for r in results), default=0)
-    s = median(spreads)
-    block_walls = [b.wall_s for r in results for b in r.blocks if b.wall_s]
-    fixed = [r.wall_s - sum(b.wall_s or 0 for b in r.blocks) for r in results if r.wall_s]
+    figures = _scores(results)
+    s = figures["between_block_sd"]
+    return {
+        **figures,
+        "blocks": blocks,
+        "within_block_rel_se": median(rel_se),
+        "within_block_sample_cv": median(cvs),
+        "coverage": _coverage(results),
+        "resolvable": _resolvable(margin, s, blocks),
+        "frontier": frontier(s, median(rel_se), *_walls(results)),
+    }
+
+
+def _scores(results: list[Any]) -> dict[str, Any]:
+    scores = [r.score_us for r in results if r.score_us]
+    intervals = [r.score_interval for r in results if r.score_interval is not None]
+    logs = [math.log(x) for x in scores]
     return {
         "runs": len(results),
         "passed": len(scores),
         "failures": [f"{r.verdict}: {r.message}" for r in results if not r.score_us],
         "scores_us": scores,
-        "blocks": blocks,
         "half_width_rel": [(si.high_us - si.low_us) / (si.high_us + si.low_us) for si in intervals],
-        "within_block_rel_se": median(rel_se),
-        "within_block_sample_cv": median(cvs),
-        "between_block_sd": s,
-        "between_run_sd": between_run,
-        "coverage": covered / len(pairs) if pairs else None,
-        "resolvable": (
-            max(margin, _t(2 * blocks - 2) * math.sqrt(2) * s / math.sqrt(blocks)) if s and blocks > 1 else None
-        ),
+        "between_block_sd": median([si.spread for si in intervals if si.spread is not None]),
+        "between_run_sd": statistics.stdev(logs) if len(logs) > 1 else None,
         "wall_s": [r.wall_s for r in results],
-        "frontier": frontier(s, median(rel_se), median(block_walls), median(fixed)),
     }
+
+
+def _walls(results: list[Any]) -> tuple[float | None, float | None]:
+    """(the median block's wall seconds, the median run's fixed part: its wall less its blocks')."""
+    block_walls = [b.wall_s for r in results for b in r.blocks if b.wall_s]
+    fixed = [r.wall_s - sum(b.wall_s or 0 for b in r.blocks) for r in results if r.wall_s]
+    return median(block_walls), median(fixed)
 
 
 def frontier(spread: float | None, within: float | None, block_wall: float | None, fixed: float | None) -> list:
@@ -137,12 +162,19 @@ def frontier(spread: float | None, within: float | None, block_wall: float | Non
     return rows
 
 
-def measure(task: str, path: Path, runs: int, args: argparse.Namespace) -> dict[str, Any]:
+def measure(task: str, path: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
+    """``args.runs`` ranked runs of ``path`` into ``entry`` (its figures written after each run), while the
+    budget allows."""
     from harness.api import RunOptions, run_submission
+    from tasks import load_task
 
+    spec = load_task(task)
+    entry.update(task=spec.name, protocol=spec.timing_protocol, file=rel(path), runs=0)
     results = []
-    for k in range(runs):
-        say(f"{task}: {rel(path)}: run {k + 1}/{runs}")
+    for k in range(args.runs):
+        if not rf.allows(f"{task} run {k + 1}/{args.runs}", "run"):
+            break
+        say(f"{task}: {rel(path)}: run {k + 1}/{args.runs}")
         t0 = time.monotonic()
         options = RunOptions(
             device=args.device,
@@ -152,17 +184,14 @@ def measure(task: str, path: Path, runs: int, args: argparse.Namespace) -> dict[
             max_time_s=args.max_time,
         )
         r = run_submission(str(path), task, "leaderboard", options)
-        say(f"  {r.verdict} score {r.score_us} interval {r.score_ci_us} ({time.monotonic() - t0:.1f} s)")
+        wall = time.monotonic() - t0
+        say(f"  {r.verdict} score {r.score_us} interval {r.score_ci_us} ({wall:.1f} s)")
         results.append(r)
-    from tasks import load_task
-
-    spec = load_task(task)
-    out = summarize(results, args.margin / 100)
-    out.update(task=spec.name, protocol=spec.timing_protocol, file=rel(path))
-    return out
+        entry.update(summarize(results, args.margin / 100))
+        rf.done("run", wall)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -176,7 +205,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 2 runs of 3 blocks: plumbing only")
     p.add_argument("--out", help="results file (default results/ranks/noise-<device>.json)")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no run that would end past this many seconds; the file then says complete false and why",
+    )
+    return p
+
+
+def _out_path(args: argparse.Namespace, device: str) -> Path:
+    if args.out:
+        return Path(args.out)
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+    return ROOT / "results" / "ranks" / f"noise-{slug}{'-quick' if args.quick else ''}.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.quick:
         args.device, args.runs = "cpu", min(args.runs, 2)
         args.blocks, args.max_repeats = args.blocks or 3, args.max_repeats or 6
@@ -186,17 +232,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.file:
         files = {t: args.file for t in files}
     facts = machine(args.device)
-    tasks = [measure(t, ROOT / f, args.runs, args) for t, f in files.items()]
-    slug = re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")
-    out = (
-        Path(args.out)
-        if args.out
-        else ROOT / "results" / "ranks" / f"noise-{slug}{'-quick' if args.quick else ''}.json"
-    )
-    write_results(
-        out, {"script": "bench/noise.py", "argv": sys.argv[1:] if argv is None else argv, **facts, "tasks": tasks}
-    )
+    out = _out_path(args, facts["device"])
+    tasks: list[dict[str, Any]] = []
+    argv_seen = sys.argv[1:] if argv is None else argv
+    rf = ResultsFile(out, {"script": "bench/noise.py", "argv": argv_seen, **facts, "tasks": tasks}, args.budget_s)
+    for name, f in files.items():
+        if rf.doc["stopped"] is not None:
+            break
+        tasks.append({})
+        measure(name, ROOT / f, args, rf, tasks[-1])
+    rf.finish()
     for t in tasks:
+        if not t["runs"]:
+            continue
         pct = lambda x: "-" if x is None else f"{100 * x:.2f}%"  # noqa: E731
         say(
             f"{t['task']} ({t['protocol']}): within-block {pct(t['within_block_rel_se'])}, between-block "

@@ -9,11 +9,21 @@ Finals: each is a final scoring (``harness.engine.final``) of the example, one c
 ``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
 on the CPU; calibrated from the first board's per-shape means so that the task's score grows by the
 slowdown). A final passes when the variant is ranked below the original (not tied with it) and the copy
-is tied with the original. The variant's slowdown is measured separately, by one ranked run of the
-original and one of the variant, and again by the finals' own scores.
+is tied with the original. The variant's slowdown is measured separately before the finals, by one ranked
+run of the original and one of the variant; when it is more than 2x off the target (--cycles-per-us is only
+a guess of the GPU's clock), the extra time per call is re-scaled by target/measured once and measured
+again (both attempts in the file), and the finals use the corrected variant. The finals' own scores
+measure it again.
 
-GPU (the lead's command; about 15 minutes of H200 with the warm worker pool of issue #49):
-    python bench/ranks.py --task mxfp4_mm --boards 10 --finals 5 && python bench/ranks.py --task nvfp4_gemm --boards 4 --finals 0
+The results file is written after every board, slowdown measurement and final (``"complete": false``
+until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
+end past the budget, so one call fits a 10-minute device limit. On the H200 (a board ~90-130 s, a ranked
+run ~30-45 s), boards in one call, then finals in others that start from the boards' file (a final's
+estimate is 3 runs times --max-rounds, so keep --max-rounds small enough to fit; the second command
+is one line):
+    python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
+    python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540
+        --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
 Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
@@ -22,6 +32,7 @@ Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -31,7 +42,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from _common import GPU_FILES, QUICK_FILES, ROOT, copy_file, machine, median, rel, say, write_results
+from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, copy_file, machine, median, rel, say
 
 GPU_VARIANT = """
 
@@ -117,38 +128,44 @@ def _half_width(e: Any) -> float | None:
     return (e.high_us - e.low_us) / (2 * e.score_us)
 
 
-def boards(task: str, src: Path, args: argparse.Namespace) -> dict[str, Any]:
+def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
+    """``args.boards`` boards into ``entry`` (written after each), while the budget allows."""
     out: list[dict[str, Any]] = []
+    entry["boards"] = out
     for k in range(args.boards):
+        if not rf.allows(f"{task} board {k + 1}/{args.boards}", "board"):
+            break
         with tempfile.TemporaryDirectory(prefix="ranks-board-") as tmp:
             for i in range(args.copies):
                 copy_file(src, Path(tmp) / f"copy{i}.py", i)
             section, wall = one_board(task, Path(tmp), args)
-        entries = section.ranked
-        tied = len(entries) == args.copies and all(e.rank_label == "=1" for e in entries)
-        out.append(
-            {
-                "all_tied": tied,
-                "ranks": {e.name: e.rank_label for e in entries},
-                "scores_us": {e.name: e.score_us for e in entries},
-                "half_width_rel": [_half_width(e) for e in entries],
-                "blocks": [e.blocks for e in entries],
-                "interval_source": sorted({e.interval_source for e in entries}),
-                "shape_means_us": [s.mean_us for s in entries[0].shapes] if entries else [],
-                "not_ranked": [f"{u.name}: {u.verdict}: {u.reason}" for u in section.unranked],
-                "wall_s": wall,
-            }
+        out.append(_board_record(section, wall, args.copies))
+        tied = out[-1]["all_tied"]
+        halves = [h for b in out for h in b["half_width_rel"] if h is not None]
+        entry.update(
+            boards_all_tied=sum(b["all_tied"] for b in out),
+            median_half_width_rel=median(halves),
+            median_board_wall_s=median([b["wall_s"] for b in out]),
         )
-        left = median([b["wall_s"] for b in out]) * (args.boards - k - 1)
+        rf.done("board", wall)
+        left = entry["median_board_wall_s"] * (args.boards - k - 1)
         say(
             f"{task}: board {k + 1}/{args.boards}: tied {tied} {out[-1]['ranks']} ({wall:.0f} s; boards left ~{left:.0f} s)"
         )
-    halves = [h for b in out for h in b["half_width_rel"] if h is not None]
+
+
+def _board_record(section: Any, wall: float, copies: int) -> dict[str, Any]:
+    entries = section.ranked
     return {
-        "boards": out,
-        "boards_all_tied": sum(b["all_tied"] for b in out),
-        "median_half_width_rel": median(halves),
-        "median_board_wall_s": median([b["wall_s"] for b in out]),
+        "all_tied": len(entries) == copies and all(e.rank_label == "=1" for e in entries),
+        "ranks": {e.name: e.rank_label for e in entries},
+        "scores_us": {e.name: e.score_us for e in entries},
+        "half_width_rel": [_half_width(e) for e in entries],
+        "blocks": [e.blocks for e in entries],
+        "interval_source": sorted({e.interval_source for e in entries}),
+        "shape_means_us": [s.mean_us for s in entries[0].shapes] if entries else [],
+        "not_ranked": [f"{u.name}: {u.verdict}: {u.reason}" for u in section.unranked],
+        "wall_s": wall,
     }
 
 
@@ -165,7 +182,60 @@ def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespac
     return {"scores_us": scores, "slowdown": ratio}
 
 
-def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namespace) -> dict[str, Any]:
+def corrected_extra_us(extra_us: float, target: float, measured: float | None) -> float | None:
+    """``extra_us`` re-scaled by target/measured when the measured slowdown is off the target by more than a
+    factor of 2 (asked 4%, got 22%: the sleep's cycles-per-us guess was wrong); None when no correction is
+    due, or none can be computed (a failed run, or a measured slowdown <= 0)."""
+    if measured is None or not math.isfinite(measured) or measured <= 0 or target <= 0:
+        return None
+    if target / 2 <= measured <= target * 2:
+        return None
+    return extra_us * target / measured
+
+
+def calibrate(
+    task: str, src: Path, extra: float, args: argparse.Namespace, rf: ResultsFile, entry: dict
+) -> float | None:
+    """The variant's slowdown measured apart from the finals, before them; when it is off the target by more
+    than a factor of 2, the extra time per call is re-scaled once and measured again (both attempts are
+    recorded). Returns the extra time the finals use (None: the budget stopped it)."""
+    gpu = args.device != "cpu"
+    attempts: list[dict[str, Any]] = []
+    sep: dict[str, Any] = {"attempts": attempts, "corrected": False}
+    entry["slowdown_measured_separately"] = sep
+    for attempt in (1, 2):
+        guess = rf.estimate("slowdown") if "slowdown" in rf.walls else _per_run(entry, args) * 2
+        if not rf.allows(f"{task} slowdown measurement {attempt}", "slowdown", guess):
+            return None
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="ranks-slowdown-") as tmp:
+            orig = copy_file(src, Path(tmp) / "orig.py", 0)
+            variant = write_variant(src, Path(tmp) / "slow.py", extra, gpu, args.cycles_per_us)
+            measured = measured_slowdown(task, orig, Path(tmp) / "slow.py", args)
+        attempts.append({**measured, "variant": variant})
+        sep.update(scores_us=measured["scores_us"], slowdown=measured["slowdown"], variant=variant)
+        rf.done("slowdown", time.monotonic() - t0)
+        say(
+            f"{task}: variant slowdown measured separately: {_pct(measured['slowdown'])} (target {_pct(args.slowdown)})"
+        )
+        fixed = corrected_extra_us(extra, args.slowdown, measured["slowdown"])
+        if fixed is None or attempt == 2:
+            break
+        say(f"{task}: more than 2x off the target: extra per call {extra:.3g} -> {fixed:.3g} us, measured again")
+        extra, sep["corrected"] = fixed, True
+    return extra
+
+
+def _per_run(entry: dict, args: argparse.Namespace) -> float:
+    """A ranked run's wall time, estimated from the boards (a board is ``--copies`` runs), this call's or
+    those of --calibrate-from."""
+    board = entry.get("median_board_wall_s") or (entry.get("calibrated_from") or {}).get("median_board_wall_s")
+    return (board or 0.0) / max(args.copies, 1)
+
+
+def finals(
+    task: str, src: Path, shape_means: list[float], args: argparse.Namespace, rf: ResultsFile, entry: dict
+) -> None:
     import hashlib
 
     from harness.api import run_submission
@@ -175,23 +245,29 @@ def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namesp
 
     spec = load_task(task)
     gpu = args.device != "cpu"
-    extra = extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
+    out: list[dict[str, Any]] = []
+    entry.update(slowdown_target=args.slowdown, finals=out, finals_passed=0, median_final_slowdown=None)
+    start = (entry.get("calibrated_from") or {}).get("extra_us")  # an earlier call's (corrected) variant
+    start = start or extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
+    extra = calibrate(task, src, start, args, rf, entry)
+    if extra is None:
+        return
     options = block_options(_options(args), gpu)
     device = machine(args.device)["device"]
 
     def run_block(path: str, _round: int, secret: str) -> Any:
         return run_submission(path, task, "leaderboard", replace(options, secret=secret))
 
-    out: list[dict[str, Any]] = []
-    separate: dict[str, Any] = {}
     for k in range(args.finals):
+        # 3 entries, each a ranked run a round, up to --max-rounds rounds (the worst case: a kill loses the final)
+        guess = rf.estimate("final") if "final" in rf.walls else _per_run(entry, args) * 3 * args.max_rounds
+        if not rf.allows(f"{task} final {k + 1}/{args.finals}", "final", guess):
+            break
         with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
             folder = Path(tmp)
             paths = [copy_file(src, folder / "orig.py", 0), copy_file(src, folder / "copy.py", 1)]
             variant = write_variant(src, folder / "slow.py", extra, gpu, args.cycles_per_us)
             paths.append(folder / "slow.py")
-            if k == 0:
-                separate = measured_slowdown(task, paths[0], paths[2], args)
             entries = [(hashlib.sha256(p.read_bytes()).hexdigest(), p.stem, str(p)) for p in paths]
             plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
             t0 = time.monotonic()
@@ -199,14 +275,12 @@ def finals(task: str, src: Path, shape_means: list[float], args: argparse.Namesp
                 _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
             final_wall = time.monotonic() - t0
         out.append(_final_outcome(ranking, variant, final_wall))
+        entry.update(
+            finals_passed=sum(f["pass"] for f in out),
+            median_final_slowdown=median([f["final_slowdown"] for f in out]),
+        )
+        rf.done("final", final_wall)
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
-    return {
-        "slowdown_target": args.slowdown,
-        "slowdown_measured_separately": separate,
-        "finals": out,
-        "finals_passed": sum(f["pass"] for f in out),
-        "median_final_slowdown": median([f["final_slowdown"] for f in out]),
-    }
 
 
 def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
@@ -233,7 +307,7 @@ def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -244,7 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=10)
     p.add_argument("--slowdown", type=float, default=0.04, help="the variant's target slowdown (default 0.04)")
-    p.add_argument("--cycles-per-us", type=float, default=1980.0, help="GPU clock for the sleep (H200: 1980)")
+    p.add_argument(
+        "--cycles-per-us",
+        type=float,
+        default=1980.0,
+        help="GPU clock for the sleep (H200: 1980); the measured slowdown corrects it when 2x off",
+    )
     p.add_argument("--blocks", type=int, default=None, help="blocks per ranked run (default: the harness's)")
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
@@ -252,46 +331,108 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 1 small board and 1 short final")
     p.add_argument("--out", help="results file (default results/ranks/ranks-<device>[-task].json)")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--calibrate-from",
+        help="with --boards 0: an earlier results file of this script whose boards (shape means, wall time) and "
+        "last variant the finals start from (the slowdown is still measured, and corrected when 2x off)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no board, slowdown measurement or final that would end past this many seconds; the file "
+        "then says complete false and why (e.g. 540 inside a 10-minute device call)",
+    )
+    return p
+
+
+def _files(args: argparse.Namespace) -> dict[str, str]:
     if args.quick:
         args.device, args.boards, args.copies, args.finals = "cpu", min(args.boards, 1), 2, min(args.finals, 1)
         args.blocks, args.max_repeats = args.blocks or 2, args.max_repeats or 4
         args.min_rounds, args.max_rounds = 2, 2
-        files = dict(QUICK_FILES)
-    else:
-        files = {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
+        return dict(QUICK_FILES)
+    return {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
+
+
+def _shape_means(entry: dict[str, Any]) -> list[float] | None:
+    return next((b["shape_means_us"] for b in entry.get("boards") or [] if b.get("shape_means_us")), None)
+
+
+def _calibrate_from(path: str, task: str, entry: dict[str, Any]) -> list[float]:
+    """The shape means, board wall time and last variant of ``task`` in an earlier results file of this
+    script (--calibrate-from): a finals-only call then starts from them (and still measures the slowdown)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        prev = next(t for t in data["tasks"] if t.get("task") == task)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as e:
+        say(f"--calibrate-from {path}: no entry for {task} in a results file of bench/ranks.py ({e!r})")
+        raise SystemExit(2) from None
+    means = _shape_means(prev)
+    if means is None:
+        say(f"--calibrate-from {path}: no board of {task} there ranked the example; run boards first")
+        raise SystemExit(2)
+    variant = (prev.get("slowdown_measured_separately") or {}).get("variant") or {}
+    entry["calibrated_from"] = {
+        "file": rel(path),
+        "median_board_wall_s": prev.get("median_board_wall_s"),
+        "extra_us": variant.get("extra_us"),
+        "slowdown": (prev.get("slowdown_measured_separately") or {}).get("slowdown"),
+    }
+    return means
+
+
+def _one_task(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
+    t0 = time.monotonic()
+    boards(task, src, args, rf, entry)
+    if args.finals and rf.doc["stopped"] is None:
+        means = _shape_means(entry)
+        if means is None and args.calibrate_from:
+            means = _calibrate_from(args.calibrate_from, task, entry)
+        if means is None:
+            why = f"{task}: no board ranked the example, so the variant cannot be calibrated"
+            rf.doc["stopped"] = why
+            say(why)
+        else:
+            finals(task, src, means, args, rf, entry)
+    entry["wall_s"] = time.monotonic() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    files = _files(args)
     facts = machine(args.device)
-    results = []
-    for task, f in files.items():
-        src = ROOT / f
-        t0 = time.monotonic()
-        entry: dict[str, Any] = {"task": task, "file": rel(src), **boards(task, src, args)}
-        if args.finals:
-            means = next((b["shape_means_us"] for b in entry["boards"] if b["shape_means_us"]), None)
-            if means is None:
-                raise SystemExit(f"{task}: no board ranked the example, so the variant cannot be calibrated")
-            entry.update(finals(task, src, means, args))
-        entry["wall_s"] = time.monotonic() - t0
-        results.append(entry)
     slug = re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")
     suffix = "-quick" if args.quick else ("-" + "-".join(files) if args.task else "")
     out = Path(args.out) if args.out else ROOT / "results" / "ranks" / f"ranks-{slug}{suffix}.json"
     config = {k: v for k, v in vars(args).items() if k not in ("out",)}
-    write_results(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results})
+    results: list[dict[str, Any]] = []
+    rf = ResultsFile(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results}, args.budget_s)
+    for task, f in files.items():
+        if rf.doc["stopped"] is not None:
+            break
+        results.append({"task": task, "file": rel(ROOT / f)})
+        _one_task(task, ROOT / f, args, rf, results[-1])
+    rf.finish()
     for r in results:
-        hw = r["median_half_width_rel"]
-        say(
-            f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
-            f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
-            + (
-                f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "
-                f"{_pct(r['median_final_slowdown'])} (finals) / "
-                f"{_pct(r['slowdown_measured_separately'].get('slowdown'))} (measured separately)"
-                if r.get("finals")
-                else ""
-            )
+        if r["boards"]:
+            say(_summary(r))
+    return 1 if rf.doc["stopped"] and not rf.doc["stopped"].startswith("budget:") else 0
+
+
+def _summary(r: dict[str, Any]) -> str:
+    hw = r["median_half_width_rel"]
+    line = (
+        f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
+        f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
+    )
+    if r.get("finals"):
+        line += (
+            f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "
+            f"{_pct(r['median_final_slowdown'])} (finals) / "
+            f"{_pct(r['slowdown_measured_separately'].get('slowdown'))} (measured separately)"
         )
-    return 0
+    return line
 
 
 def _pct(x: float | None) -> str:

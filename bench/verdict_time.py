@@ -12,17 +12,22 @@ distinct job and a distinct compile-cache entry), timed as a whole; the stored v
 Issue 49's targets on the H200: triton_mxfp4 at most 10 s a verdict, triton_nvfp4 at most 20 s, and
 run-all of 10 distinct mxfp4 files at most 80 s.
 
+The results file is written after every verdict and after the run-all, ``"complete": false`` until the
+last; with --budget-s it starts no verdict or run-all that its estimate (the verdicts' wall times so far;
+the run-all: --copies times the slowest verdict) says would end past the budget, and exits 0.
+
 Without a GPU, or with --quick, it runs the small CPU fixture tasks with the torch examples (a smoke
 test of the script, not a measurement).
 
 Examples:
-  python bench/verdict_time.py --out results/h200_verdict_time.json          # on the H200
+  python bench/verdict_time.py --out results/h200_verdict_time.json --budget-s 540   # on the H200
   python bench/verdict_time.py --examples triton_nvfp4 --copies 0 --out results/h200_verdict_time_nvfp4.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -35,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, doc_parser, git_commit
+from _common import ROOT, ResultsFile, doc_parser, git_commit
 
 VERSION = 1  # 1 - first version
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
@@ -141,6 +146,33 @@ def _environment(gpu: bool) -> dict:
     }
 
 
+def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile) -> None:
+    """Every verdict, then the run-all: each a unit, the results file written after it, while the budget
+    allows (``rf``)."""
+    doc = rf.doc
+    for sub, task in examples:
+        cache = work / f"cache-{Path(sub).stem}"  # empty before the first verdict of each example
+        rows = doc["verdicts"][sub] = []
+        for i in range(args.repeats):
+            kind = "verdict-" + ("empty" if i == 0 else "filled")
+            if not rf.allows(f"{sub}: verdict {i + 1}/{args.repeats}", kind):
+                return
+            row = one_verdict(sub, task, cache, work, not gpu)
+            row["cache"] = "empty" if i == 0 else "filled"
+            rows.append(row)
+            rf.done(kind, row["wall_s"])
+            print(f"{sub}: {row.get('verdict')} in {row['wall_s']:.1f} s ({row['cache']} cache)", file=sys.stderr)
+    if args.copies > 0:
+        sub, task = examples[0]
+        walls = [w for ws in rf.walls.values() for w in ws]
+        guess = args.copies * max(walls) if walls else None  # every copy compiles: as slow as a first verdict
+        if not rf.allows(f"run-all of {args.copies} copies", "run-all", guess):
+            return
+        doc["run_all"] = dict(run_all(sub, task, args.copies, work, not gpu), submission=sub, task=task)
+        rf.done("run-all", doc["run_all"]["wall_s"])
+        print(f"run-all of {args.copies} copies: {doc['run_all']['wall_s']:.1f} s", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = doc_parser(__doc__)
     p.add_argument("--out", required=True, help="the results file (JSON)")
@@ -150,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--examples", help="comma-separated file stems to run (default: all; the run-all copies the first one)"
     )
+    p.add_argument("--budget-s", type=float, default=None, help="start no verdict or run-all past this many seconds")
     args = p.parse_args(argv)
     import torch
 
@@ -164,24 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="verdict-time-"))
     work.chmod(0o711)  # a worker that runs as 'nobody' must reach its compile-cache entry beneath it
     doc: dict = {"version": VERSION, "quick": not gpu, "environment": _environment(gpu), "verdicts": {}}
+    rf = ResultsFile(Path(args.out), doc, args.budget_s)
     try:
-        for sub, task in examples:
-            cache = work / f"cache-{Path(sub).stem}"  # empty before the first verdict of each example
-            rows = doc["verdicts"][sub] = []
-            for i in range(args.repeats):
-                row = one_verdict(sub, task, cache, work, not gpu)
-                row["cache"] = "empty" if i == 0 else "filled"
-                rows.append(row)
-                print(f"{sub}: {row.get('verdict')} in {row['wall_s']:.1f} s ({row['cache']} cache)", file=sys.stderr)
-        if args.copies > 0:
-            sub, task = examples[0]
-            doc["run_all"] = dict(run_all(sub, task, args.copies, work, not gpu), submission=sub, task=task)
-            print(f"run-all of {args.copies} copies: {doc['run_all']['wall_s']:.1f} s", file=sys.stderr)
+        _measure(examples, args, gpu, work, rf)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    rf.finish()
     return 0
 
 

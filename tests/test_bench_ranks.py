@@ -13,9 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench(script: str, out: Path) -> dict:
+def _bench(script: str, out: Path, *extra: str) -> dict:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(out)],
+        [sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(out), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -37,7 +37,25 @@ def test_ranks_quick_writes_boards_and_a_final(tmp_path):
     (final,) = task["finals"]
     assert sorted(final["ranks"]) == ["copy", "orig", "slow"] and final["rounds"] == 2
     assert final["variant"]["spin_s"] > 0 and task["finals_passed"] == int(final["pass"])
-    assert set(task["slowdown_measured_separately"]["scores_us"]) == {"orig", "slow"}
+    separate = task["slowdown_measured_separately"]
+    assert set(separate["scores_us"]) == {"orig", "slow"} and separate["slowdown"] is not None
+    # measured before the finals; a second attempt only when the first was more than 2x off the target
+    assert len(separate["attempts"]) == 1 + separate["corrected"]
+    if separate["corrected"]:
+        first = separate["attempts"][0]["variant"]["extra_us"]
+        assert separate["variant"]["extra_us"] == pytest.approx(first * 0.04 / separate["attempts"][0]["slowdown"])
+    assert final["variant"] == separate["variant"]  # the finals use the (corrected) variant
+    assert (
+        data["complete"] is True and data["stopped"] is None and data["units_done"] == 1 + 1 + len(separate["attempts"])
+    )
+
+
+def test_ranks_tiny_budget_keeps_the_board_and_says_incomplete(tmp_path):
+    data = _bench("ranks.py", tmp_path / "ranks.json", "--budget-s", "0.01")
+    assert data["complete"] is False and data["stopped"].startswith("budget:")
+    (task,) = data["tasks"]
+    # the first board starts (nothing known, nothing spent yet); then every estimate says "past the budget"
+    assert len(task["boards"]) <= 1 and task.get("finals", []) == [] and data["units_done"] == len(task["boards"])
 
 
 @pytest.mark.slow
@@ -49,3 +67,30 @@ def test_noise_quick_writes_the_spreads(tmp_path):
     for key in ("within_block_rel_se", "between_block_sd", "between_run_sd", "coverage", "resolvable"):
         assert task[key] is not None, key
     assert [row["blocks"] for row in task["frontier"]][:3] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_ranks_finals_start_from_an_earlier_boards_file(tmp_path):
+    boards = _bench("ranks.py", tmp_path / "boards.json", "--finals", "0")
+    assert boards["complete"] is True and boards["tasks"][0]["boards"] and "finals" not in boards["tasks"][0]
+    data = _bench(
+        "ranks.py", tmp_path / "finals.json", "--boards", "0", "--calibrate-from", str(tmp_path / "boards.json")
+    )
+    (task,) = data["tasks"]
+    assert task["boards"] == [] and task["calibrated_from"]["file"] == "boards.json"
+    assert task["calibrated_from"]["median_board_wall_s"] == boards["tasks"][0]["median_board_wall_s"]
+    assert len(task["finals"]) == 1 and task["slowdown_measured_separately"]["attempts"]
+    assert data["complete"] is True
+
+
+def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path):
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps({"tasks": [{"task": "nvfp4_gemm", "boards": []}]}))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--boards", "0", "--calibrate-from", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2 and "--calibrate-from" in done.stderr and "Traceback" not in done.stderr

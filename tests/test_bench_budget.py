@@ -1,0 +1,136 @@
+"""The bench scripts' results files survive a cut-off: bench/_common.ResultsFile writes after every unit
+(atomically, "complete": false until the end) and stops starting units past --budget-s; bench/ranks.py
+re-scales a variant whose measured slowdown is more than 2x off its target; noise.py and verdict_time.py
+in their CPU modes with and without a budget."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import _common
+
+    return _common
+
+
+def test_results_file_is_valid_json_and_incomplete_after_every_unit(bench, tmp_path):
+    out = tmp_path / "sub" / "r.json"
+    doc: dict = {"units": []}
+    rf = bench.ResultsFile(out, doc, budget_s=None)
+    assert json.loads(out.read_text())["complete"] is False  # written before any unit
+    for k in range(3):
+        assert rf.allows(f"unit {k}", "u")
+        doc["units"].append(k)
+        rf.done("u", 0.01)
+        seen = json.loads(out.read_text())  # the hook: read back after each unit
+        assert seen["complete"] is False and seen["units"] == list(range(k + 1)) and seen["units_done"] == k + 1
+    rf.finish()
+    seen = json.loads(out.read_text())
+    assert seen["complete"] is True and seen["stopped"] is None
+    assert [p.name for p in out.parent.iterdir()] == ["r.json"]  # no temporary file left beside it
+
+
+def test_budget_stops_the_unit_that_would_end_past_it(bench, tmp_path):
+    out = tmp_path / "r.json"
+    rf = bench.ResultsFile(out, {}, budget_s=100)
+    assert rf.allows("first", "board")  # nothing known yet, nothing spent: it starts
+    rf.t0 -= 60.0  # as if the first board had taken a minute
+    rf.done("board", 60.0)  # its wall time is the next board's estimate
+    assert rf.allows("a short unit", "x", 30.0)  # 60 s spent + 30 s fits in 100 s
+    assert not rf.allows("board 2", "board")  # ~60 s more would end past 100 s
+    assert not rf.allows("final 1", "final", 1.0)  # once stopped, nothing else starts
+    rf.finish()
+    seen = json.loads(out.read_text())
+    assert seen["complete"] is False and seen["stopped"].startswith("budget: board 2 not started")
+    assert seen["units_done"] == 1 and seen["budget_s"] == 100
+
+
+def test_an_explicit_estimate_and_other_kinds_set_the_guess(bench, tmp_path):
+    rf = bench.ResultsFile(tmp_path / "r.json", {}, budget_s=100)
+    rf.done("run", 30.0)
+    assert rf.estimate("final") == 30.0  # no final yet: the median of every unit
+    assert rf.allows("final", "final", 50.0)  # given: 50 s fits
+    assert not rf.allows("final", "final", 150.0)
+
+
+def test_bad_budget_is_refused(bench, tmp_path):
+    with pytest.raises(SystemExit, match="--budget-s"):
+        bench.ResultsFile(tmp_path / "r.json", {}, budget_s=-5)
+
+
+def test_a_failed_write_keeps_the_previous_file(bench, tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    bench.write_results(out, {"n": 1}, quiet=True)
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(bench.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        bench.write_results(out, {"n": 2}, quiet=True)
+    assert json.loads(out.read_text()) == {"n": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_variant_rescaled_only_when_more_than_2x_off(bench):
+    import ranks
+
+    assert ranks.corrected_extra_us(10.0, 0.04, 0.22) == pytest.approx(10.0 * 0.04 / 0.22)  # today's overshoot
+    assert ranks.corrected_extra_us(10.0, 0.04, 0.01) == pytest.approx(40.0)  # undershoot
+    assert ranks.corrected_extra_us(10.0, 0.04, 0.07) is None  # within 2x: kept
+    assert ranks.corrected_extra_us(10.0, 0.04, 0.02) is None
+    assert ranks.corrected_extra_us(10.0, 0.04, None) is None  # a failed run: nothing to scale by
+    assert ranks.corrected_extra_us(10.0, 0.04, -0.1) is None  # noise below zero: no ratio
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_noise_tiny_budget_writes_an_incomplete_file(tmp_path):
+    out = tmp_path / "noise.json"
+    done = _run("noise.py", "--quick", "--out", str(out), "--budget-s", "0.0001")
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["stopped"].startswith("budget:")
+    assert data["tasks"][0]["runs"] == data["units_done"] == 0
+
+
+def test_verdict_time_quick_is_complete(tmp_path):
+    out = tmp_path / "vt.json"
+    done = _run(
+        "verdict_time.py", "--quick", "--repeats", "1", "--copies", "0", "--examples", "torch_mxfp4", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["complete"] is True and data["stopped"] is None and data["units_done"] == 1
+    (row,) = data["verdicts"]["submissions/torch_mxfp4.py"]
+    assert row["verdict"] == "pass" and row["cache"] == "empty"
+
+
+def test_verdict_time_budget_keeps_what_fit(tmp_path):
+    out = tmp_path / "vt.json"
+    args = ["--quick", "--repeats", "3", "--copies", "2", "--examples", "torch_mxfp4", "--budget-s", "0.5"]
+    done = _run("verdict_time.py", *args, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["stopped"].startswith("budget:")
+    rows = data["verdicts"]["submissions/torch_mxfp4.py"]
+    assert len(rows) == data["units_done"] <= 1 and "run_all" not in data  # a CPU verdict takes seconds
+    assert all(r["verdict"] == "pass" for r in rows)
