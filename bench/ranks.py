@@ -406,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     suffix = "-quick" if args.quick else ("-" + "-".join(files) if args.task else "")
     out = Path(args.out) if args.out else ROOT / "results" / "ranks" / f"ranks-{slug}{suffix}.json"
     config = {k: v for k, v in vars(args).items() if k not in ("out",)}
+    if args.calibrate_from:  # a file without the task is a usage error before anything is written
+        for task in files:
+            _calibrate_from(args.calibrate_from, task, {})
     results: list[dict[str, Any]] = []
     rf = ResultsFile(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results}, args.budget_s)
     for task, f in files.items():

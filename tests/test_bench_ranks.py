@@ -87,10 +87,14 @@ def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path)
     bad = tmp_path / "other.json"
     bad.write_text(json.dumps({"tasks": [{"task": "nvfp4_gemm", "boards": []}]}))
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--boards", "0", "--calibrate-from", str(bad)],
+        [
+            *(sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--boards", "0"),
+            *("--calibrate-from", str(bad), "--out", str(tmp_path / "ranks.json")),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 2 and "--calibrate-from" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "ranks.json").exists()  # a usage error writes nothing
