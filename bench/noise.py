@@ -169,7 +169,7 @@ def measure(task: str, path: Path, args: argparse.Namespace, rf: ResultsFile, en
     from tasks import load_task
 
     spec = load_task(task)
-    entry.update(task=spec.name, protocol=spec.timing_protocol, file=rel(path), runs=0)
+    entry.update(task=spec.name, protocol=spec.timing_protocol, file=rel(path), runs=0, same_worker=args.same_worker)
     results = []
     for k in range(args.runs):
         if not rf.allows(f"{task} run {k + 1}/{args.runs}", "run"):
@@ -180,6 +180,7 @@ def measure(task: str, path: Path, args: argparse.Namespace, rf: ResultsFile, en
             device=args.device,
             secret=secrets.token_hex(16),
             blocks=args.blocks,
+            same_worker=args.same_worker,
             max_repeats=args.max_repeats,
             max_time_s=args.max_time,
         )
@@ -199,6 +200,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help="the submission (default: the task's Triton example)")
     p.add_argument("--runs", type=int, default=3, help="whole ranked runs per task (default 3)")
     p.add_argument("--blocks", type=int, default=None, help="blocks per run (default: the harness's)")
+    p.add_argument("--same-worker", action="store_true", help="the blocks share one worker (harness run --same-worker)")
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
     p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")

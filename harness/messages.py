@@ -102,6 +102,7 @@ class Ready:
     gap_ns: float = 0.0
     window_gap_ns: dict = field(default_factory=dict)  # "held" / "opened" -> ns or None
     sandbox: dict | None = None  # what confined the worker (harness.worker.sandbox); None: no report
+    startup_s: dict = field(default_factory=dict)  # seconds per start-up step, as the worker reports them
 
     @classmethod
     def decode(cls, header: dict, payloads: list) -> Ready:
@@ -113,7 +114,19 @@ class Ready:
             gap_ns=_finite_or_none(header.get("gap_ns")) or 0.0,
             window_gap_ns={regime: _finite_or_none(window.get(regime)) for regime in ("held", "opened")},
             sandbox=dict(sandbox) if isinstance(sandbox, dict) and _report(sandbox) else None,
+            startup_s=_step_seconds(header.get("startup_s")),
         )
+
+
+STARTUP_STEPS = ("isolate", "imports", "cuda_context", "sampler", "calibrate", "task")
+
+
+def _step_seconds(steps: object) -> dict[str, float]:
+    """The known start-up steps with a finite, non-negative number of seconds; anything else is dropped."""
+    if not isinstance(steps, dict):
+        return {}
+    out = {name: _finite_or_none(steps.get(name)) for name in STARTUP_STEPS}
+    return {name: s for name, s in out.items() if s is not None and s >= 0}
 
 
 def _finite_or_none(x: object) -> float | None:

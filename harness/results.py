@@ -155,7 +155,8 @@ class SubmissionInfo:
 
 @dataclass
 class BlockRecord:
-    """One block of a run's timed cases: a fresh worker, fresh inputs, its own order of the shapes."""
+    """One block of a run's timed cases: fresh inputs, its own order of the shapes, and (unless the run
+    was given --same-worker) a fresh worker."""
 
     index: int
     seed_index: int  # the block's inputs derive from (secret, case seed, seed_index * BLOCK_STRIDE + i)
@@ -167,6 +168,7 @@ class BlockRecord:
     clocks_after: dict[str, Any] = field(default_factory=dict)
     throttled: list[str] = field(default_factory=list)  # throttle reasons seen in this block (empty: none)
     wall_s: float | None = None
+    fresh_worker: bool = True  # False: this block ran in the worker of the block before (--same-worker)
 
 
 @dataclass

@@ -67,6 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="B",
         help="timed blocks, each a fresh worker with fresh inputs and its own shape order; the score's interval comes from their spread (default: leaderboard 10 on a GPU, 3 on the CPU; other modes 1)",
     )
+    p.add_argument(
+        "--same-worker",
+        action="store_true",
+        help="the blocks share one worker (fresh inputs and shape order each, not a fresh process): faster, "
+        "and the interval leaves out what differs between processes",
+    )
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
     p.add_argument(
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         max_repeats=args.max_repeats,
         max_time_s=args.max_time,
         blocks=args.blocks,
+        same_worker=args.same_worker,
         timeout_scale=args.timeout_scale,
         memory_limit_gb=args.memory_limit_gb,
         drop_privileges=False if args.no_drop_privileges else None,

@@ -24,6 +24,7 @@ from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
 CHUNK_WARMUP_MS = 20  # GPU: the harness's own work right before every chunk of timed calls
+BLOCK_WARMUP_MS = 100  # GPU: the submission's warm-up calls before a block's first case (later cases: 3 calls)
 GATE_MISSED = (
     "the launch gate could not close for some samples (the GPU was busy); those samples include the host's launch time"
 )
@@ -63,11 +64,14 @@ class BenchmarkLoop:
         """Each case of each of ``blocks`` blocks takes its share of the stop rule (see StopRule.for_blocks)."""
         self.stop_rule = StopRule.from_options(self.ctx.opt, self.ctx.gpu, self.ctx.ranked).for_blocks(blocks)
 
-    def run_case(self, i: int, case: dict, deadline: float, block: int = 0, kernel_only: bool = True) -> CaseResult:
+    def run_case(
+        self, i: int, case: dict, deadline: float, block: int = 0, kernel_only: bool = True, first: bool = True
+    ) -> CaseResult:
         """Benchmark case ``i`` in block ``block`` (its inputs' seeds start at ``block * BLOCK_STRIDE``);
-        ``kernel_only``: also measure the kernel-only figure (the last block does)."""
+        ``kernel_only``: also measure the kernel-only figure (the last block does); ``first``: the block's
+        first case, whose warm-up brings the clocks up (later cases follow busy ones)."""
         c = self._plan(i, case, block)
-        ended = self._warm_up(c, deadline)
+        ended = self._warm_up(c, deadline, BLOCK_WARMUP_MS if first and self.ctx.gpu else 0)
         if ended is not None:
             return ended
         return self._time(c, deadline, kernel_only)
@@ -89,9 +93,9 @@ class BenchmarkLoop:
             )
         return _Case(i, spec, label, per_call, batch, result, block * BLOCK_STRIDE)
 
-    def _warm_up(self, c: _Case, deadline: float) -> CaseResult | None:
-        """Warm-up calls bring the clocks up before the timed calls; the ended case when the reply ends it.
-        In ranked runs they use an input of their own (slot 0), never one that is timed afterwards;
+    def _warm_up(self, c: _Case, deadline: float, min_ms: int) -> CaseResult | None:
+        """Warm-up calls (at least 3 on a GPU, and ``min_ms``) compile the shape's kernels and bring the
+        clocks up before the timed calls; the ended case when the reply ends it. In ranked runs they use an input of their own (slot 0), never one that is timed afterwards;
         unranked runs reuse one fixed set of inputs for every sample of the case."""
         ranked = self.ctx.ranked
         if ranked:
@@ -103,7 +107,7 @@ class BenchmarkLoop:
             data = 0
         reply = self.session.request(
             "timing",
-            Warmup(data=data, min_calls=3 if self.ctx.gpu else 1, min_ms=100 if self.ctx.gpu else 0),
+            Warmup(data=data, min_calls=3 if self.ctx.gpu else 1, min_ms=min_ms),
             deadline,
             f"warming up {c.label}",
             WarmedUp,

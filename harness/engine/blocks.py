@@ -148,14 +148,16 @@ class TimedBlocks:
         t0 = time.monotonic()
         record = BlockRecord(
             index=b, seed_index=b, order=order, shape_means_us=[], samples=[], score_us=None,
-            clocks_before=self.loop.read_clocks(),
+            clocks_before=self.loop.read_clocks(), fresh_worker=b == 0 or not self.ctx.opt.same_worker,
         )  # fmt: skip
         self.records.append(record)
         self._pending = list(order)
         benchmarks = self.ctx.task.benchmarks
         ok = True
         for i in order:
-            case = self.loop.run_case(i, benchmarks[i], deadline, block=b, kernel_only=b == self.count - 1)
+            case = self.loop.run_case(
+                i, benchmarks[i], deadline, block=b, kernel_only=b == self.count - 1, first=i == order[0]
+            )
             self.parts[i].append(case)
             self._pending.remove(i)
             if case.verdict != PASS:

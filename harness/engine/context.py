@@ -17,10 +17,18 @@ from tasks.registry import Task
 
 
 class Phases:
-    """Where the run's wall time went: seconds per named phase (``RunResult.phases_s``)."""
+    """Where the run's wall time went: seconds per named phase (``RunResult.phases_s``). A name with a
+    dot is a part of the phase before the dot (``worker_start.cuda_context``), already counted there."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def top_level_total(self) -> float:
+        """The seconds of the phases that are not parts of another."""
+        return sum(s for name, s in self.seconds.items() if "." not in name)
 
     @contextmanager
     def measure(self, name: str) -> Iterator[None]:
@@ -29,7 +37,7 @@ class Phases:
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            self.add(name, time.perf_counter() - t0)
 
 
 @dataclass

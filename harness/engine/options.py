@@ -20,6 +20,7 @@ class RunOptions:
     secret: str | None = None  # leaderboard: secret seed (see harness.engine.seeds)
     max_repeats: int | None = None  # per benchmark case; default 100 on a GPU, 10 on the CPU
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
+    same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
     max_time_s: float | None = None  # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
     wall_cap_s: float | None = None  # wall time per case; default 120 s, CPU 30 s
     target_rel_err: float = 0.001  # stop when stderr / mean is below this (0.1%)

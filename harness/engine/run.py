@@ -184,8 +184,9 @@ class Run:
 
     def _renew(self, deadline: float) -> None:
         """A fresh worker for the next block (every worker of the run writes to the same capture files,
-        so the last stop returns all of their output)."""
-        renew_worker(self._session(), deadline)
+        so the last stop returns all of their output); none with --same-worker."""
+        if not self.ctx.opt.same_worker:
+            renew_worker(self._session(), deadline)
 
     def _tests(self, inputs: Inputs, checker: Checker, deadline: float) -> bool:
         """Runs every test case; True when all passed (a rejection stops at once)."""
@@ -272,6 +273,6 @@ class Run:
         result.warnings = ctx.warnings
         result.sandbox = self.session.sandbox if self.session is not None else None
         result.finished_at, result.wall_s = _now(), time.monotonic() - t0
-        ctx.phases.seconds["other"] = max(0.0, result.wall_s - sum(ctx.phases.seconds.values()))
+        ctx.phases.seconds["other"] = max(0.0, result.wall_s - ctx.phases.top_level_total())
         result.phases_s = dict(ctx.phases.seconds)
         return result

@@ -41,6 +41,8 @@ class WorkerSession:
             self.ctx.warnings.append(self.sup.pool_warning)
         ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
         self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
+        for step, seconds in ready.startup_s.items():  # parts of worker_start, as the worker timed them
+            self.ctx.phases.add(f"worker_start.{step}", seconds)
         # sent before the import, like the calibration: the submission cannot shape it
         self.sandbox = (
             ready.sandbox if ready.sandbox is not None else {"landlock_error": "the worker sent no sandbox report"}

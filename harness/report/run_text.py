@@ -97,7 +97,8 @@ def render_blocks(result: RunResult) -> list[str]:
     scores = ", ".join(f"{b.score_us:.3f}" if b.score_us is not None else "-" for b in blocks)
     si = result.score_interval
     spread = f"; spread {100 * si.spread:.2f}%" if si is not None and si.spread is not None else ""
-    line = f"blocks: {len(blocks)} (fresh worker and inputs each), block scores (us): {scores}{spread}"
+    renews = "fresh worker and inputs each" if all(b.fresh_worker for b in blocks) else "one worker, fresh inputs each"
+    line = f"blocks: {len(blocks)} ({renews}), block scores (us): {scores}{spread}"
     throttled = [str(b.index + 1) for b in blocks if b.throttled]
     if throttled:
         line += f"; measured while throttled: block {', '.join(throttled)}"

@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -98,7 +99,9 @@ def _change_user(cfg: WorkerConfig, report: dict, confine: bool) -> str:
 
 
 def start(conn: Connection, cfg: WorkerConfig) -> None:
+    t0 = time.perf_counter()
     confinement = _isolate(cfg)
+    t1 = time.perf_counter()
     from harness.worker.main import worker_main
 
-    worker_main(conn, cfg, confinement)
+    worker_main(conn, cfg, confinement, {"isolate": t1 - t0, "imports": time.perf_counter() - t1})

@@ -125,14 +125,28 @@ def _error_reply(exc: BaseException, shown: dict[str, str] | None = None) -> Rep
 
 
 class Worker:
-    def __init__(self, cfg: WorkerConfig, conn: Connection):
+    def __init__(self, cfg: WorkerConfig, conn: Connection, startup_s: dict[str, float] | None = None):
+        """``startup_s``: seconds per start-up step, this constructor's steps added (the ready message)."""
         self.cfg = cfg
         self.conn = conn
         self.device = torch.device(cfg.device)
+        self.startup_s = startup_s if startup_s is not None else {}
+        step = time.perf_counter()
+
+        def took(name: str) -> None:
+            nonlocal step
+            now = time.perf_counter()
+            self.startup_s[name] = now - step
+            step = now
+
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            torch.empty(1, device=self.device)  # the CUDA context, created here rather than in the sampler
+        took("cuda_context")
         self.sampler = Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
+        took("sampler")
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
+        took("calibrate")
         self.kernel: Kernel | None = None
         self.task_module: Any = None
         self.task_error = "the worker was given no task to generate inputs with"
@@ -145,6 +159,7 @@ class Worker:
                     f"({_describe_exception(exc)}); it must be readable by the worker's user"
                 )
         self.slots: list[tuple[Any, ...]] = []  # input tuples generated on request (Generate), named by index
+        took("task")
         self._baseline = originals.snapshot(self)  # before the submission is imported
 
     def _shown_names(self) -> dict[str, str]:
@@ -352,9 +367,12 @@ def _snapshot(out: object) -> Snapshot:
     return meta, None
 
 
-def worker_main(conn: Connection, cfg: WorkerConfig, confinement: dict[str, Any]) -> None:
-    """Runs after :func:`harness.worker.entry.start` has confined the process (``confinement``: its report)."""
-    worker = Worker(cfg, conn)
+def worker_main(
+    conn: Connection, cfg: WorkerConfig, confinement: dict[str, Any], startup_s: dict[str, float] | None = None
+) -> None:
+    """Runs after :func:`harness.worker.entry.start` has confined the process (``confinement``: its report;
+    ``startup_s``: the seconds its steps took)."""
+    worker = Worker(cfg, conn, startup_s)
     # the calibration goes out before the submission is imported: the parent keeps these figures, so
     # a submission that changes them in the worker changes nothing
     protocol.send(
@@ -366,6 +384,7 @@ def worker_main(conn: Connection, cfg: WorkerConfig, confinement: dict[str, Any]
             "gap_ns": worker.gap_ns,
             "window_gap_ns": dict(worker.sampler.window_gap_ns),
             "sandbox": confinement,
+            "startup_s": worker.startup_s,
         },
     )
     while True:
