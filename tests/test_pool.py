@@ -376,3 +376,39 @@ def test_a_signal_while_a_worker_is_forked_leaves_no_worker_and_the_next_fork_re
     second = _run(sub)
     assert second.verdict == PASS and second.sandbox["started_by"] == "pool", second.warnings
     assert pool.server_pid == server
+
+
+def test_a_server_whose_imports_leave_cuda_unusable_in_a_fork_is_refused_at_once(tmp_path, monkeypatch):
+    """On a GPU, a preloaded module that asks ``torch.cuda.is_available()`` leaves torch refusing CUDA in
+    every forked child (harness.worker.captured does, so the server must not preload it). The server's
+    probe child finds that before any worker is forked, and the pool says why it is not used. Here a
+    preloaded module puts torch in that state by hand (a CPU has no CUDA to poison)."""
+    from harness.engine.pool import PRELOAD, WorkerPool
+    from harness.engine.supervisor import Supervisor
+    from harness.worker.config import WorkerConfig
+
+    (tmp_path / "poisons_forks.py").write_text("import torch\ntorch.cuda._is_in_bad_fork = lambda: True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    poisoned = WorkerPool(preload=PRELOAD + ("poisons_forks",))
+    try:
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
+        cfg = WorkerConfig(
+            submission_path=str(run / "submission.py"),
+            compat_dir=str(tmp_path),
+            device="cpu",
+            l2_bytes=None,
+            hide_bytes=0,
+            stdout_path=str(run / "stdout.txt"),
+            stderr_path=str(run / "stderr.txt"),
+            run_dir=str(run),
+        )
+        sup = Supervisor(cfg, memory_limit_bytes=8 << 30)
+        sup.start(time.monotonic() + 120, poisoned)
+        assert sup.started_by == "spawn"
+        assert "initialized CUDA" in (poisoned.broken or ""), poisoned.broken
+        assert "initialized CUDA" in (sup.pool_warning or ""), sup.pool_warning
+        sup.stop()
+    finally:
+        poisoned.close()

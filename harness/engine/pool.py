@@ -31,8 +31,9 @@ from harness.engine.seeds import SECRET_ENV
 from harness.worker.config import WorkerConfig
 from harness.worker.zygote import MAX_REQUEST_BYTES, ForkRequest
 
-# what every worker needs, imported once by the server: torch, triton, the worker's own modules
-PRELOAD = ("torch", "triton", "harness.worker.main")
+# what every worker needs, imported once by the server (not the worker's own modules: harness.worker.captured
+# asks torch whether CUDA is available, and on a GPU that alone leaves torch unusable in a forked child)
+PRELOAD = ("torch", "triton")
 # and on a GPU what Triton imports at a worker's first kernel launch (about 0.1 s in each worker on the H200)
 GPU_PRELOAD = ("triton.experimental.gluon", "triton.backends.nvidia.driver")
 READY_TIMEOUT_S = 120.0  # the server's own imports (torch alone: 4-5 s on the H200; minutes on a loaded CPU)
@@ -220,7 +221,7 @@ class WorkerPool:
         reply = self._receive(READY_TIMEOUT_S)
         loaded = {str(k): str(v) for k, v in reply["loaded"].items()}
         if reply.get("cuda"):
-            raise ValueError("the server created a CUDA context while importing (forked workers could not use it)")
+            raise ValueError("the server initialized CUDA while importing (forked workers could not use it)")
         failed = [f"{k} ({v})" for k, v in loaded.items() if v.startswith("error") and k == "torch"]
         if failed:
             raise ValueError("the server could not import " + ", ".join(failed))

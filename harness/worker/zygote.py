@@ -93,8 +93,19 @@ def _preload(names: list[str]) -> dict[str, str]:
 
 
 def _cuda_initialized() -> bool:
+    """Whether a forked child could not use CUDA: torch initialized it here, or something asked the CUDA
+    runtime a question (``torch.cuda.is_available()`` on a GPU), after which torch refuses CUDA in a
+    forked child. A probe child answers the second."""
     torch = sys.modules.get("torch")
-    return bool(torch is not None and torch.cuda.is_initialized())
+    if torch is None:
+        return False
+    if torch.cuda.is_initialized():
+        return True
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
 
 
 def _adopt(request: ForkRequest, fds: list[int]) -> Connection:
