@@ -389,7 +389,7 @@ def test_a_server_whose_imports_leave_cuda_unusable_in_a_fork_is_refused_at_once
 
     (tmp_path / "poisons_forks.py").write_text("import torch\ntorch.cuda._is_in_bad_fork = lambda: True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    poisoned = WorkerPool(preload=PRELOAD + ("poisons_forks",))
+    poisoned = WorkerPool(preload=(*PRELOAD, "poisons_forks"))
     try:
         run = tmp_path / "run"
         run.mkdir()
