@@ -10,10 +10,11 @@ Finals: each is a final scoring (``harness.engine.final``) of the example, one c
 on the CPU; calibrated from the first board's per-shape means so that the task's score grows by the
 slowdown). A final passes when the variant is ranked below the original (not tied with it) and the copy
 is tied with the original. The variant's slowdown is measured separately before the finals, by one ranked
-run of the original and one of the variant; when it is more than 2x off the target (--cycles-per-us is only
-a guess of the GPU's clock), the extra time per call is re-scaled by target/measured once and measured
-again (both attempts in the file), and the finals use the corrected variant. The finals' own scores
-measure it again.
+run of the original and one of the variant; when it is more than 2x off the target, it is corrected once
+and measured again (both attempts in the file), and the finals use the corrected variant: too slow, one
+call in ``every`` is slowed (a GPU sleep costs a kernel launch, about 2 us on the H200, however short);
+too fast, the extra time grows by target/measured (--cycles-per-us is only a guess of the GPU's clock).
+The finals' own scores measure it again.
 
 The results file is written after every board, slowdown measurement and final (``"complete": false``
 until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
@@ -38,7 +39,7 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,16 @@ GPU_VARIANT = """
 import torch as _bench_torch
 
 _BENCH_SLEEP_CYCLES = {cycles}
+_BENCH_EVERY = {every}
+_bench_calls = 0
 
 
-def custom_kernel(data):  # the example, then a calibrated GPU sleep on the same stream (bench/ranks.py)
+def custom_kernel(data):  # the example, then a calibrated GPU sleep after one call in _BENCH_EVERY (bench/ranks.py)
+    global _bench_calls
     out = _bench_original_kernel(data)
-    _bench_torch.cuda._sleep(_BENCH_SLEEP_CYCLES)
+    _bench_calls += 1
+    if _bench_calls % _BENCH_EVERY == 0:
+        _bench_torch.cuda._sleep(_BENCH_SLEEP_CYCLES)
     return out
 """
 CPU_VARIANT = """
@@ -61,15 +67,28 @@ CPU_VARIANT = """
 import time as _bench_time
 
 _BENCH_SPIN_S = {seconds!r}
+_BENCH_EVERY = {every}
+_bench_calls = 0
 
 
-def custom_kernel(data):  # the example, then a calibrated host spin (bench/ranks.py --quick)
+def custom_kernel(data):  # the example, then a calibrated host spin after one call in _BENCH_EVERY (bench/ranks.py --quick)
+    global _bench_calls
     out = _bench_original_kernel(data)
-    end = _bench_time.perf_counter() + _BENCH_SPIN_S
-    while _bench_time.perf_counter() < end:
-        pass
+    _bench_calls += 1
+    if _bench_calls % _BENCH_EVERY == 0:
+        end = _bench_time.perf_counter() + _BENCH_SPIN_S
+        while _bench_time.perf_counter() < end:
+            pass
     return out
 """
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How the slower variant is made: ``extra_us`` more after one call in ``every``."""
+
+    extra_us: float
+    every: int = 1
 
 
 def extra_per_call_us(shape_means_us: list[float], rule: str, slowdown: float) -> float:
@@ -87,14 +106,14 @@ def extra_per_call_us(shape_means_us: list[float], rule: str, slowdown: float) -
     return hi
 
 
-def write_variant(src: Path, dest: Path, extra_us: float, gpu: bool, cycles_per_us: float) -> dict[str, Any]:
+def write_variant(src: Path, dest: Path, v: Variant, gpu: bool, cycles_per_us: float) -> dict[str, Any]:
     text = src.read_text().replace("def custom_kernel(", "def _bench_original_kernel(")
     if gpu:
-        cycles = max(1, round(extra_us * cycles_per_us))
-        copy_file(src, dest, 2, text + GPU_VARIANT.format(cycles=cycles))
-        return {"extra_us": extra_us, "sleep_cycles": cycles}
-    copy_file(src, dest, 2, text + CPU_VARIANT.format(seconds=extra_us / 1e6))
-    return {"extra_us": extra_us, "spin_s": extra_us / 1e6}
+        cycles = max(1, round(v.extra_us * cycles_per_us))
+        copy_file(src, dest, 2, text + GPU_VARIANT.format(cycles=cycles, every=v.every))
+        return {"extra_us": v.extra_us, "every": v.every, "sleep_cycles": cycles}
+    copy_file(src, dest, 2, text + CPU_VARIANT.format(seconds=v.extra_us / 1e6, every=v.every))
+    return {"extra_us": v.extra_us, "every": v.every, "spin_s": v.extra_us / 1e6}
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -182,23 +201,27 @@ def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespac
     return {"scores_us": scores, "slowdown": ratio}
 
 
-def corrected_extra_us(extra_us: float, target: float, measured: float | None) -> float | None:
-    """``extra_us`` re-scaled by target/measured when the measured slowdown is off the target by more than a
-    factor of 2 (asked 4%, got 22%: the sleep's cycles-per-us guess was wrong); None when no correction is
-    due, or none can be computed (a failed run, or a measured slowdown <= 0)."""
+def corrected_variant(v: Variant, target: float, measured: float | None) -> Variant | None:
+    """The variant corrected once when its measured slowdown is off the target by more than a factor of 2;
+    None when no correction is due, or none can be computed (a failed run, or a measured slowdown <= 0).
+    Too slow: one call in more is slowed (a slowed call costs at least a kernel launch, about 2 us on the
+    H200: asked 4%, a GPU sleep of 0.08 us per call still gave 18.5%, ``results/ranks/``), so fewer calls
+    are slowed rather than each by less. Too fast: each slowed call gets target/measured times more."""
     if measured is None or not math.isfinite(measured) or measured <= 0 or target <= 0:
         return None
     if target / 2 <= measured <= target * 2:
         return None
-    return extra_us * target / measured
+    if measured > target:
+        return replace(v, every=v.every * max(2, round(measured / target)))
+    return replace(v, extra_us=v.extra_us * target / measured)
 
 
 def calibrate(
-    task: str, src: Path, extra: float, args: argparse.Namespace, rf: ResultsFile, entry: dict
-) -> float | None:
+    task: str, src: Path, variant: Variant, args: argparse.Namespace, rf: ResultsFile, entry: dict
+) -> Variant | None:
     """The variant's slowdown measured apart from the finals, before them; when it is off the target by more
-    than a factor of 2, the extra time per call is re-scaled once and measured again (both attempts are
-    recorded). Returns the extra time the finals use (None: the budget stopped it)."""
+    than a factor of 2, the variant is corrected once (``corrected_variant``) and measured again (both
+    attempts are recorded). Returns the variant the finals use (None: the budget stopped it)."""
     gpu = args.device != "cpu"
     attempts: list[dict[str, Any]] = []
     sep: dict[str, Any] = {"attempts": attempts, "corrected": False}
@@ -210,20 +233,20 @@ def calibrate(
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="ranks-slowdown-") as tmp:
             orig = copy_file(src, Path(tmp) / "orig.py", 0)
-            variant = write_variant(src, Path(tmp) / "slow.py", extra, gpu, args.cycles_per_us)
+            written = write_variant(src, Path(tmp) / "slow.py", variant, gpu, args.cycles_per_us)
             measured = measured_slowdown(task, orig, Path(tmp) / "slow.py", args)
-        attempts.append({**measured, "variant": variant})
-        sep.update(scores_us=measured["scores_us"], slowdown=measured["slowdown"], variant=variant)
+        attempts.append({**measured, "variant": written})
+        sep.update(scores_us=measured["scores_us"], slowdown=measured["slowdown"], variant=written)
         rf.done("slowdown", time.monotonic() - t0)
         say(
             f"{task}: variant slowdown measured separately: {_pct(measured['slowdown'])} (target {_pct(args.slowdown)})"
         )
-        fixed = corrected_extra_us(extra, args.slowdown, measured["slowdown"])
+        fixed = corrected_variant(variant, args.slowdown, measured["slowdown"])
         if fixed is None or attempt == 2:
             break
-        say(f"{task}: more than 2x off the target: extra per call {extra:.3g} -> {fixed:.3g} us, measured again")
-        extra, sep["corrected"] = fixed, True
-    return extra
+        say(f"{task}: more than 2x off the target: {variant} -> {fixed}, measured again")
+        variant, sep["corrected"] = fixed, True
+    return variant
 
 
 def _per_run(entry: dict, args: argparse.Namespace) -> float:
@@ -247,10 +270,14 @@ def finals(
     gpu = args.device != "cpu"
     out: list[dict[str, Any]] = []
     entry.update(slowdown_target=args.slowdown, finals=out, finals_passed=0, median_final_slowdown=None)
-    start = (entry.get("calibrated_from") or {}).get("extra_us")  # an earlier call's (corrected) variant
-    start = start or extra_per_call_us(shape_means, spec.ranking_by, args.slowdown)
-    extra = calibrate(task, src, start, args, rf, entry)
-    if extra is None:
+    earlier = entry.get("calibrated_from") or {}  # an earlier call's (corrected) variant
+    start = (
+        Variant(earlier["extra_us"], earlier.get("every") or 1)
+        if earlier.get("extra_us")
+        else Variant(extra_per_call_us(shape_means, spec.ranking_by, args.slowdown))
+    )
+    chosen = calibrate(task, src, start, args, rf, entry)
+    if chosen is None:
         return
     options = block_options(_options(args), gpu)
     device = machine(args.device)["device"]
@@ -266,7 +293,7 @@ def finals(
         with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
             folder = Path(tmp)
             paths = [copy_file(src, folder / "orig.py", 0), copy_file(src, folder / "copy.py", 1)]
-            variant = write_variant(src, folder / "slow.py", extra, gpu, args.cycles_per_us)
+            variant = write_variant(src, folder / "slow.py", chosen, gpu, args.cycles_per_us)
             paths.append(folder / "slow.py")
             entries = [(hashlib.sha256(p.read_bytes()).hexdigest(), p.stem, str(p)) for p in paths]
             plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
@@ -377,6 +404,7 @@ def _calibrate_from(path: str, task: str, entry: dict[str, Any]) -> list[float]:
         "file": rel(path),
         "median_board_wall_s": prev.get("median_board_wall_s"),
         "extra_us": variant.get("extra_us"),
+        "every": variant.get("every"),
         "slowdown": (prev.get("slowdown_measured_separately") or {}).get("slowdown"),
     }
     return means
