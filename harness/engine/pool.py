@@ -39,6 +39,7 @@ GPU_PRELOAD = ("triton.experimental.gluon", "triton.backends.nvidia.driver")
 READY_TIMEOUT_S = 120.0  # the server's own imports (torch alone: 4-5 s on the H200; minutes on a loaded CPU)
 FORK_TIMEOUT_S = 10.0
 PR_SET_CHILD_SUBREAPER = 36
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")  # NVIDIA's driver, AMD's ROCm
 DISABLE_ENV = "HARNESS_NO_WORKER_POOL"  # set to 1: every worker is spawned (a fresh interpreter)
 
 # never in a worker's environment: the secret, and the results store's URL (it may carry a password)
@@ -315,13 +316,16 @@ def shared_pool(interpret: bool = False) -> WorkerPool | None:
 
 def warm_shared_pool(device: str | None = None) -> None:
     """Starts this process's pool for runs on ``device`` (a name, as --device takes it; None: the one a
-    run picks) now, so its imports overlap with the caller's own work."""
-    from harness.engine.device import select_device
-
-    try:
-        interpret = select_device(device).type == "cpu"
-    except Exception:  # a bad --device is reported by the run itself
-        return
+    run picks) now, so its imports overlap with the caller's own. Torch-free (the caller has not imported
+    torch yet when the CLI calls this): "auto" means a GPU where the system has a GPU driver's device
+    node. A wrong guess only costs an idle server: the run warms the pool its device needs."""
+    name = (device or "auto").strip().lower()
+    if name == "auto":
+        interpret = not any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+    elif name == "cpu" or name.startswith("cuda"):
+        interpret = name == "cpu"
+    else:
+        return  # a bad --device is reported by the run itself
     pool = shared_pool(interpret)
     if pool is not None:
         pool.warm()

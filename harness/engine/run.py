@@ -81,18 +81,22 @@ class Run:
         )
         self._announce()
         warm_shared_pool(str(ctx.device))  # the pool's server imports torch while we scan and prepare
-        if ctx.ranked and ctx.opt.scan_policy != "off" and self._scan_rejects(result):
-            return result
+        if ctx.ranked and ctx.opt.scan_policy != "off":
+            with ctx.phases.measure("scan"):
+                rejected = self._scan_rejects(result)
+            if rejected:
+                return result
         memory_limit = memory_limit_bytes(ctx.opt.memory_limit_gb)
         interrupted = False
         try:
-            self.sandbox = Sandbox(
-                self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings, info=ctx.info
-            )
-            self.sandbox.config.hide_harness = ctx.ranked  # as on the competition's machines
-            self.session = WorkerSession(ctx, self.sandbox.config, memory_limit)
-            inputs, checker = Inputs(ctx, self.session), Checker(ctx)
-            self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
+            with ctx.phases.measure("prepare"):  # the run folder, the compile cache's entry, NVML
+                self.sandbox = Sandbox(
+                    self.path, ctx.task, ctx.device, ctx.info.l2_bytes, ctx.opt, ctx.warnings, info=ctx.info
+                )
+                self.sandbox.config.hide_harness = ctx.ranked  # as on the competition's machines
+                self.session = WorkerSession(ctx, self.sandbox.config, memory_limit)
+                inputs, checker = Inputs(ctx, self.session), Checker(ctx)
+                self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
             deadline = ctx.deadline(verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked))
             self.session.start(deadline)
             if self._import(result, deadline):
@@ -229,7 +233,8 @@ class Run:
                     result.stdout_cut_bytes, result.stderr_cut_bytes = self.session.output_cut_bytes()
         finally:  # a signal during the stop must not leave the run folder behind
             if self.sandbox is not None:
-                self.sandbox.remove()
+                with self.ctx.phases.measure("folder_remove"):
+                    self.sandbox.remove()
 
     def _interval(self, result: RunResult) -> None:
         """The score's interval: from the block scores, else (one block) a bootstrap over the samples."""
