@@ -114,3 +114,78 @@ def test_a_root_every_worker_can_read_is_refused(tmp_path, monkeypatch):
     monkeypatch.undo()
     if isolation_possible():
         assert entry_for(str(tmp_path / "cache"), b"x", chain, for_nobody=False) is not None
+
+
+PLANTS_IN_THE_HARNESS_KERNELS = """
+import json, os
+_own = os.environ["TRITON_CACHE_DIR"]
+_kernels = __KERNELS__
+def _try(fn):
+    try:
+        return ["allowed", fn()]
+    except OSError as exc:
+        return [type(exc).__name__, str(exc)]
+def _plant():
+    os.makedirs(_kernels, exist_ok=True)
+    with open(os.path.join(_kernels, "planted.bin"), "w") as f:
+        f.write("a launch gate that opens early")
+def _write_own():
+    with open(os.path.join(_own, "mine.bin"), "w") as f:
+        f.write("mine")
+print(json.dumps({
+    "own": _own,
+    "list_kernels": _try(lambda: os.listdir(_kernels)),
+    "write_kernels": _try(_plant),
+    "write_own": _try(_write_own),
+}))
+"""
+
+
+@needs_isolation
+def test_a_submission_cannot_replace_the_harness_own_kernels_in_their_cache(tmp_path):
+    """The launch gate's and the device clock's kernels are compiled into an entry of their own while the
+    worker starts; the worker seals it read-only before importing the submission. Their path is no secret
+    (their source and the toolchain are public): a submission that writes there would time its next
+    blocks, and every later run on the machine, with a gate of its own."""
+    import torch
+
+    from harness.engine.compile_cache import harness_kernels_source
+    from harness.engine.device import device_info
+
+    chain = Toolchain.here(device_info(torch.device("cpu")), "")
+    kernels = tmp_path / "cache" / cache_key(harness_kernels_source(), chain) / "triton"
+    sub = _submission(tmp_path, "attacker.py", PLANTS_IN_THE_HARNESS_KERNELS.replace("__KERNELS__", repr(str(kernels))))
+    result = _run(sub, tmp_path / "cache")
+    seen = _report(result)
+    assert kernels.is_dir(), "the run made no entry for the harness's kernels"
+    assert result.sandbox["harness_kernels_cache"] == "sealed", result.sandbox
+    assert seen["write_own"][0] == "allowed", seen  # the attack ran, and its own entry stays writable
+    assert seen["list_kernels"][0] == "allowed", seen  # reading the harness's kernels gives nothing away
+    assert seen["write_kernels"][0] == "PermissionError", seen
+    assert not (kernels / "planted.bin").exists()
+    assert result.verdict == PASS, result.message
+
+
+@needs_isolation
+@pytest.mark.gpu
+def test_on_a_gpu_the_harness_kernels_compile_into_their_own_entry_and_not_the_submissions(tmp_path):
+    import torch
+
+    from harness.engine.compile_cache import harness_kernels_source
+    from harness.engine.device import device_info
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    sub = _submission(tmp_path, "victim.py", LEAVES_A_KERNEL)
+    result = run_submission(
+        sub, MXFP4_SMALL, "test", RunOptions(device="cuda", max_repeats=3, triton_cache_dir=str(tmp_path / "cache"))
+    )
+    assert result.verdict == PASS, result.message
+    assert result.sandbox["harness_kernels_cache"] == "sealed", result.sandbox
+    chain = Toolchain.here(device_info(torch.device("cuda")), "")
+    kernels = tmp_path / "cache" / cache_key(harness_kernels_source(), chain) / "triton"
+    own = Path(_report(result)["own"])
+    names = lambda folder: {p.name for p in folder.rglob("*") if p.is_file()}  # noqa: E731
+    if result.timing_method and result.timing_method.startswith("launch gate"):
+        assert any(n.startswith("gate_kernel") for n in names(kernels)), sorted(names(kernels))
+    assert not any(n.startswith(("gate_kernel", "stamp_kernel")) for n in names(own)), sorted(names(own))

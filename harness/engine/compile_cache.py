@@ -7,6 +7,12 @@ neither read another's compiled kernels nor plant its own in another's entry. Th
 submission's bytes with everything a compiled artifact depends on (Python, torch, its CUDA or HIP,
 triton, the device and its capability, the task): a changed file, or a new toolchain, is a new entry.
 
+The harness's own kernels (the launch gate, the device clock's stamps) get an entry of their own, keyed by
+their source and the toolchain: a worker compiles them there while it starts, before the submission is
+imported, and then seals that entry read-only (``harness.worker.sandbox.seal``). Were they compiled into
+the submission's entry, a submission could replace their binaries there, and the next worker (its next
+block, its next run) would time with a gate or a clock the submission wrote.
+
 Where the isolation cannot hold (no Landlock on this kernel), a per-run folder replaces the cache.
 """
 
@@ -108,6 +114,12 @@ class CacheEntry:
     @property
     def torch_extensions(self) -> str:
         return os.path.join(self.folder, "torch_extensions")
+
+
+def harness_kernels_source() -> bytes:
+    """What the harness's own kernels are compiled from (their entry's key): the launch gate's and the
+    device clock's, in ``harness.worker.gate_kernel``."""
+    return (Path(__file__).resolve().parent.parent / "worker" / "gate_kernel.py").read_bytes()
 
 
 def entry_for(root: str | None, source: bytes, toolchain: Toolchain, for_nobody: bool) -> CacheEntry | None:

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import torch
 
-from harness.engine.compile_cache import CacheEntry, Toolchain, entry_for
+from harness.engine.compile_cache import CacheEntry, Toolchain, entry_for, harness_kernels_source
 from harness.engine.privileges import first_blocking_folder, needed_paths
 from harness.results import DeviceInfo
 from harness.worker.config import WorkerConfig
@@ -73,7 +73,8 @@ class Sandbox:
                     "entry from another's, a folder every worker may read, or one the worker's user cannot "
                     "enter); this run compiles into its own folder"
                 )
-            cached = [self.cache.folder] if self.cache is not None else []
+            harness_kernels = self._harness_kernels_entry(task, opt, info, drop) if self.cache is not None else None
+            cached = [e.folder for e in (self.cache, harness_kernels) if e is not None]
             triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
             extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
             uid = self._run_as(drop, [self.folder, *cached], warnings, root_asked=opt.drop_privileges is False)
@@ -94,6 +95,7 @@ class Sandbox:
                 sandbox_readable=_task_dirs(task),
                 sandbox_writable=cached,
                 submission_name=str(submission),
+                harness_kernels_dir=harness_kernels.triton if harness_kernels is not None else None,
             )
         except BaseException:  # an error, or a signal's exception (run-all's Stopped): no folder left behind
             self.remove()
@@ -108,6 +110,14 @@ class Sandbox:
         with open(copy, "rb") as f:
             source = f.read()
         return entry_for(opt.triton_cache_dir, source, Toolchain.here(info, str(task.name)), for_nobody=drop)
+
+    @staticmethod
+    def _harness_kernels_entry(task: Any, opt: Any, info: DeviceInfo | None, drop: bool) -> CacheEntry | None:
+        """The entry of the harness's own kernels (harness.engine.compile_cache), beside the submissions'."""
+        if info is None:
+            return None
+        chain = Toolchain.here(info, "")
+        return entry_for(opt.triton_cache_dir, harness_kernels_source(), chain, for_nobody=drop)
 
     def _environment(self, triton_cache: str, extensions: str, gpu: bool) -> dict[str, str]:
         # Temporary files stay inside the run's own directory: writable after the drop to 'nobody'

@@ -24,5 +24,8 @@ class WorkerConfig:
     run_dir: str | None = None  # the run's own folder: the worker's cwd and its only writable place
     sandbox_readable: list = field(default_factory=list)  # besides the Python install, the system, the harness
     sandbox_writable: list = field(default_factory=list)  # besides the run folder (a shared Triton cache)
+    # the harness's own kernels' Triton cache (the launch gate's, the device clock's): written only while the
+    # worker starts, before the submission is imported, then sealed read-only (harness.worker.sandbox.seal)
+    harness_kernels_dir: str | None = None
     hide_harness: bool = False  # ranked runs: the harness's own packages fenced off (harness.worker.imports)
     confine: bool = True  # False only in bench/sandbox_overhead.py (no CLI/option)

@@ -11,6 +11,7 @@ give away no more than the inputs themselves).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import os
@@ -143,10 +144,12 @@ class Worker:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # the CUDA context, created here rather than in the sampler
         took("cuda_context")
-        self.sampler = Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
+        with _own_kernels_cache(cfg):  # the gate's and the clock's kernels compile here, not in the submission's
+            self.sampler = Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         took("sampler")
         self.gap_ns = self.sampler.calibrate() if self.device.type == "cuda" else 0.0
         took("calibrate")
+        self.kernels_cache = sandbox.seal(cfg)  # before any submission code: its cache becomes read-only
         self.kernel: Kernel | None = None
         self.task_module: Any = None
         self.task_error = "the worker was given no task to generate inputs with"
@@ -360,6 +363,23 @@ class Worker:
         return True
 
 
+@contextlib.contextmanager
+def _own_kernels_cache(cfg: WorkerConfig) -> Iterator[None]:
+    """Triton's cache is the harness's own kernels' entry inside the block, the submission's after it."""
+    if not cfg.harness_kernels_dir:
+        yield
+        return
+    submissions = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = cfg.harness_kernels_dir
+    try:
+        yield
+    finally:
+        if submissions is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = submissions
+
+
 def _snapshot(out: object) -> Snapshot:
     meta = protocol.describe_output(out)
     if meta["kind"] == "tensor" and isinstance(out, torch.Tensor):  # describe_output: exactly a Tensor
@@ -383,7 +403,7 @@ def worker_main(
             "pid": os.getpid(),
             "gap_ns": worker.gap_ns,
             "window_gap_ns": dict(worker.sampler.window_gap_ns),
-            "sandbox": confinement,
+            "sandbox": {**confinement, "harness_kernels_cache": worker.kernels_cache},
             "startup_s": worker.startup_s,
         },
     )

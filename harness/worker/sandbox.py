@@ -269,6 +269,23 @@ def confine(
     return report
 
 
+def seal(cfg: Any) -> str:
+    """Makes the harness's own kernels' cache (``cfg.harness_kernels_dir``) read-only for this process and
+    every thread and process it starts from now on: a second Landlock layer that allows what the first did,
+    less writing there. Called once the worker has compiled those kernels, before the submission is
+    imported. Returns what it did, for the sandbox report; raises LandlockError (the worker then does not
+    start: its kernels' cache would stay writable)."""
+    if not cfg.harness_kernels_dir:
+        return "none"
+    if not cfg.confine:
+        return "not sealed: the sandbox is off"
+    entry = os.path.dirname(cfg.harness_kernels_dir)
+    writable = [w for w in cfg.sandbox_writable if os.path.realpath(w) != os.path.realpath(entry)]
+    run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
+    apply_landlock(worker_paths(run_dir, writable, [*cfg.sandbox_readable, entry]))
+    return "sealed"
+
+
 def missing(report: dict) -> list[str]:
     """What did not hold, in words (for the parent's one warning)."""
     if report.get("off"):
