@@ -128,3 +128,53 @@ def test_file_rules_keep_only_file_rights(tmp_path):
     assert rules.allowed[-1][1] & ~landlock.FILE_ONLY == 0
     assert not rules.allow(str(tmp_path / "missing"), landlock.READ)
     os.close(rules.fd)
+
+
+SEALS = textwrap.dedent(r"""
+    import json, os, sys
+    from harness.worker import sandbox
+    from harness.worker.config import WorkerConfig
+    run_dir, entry = sys.argv[1:3]
+    sandbox.GPU_DEVICES = ("/dev/zer*",)  # a device file found by a glob, as /dev/nvidia0 is on a GPU machine
+    layers = []
+    real = sandbox.apply_landlock
+    sandbox.apply_landlock = lambda paths: layers.append(paths) or real(paths)
+    sandbox.confine(run_dir, extra_writable=[entry], user="same")
+    with open(os.path.join(entry, "triton", "gate.cubin"), "w") as f:  # the worker's own kernels, before the seal
+        f.write("the harness's")
+    cfg = WorkerConfig(submission_path=os.path.join(run_dir, "s.py"), compat_dir=run_dir, device="cpu",
+                       l2_bytes=None, hide_bytes=0, stdout_path="", stderr_path="", run_dir=run_dir,
+                       sandbox_writable=[entry], harness_kernels_dir=os.path.join(entry, "triton"))
+    done = sandbox.seal(cfg)
+    results = {"done": done}
+    for name, path in (("kernels", os.path.join(entry, "triton", "planted.bin")), ("run_dir", os.path.join(run_dir, "x"))):
+        try:
+            open(path, "w").close()
+            results[name] = 0
+        except OSError as exc:
+            results[name] = exc.errno
+    results["read_kernels"] = open(os.path.join(entry, "triton", "gate.cubin")).read()
+    first, second = layers
+    results["same_devices"] = first.devices == second.devices and "/dev/zero" in second.devices
+    results["moved"] = [w for w in first.writable if w not in second.writable]
+    results["added_readable"] = [r for r in second.readable if r not in first.readable]
+    print(json.dumps(results))
+""")
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="needs Landlock")
+def test_the_seal_allows_what_confinement_did_less_writing_the_harness_kernels(tmp_path):
+    """The second layer reuses the first layer's lists, computed before any restriction: computed again under
+    the first layer, /dev lists nothing and the GPU's device files would be denied from then on."""
+    run_dir, entry = tmp_path / "run", tmp_path / "harness-kernels"
+    run_dir.mkdir()
+    (entry / "triton").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-c", SEALS, str(run_dir), str(entry)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["done"] == "sealed"
+    assert seen["kernels"] == errno.EACCES and seen["run_dir"] == 0, seen
+    assert seen["read_kernels"] == "the harness's"
+    assert seen["same_devices"] and seen["moved"] == [str(entry)] and seen["added_readable"] == [str(entry)], seen

@@ -365,8 +365,9 @@ class Worker:
 
 @contextlib.contextmanager
 def _own_kernels_cache(cfg: WorkerConfig) -> Iterator[None]:
-    """Triton's cache is the harness's own kernels' entry inside the block, the submission's after it."""
-    if not cfg.harness_kernels_dir:
+    """Triton's cache is the harness's own kernels' entry inside the block, the submission's after it (only
+    in a confined worker, which can seal it afterwards: else they compile where the submission's do)."""
+    if not cfg.harness_kernels_dir or not sandbox.confined():
         yield
         return
     submissions = os.environ.get("TRITON_CACHE_DIR")

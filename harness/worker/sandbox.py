@@ -23,7 +23,7 @@ import stat
 import struct
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.worker import landlock
@@ -262,11 +262,22 @@ def confine(
         "netns": netns_done,
         "user": user,
     }
+    global _confined
     try:
-        report.update(apply_landlock(worker_paths(run_dir, extra_writable, extra_readable)))
+        paths = worker_paths(run_dir, extra_writable, extra_readable)
+        report.update(apply_landlock(paths))
+        _confined = paths
     except landlock.LandlockError as exc:
         report["landlock_error"] = str(exc)
     return report
+
+
+_confined: SandboxPaths | None = None  # what confine() allowed, for seal(): computed before any restriction
+
+
+def confined() -> bool:
+    """Whether confine() applied its Landlock rules in this process."""
+    return _confined is not None
 
 
 def seal(cfg: Any) -> str:
@@ -277,12 +288,13 @@ def seal(cfg: Any) -> str:
     start: its kernels' cache would stay writable)."""
     if not cfg.harness_kernels_dir:
         return "none"
-    if not cfg.confine:
-        return "not sealed: the sandbox is off"
-    entry = os.path.dirname(cfg.harness_kernels_dir)
-    writable = [w for w in cfg.sandbox_writable if os.path.realpath(w) != os.path.realpath(entry)]
-    run_dir = cfg.run_dir or os.path.dirname(os.path.abspath(cfg.submission_path))
-    apply_landlock(worker_paths(run_dir, writable, [*cfg.sandbox_readable, entry]))
+    if _confined is None:
+        return "not used: the worker is not confined"
+    # the first layer's own lists, computed before it applied (under it, /dev lists nothing: no GPU device
+    # files would be allowed again)
+    entry = os.path.realpath(os.path.dirname(cfg.harness_kernels_dir))
+    writable = [w for w in _confined.writable if os.path.realpath(w) != entry]
+    apply_landlock(replace(_confined, writable=writable, readable=[*_confined.readable, entry]))
     return "sealed"
 
 
