@@ -294,3 +294,21 @@ def test_the_ready_message_keeps_only_finite_calibration():
     with pytest.raises(ProtocolError):
         Ready.decode({"gap_ns": 1.0}, [TENSOR_RAW])
     assert math.isfinite(ready.gap_ns)
+
+
+def test_the_ready_message_keeps_only_the_known_start_up_steps_with_finite_non_negative_seconds():
+    steps = {"isolate": 0.01, "cuda_context": 0.2, "sampler": NAN, "calibrate": -1.0, "task": "x", "evil": 5.0}
+    ready = Ready.decode({"gap_ns": 1.0, "startup_s": steps}, [])
+    assert ready.startup_s == {"isolate": 0.01, "cuda_context": 0.2}
+    assert Ready.decode({"gap_ns": 1.0, "startup_s": [1, 2]}, []).startup_s == {}
+    assert Ready.decode({"gap_ns": 1.0}, []).startup_s == {}
+
+
+def test_the_parts_of_a_phase_are_not_counted_twice_in_the_total():
+    from harness.engine.context import Phases
+
+    phases = Phases()
+    phases.add("worker_start", 1.0)
+    phases.add("worker_start.cuda_context", 0.4)
+    phases.add("timing", 2.0)
+    assert phases.top_level_total() == 3.0
