@@ -102,20 +102,3 @@ def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path)
     )
     assert done.returncode == 2 and "--calibrate-from" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "ranks.json").exists()  # a usage error writes nothing
-
-
-def test_a_variant_too_slow_slows_fewer_calls_and_one_too_fast_slows_each_more():
-    """H200, 2026-12-04: asked 4% of triton_mxfp4, a GPU sleep after every call gave 21%, and 18.5% with a
-    fifth of the sleep (a launch costs about 2 us however short the sleep): scaling the sleep cannot
-    reach 4%, slowing one call in five can."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        from ranks import Variant, corrected_variant
-    finally:
-        sys.path.pop(0)
-    v = Variant(extra_us=0.4)
-    assert corrected_variant(v, 0.04, 0.21) == Variant(0.4, every=5)
-    assert corrected_variant(Variant(0.4, every=5), 0.04, 0.09) == Variant(0.4, every=10)
-    assert corrected_variant(v, 0.04, 0.01) == Variant(pytest.approx(1.6), every=1)
-    assert corrected_variant(v, 0.04, 0.05) is None  # within 2x: kept
-    assert corrected_variant(v, 0.04, None) is None and corrected_variant(v, 0.04, -0.01) is None
