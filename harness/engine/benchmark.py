@@ -95,8 +95,9 @@ class BenchmarkLoop:
 
     def _warm_up(self, c: _Case, deadline: float, min_ms: int) -> CaseResult | None:
         """Warm-up calls (at least 3 on a GPU, and ``min_ms``) compile the shape's kernels and bring the
-        clocks up before the timed calls; the ended case when the reply ends it. In ranked runs they use an input of their own (slot 0), never one that is timed afterwards;
-        unranked runs reuse one fixed set of inputs for every sample of the case."""
+        clocks up before the timed calls; the ended case when the reply ends it. In ranked runs they use
+        an input of their own (slot 0), never one that is timed afterwards; unranked runs reuse one fixed
+        set of inputs for every sample of the case."""
         ranked = self.ctx.ranked
         if ranked:
             warm_specs, warm = self.inputs.generate(c.spec, WARMUP_INDEX + c.offset, 1)

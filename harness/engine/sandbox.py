@@ -73,7 +73,7 @@ class Sandbox:
                     "entry from another's, a folder every worker may read, or one the worker's user cannot "
                     "enter); this run compiles into its own folder"
                 )
-            harness_kernels = self._harness_kernels_entry(task, opt, info, drop) if self.cache is not None else None
+            harness_kernels = self._harness_kernels_entry(opt, info, drop) if self.cache is not None else None
             cached = [e.folder for e in (self.cache, harness_kernels) if e is not None]
             triton_cache = self.cache.triton if self.cache else os.path.join(self.folder, "triton-cache")
             extensions = self.cache.torch_extensions if self.cache else os.path.join(self.folder, "torch-extensions")
@@ -112,7 +112,7 @@ class Sandbox:
         return entry_for(opt.triton_cache_dir, source, Toolchain.here(info, str(task.name)), for_nobody=drop)
 
     @staticmethod
-    def _harness_kernels_entry(task: Any, opt: Any, info: DeviceInfo | None, drop: bool) -> CacheEntry | None:
+    def _harness_kernels_entry(opt: Any, info: DeviceInfo | None, drop: bool) -> CacheEntry | None:
         """The entry of the harness's own kernels (harness.engine.compile_cache), beside the submissions'."""
         if info is None:
             return None
