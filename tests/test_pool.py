@@ -255,29 +255,34 @@ def test_the_server_keeps_nothing_of_a_request_it_served(tmp_path, pool):
     assert not found[token.encode()], "the server still holds the last job's submission name"
 
 
+def _plain_worker_config(tmp_path: Path):
+    """A CPU worker for a file that returns its input, in its own run folder under ``tmp_path``."""
+    from harness.worker.config import WorkerConfig
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
+    return WorkerConfig(
+        submission_path=str(run / "submission.py"),
+        compat_dir=str(tmp_path),
+        device="cpu",
+        l2_bytes=None,
+        hide_bytes=0,
+        stdout_path=str(run / "stdout.txt"),
+        stderr_path=str(run / "stderr.txt"),
+        run_dir=str(run),
+    )
+
+
 def test_a_server_started_by_the_first_fork_is_not_taken_for_the_submissions_child(tmp_path):
     """A caller that never warmed the pool (the first fork starts the server): the server is the
     harness's own child, not a process the submission left running, and survives the run."""
     from harness.engine.pool import WorkerPool
     from harness.engine.supervisor import Supervisor
-    from harness.worker.config import WorkerConfig
 
     fresh = WorkerPool()
     try:
-        run = tmp_path / "run"
-        run.mkdir()
-        (run / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
-        cfg = WorkerConfig(
-            submission_path=str(run / "submission.py"),
-            compat_dir=str(tmp_path),
-            device="cpu",
-            l2_bytes=None,
-            hide_bytes=0,
-            stdout_path=str(run / "stdout.txt"),
-            stderr_path=str(run / "stderr.txt"),
-            run_dir=str(run),
-        )
-        sup = Supervisor(cfg, memory_limit_bytes=8 << 30)
+        sup = Supervisor(_plain_worker_config(tmp_path), memory_limit_bytes=8 << 30)
         sup.start(time.monotonic() + 120, fresh)
         assert sup.started_by == "pool", sup.pool_warning
         assert [p.pid for p in sup.strays()] == [], "the server was counted as the submission's child"
@@ -385,26 +390,12 @@ def test_a_server_whose_imports_leave_cuda_unusable_in_a_fork_is_refused_at_once
     preloaded module puts torch in that state by hand (a CPU has no CUDA to poison)."""
     from harness.engine.pool import PRELOAD, WorkerPool
     from harness.engine.supervisor import Supervisor
-    from harness.worker.config import WorkerConfig
 
     (tmp_path / "poisons_forks.py").write_text("import torch\ntorch.cuda._is_in_bad_fork = lambda: True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     poisoned = WorkerPool(preload=(*PRELOAD, "poisons_forks"))
     try:
-        run = tmp_path / "run"
-        run.mkdir()
-        (run / "submission.py").write_text("def custom_kernel(data):\n    return data\n")
-        cfg = WorkerConfig(
-            submission_path=str(run / "submission.py"),
-            compat_dir=str(tmp_path),
-            device="cpu",
-            l2_bytes=None,
-            hide_bytes=0,
-            stdout_path=str(run / "stdout.txt"),
-            stderr_path=str(run / "stderr.txt"),
-            run_dir=str(run),
-        )
-        sup = Supervisor(cfg, memory_limit_bytes=8 << 30)
+        sup = Supervisor(_plain_worker_config(tmp_path), memory_limit_bytes=8 << 30)
         sup.start(time.monotonic() + 120, poisoned)
         assert sup.started_by == "spawn"
         assert "initialized CUDA" in (poisoned.broken or ""), poisoned.broken
