@@ -81,6 +81,12 @@ def _entries(task: str, board_device: str, top: int, results_dir: str | None) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.max_rounds < args.min_rounds:
+        raise UsageError(f"--max-rounds ({args.max_rounds}) must be at least --min-rounds ({args.min_rounds})")
+    margin = margin_fraction(args.margin)
+    from harness.engine.pool import warm_shared_pool
+
+    warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does
     from harness.engine.device import device_info, select_device
     from harness.engine.final import FinalPlan, block_options, run_final
     from harness.engine.options import RunOptions
@@ -90,9 +96,6 @@ def run(args: argparse.Namespace) -> int:
     from harness.store.database import open_store
     from tasks import load_task
 
-    if args.max_rounds < args.min_rounds:
-        raise UsageError(f"--max-rounds ({args.max_rounds}) must be at least --min-rounds ({args.min_rounds})")
-    margin = margin_fraction(args.margin)
     try:
         task = load_task(args.task)
     except Exception as exc:
