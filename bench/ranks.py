@@ -18,10 +18,10 @@ The finals' own scores measure it again.
 
 The results file is written after every board, slowdown measurement and final (``"complete": false``
 until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
-end past the budget, so one call fits a 10-minute device limit. On the H200 (a board ~90-130 s, a ranked
-run ~30-45 s), boards in one call, then finals in others that start from the boards' file (a final's
-estimate is 3 runs times --max-rounds, so keep --max-rounds small enough to fit; the second command
-is one line):
+end past the budget, so one call fits a 10-minute device limit. On the H200 (a board 74-78 s, a ranked
+run 25-30 s), boards in one call, then finals in others that start from the boards' file (before the
+first final, one final block of the example is timed: a final's estimate is 3 such blocks times
+--max-rounds; the second command is one line):
     python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
     python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540
         --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import re
+import secrets
 import sys
 import tempfile
 import time
@@ -285,9 +286,12 @@ def finals(
     def run_block(path: str, _round: int, secret: str) -> Any:
         return run_submission(path, task, "leaderboard", replace(options, secret=secret))
 
+    block_wall = _one_block_wall(task, src, run_block, rf, entry, args) if "final" not in rf.walls else None
     for k in range(args.finals):
-        # 3 entries, each a ranked run a round, up to --max-rounds rounds (the worst case: a kill loses the final)
-        guess = rf.estimate("final") if "final" in rf.walls else _per_run(entry, args) * 3 * args.max_rounds
+        # 3 entries, one block each a round, up to --max-rounds rounds (the worst case: a kill loses the final)
+        guess = (
+            rf.estimate("final") if "final" in rf.walls else 3 * args.max_rounds * (block_wall or _per_run(entry, args))
+        )
         if not rf.allows(f"{task} final {k + 1}/{args.finals}", "final", guess):
             break
         with tempfile.TemporaryDirectory(prefix="ranks-final-") as tmp:
@@ -308,6 +312,25 @@ def finals(
         )
         rf.done("final", final_wall)
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
+
+
+def _one_block_wall(
+    task: str, src: Path, run_block: Any, rf: ResultsFile, entry: dict, args: argparse.Namespace
+) -> float | None:
+    """The wall time of one final block (a one-block ranked run of the example), measured once before the
+    finals: their first estimate. Counting a whole ranked run per block put the first final on the H200
+    at 229 s, and the budget then started none. None when the budget leaves no room for it."""
+    if not rf.allows(f"{task} one final block (the finals' estimate)", "final_block", _per_run(entry, args) / 2):
+        return None
+    with tempfile.TemporaryDirectory(prefix="ranks-block-") as tmp:
+        path = copy_file(src, Path(tmp) / "orig.py", 0)
+        t0 = time.monotonic()
+        r = run_block(str(path), 0, secrets.token_hex(16))
+        wall = time.monotonic() - t0
+    entry["final_block_wall_s"] = wall
+    rf.done("final_block", wall)
+    say(f"{task}: one final block: {r.verdict} in {wall:.1f} s")
+    return wall
 
 
 def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:

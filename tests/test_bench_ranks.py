@@ -49,8 +49,11 @@ def test_ranks_quick_writes_boards_and_a_final(tmp_path):
         else:  # too fast: each slowed call slowed more
             assert separate["variant"]["extra_us"] == pytest.approx(first["extra_us"] * 0.04 / measured)
     assert final["variant"] == separate["variant"]  # the finals use the (corrected) variant
+    assert task["final_block_wall_s"] > 0
     assert (
-        data["complete"] is True and data["stopped"] is None and data["units_done"] == 1 + 1 + len(separate["attempts"])
+        data["complete"] is True
+        and data["stopped"] is None
+        and data["units_done"] == 1 + 1 + len(separate["attempts"]) + 1  # + the one block the finals' estimate uses
     )
 
 
