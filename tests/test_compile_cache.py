@@ -27,21 +27,27 @@ with open(os.path.join(_own, "kernel.bin"), "w") as f:
 print(json.dumps({"own": _own, "found_own_kernel": _seen}))
 """
 
-ATTACKS = """
+# what each attack below starts with: its own cache entry, and each attempt's outcome as [errno name, detail]
+ATTEMPTS = """
 import json, os
 _own = os.environ["TRITON_CACHE_DIR"]
-_victim = __VICTIM__
 def _try(fn):
     try:
         return ["allowed", fn()]
     except OSError as exc:
         return [type(exc).__name__, str(exc)]
-def _plant():
-    with open(os.path.join(_victim, "planted.bin"), "w") as f:
-        f.write("planted by the attacker")
 def _write_own():
     with open(os.path.join(_own, "mine.bin"), "w") as f:
         f.write("mine")
+"""
+
+ATTACKS = (
+    ATTEMPTS
+    + """
+_victim = __VICTIM__
+def _plant():
+    with open(os.path.join(_victim, "planted.bin"), "w") as f:
+        f.write("planted by the attacker")
 print(json.dumps({
     "ran": True,
     "read_victim": _try(lambda: open(os.path.join(_victim, "kernel.bin")).read()),
@@ -51,6 +57,7 @@ print(json.dumps({
     "write_own": _try(_write_own),
 }))
 """
+)
 
 
 def _submission(tmp_path: Path, name: str, prelude: str) -> Path:
@@ -116,22 +123,14 @@ def test_a_root_every_worker_can_read_is_refused(tmp_path, monkeypatch):
         assert entry_for(str(tmp_path / "cache"), b"x", chain, for_nobody=False) is not None
 
 
-PLANTS_IN_THE_HARNESS_KERNELS = """
-import json, os
-_own = os.environ["TRITON_CACHE_DIR"]
+PLANTS_IN_THE_HARNESS_KERNELS = (
+    ATTEMPTS
+    + """
 _kernels = __KERNELS__
-def _try(fn):
-    try:
-        return ["allowed", fn()]
-    except OSError as exc:
-        return [type(exc).__name__, str(exc)]
 def _plant():
     os.makedirs(_kernels, exist_ok=True)
     with open(os.path.join(_kernels, "planted.bin"), "w") as f:
         f.write("a launch gate that opens early")
-def _write_own():
-    with open(os.path.join(_own, "mine.bin"), "w") as f:
-        f.write("mine")
 print(json.dumps({
     "own": _own,
     "list_kernels": _try(lambda: os.listdir(_kernels)),
@@ -139,6 +138,7 @@ print(json.dumps({
     "write_own": _try(_write_own),
 }))
 """
+)
 
 
 @needs_isolation
