@@ -34,7 +34,7 @@ from harness.worker.zygote import MAX_REQUEST_BYTES, ForkRequest
 # what every worker needs, imported once by the server (not the worker's own modules: harness.worker.captured
 # asks torch whether CUDA is available, and on a GPU that alone leaves torch unusable in a forked child)
 PRELOAD = ("torch", "triton")
-# and on a GPU what Triton imports at a worker's first kernel launch (about 0.1 s in each worker on the H200)
+# and on a GPU what Triton imports at a worker's first kernel launch (else every worker imports it again)
 GPU_PRELOAD = ("triton.experimental.gluon", "triton.backends.nvidia.driver")
 READY_TIMEOUT_S = 120.0  # the server's own imports (torch alone: 4-5 s on the H200; minutes on a loaded CPU)
 FORK_TIMEOUT_S = 10.0

@@ -72,8 +72,8 @@ def _protect_server() -> None:
 
 def _preload(names: list[str]) -> dict[str, str]:
     """Imports ``names``; what each gave (a version, or the error), for the harness's record. With
-    Triton compiling for a GPU, also its key (a hash of its own files, which every worker's first kernel
-    launch otherwise computes: about 0.4 s on the H200); it touches no GPU. The interpreter needs none."""
+    Triton compiling for a GPU, also its key (a hash of all of Triton's files, which every worker's first
+    kernel launch would otherwise compute again); it touches no GPU. The interpreter needs none."""
     loaded = {}
     for name in names:
         try:
