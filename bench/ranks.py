@@ -18,8 +18,9 @@ The finals' own scores measure it again.
 
 The results file is written after every board, slowdown measurement and final (``"complete": false``
 until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
-end past the budget, so one call fits a 10-minute device limit. On the H200 (a board 74-78 s, a ranked
-run 25-30 s), boards in one call, then finals in others that start from the boards' file (before the
+end past the budget, so one call fits a 10-minute device limit. On the H200 (a board 73-78 s, 118 s
+while compiling; a ranked run 25-30 s), boards in one call, then finals in others that start from the
+boards' file (before the
 first final, one final block of the example is timed: a final's estimate is 3 such blocks times
 --max-rounds; the second command is one line):
     python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
