@@ -150,9 +150,14 @@ def margin_fraction(percent: float | None) -> float:
 
 
 def block_scores_of(result: dict[str, Any] | None) -> list[float]:
-    """The block scores in a stored RunResult's JSON (schema 2; none in older results)."""
+    """The block scores in a stored RunResult's JSON (schema 2; none in older results). None either for a
+    run whose blocks shared one worker (--same-worker): they leave out what differs between processes, so
+    on a board such a run's interval is one process's, like a run of a single block."""
+    blocks = (result or {}).get("blocks") or []
+    if any(isinstance(b, dict) and b.get("fresh_worker") is False for b in blocks):
+        return []
     out = []
-    for b in (result or {}).get("blocks") or []:
+    for b in blocks:
         value = b.get("score_us") if isinstance(b, dict) else None
         if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
             out.append(float(value))
@@ -238,8 +243,9 @@ def interval_notes(entries: Sequence[Entry]) -> list[str]:
     notes = []
     if any(e.interval_source == "samples" for e in entries):
         notes.append(
-            "an interval marked '1 process' comes from one process's samples (a run of a single block): "
-            "a rerun can differ by more; rerun it ranked (10 blocks on a GPU by default) for one that holds"
+            "an interval marked '1 process' comes from one process's samples (a run of a single block, or "
+            "of blocks sharing one worker): a rerun can differ by more; rerun it ranked (10 blocks on a GPU "
+            "by default, each a fresh worker) for one that holds"
         )
     if any(e.interval_source == "none" for e in entries):
         notes.append(
