@@ -168,7 +168,7 @@ def test_a_submission_cannot_replace_the_harness_own_kernels_in_their_cache(tmp_
 
 @needs_isolation
 @pytest.mark.gpu
-def test_on_a_gpu_the_harness_kernels_compile_into_their_own_entry_and_not_the_submissions(tmp_path):
+def test_on_a_gpu_the_harness_kernels_compile_into_their_own_entry_and_not_the_submissions(tmp_path, monkeypatch):
     import torch
 
     from harness.engine.compile_cache import harness_kernels_source
@@ -176,15 +176,17 @@ def test_on_a_gpu_the_harness_kernels_compile_into_their_own_entry_and_not_the_s
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
+    # the default root, under a fresh cache home (run as root, the worker is 'nobody', who cannot enter
+    # pytest's folders: the run then takes the shared root, as a real one does; an explicit
+    # --triton-cache-dir there would not be used at all)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     sub = _submission(tmp_path, "victim.py", LEAVES_A_KERNEL)
-    result = run_submission(
-        sub, MXFP4_SMALL, "test", RunOptions(device="cuda", max_repeats=3, triton_cache_dir=str(tmp_path / "cache"))
-    )
+    result = run_submission(sub, MXFP4_SMALL, "test", RunOptions(device="cuda", max_repeats=3))
     assert result.verdict == PASS, result.message
-    assert result.sandbox["harness_kernels_cache"] == "sealed", result.sandbox
-    chain = Toolchain.here(device_info(torch.device("cuda")), "")
-    kernels = tmp_path / "cache" / cache_key(harness_kernels_source(), chain) / "triton"
+    assert result.sandbox["harness_kernels_cache"] == "sealed", (result.sandbox, result.warnings)
     own = Path(_report(result)["own"])
+    chain = Toolchain.here(device_info(torch.device("cuda")), "")
+    kernels = own.parent.parent / cache_key(harness_kernels_source(), chain) / "triton"
     names = lambda folder: {p.name for p in folder.rglob("*") if p.is_file()}  # noqa: E731
     if result.timing_method and result.timing_method.startswith("launch gate"):
         assert any(n.startswith("gate_kernel") for n in names(kernels)), sorted(names(kernels))
