@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import io
 import json
+import math
 import re
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def test_json_and_device_filter(results, capsys):
         capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json", "--device", "NVIDIA H200"
     )
     board = json.loads(out)
-    assert code == 0 and board["version"] == 2 and board["rule"] == "geom"
+    assert code == 0 and board["version"] == 3 and board["rule"] == "geom"
     (dev,) = board["devices"]
     assert [e["name"] for e in dev["ranked"]] == ["Fast Kernel", "slow", "twin"]
     assert [e["rank_label"] for e in dev["ranked"]] == ["1", "=2", "=2"]
@@ -106,6 +107,23 @@ def test_compare(results, capsys):
     assert data["overall"]["text"].startswith("no significant difference")
     code, _, err = cli(capsys, "compare", "Fast Kernel", "cpu-one", "--task", TASK, "--results-dir", results)
     assert code == 2 and "never ran on the same device" in err
+
+
+def test_compare_pools_every_run_of_a_side_as_the_board_does(results, capsys):
+    with open_store(results) as st:  # a rerun of "slow" (the same content), slower this time
+        again = make_result("slow", (22.0, 44.0), started_at="2026-11-02T10:00:00+00:00")
+        st.record(again)
+    argv = ["--task", TASK, "--results-dir", results]
+    code, out, _ = cli(capsys, "compare", "Fast Kernel", "slow", *argv, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["version"] == 3 and data["mode"] == "leaderboard" and len(data["b"]["run_ids"]) == 2
+    assert data["shapes"][0]["mean_us_b"] == pytest.approx(21.0)  # both runs' samples, not the best run's 20
+    code, out, _ = cli(capsys, "leaderboard", *argv, "--format", "json")
+    (h200,) = (d for d in json.loads(out)["devices"] if d["device"] == "NVIDIA H200")
+    slow = next(e for e in h200["ranked"] if e["name"] == "slow")
+    assert slow["run_ids"] == data["b"]["run_ids"] and slow["score_us"] == pytest.approx(
+        math.sqrt(21.0 * 42.0), rel=1e-3
+    )
 
 
 def test_export(results, capsys, tmp_path):

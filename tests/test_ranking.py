@@ -67,7 +67,7 @@ def test_devices_are_never_mixed(tmp_path):
     assert [b.device for b in only.boards] == ["cpu"]
 
 
-def test_best_complete_passing_run_counts(tmp_path):
+def test_every_complete_passing_run_counts_pooled_not_the_best_one(tmp_path):
     sha = "f" * 64
     results = [
         make_result("k", (12.0, 12.0), sha=sha, started_at="2026-11-01T00:00:00+00:00"),
@@ -79,7 +79,24 @@ def test_best_complete_passing_run_counts(tmp_path):
     results[-1].cases = results[-1].cases[:1]  # a test-only run has no timings
     (b,) = board_of(tmp_path, results).boards
     (e,) = b.ranked
-    assert e.score_us == pytest.approx(10.0) and e.date.startswith("2026-11-02") and not b.unranked
+    # the two complete, passing runs with timings, their samples together: 11, not the best draw's 10
+    assert e.score_us == pytest.approx(11.0) and e.date.startswith("2026-11-02") and not b.unranked
+    assert len(e.run_ids) == 2 and e.run_id == e.run_ids[-1]
+    # runs of one process each: each run is one block, so the interval is the spread between the runs
+    assert e.interval_source == "blocks" and e.blocks == 2 and e.low_us < 10.0 and e.high_us > 12.0
+
+
+def test_resubmitting_one_file_does_not_move_its_entry_down_by_selection(tmp_path):
+    """Five draws around 10 us: the best would be 9.5; the pooled entry stays at the draws' centre."""
+    sha = "e" * 64
+    draws = (10.5, 9.5, 10.0, 10.2, 9.8)
+    results = [
+        make_result("lucky", (m, m), sha=sha, started_at=f"2026-11-0{i + 1}T00:00:00+00:00")
+        for i, m in enumerate(draws)
+    ]
+    (b,) = board_of(tmp_path, results).boards
+    (e,) = b.ranked
+    assert e.score_us == pytest.approx(sum(draws) / len(draws)) and e.blocks == len(draws)
 
 
 def test_other_content_is_another_submission(tmp_path):

@@ -100,7 +100,10 @@ def test_history_points_and_best_so_far(store, model):
             running = p.score_us
             expected.append(p.run_id)
     assert [p.run_id for p in mx.best_so_far] == expected
-    assert mx.best_so_far[-1].score_us == mx.ranked[0].score_us  # the board's leader is the best ever
+    # the board pools every run of an entry, so its leader's score is not its best draw: the best draw is
+    # at least as fast as the leader's pooled score
+    leader_points = [p.score_us for p in mx.history if p.run_id in mx.ranked[0].run_ids]
+    assert len(leader_points) >= 2 and min(leader_points) < mx.ranked[0].score_us < max(leader_points)
     with open_store(store) as st:  # each point is a stored run's own score
         for p in mx.history:
             assert p.score_us == pytest.approx(st.runs(ids=[p.run_id])[0].score_us, rel=1e-9)
@@ -124,7 +127,7 @@ def test_run_pages(store, model):
     (mx,) = sections(model, "mxfp4_small")
     row = next(r for r in mx.ranked if r.name == TORCH)
     leader = pages[row.run_id]
-    assert leader.board_place == f"ranked {row.rank_label} on {mx.device}"
+    assert leader.board_place.startswith(f"ranked {row.rank_label} on {mx.device}")
     bench = [c for c in leader.cases if c.kind == "benchmark"]
     assert [c.label for c in bench] == mx.shapes
     assert all(c.mean_us > 0 and c.stderr_us is not None and c.runs >= 3 for c in bench)

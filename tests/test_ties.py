@@ -109,7 +109,8 @@ def test_identical_content_is_one_entry(tmp_path):
     b = blocked_result("b", 10.2, rng)
     b.submission.sha256 = a.submission.sha256
     (entry,) = board(tmp_path, [a, b]).ranked
-    assert entry.name == "a" and entry.aliases == ["b"]
+    assert entry.name == "b" and entry.aliases == ["a"]  # the name it was last submitted under
+    assert len(entry.run_ids) == 2 and entry.blocks == 2 * BLOCKS  # both runs' blocks
 
 
 def test_decide_log_cases():

@@ -6,11 +6,15 @@ Rules (``RankRule``, as in GPU MODE's kernelbot): ``geom`` is the geometric mean
 benchmark means, ``mean`` their arithmetic mean, ``last`` the mean of the last benchmark shape.
 Lower is better.
 
-Which run counts: per device and per submission *content* (the sha256: identical files are one entry,
-whatever their names), the best complete, passing run that has benchmark timings. A submission with no
-such run is not ranked; it is listed with the verdict and reason of its latest run (failed, error,
-timeout, rejected, incomplete, or "no timings" when it only ran tests). Runs on different devices are
-never ranked together.
+Which runs count: per device and per submission *content* (the sha256: identical files are one entry,
+whatever their names), *every* complete, passing run that has benchmark timings, pooled (:func:`pool_runs`):
+not the best one, which would reward resubmitting one file until a lucky draw. The runs whose blocks are
+independent (fresh workers) count when there are any, else every such run, each as one block. An entry's
+per-shape times are the pooled samples of its runs, its score the rule over them, and its interval comes
+from all their blocks together, so a rerun narrows an entry's interval and never moves it by selection. A
+submission with no such run is not ranked; it is listed with the verdict and reason of its latest run
+(failed, error, timeout, rejected, incomplete, or "no timings" when it only ran tests). Runs on different
+devices are never ranked together.
 
 Ties (:mod:`harness.analysis.ties`, one rule for the board, the site, ``compare`` and the JSON): each
 entry's score has a standard error of its log, from its run's block scores (sd / sqrt(B), B - 1 degrees
@@ -37,7 +41,9 @@ Z_95 = 1.959963984540054
 # 2 - tie_rule is an object (version, margin, confidence, text); entries carry interval_source, blocks,
 #     low_us/high_us, vs_leader (the tie rule's decision against the group's leader) and aliases; identical
 #     content (sha256) is one entry
-LEADERBOARD_JSON_VERSION = 2
+# 3 - an entry pools every counted run of its content (run_ids, oldest first; run_id is the latest), not
+#     its best run
+LEADERBOARD_JSON_VERSION = 3
 INCOMPLETE = "incomplete"  # the store's verdict of a run that began and never finished
 UNKNOWN_DEVICE = "(unknown device)"
 BENCHMARK_KINDS = ("benchmark", "leaderboard")
@@ -124,6 +130,7 @@ class Entry:
     blocks: int = 0
     vs_leader: dict[str, Any] | None = None  # the tie rule's decision against the group's leader
     aliases: list[str] = field(default_factory=list)  # other names the same content was submitted under
+    run_ids: list[int] = field(default_factory=list)  # every run pooled into this entry, oldest first
 
     @property
     def rank_label(self) -> str:
@@ -262,16 +269,94 @@ def _date(run: RunLike) -> str:
     return stamp[:16].replace("T", " ")
 
 
-def best_run(
-    runs: Sequence[RunLike], cases: Mapping[int, Sequence[CaseLike]], rule: RankRule
-) -> tuple[Score, RunLike, list[ShapeTime]] | None:
-    """The best-scoring complete, passing run with timings among ``runs`` (None if there is none)."""
-    scored = []
-    for r in runs:
-        shapes = shape_times(cases.get(r.id, [])) if r.complete and r.verdict == PASS else None
-        if shapes and all(s.mean_us > 0 for s in shapes):  # a zero time is a broken timer, not a score
-            scored.append((score(shapes, rule), r, shapes))
-    return min(scored, key=lambda t: (t[0].value_us, t[1].id)) if scored else None
+def run_score(
+    run: RunLike, cases: Mapping[int, Sequence[CaseLike]], rule: RankRule
+) -> tuple[Score, list[ShapeTime]] | None:
+    """A complete, passing run's score and per-shape times (None without timings, or with a zero time:
+    a broken timer, not a score)."""
+    shapes = shape_times(cases.get(run.id, [])) if run.complete and run.verdict == PASS else None
+    if not shapes or not all(s.mean_us > 0 for s in shapes):  # also a NaN
+        return None
+    return score(shapes, rule), shapes
+
+
+@dataclass
+class Pooled:
+    """The runs of one content on one device that count, taken together (see the module docstring)."""
+
+    score: Score
+    shapes: list[ShapeTime]
+    stats: dict[str, Stats]  # per shape label, the pooled samples
+    runs: list[RunLike]  # oldest first
+    block_scores: list[float]  # the interval's blocks: every run's blocks, or each run's score as one
+
+    @property
+    def latest(self) -> RunLike:
+        return self.runs[-1]
+
+
+def pool_runs(
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]] | None = None,
+) -> Pooled | None:
+    """Every complete, passing run with timings among ``runs`` (one content, one device), pooled; None if
+    there is none. ``blocks``: each run's independent block scores by run id (absent: one block)."""
+    blocks = blocks or {}
+    counted = _counted_runs(runs, cases, rule, blocks)
+    if not counted:
+        return None
+    stats = {r.id: _shape_stats(cases[r.id]) for r in counted}
+    pooled = _pooled_stats([stats[r.id] for r in counted])
+    if pooled is None:  # a run stored without its samples: the latest run alone
+        counted, pooled = counted[-1:], stats[counted[-1].id]
+    shapes = [ShapeTime(label, st.mean / 1e3, st.stderr / 1e3) for label, st in pooled.items()]
+    return Pooled(score(shapes, rule), shapes, pooled, counted, _pooled_blocks(counted, cases, rule, blocks))
+
+
+def _counted_runs(
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]],
+) -> list[RunLike]:
+    """The runs that count, oldest first: those with a score; of them, those with independent blocks when
+    there are any; of those, the ones of the latest one's shapes (a task whose shapes changed starts anew)."""
+    scored = sorted((r for r in runs if run_score(r, cases, rule) is not None), key=lambda r: (r.started_at, r.id))
+    counted = [r for r in scored if len(blocks.get(r.id, ())) >= 2] or scored
+    if not counted:
+        return []
+    labels = list(_shape_stats(cases[counted[-1].id]))
+    return [r for r in counted if list(_shape_stats(cases[r.id])) == labels]
+
+
+def _pooled_blocks(
+    counted: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]],
+) -> list[float]:
+    """The interval's blocks: every run's independent blocks; else, with several runs of one process each,
+    each run's score as one block; else none (one process: the samples' spread)."""
+    if any(len(blocks.get(r.id, ())) >= 2 for r in counted):
+        return [b for r in counted for b in blocks[r.id]]
+    if len(counted) >= 2:
+        return [score(shape_times(cases[r.id]) or [], rule).value_us for r in counted]
+    return []
+
+
+def _shape_stats(cases: Sequence[CaseLike]) -> dict[str, Stats]:
+    return {shape_label(c.spec): c.stats for c in cases if c.kind in BENCHMARK_KINDS and c.stats is not None}
+
+
+def _pooled_stats(per_run: list[dict[str, Stats]]) -> dict[str, Stats] | None:
+    """Per shape, the samples of every run together (None when a run's samples are not stored)."""
+    if len(per_run) == 1:
+        return per_run[0]
+    if any(not st.samples_ns for run in per_run for st in run.values()):
+        return None
+    return {label: Stats.from_samples([x for run in per_run for x in run[label].samples_ns]) for label in per_run[0]}
 
 
 def build_leaderboard(
@@ -308,8 +393,8 @@ def _unranked(sub_runs: Sequence[RunLike]) -> Unranked:
     )
 
 
-def _entry(best: tuple[Score, RunLike, list[ShapeTime]], spread: Spread, leader: float, aliases: list[str]) -> Entry:
-    s, r, shapes = best
+def _entry(pooled: Pooled, spread: Spread, leader: float, aliases: list[str]) -> Entry:
+    s, r = pooled.score, pooled.latest
     low, high = interval_of(spread)
     return Entry(
         rank=0,
@@ -321,7 +406,7 @@ def _entry(best: tuple[Score, RunLike, list[ShapeTime]], spread: Spread, leader:
         stderr_us=s.stderr_us if spread.source != "blocks" else spread.se_log * s.value_us,
         gap_x=s.value_us / leader,
         gap_us=s.value_us - leader,
-        shapes=shapes,
+        shapes=pooled.shapes,
         verdict=r.verdict,
         mode=r.mode,
         date=_date(r),
@@ -331,27 +416,32 @@ def _entry(best: tuple[Score, RunLike, list[ShapeTime]], spread: Spread, leader:
         interval_source=spread.source,
         blocks=int(spread.df) + 1 if spread.source == "blocks" else 1,
         aliases=[a for a in aliases if a != r.display_name],
+        run_ids=[x.id for x in pooled.runs],
     )
 
 
-def _best_per_content(
-    runs: Sequence[RunLike], cases: Mapping[int, Sequence[CaseLike]], rule: RankRule
-) -> tuple[list[tuple[Score, RunLike, list[ShapeTime]]], dict[str, list[str]], list[Unranked]]:
-    """Per content hash: its best run (or, with none, an unranked line) and every name it ran under."""
+def _pooled_per_content(
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]],
+) -> tuple[list[Pooled], dict[str, list[str]], list[Unranked]]:
+    """Per content hash: its pooled runs (or, with none that count, an unranked line) and every name it
+    ran under."""
     by_sub: dict[str, list[RunLike]] = {}
     for r in runs:
         by_sub.setdefault(r.submission_sha256, []).append(r)
-    best: list[tuple[Score, RunLike, list[ShapeTime]]] = []
+    ranked: list[Pooled] = []
     aliases: dict[str, list[str]] = {}
     unranked: list[Unranked] = []
     for sha, sub_runs in by_sub.items():
-        top = best_run(sub_runs, cases, rule)
-        if top is None:
+        pooled = pool_runs(sub_runs, cases, rule, blocks)
+        if pooled is None:
             unranked.append(_unranked(sub_runs))
             continue
-        best.append(top)
+        ranked.append(pooled)
         aliases[sha] = sorted({r.display_name for r in sub_runs})
-    return best, aliases, unranked
+    return ranked, aliases, unranked
 
 
 def _board(
@@ -362,11 +452,11 @@ def _board(
     blocks: Mapping[int, Sequence[float]],
     margin: float,
 ) -> DeviceBoard:
-    best, aliases, unranked = _best_per_content(runs, cases, rule)
-    best.sort(key=lambda t: (t[0].value_us, t[1].display_name))
-    spreads = [entry_spread(s, blocks.get(r.id, ())) for s, r, _shapes in best]
-    leader = best[0][0].value_us if best else math.nan
-    entries = [_entry(t, sp, leader, aliases[t[1].submission_sha256]) for t, sp in zip(best, spreads)]
+    pooled, aliases, unranked = _pooled_per_content(runs, cases, rule, blocks)
+    pooled.sort(key=lambda p: (p.score.value_us, p.latest.display_name))
+    spreads = [entry_spread(p.score, p.block_scores) for p in pooled]
+    leader = pooled[0].score.value_us if pooled else math.nan
+    entries = [_entry(p, sp, leader, aliases[p.latest.submission_sha256]) for p, sp in zip(pooled, spreads)]
     for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):
         e.rank, e.tied = rank, tied
     leader_at = 0

@@ -11,22 +11,31 @@ from typing import Any
 
 from harness.analysis import compare as stats
 from harness.analysis import ties
-from harness.analysis.ranking import BENCHMARK_KINDS, RankRule, best_run, entry_spread
+from harness.analysis.ranking import Pooled, RankRule, entry_spread, pool_runs, run_score
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_store_exists
 from harness.errors import UsageError
-from harness.report.board import add_margin_argument, block_scores_of, margin_fraction, ranking_rule, resolve_task
+from harness.report.board import (
+    add_margin_argument,
+    choose_mode,
+    margin_fraction,
+    ranking_rule,
+    resolve_task,
+    stored_block_scores,
+)
 from harness.report.runs import find_runs, no_runs_error
 from harness.report.tables import format_rows, us
-from harness.results import Stats, shape_label
+from harness.results import Stats
 from harness.store.database import Store, open_store
 
 EXIT_CODES = READ_ONLY_EXIT_CODES
-COMPARE_JSON_VERSION = 2  # 1 - first version; 2 - "decision": the tie rule's call (harness.analysis.ties)
+COMPARE_JSON_VERSION = 3  # 1 - first version; 2 - "decision": the tie rule's call (harness.analysis.ties);
+# 3 - each side pools every run that counts on the board ("run_ids"; "run_id" is the latest), and "mode"
 EXAMPLES = """  python -m harness compare submissions/a.py submissions/b.py --task mxfp4_mm
   python -m harness compare "Fast Kernel" baseline --task mxfp4_mm --device "NVIDIA H200" --format json
 
-Each side is its best complete, passing run on the device (as on the leaderboard). The speed-up is
+Each side is what the leaderboard ranks: every complete, passing run of its content on the device, in
+the mode the board ranks, pooled (the content of its latest such run, for a file that changed). The speed-up is
 mean_B / mean_A per shape and their geometric mean overall; "+-" is one standard error propagated
 from the samples (delta method), the interval is 95% (Welch-Satterthwaite degrees of freedom), and
 "no significant difference" is said when that interval includes 1. The verdict line is the leaderboard's
@@ -44,18 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_results_dir_argument(parser)
 
 
-def _best(st: Store, task: str, ref: str, device: str, rule: RankRule) -> Any:
-    runs = find_runs(st, task, ref)
-    if not runs:
-        raise no_runs_error(st, task, ref)
-    runs = [r for r in runs if r.device_name == device]
-    top = best_run(runs, st.cases(r.id for r in runs), rule)
-    if top is None:
+def _side(st: Store, task: str, ref: str, device: str, mode: str | None, rule: RankRule) -> Pooled:
+    """``ref``'s runs on ``device`` in ``mode``, pooled as the leaderboard pools them."""
+    runs = [r for r in find_runs(st, task, ref) if r.device_name == device and r.mode == mode]
+    cases = st.cases(r.id for r in runs)
+    scored = [r for r in runs if run_score(r, cases, rule) is not None]
+    if not scored:
         raise UsageError(
-            f"{ref!r} has no complete, passing run with timings on {device!r}; "
+            f"{ref!r} has no complete, passing {mode}-mode run with timings on {device!r}; "
             f"see 'python -m harness history {shlex.quote(ref)} --task {task}'"
         )
-    return top[1]
+    latest = max(scored, key=lambda r: (r.started_at, r.id))
+    same = [r for r in runs if r.submission_sha256 == latest.submission_sha256]
+    pooled = pool_runs(same, cases, rule, stored_block_scores(st, same))
+    assert pooled is not None  # latest has a score
+    return pooled
 
 
 def _device(st: Store, task: str, a: str, b: str, wanted: str | None) -> str:
@@ -79,31 +91,30 @@ def _device(st: Store, task: str, a: str, b: str, wanted: str | None) -> str:
     return common[0]
 
 
-def _sides(st: Store, args: argparse.Namespace) -> tuple[str, Any, Any]:
-    """(device, A's best run, B's best run), or a UsageError saying why they cannot be compared."""
+def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled, Pooled]:
+    """(device, mode, A's runs, B's runs), or a UsageError saying why they cannot be compared."""
     for ref in (args.a, args.b):
         if not find_runs(st, args.task, ref):
             raise no_runs_error(st, args.task, ref)
     device = _device(st, args.task, args.a, args.b, args.device)
     _, rule, _ = ranking_rule(args.task, None, True)
-    run_a, run_b = (_best(st, args.task, ref, device, rule) for ref in (args.a, args.b))
-    if run_a.id == run_b.id:
+    on_device = [r for ref in (args.a, args.b) for r in find_runs(st, args.task, ref) if r.device_name == device]
+    mode, note = choose_mode(on_device, None)
+    if note:
+        print(note, file=sys.stderr)
+    side_a, side_b = (_side(st, args.task, ref, device, mode, rule) for ref in (args.a, args.b))
+    if side_a.latest.submission_sha256 == side_b.latest.submission_sha256:
         raise UsageError(
-            f"{args.a!r} and {args.b!r} are the same submission (both resolve to run {run_a.id}, "
-            f"{run_a.display_name!r}): that would compare a run with itself; give two different "
-            "submissions (see 'python -m harness leaderboard --task " + args.task + "')"
+            f"{args.a!r} and {args.b!r} are the same submission (the same content, "
+            f"{side_a.latest.submission_sha256[:12]}, ranked as one entry): that would compare it with itself; give "
+            "two different submissions (see 'python -m harness leaderboard --task " + args.task + "')"
         )
-    return device, run_a, run_b
+    return device, mode, side_a, side_b
 
 
-def _decision(st: Store, run_a: Any, run_b: Any, cases: dict, rule: RankRule, margin: float) -> ties.Decision:
-    """The tie rule on the two runs' scores, each with its blocks' spread (or its samples')."""
-    spreads = []
-    for r in (run_a, run_b):
-        top = best_run([r], cases, rule)
-        assert top is not None  # _best chose it for having a score
-        spreads.append(entry_spread(top[0], block_scores_of(st.result_dict(r.id))))
-    return ties.welch(spreads[0], spreads[1], margin)
+def _decision(a: Pooled, b: Pooled, margin: float) -> ties.Decision:
+    """The tie rule on the two sides' scores, each with its blocks' spread (or its samples')."""
+    return ties.welch(entry_spread(a.score, a.block_scores), entry_spread(b.score, b.block_scores), margin)
 
 
 def _decision_text(d: ties.Decision, name_a: str, name_b: str) -> str:
@@ -123,14 +134,12 @@ def run(args: argparse.Namespace) -> int:
     check_store_exists(args.results_dir)
     margin = margin_fraction(args.margin)
     with open_store(args.results_dir) as st:
-        device, run_a, run_b = _sides(st, args)
-        cases = st.cases([run_a.id, run_b.id])
-        _, rule, _ = ranking_rule(args.task, None, True)
-        decision = _decision(st, run_a, run_b, cases, rule, margin)
-    name_a, name_b = run_a.display_name, run_b.display_name
+        device, mode, side_a, side_b = _sides(st, args)
+    decision = _decision(side_a, side_b, margin)
+    name_a, name_b = side_a.latest.display_name, side_b.latest.display_name
     if name_a == name_b:
-        name_a, name_b = f"{name_a} (run {run_a.id})", f"{name_b} (run {run_b.id})"
-    shapes_a, shapes_b = _shapes(cases[run_a.id]), _shapes(cases[run_b.id])
+        name_a, name_b = f"{name_a} ({_runs_text(side_a)})", f"{name_b} ({_runs_text(side_b)})"
+    shapes_a, shapes_b = side_a.stats, side_b.stats
     common = [label for label in shapes_a if label in shapes_b]
     if not common:
         raise UsageError(f"{name_a} and {name_b} share no benchmark shape (rerun them in the same mode)")
@@ -141,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
             "version": COMPARE_JSON_VERSION,
             "task": args.task,
             "device": device,
-            "a": {"name": name_a, "run_id": run_a.id},
-            "b": {"name": name_b, "run_id": run_b.id},
+            "mode": mode,
+            "a": {"name": name_a, "run_id": side_a.latest.id, "run_ids": [r.id for r in side_a.runs]},
+            "b": {"name": name_b, "run_id": side_b.latest.id, "run_ids": [r.id for r in side_b.runs]},
             "shapes": [
                 dict(
                     shape=label,
@@ -160,16 +170,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     headers = ["shape", f"A: {name_a} (us)", f"B: {name_b} (us)", "B / A", "\u00b1", "p (Welch)", "verdict"]
     rows = [_shape_row(label, shapes_a[label], shapes_b[label], r) for label, r in per_shape]
-    sys.stdout.write(f"{args.task} on {device}: A = {name_a} (run {run_a.id}), B = {name_b} (run {run_b.id})\n\n")
+    sys.stdout.write(
+        f"{args.task} on {device}, {mode} mode: A = {name_a} ({_runs_text(side_a)}), "
+        f"B = {name_b} ({_runs_text(side_b)})\n\n"
+    )
     sys.stdout.write(format_rows(headers, rows, args.format, right=[1, 2, 3, 4, 5]))
     sys.stdout.write("\noverall (geometric mean over shapes): " + stats.describe(overall, name_a, name_b) + "\n")
     sys.stdout.write("verdict (as the leaderboard decides): " + _decision_text(decision, name_a, name_b) + "\n")
     return 0
 
 
-def _shapes(cases: Any) -> dict[str, Stats]:
-    """A run's benchmark cases with timings, by shape label."""
-    return {shape_label(c.spec): c.stats for c in cases if c.kind in BENCHMARK_KINDS and c.stats is not None}
+def _runs_text(side: Pooled) -> str:
+    ids = [str(r.id) for r in side.runs]
+    return f"run {ids[0]}" if len(ids) == 1 else f"runs {', '.join(ids)} pooled"
 
 
 def _shape_row(label: str, a: Stats, b: Stats, r: stats.Ratio) -> list[str]:

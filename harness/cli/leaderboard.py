@@ -22,8 +22,8 @@ EXAMPLES = """  python -m harness leaderboard --task mxfp4_mm
   python -m harness leaderboard --task mxfp4_mm --format html -o site/
   python -m harness leaderboard --all-tasks --format html -o site/     # then open site/index.html
 
-Ranking: the best complete, passing run of each submission (same content hash and name) on each
-device, scored by the task's rule (geom: geometric mean of the per-shape means). Failed, crashed,
+Ranking: every complete, passing run of each submission (same content hash) on each device, pooled
+into one entry (not its best run), scored by the task's rule (geom: geometric mean of the per-shape means). Failed, crashed,
 timed-out, rejected and interrupted submissions are listed under "not ranked" with the reason.
 Identical files (same sha256) are one entry. Ties: an entry the tie rule cannot tell apart from its
 group's leader shares the leader's rank, shown as "=2": entries are ranked apart only when the 95%

@@ -235,6 +235,8 @@ def interval_text(e: Entry) -> str:
     if e.low_us is None or e.high_us is None:
         return "unknown"
     source = f"{e.blocks} blocks" if e.interval_source == "blocks" else "1 process"
+    if len(e.run_ids) > 1:
+        source += f" of {len(e.run_ids)} runs"
     return f"{us(e.low_us)}-{us(e.high_us)} ({source})"
 
 

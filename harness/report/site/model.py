@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.analysis.ranking import UNKNOWN_DEVICE, DeviceBoard, Entry, Leaderboard, RankRule, best_run, tie_rule_text
+from harness.analysis.ranking import UNKNOWN_DEVICE, DeviceBoard, Entry, Leaderboard, RankRule, run_score, tie_rule_text
 from harness.report.board import interval_notes, load_board
 from harness.results import BlockRecord, CaseResult, RunResult, shape_label
 from harness.store.database import CaseRow, RunRow, Store
@@ -60,6 +60,7 @@ class RankedRow:
     interval_source: str = "none"  # "blocks", "samples" (one process) or "none"
     blocks: int = 0
     aliases: list[str] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)  # every run the entry pools (run_id: the latest)
 
 
 @dataclass
@@ -203,7 +204,7 @@ class RunPage:
     warnings: list[str]
     cases: list[CaseLine]
     board_anchor: str  # the index section that lists it
-    board_place: str  # e.g. "ranked =2", "not ranked: ...", "not the submission's best run"
+    board_place: str  # e.g. "ranked =2", "not ranked: ...", "not one of the runs its board entry pools"
     other_runs: list[RunRow]  # the other stored runs of the same name on the same task and device
     notes: list[str] = field(default_factory=list)
     interval_method: str = ""  # how score_ci_us was made, in words
@@ -242,6 +243,7 @@ def _ranked_row(e: Entry) -> RankedRow:
         e.interval_source,
         e.blocks,
         list(e.aliases),
+        list(e.run_ids),
     )
 
 
@@ -258,7 +260,7 @@ def _sol_by_shape(result: RunResult | None) -> dict[str, tuple[float | None, flo
 def _history(runs: list[RunRow], cases: dict[int, list[CaseRow]], rule: RankRule) -> list[HistoryPoint]:
     points = []
     for r in runs:
-        top = best_run([r], cases, rule)
+        top = run_score(r, cases, rule)
         if top is not None:
             s = top[0]
             points.append(
@@ -409,12 +411,16 @@ def _case_line(c: CaseResult, run_timing: str) -> CaseLine:
 def _place(row: RunRow, board: Leaderboard | None) -> str:
     for b in board.boards if board else []:
         for e in b.ranked:
-            if e.run_id == row.id:
-                return f"ranked {e.rank_label} on {b.device}"
+            if row.id in e.run_ids:
+                pooled = f", one of the {len(e.run_ids)} runs its entry pools" if len(e.run_ids) > 1 else ""
+                return f"ranked {e.rank_label} on {b.device}{pooled}"
         for u in b.unranked:
             if u.run_id == row.id:
                 return f"not ranked on {b.device}: {u.reason}"
-    return "not the run that counts for this submission on the board (another run of it is better or newer)"
+    return (
+        "not one of the runs its board entry pools (another mode, or its entry counts only the runs with "
+        "independent blocks)"
+    )
 
 
 def _page_notes(result: RunResult | None, cases: list[CaseLine]) -> list[str]:
