@@ -26,6 +26,10 @@ first final, one final block of the example is timed: a final's estimate is 3 su
     python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
     python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540
         --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
+Boards that do not fit one session (nvfp4_gemm: about 6 minutes a board) accumulate in one file over
+several: --resume continues the --out file's boards up to --boards (each board records its commit and
+date, the file its sessions), on the same device only:
+    python bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s 540 --resume --out results/ranks/ranks-h200-nvfp4_gemm-boards.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
 Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
@@ -34,6 +38,7 @@ Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import re
@@ -151,16 +156,15 @@ def _half_width(e: Any) -> float | None:
 
 def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
     """``args.boards`` boards into ``entry`` (written after each), while the budget allows."""
-    out: list[dict[str, Any]] = []
-    entry["boards"] = out
-    for k in range(args.boards):
+    out: list[dict[str, Any]] = entry.setdefault("boards", [])  # --resume: the boards of earlier sessions
+    for k in range(len(out), args.boards):
         if not rf.allows(f"{task} board {k + 1}/{args.boards}", "board"):
             break
         with tempfile.TemporaryDirectory(prefix="ranks-board-") as tmp:
             for i in range(args.copies):
                 copy_file(src, Path(tmp) / f"copy{i}.py", i)
             section, wall = one_board(task, Path(tmp), args)
-        out.append(_board_record(section, wall, args.copies))
+        out.append(_board_record(section, wall, args.copies) | {"commit": rf.doc["commit"], "date": _now()})
         tied = out[-1]["all_tied"]
         halves = [h for b in out for h in b["half_width_rel"] if h is not None]
         entry.update(
@@ -388,6 +392,11 @@ def _parser() -> argparse.ArgumentParser:
         "last variant the finals start from (the slowdown is still measured, and corrected when 2x off)",
     )
     p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --finals 0: continue the boards of the --out file (same device) up to --boards",
+    )
+    p.add_argument(
         "--budget-s",
         type=float,
         default=None,
@@ -461,18 +470,56 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibrate_from:  # a file without the task is a usage error before anything is written
         for task in files:
             _calibrate_from(args.calibrate_from, task, {})
-    results: list[dict[str, Any]] = []
-    rf = ResultsFile(out, {"script": "bench/ranks.py", "config": config, **facts, "tasks": results}, args.budget_s)
+    earlier = _resumed(out, facts, args) if args.resume else {}
+    results: list[dict[str, Any]] = list(earlier.get("tasks") or [])
+    sessions = [*earlier.get("sessions", []), {k: facts[k] for k in SESSION_KEYS}]
+    doc = {"script": "bench/ranks.py", "config": config, **facts, "sessions": sessions, "tasks": results}
+    rf = ResultsFile(out, doc, args.budget_s)
     for task, f in files.items():
         if rf.doc["stopped"] is not None:
             break
-        results.append({"task": task, "file": rel(ROOT / f)})
-        _one_task(task, ROOT / f, args, rf, results[-1])
+        entry = next((r for r in results if r["task"] == task), None)
+        if entry is None:
+            results.append(entry := {"task": task, "file": rel(ROOT / f)})
+        _one_task(task, ROOT / f, args, rf, entry)
     rf.finish()
     for r in results:
         if r["boards"]:
             say(_summary(r))
     return 1 if rf.doc["stopped"] and not rf.doc["stopped"].startswith("budget:") else 0
+
+
+SESSION_KEYS = ("commit", "date", "device", "driver", "torch", "triton")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The --out file whose boards --resume continues (nothing there: a new file); exit 2 on a misuse."""
+    why = None
+    prev: dict[str, Any] = {}
+    if args.finals:
+        why = "--resume continues boards only: give --finals 0 (finals start from --calibrate-from)"
+    elif out.exists():
+        try:
+            prev = json.loads(out.read_text())
+        except (OSError, ValueError) as e:
+            why = f"--resume: {rel(out)} is not a readable results file ({e}); choose another --out"
+        else:
+            if prev.get("script") != "bench/ranks.py" or prev.get("device") != facts["device"]:
+                why = (
+                    f"--resume: {rel(out)} is not a board file of bench/ranks.py on {facts['device']} (script "
+                    f"{prev.get('script')!r}, device {prev.get('device')!r}); boards of two devices are not pooled"
+                )
+    if why:
+        say(why)
+        raise SystemExit(2)
+    if not prev:
+        return {}
+    first = {k: prev.get(k) for k in SESSION_KEYS}
+    return {"tasks": prev.get("tasks") or [], "sessions": prev.get("sessions") or [first]}
 
 
 def _summary(r: dict[str, Any]) -> str:

@@ -105,3 +105,31 @@ def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path)
     )
     assert done.returncode == 2 and "--calibrate-from" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "ranks.json").exists()  # a usage error writes nothing
+
+
+@pytest.mark.slow
+def test_ranks_resume_adds_boards_to_an_earlier_file_and_keeps_its_sessions(tmp_path):
+    out = tmp_path / "boards.json"
+    first = _bench("ranks.py", out, "--finals", "0", "--boards", "0")
+    assert first["tasks"][0]["boards"] == [] and len(first["sessions"]) == 1
+    data = _bench("ranks.py", out, "--finals", "0", "--boards", "1", "--resume")
+    (task,) = data["tasks"]
+    (board,) = task["boards"]
+    assert board["commit"] == data["commit"] and board["date"] and len(data["sessions"]) == 2
+    assert data["sessions"][0]["date"] == first["date"] and data["complete"] is True
+    again = _bench("ranks.py", out, "--finals", "0", "--boards", "1", "--resume")  # nothing left to add
+    assert again["tasks"][0]["boards"] == [board] and len(again["sessions"]) == 3
+
+
+def test_ranks_resume_of_another_scripts_file_is_a_usage_error(tmp_path):
+    out = tmp_path / "noise.json"
+    out.write_text(json.dumps({"script": "bench/noise.py", "device": "cpu", "tasks": []}))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--finals", "0", "--resume", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2 and "--resume" in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(out.read_text())["script"] == "bench/noise.py"  # left as it was
