@@ -17,9 +17,9 @@ submission with no such run is not ranked; it is listed with the verdict and rea
 devices are never ranked together.
 
 Ties (:mod:`harness.analysis.ties`, one rule for the board, the site, ``compare`` and the JSON): each
-entry's score has a standard error of its log, from its run's block scores (sd / sqrt(B), B - 1 degrees
-of freedom) or, for a run of a single block, from its samples (``score``: propagated from the per-shape
-standard errors; one process only, so much narrower than a rerun's spread). Entries are sorted by score;
+entry's score has a standard error of its log, from its runs' block scores (sd / sqrt(B), B - 1 degrees
+of freedom) or, for a single run of a single block, from its samples (``score``: propagated from the
+per-shape standard errors; one process only, so much narrower than a rerun's spread). Entries are sorted by score;
 the best entry not yet placed leads a group, and every later entry the rule calls ``tied`` with the leader
 (not both a significant difference and one beyond the equivalence margin) shares its rank, shown as
 "=2". Ties are not chained.
