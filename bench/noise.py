@@ -14,9 +14,16 @@ B blocks (harness.engine.blocks). Figures, all as fractions of the score unless 
   max(margin, t(2B-2) * sqrt(2) * between_block_sd / sqrt(B))
 - frontier: for B' blocks, the predicted half-width t(B'-1) * between_block_sd / sqrt(B') and wall time
   (the run's fixed part + B' * the median block's wall time)
+- first_sample_excess: per shape (task order), the median over blocks of a block's first sample over the
+  median of its other samples, less 1: what a fresh worker pays the first time it meets a shape's new
+  inputs (its caches keyed by address, the allocator's first blocks), which a score of B blocks counts B
+  times where one process counts it once; --warmup-chunks N (harness run --warmup-chunks) moves it out
+  of the timed chunks
 
 GPU (the lead's command):  python bench/noise.py --runs 3 --budget-s 540
 CPU (plumbing only):       python bench/noise.py --quick
+Stored ranked runs (no run; prints the figures as JSON):
+    python bench/noise.py --from-runs results/h200_verdicts/triton_nvfp4.leaderboard.json
 Writes results/ranks/noise-<device>.json (--out to choose) after every run, "complete": false until the
 last; with --budget-s it starts no run that its estimate says would end past the budget.
 """
@@ -76,6 +83,20 @@ def within_block(result: Any) -> tuple[list[float], list[float]]:
     return rel_se, cvs
 
 
+def first_sample_excess(results: list[Any]) -> list[float | None]:
+    """Per shape (task order): the median over every block of ``results`` of (its first sample / the
+    median of its other samples) - 1; None for a shape no block timed twice."""
+    per_shape: list[list[float]] = []
+    for r in results:
+        for i, c in enumerate(r.benchmark_cases()):
+            counts = [b.samples[i] for b in r.blocks]
+            blocks = _split(c.stats.samples_ns if c.stats else [], counts)
+            while len(per_shape) <= i:
+                per_shape.append([])
+            per_shape[i] += [xs[0] / statistics.median(xs[1:]) - 1 for xs in blocks if len(xs) >= 2]
+    return [median(x) for x in per_shape]
+
+
 def _coverage(results: list[Any]) -> float | None:
     """The fraction of (run i, run j) pairs where run j's score lies in run i's 95% interval."""
     pairs = [(i, j) for i in range(len(results)) for j in range(len(results)) if i != j and results[i].score_ci_us]
@@ -116,6 +137,8 @@ def summarize(results: list[Any], margin: float) -> dict[str, Any]:
         "coverage": _coverage(results),
         "resolvable": _resolvable(margin, s, blocks),
         "frontier": frontier(s, median(rel_se), *_walls(results)),
+        "first_sample_excess": first_sample_excess(results),
+        "warmup_chunks": sorted({b.warmup_chunks for r in results for b in r.blocks}),
     }
 
 
@@ -181,6 +204,7 @@ def measure(task: str, path: Path, args: argparse.Namespace, rf: ResultsFile, en
             secret=secrets.token_hex(16),
             blocks=args.blocks,
             same_worker=args.same_worker,
+            warmup_chunks=args.warmup_chunks,
             max_repeats=args.max_repeats,
             max_time_s=args.max_time,
         )
@@ -201,11 +225,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="whole ranked runs per task (default 3)")
     p.add_argument("--blocks", type=int, default=None, help="blocks per run (default: the harness's)")
     p.add_argument("--same-worker", action="store_true", help="the blocks share one worker (harness run --same-worker)")
+    p.add_argument(
+        "--warmup-chunks",
+        type=int,
+        default=0,
+        help="untimed chunks of fresh inputs first (harness run --warmup-chunks)",
+    )
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
     p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")
     p.add_argument("--device", default=None)
     p.add_argument("--quick", action="store_true", help="CPU, the fixture task, 2 runs of 3 blocks: plumbing only")
+    p.add_argument(
+        "--from-runs",
+        nargs="+",
+        metavar="RUN_JSON",
+        help="no run: the figures of these stored ranked runs of one file (harness run --json), printed as JSON",
+    )
     p.add_argument("--out", help="results file (default results/ranks/noise-<device>.json)")
     p.add_argument(
         "--budget-s",
@@ -223,8 +259,29 @@ def _out_path(args: argparse.Namespace, device: str) -> Path:
     return ROOT / "results" / "ranks" / f"noise-{slug}{'-quick' if args.quick else ''}.json"
 
 
+def from_runs(paths: list[str], margin: float) -> dict[str, Any]:
+    """The figures of stored ranked runs (their RunResult JSON), with the files they came from."""
+    import json
+
+    from harness.results import RunResult
+
+    results = []
+    for path in paths:
+        try:
+            results.append(RunResult.from_dict(json.loads(Path(path).read_text())))
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            say(f"--from-runs {path}: not a run's JSON (harness run --json writes one): {e}")
+            raise SystemExit(2) from None
+    return {"runs_from": [rel(Path(p)) for p in paths], **summarize(results, margin)}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.from_runs:
+        import json
+
+        print(json.dumps(from_runs(args.from_runs, args.margin / 100), indent=2, sort_keys=True, default=str))
+        return 0
     if args.quick:
         args.device, args.runs = "cpu", min(args.runs, 2)
         args.blocks, args.max_repeats = args.blocks or 3, args.max_repeats or 6

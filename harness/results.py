@@ -169,6 +169,7 @@ class BlockRecord:
     throttled: list[str] = field(default_factory=list)  # throttle reasons seen in this block (empty: none)
     wall_s: float | None = None
     fresh_worker: bool = True  # False: this block ran in the worker of the block before (--same-worker)
+    warmup_chunks: int = 0  # untimed chunks of fresh inputs before each case's timed ones (--warmup-chunks)
 
 
 @dataclass

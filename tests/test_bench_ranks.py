@@ -133,3 +133,37 @@ def test_ranks_resume_of_another_scripts_file_is_a_usage_error(tmp_path):
     )
     assert done.returncode == 2 and "--resume" in done.stderr and "Traceback" not in done.stderr
     assert json.loads(out.read_text())["script"] == "bench/noise.py"  # left as it was
+
+
+def test_noise_from_stored_runs_finds_a_first_sample_that_is_slower(tmp_path):
+    """--from-runs reads stored ranked runs (no run): here one whose every block's first sample of the first
+    shape is 30% slower than the rest, and of the second shape not."""
+    from harness.results import BlockRecord, Stats
+    from tests.helpers import make_result
+
+    r = make_result("slow_start", (10.0, 20.0), n=2)
+    per_block = [[13.0, 10.0, 10.0, 10.0], [20.0, 20.0, 20.0, 20.0]]  # us: shape 0, shape 1 (one block each)
+    cases = r.benchmark_cases()
+    for case, xs in zip(cases, per_block):
+        case.stats = Stats.from_samples([x * 1e3 for x in xs * 2])  # two blocks of four samples
+    r.blocks = [BlockRecord(b, b, [0, 1], [10.75, 20.0], [4, 4], 14.7) for b in range(2)]
+    path = tmp_path / "run.json"
+    path.write_text(r.to_json())
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "noise.py"), "--from-runs", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout)
+    assert figures["first_sample_excess"] == pytest.approx([0.3, 0.0]) and figures["warmup_chunks"] == [0]
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "noise.py"), "--from-runs", str(tmp_path / "none.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and "--from-runs" in bad.stderr and "Traceback" not in bad.stderr

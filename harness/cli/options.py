@@ -33,3 +33,14 @@ READ_ONLY_EXIT_CODES = {
     70: "internal error in the harness (please report it)",
     141: "the output pipe closed early (e.g. '| head'): the rest was dropped, quietly",
 }
+
+
+def add_warmup_chunks_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--warmup-chunks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="ranked: N untimed chunks of fresh inputs before each case's timed ones, in every block, so "
+        "that what a submission does when it first meets new inputs is not timed (default 0)",
+    )

@@ -26,8 +26,15 @@ class Inputs:
     ) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
         """``count`` inputs from index ``index`` on, as (their specs with seeds, the inputs): seeds derived
         from the secret in ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
+        specs = self.specs(spec, index, count, fresh)
+        with self.ctx.phases.measure("generate"):
+            return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
+
+    def specs(self, spec: dict[str, Any], index: int, count: int, fresh: bool | None = None) -> list[dict[str, Any]]:
+        """The specs with seeds of ``count`` inputs from index ``index`` on (see :meth:`generate`), without
+        generating them here."""
         fresh = self.ctx.ranked if fresh is None else fresh
-        specs = [
+        return [
             dict(
                 spec,
                 seed=derive_seed(str(self.ctx.opt.secret), spec["seed"], index + j)
@@ -36,8 +43,6 @@ class Inputs:
             )
             for j in range(count)
         ]
-        with self.ctx.phases.measure("generate"):
-            return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
 
     def place(self, specs: list[dict[str, Any]], privates: list[Any], deadline: float, keep: int = 0) -> list[int]:
         """Has the worker generate its own copies of ``privates`` from their ``specs`` (the parent keeps

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from harness.errors import UsageError
 
 SCAN_POLICIES = ("warn", "reject", "off")
+MAX_WARMUP_CHUNKS = 10
 
 
 @dataclass
@@ -21,6 +22,7 @@ class RunOptions:
     max_repeats: int | None = None  # per benchmark case; default 100 on a GPU, 10 on the CPU
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
+    warmup_chunks: int = 0  # ranked: untimed chunks of fresh inputs before each case's timed chunks, every block
     max_time_s: float | None = None  # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
     wall_cap_s: float | None = None  # wall time per case; default 120 s, CPU 30 s
     target_rel_err: float = 0.001  # stop when stderr / mean is below this (0.1%)
@@ -53,6 +55,9 @@ class RunOptions:
             )
         _positive("max_repeats", "--max-repeats", self.max_repeats, integer=True, minimum=self.min_runs)
         _positive("blocks", "--blocks", self.blocks, integer=True, minimum=1)
+        _positive("warmup_chunks", "--warmup-chunks", self.warmup_chunks, integer=True, minimum=0)
+        if self.warmup_chunks > MAX_WARMUP_CHUNKS:
+            raise _bad("warmup_chunks", "--warmup-chunks", f"at most {MAX_WARMUP_CHUNKS}", self.warmup_chunks)
         _positive("max_time_s", "--max-time", self.max_time_s)
         _positive("wall_cap_s", None, self.wall_cap_s)
         _positive("target_rel_err", None, self.target_rel_err)
