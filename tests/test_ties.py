@@ -7,7 +7,10 @@ about a rerun; the blocks' spread does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import math
 import random
 
@@ -16,6 +19,7 @@ import pytest
 from harness.analysis import ties
 from harness.analysis.blocks import combine, interval_from_blocks, spread_warning
 from harness.analysis.ranking import RankRule, ShapeTime, build_leaderboard, entry_spread, score
+from harness.cli.main import main
 from harness.engine.blocks import default_blocks, merge_cases, shape_order
 from harness.engine.stop_rule import StopRule
 from harness.report.board import load_board
@@ -219,3 +223,38 @@ def test_schema_2_round_trips_blocks_and_the_interval_and_reads_version_1():
     assert legacy.blocks == [] and legacy.score_interval is None
     with pytest.raises(ValueError, match="schema_version 99"):
         RunResult.from_dict(dict(old, schema_version=99))
+
+
+def test_a_board_ranks_runs_of_one_warm_up_and_says_which_it_left_out(tmp_path):
+    """Runs measured with different --warmup-chunks are not compared: the board ranks the latest run's
+    setting, and its note names the runs it left out; compare takes the same runs."""
+    rng = random.Random(11)
+    old = blocked_result("old", 10.0, rng)
+    new = blocked_result("new", 10.0, rng)
+    new.started_at = new.finished_at = "2026-11-02T10:00:00+00:00"
+    for b in new.blocks:
+        b.warmup_chunks = 2
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for r in (old, new):
+            st.record(r)
+    lb, warnings = load_board("mxfp4_mm", results_dir=d)
+    (section,) = lb.boards
+    assert [e.name for e in section.ranked] == ["new"]
+    assert any("--warmup-chunks 2" in w and "left out 1 run(s)" in w and "(old)" in w for w in warnings), warnings
+    other, new_before = blocked_result("other", 10.0, rng), blocked_result("new", 10.0, rng)
+    other.started_at = other.finished_at = "2026-11-03T10:00:00+00:00"
+    for b in other.blocks:
+        b.warmup_chunks = 2
+    new_before.submission.sha256 = new.submission.sha256  # an earlier run of "new", without the warm-up
+    with open_store(d) as st:
+        st.record(other)
+        st.record(new_before)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(["compare", "other", "new", "--task", "mxfp4_mm", "--results-dir", d, "--format", "json"])
+    assert code == 0 and "left out 1 run(s)" in err.getvalue()
+    assert len(json.loads(out.getvalue())["b"]["run_ids"]) == 1
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert main(["compare", "other", "old", "--task", "mxfp4_mm", "--results-dir", d]) == 2
+    assert "that the board would rank" in err.getvalue()

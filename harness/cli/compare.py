@@ -18,15 +18,16 @@ from harness.errors import UsageError
 from harness.report.board import (
     add_margin_argument,
     choose_mode,
+    choose_warmup,
     margin_fraction,
     ranking_rule,
     resolve_task,
-    stored_block_scores,
+    stored_blocks,
 )
 from harness.report.runs import find_runs, no_runs_error
 from harness.report.tables import format_rows, us
 from harness.results import Stats
-from harness.store.database import Store, open_store
+from harness.store.database import RunRow, Store, open_store
 
 EXIT_CODES = READ_ONLY_EXIT_CODES
 COMPARE_JSON_VERSION = 3  # 1 - first version; 2 - "decision": the tie rule's call (harness.analysis.ties);
@@ -53,19 +54,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_results_dir_argument(parser)
 
 
-def _side(st: Store, task: str, ref: str, device: str, mode: str | None, rule: RankRule) -> Pooled:
-    """``ref``'s runs on ``device`` in ``mode``, pooled as the leaderboard pools them."""
-    runs = [r for r in find_runs(st, task, ref) if r.device_name == device and r.mode == mode]
+def _side(
+    st: Store, task: str, ref: str, allowed: list[RunRow], rule: RankRule, device: str, mode: str | None
+) -> Pooled:
+    """``ref``'s runs among ``allowed`` (its device, mode and warm-up), pooled as the leaderboard pools them."""
+    ids = {r.id for r in find_runs(st, task, ref)}
+    runs = [r for r in allowed if r.id in ids]
     cases = st.cases(r.id for r in runs)
     scored = [r for r in runs if run_score(r, cases, rule) is not None]
     if not scored:
         raise UsageError(
-            f"{ref!r} has no complete, passing {mode}-mode run with timings on {device!r}; "
-            f"see 'python -m harness history {shlex.quote(ref)} --task {task}'"
+            f"{ref!r} has no complete, passing {mode}-mode run with timings on {device!r} that the board "
+            f"would rank; see 'python -m harness history {shlex.quote(ref)} --task {task}'"
         )
     latest = max(scored, key=lambda r: (r.started_at, r.id))
     same = [r for r in runs if r.submission_sha256 == latest.submission_sha256]
-    pooled = pool_runs(same, cases, rule, stored_block_scores(st, same))
+    pooled = pool_runs(same, cases, rule, stored_blocks(st, same).scores)
     assert pooled is not None  # latest has a score
     return pooled
 
@@ -98,11 +102,15 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
             raise no_runs_error(st, args.task, ref)
     device = _device(st, args.task, args.a, args.b, args.device)
     _, rule, _ = ranking_rule(args.task, None, True)
-    on_device = [r for ref in (args.a, args.b) for r in find_runs(st, args.task, ref) if r.device_name == device]
+    found = {r.id: r for ref in (args.a, args.b) for r in find_runs(st, args.task, ref) if r.device_name == device}
+    on_device = list(found.values())
     mode, note = choose_mode(on_device, None)
-    if note:
-        print(note, file=sys.stderr)
-    side_a, side_b = (_side(st, args.task, ref, device, mode, rule) for ref in (args.a, args.b))
+    in_mode = [r for r in on_device if r.mode == mode]
+    allowed, warmup_note = choose_warmup(in_mode, stored_blocks(st, in_mode).warmup_chunks)
+    for line in (note, warmup_note):
+        if line:
+            print(line, file=sys.stderr)
+    side_a, side_b = (_side(st, args.task, ref, allowed, rule, device, mode) for ref in (args.a, args.b))
     if side_a.latest.submission_sha256 == side_b.latest.submission_sha256:
         raise UsageError(
             f"{args.a!r} and {args.b!r} are the same submission (the same content, "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.analysis.ranking import DeviceBoard, Entry, Leaderboard, RankRule, build_leaderboard, tie_rule_text
@@ -74,16 +75,17 @@ def load_board(
                 f"no results for task {name!r} on device {device!r}; choose one of: "
                 + (", ".join(repr(d) for d in devices) or "(none yet)")
             )
+        stored_facts = stored_blocks(st, runs)
+        runs, warmup_note = choose_warmup(runs, stored_facts.warmup_chunks)
         cases = st.cases(r.id for r in runs)
-        blocks = stored_block_scores(st, runs)
         finals = latest_finals(st, name)
-    warnings = [w for w in (warning, note) if w]
+    warnings = [w for w in (warning, note, warmup_note) if w]
     if not runs:
         warnings.append(
             f"no results for task {name!r} in the store yet (tasks with results: "
             f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first"
         )
-    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=blocks, margin=margin)
+    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=stored_facts.scores, margin=margin)
     board.mode = mode
     for b in board.boards:
         b.final = finals.get(b.device)
@@ -164,15 +166,52 @@ def block_scores_of(result: dict[str, Any] | None) -> list[float]:
     return out
 
 
-def stored_block_scores(st: Store, runs: Sequence[RunRow]) -> dict[int, list[float]]:
-    """Each complete, passing run's block scores, by run id, from its stored result."""
-    out = {}
+@dataclass
+class StoredBlocks:
+    """What the ranking reads of each complete, passing run's stored result, by run id."""
+
+    scores: dict[int, list[float]]  # its independent block scores (absent: one block, or one worker)
+    warmup_chunks: dict[int, int]  # the --warmup-chunks it was measured with
+
+
+def stored_blocks(st: Store, runs: Sequence[RunRow]) -> StoredBlocks:
+    """Each complete, passing run's block scores and warm-up setting, from its stored result."""
+    out = StoredBlocks({}, {})
     for r in runs:
         if r.complete and r.verdict == PASS:
-            scores = block_scores_of(st.result_dict(r.id))
+            result = st.result_dict(r.id)
+            scores = block_scores_of(result)
             if scores:
-                out[r.id] = scores
+                out.scores[r.id] = scores
+            out.warmup_chunks[r.id] = warmup_chunks_of(result)
     return out
+
+
+def warmup_chunks_of(result: dict[str, Any] | None) -> int:
+    """The --warmup-chunks a stored RunResult's JSON was measured with (0 before the option existed)."""
+    blocks = (result or {}).get("blocks") or []
+    value = blocks[0].get("warmup_chunks", 0) if blocks and isinstance(blocks[0], dict) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def choose_warmup(runs: Sequence[RunRow], warmup_chunks: Mapping[int, int]) -> tuple[list[RunRow], str | None]:
+    """The runs to rank when passing runs were measured with different --warmup-chunks (a first timed sample
+    can differ by tens of percent, docs/measurement.md): those of the latest passing run's setting, and a
+    note for stderr naming what was left out. Runs without a stored setting (not passing) all stay."""
+    measured = [r for r in runs if r.id in warmup_chunks]
+    if len({warmup_chunks[r.id] for r in measured}) <= 1:
+        return list(runs), None
+    keep = warmup_chunks[max(measured, key=lambda r: (r.started_at, r.id)).id]
+    left = [r for r in measured if warmup_chunks[r.id] != keep]
+    gone = {r.id for r in left}
+    names = ", ".join(sorted({r.display_name for r in left}))
+    note = (
+        f"note: ranking the runs measured with --warmup-chunks {keep} (the latest run's); left out "
+        f"{len(left)} run(s) measured with --warmup-chunks "
+        f"{', '.join(str(x) for x in sorted({warmup_chunks[i] for i in gone}))} ({names}): "
+        "scores measured with different warm-ups are not compared; rerun them alike"
+    )
+    return [r for r in runs if r.id not in gone], note
 
 
 # the default mode of a leaderboard: ranked runs first, then the unranked modes that time
