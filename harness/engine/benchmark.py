@@ -100,11 +100,9 @@ class BenchmarkLoop:
         set of inputs for every sample of the case."""
         ranked = self.ctx.ranked
         if ranked:
-            warm_specs, warm = self.inputs.generate(c.spec, WARMUP_INDEX + c.offset, 1)
-            data = self.inputs.place(warm_specs, warm, deadline)[0]
+            data = self.inputs.make(self.inputs.specs(c.spec, WARMUP_INDEX + c.offset, 1), deadline)[1][0]
         else:
-            fixed_specs, c.fixed = self.inputs.generate(c.spec, c.offset, c.batch)
-            c.fixed_items = self.inputs.place(fixed_specs, c.fixed, deadline)
+            c.fixed, c.fixed_items = self.inputs.make(self.inputs.specs(c.spec, c.offset, c.batch), deadline)
             data = 0
         reply = self.session.request(
             "timing",
@@ -118,16 +116,16 @@ class BenchmarkLoop:
         reason = self.session.rejection(reply)
         return end_case(c.result, reply, reason) if not reply.ok or reason else None
 
-    def _chunk_inputs(self, c: _Case, index: int) -> tuple[list, list, list[int]]:
-        """(specs, the parent's inputs, which outputs come back) of the next chunk of timed calls."""
-        ranked = self.ctx.ranked
-        fixed = c.fixed or []
-        if c.per_call:
-            k = self._chunk_size(c, index)
-            specs, privates = self.inputs.generate(c.spec, c.offset + index, k) if ranked else ([], fixed * k)
-            return specs, privates, list(range(k)) if ranked else [k - 1]
-        specs, privates = self.inputs.generate(c.spec, c.offset + index, c.batch) if ranked else ([], fixed)
-        return specs, privates, list(range(c.batch)) if ranked else [c.batch - 1]
+    def _chunk_inputs(self, c: _Case, index: int, deadline: float) -> tuple[list, list, list[int]]:
+        """(the parent's inputs of the next chunk of timed calls, the worker's items that name them, which
+        outputs come back): ranked, fresh ones that both sides generate (the worker's in the slots after
+        0, the warm-up input's); unranked, the case's fixed ones again (only the last output comes back)."""
+        k = self._chunk_size(c, index)
+        if self.ctx.ranked:
+            privates, items = self.inputs.make(self.inputs.specs(c.spec, c.offset + index, k), deadline, keep=1)
+            return privates, items, list(range(k))
+        repeat = k // len(c.fixed or [None])  # per call: the one fixed input k times; batched: the batch once
+        return (c.fixed or []) * repeat, (c.fixed_items or []) * repeat, [k - 1]
 
     def _chunk_warm_up(self, c: _Case, deadline: float, samples: list) -> CaseResult | None:
         """Every chunk, in both modes alike (so ranked and unranked times compare): the submission's own
@@ -154,12 +152,11 @@ class BenchmarkLoop:
         if ended is not None:
             return ended
         while True:
-            specs, privates, returned = self._chunk_inputs(c, index)
             if self.ctx.gpu:
                 ended = self._chunk_warm_up(c, deadline, samples)
                 if ended is not None:
                     return ended
-            items = self._chunk_items(c, specs, privates, deadline)
+            privates, items, returned = self._chunk_inputs(c, index, deadline)
             index += len(privates)
             reply = self._timed_chunk(c, items, returned, deadline)
             reason = self.session.rejection(reply)
@@ -200,12 +197,6 @@ class BenchmarkLoop:
     def _chunk_size(self, c: _Case, index: int) -> int:
         """How many inputs the chunk of timed calls from sample ``index`` on takes."""
         return min(10 if self.ctx.gpu else 1, self.stop_rule.max_samples - index) if c.per_call else c.batch
-
-    def _chunk_items(self, c: _Case, specs: list, privates: list, deadline: float) -> list:
-        if self.ctx.ranked:
-            return self.inputs.place(specs, privates, deadline, keep=1)  # slot 0: the warm-up input
-        fixed_items = c.fixed_items or []
-        return fixed_items * len(privates) if c.per_call else fixed_items
 
     def _timed_chunk(self, c: _Case, items: list, returned: list[int], deadline: float, phase: str = "timing") -> Any:
         """Right before timing, the worker runs the harness's own GPU work to hold the clocks up and reads

@@ -1,6 +1,6 @@
 """The run's inputs: seeds (the public seed, or in ranked runs derived from the secret), the parent's
-own copy of each input, and the worker's copy, generated in the worker from the same seed and proved
-equal by fingerprints."""
+own copy of each input, and the worker's copy, generated in the worker from the same seed while the
+parent generates its own (nothing is timed meanwhile), and proved equal by fingerprints."""
 
 from __future__ import annotations
 
@@ -21,18 +21,9 @@ class Inputs:
     def __init__(self, ctx: RunContext, session: WorkerSession):
         self.ctx, self.session = ctx, session
 
-    def generate(
-        self, spec: dict[str, Any], index: int, count: int, fresh: bool | None = None
-    ) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
-        """``count`` inputs from index ``index`` on, as (their specs with seeds, the inputs): seeds derived
-        from the secret in ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
-        specs = self.specs(spec, index, count, fresh)
-        with self.ctx.phases.measure("generate"):
-            return specs, [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
-
     def specs(self, spec: dict[str, Any], index: int, count: int, fresh: bool | None = None) -> list[dict[str, Any]]:
-        """The specs with seeds of ``count`` inputs from index ``index`` on (see :meth:`generate`), without
-        generating them here."""
+        """The specs of ``count`` inputs from index ``index`` on, with their seeds: derived from the secret in
+        ranked runs (``fresh``), else from the public seed (index 0: the case's own)."""
         fresh = self.ctx.ranked if fresh is None else fresh
         return [
             dict(
@@ -44,16 +35,21 @@ class Inputs:
             for j in range(count)
         ]
 
-    def place(self, specs: list[dict[str, Any]], privates: list[Any], deadline: float, keep: int = 0) -> list[int]:
-        """Has the worker generate its own copies of ``privates`` from their ``specs`` (the parent keeps
-        the originals for checking) and returns the slot numbers that later messages name them by; the
-        worker's first ``keep`` slots stay. The copies must match the originals' fingerprints."""
-        theirs = self.session.generate(specs, deadline, keep)
-        with self.ctx.phases.measure("generate"):
-            mine = [protocol.input_fingerprint(d) for d in privates]
-        if theirs != mine:
+    def make(self, specs: list[dict[str, Any]], deadline: float, keep: int = 0) -> tuple[list[Any], list[int]]:
+        """(the parent's copies of the inputs of ``specs``, the worker's slots for its own, after its
+        first ``keep``): the parent generates its copies while the worker generates its own (nothing is
+        timed meanwhile), and the two must have the same fingerprints."""
+        mine: dict[str, list[Any]] = {}
+
+        def generate_here() -> None:
+            with self.ctx.phases.measure("worker_generate.parent"):
+                mine["inputs"] = [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
+                mine["fingerprints"] = [protocol.input_fingerprint(d) for d in mine["inputs"]]
+
+        theirs = self.session.generate(specs, deadline, keep, meanwhile=generate_here)
+        if theirs != mine["fingerprints"]:
             raise WorkerFailure(ERROR, DIFFERENT_INPUTS)
-        return list(range(keep, keep + len(privates)))
+        return mine["inputs"], list(range(keep, keep + len(specs)))
 
     def one(
         self, what: str, i: int, cases: list[dict[str, Any]], deadline: float, fresh: bool = False
@@ -63,6 +59,6 @@ class Inputs:
         spec = self.ctx.case_spec(cases[i])
         label = f"{what} {i + 1}/{len(cases)} {fmt_spec(spec)}"
         self.ctx.progress(label)
-        [spec], [data] = self.generate(spec, TEST_INDEX if fresh else 0, 1, fresh=fresh)
-        [item] = self.place([spec], [data], deadline)
+        [spec] = self.specs(spec, TEST_INDEX if fresh else 0, 1, fresh=fresh)
+        [data], [item] = self.make([spec], deadline)
         return spec, label, data, item

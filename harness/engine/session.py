@@ -4,6 +4,7 @@ reply, replaced after it broke its CUDA context, and stopped."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.engine import verdicts
@@ -52,10 +53,20 @@ class WorkerSession:
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
 
-    def request(self, phase: str, msg: Request, deadline: float, what: str, reply: type, **expect: Any) -> Any:
+    def request(
+        self,
+        phase: str,
+        msg: Request,
+        deadline: float,
+        what: str,
+        reply: type,
+        meanwhile: Callable[[], None] | None = None,
+        **expect: Any,
+    ) -> Any:
         """The worker's reply to ``msg``, decoded as ``reply`` (a class of ``harness.messages``) or as
         :class:`Failed`; ``expect``: what the decoder checks the reply against. A malformed reply is a
-        rejection; a dead or late worker a WorkerFailure too."""
+        rejection; a dead or late worker a WorkerFailure too. ``meanwhile``: the parent's own work, done
+        while the worker works on ``msg`` (never while it times: only for requests that time nothing)."""
         sup = self._supervisor()
         wire = msg.encode()  # what the per-call limits read (harness.engine.deadlines)
         limit = self.deadlines.limit(wire)
@@ -67,6 +78,7 @@ class WorkerSession:
                 time.monotonic() + limit.seconds if own and limit else deadline,
                 what,
                 limit.message(what) if own and limit else None,
+                meanwhile,
             )
             decoded = self._decode(header, payloads, reply, what, expect)
         self.deadlines.record(wire, time.monotonic() - t0, getattr(decoded, "calls", None))
@@ -140,9 +152,16 @@ class WorkerSession:
                 )
         return None
 
-    def generate(self, specs: list[dict[str, Any]], deadline: float, keep: int = 0) -> list[Any]:
+    def generate(
+        self,
+        specs: list[dict[str, Any]],
+        deadline: float,
+        keep: int = 0,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> list[Any]:
         """Has the worker generate the inputs of ``specs`` (keeping its first ``keep`` slots) and returns
-        their fingerprints; a rejection or an error ends the case."""
+        their fingerprints; a rejection or an error ends the case. ``meanwhile``: the parent's own work
+        while the worker generates (the parent's copies of the same inputs)."""
         self.deadlines.note_inputs(specs)
         reply = self.request(
             "worker_generate",
@@ -150,6 +169,7 @@ class WorkerSession:
             deadline,
             "generating inputs in the worker",
             Generated,
+            meanwhile,
             n_inputs=len(specs),
         )
         reason = self.rejection(reply)

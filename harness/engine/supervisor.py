@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn, Protocol
 
@@ -237,17 +238,25 @@ class Supervisor:
 
     # -- messages ------------------------------------------------------------------------------------
     def request(
-        self, msg: Request, deadline: float, what: str, late: str | None = None
+        self,
+        msg: Request,
+        deadline: float,
+        what: str,
+        late: str | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Any], list[bytes]]:
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
         (``harness.messages`` decodes them); raises WorkerFailure. ``late``: the timeout's message when
-        ``deadline`` is a per-call limit (``harness.engine.deadlines``) rather than the task's."""
+        ``deadline`` is a per-call limit (``harness.engine.deadlines``) rather than the task's.
+        ``meanwhile``: the parent's own work, done while the worker works on ``msg``."""
         self._seq += 1
         assert self.conn is not None, "start() first"
         try:
             protocol.send_to_worker(self.conn, msg, seq=self._seq)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self._raise_dead(what)
+        if meanwhile is not None:
+            meanwhile()
         header, payloads = self._receive(deadline, what, late)
         if header.get("seq") != self._seq:
             self._kill_everything()
