@@ -42,5 +42,5 @@ def add_warmup_chunks_argument(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="ranked: N untimed chunks of fresh inputs before each case's timed ones, in every block, so "
-        "that what a submission does when it first meets new inputs is not timed (default 0)",
+        "that what makes a fresh worker's first timed chunks of a shape slower is not timed (default 0)",
     )
