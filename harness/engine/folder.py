@@ -38,6 +38,7 @@ from harness.engine.lease import Heartbeat, Signals, Stopped
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.engine.progress import Progress
+from harness.engine.scan import ScanAhead
 from harness.engine.submission import discover, display_name, submission_info
 from harness.errors import UsageError
 from harness.results import RunResult, SubmissionInfo
@@ -365,6 +366,7 @@ class _FolderJob:
             owner=new_owner(),
         )
         subs, todo = self._enqueue(jobs, report)
+        ahead = self._scan_ahead(executor, [sub.path for sub in subs.values()])
         self.say(
             f"run-all: {todo} job(s) to run for {self.task.name}, mode {self.mode}, on the {executor.name} executor "
             f"({executor.slots} at a time), driver {report.owner[:8]}, results in {st.location}"
@@ -390,6 +392,8 @@ class _FolderJob:
                 report.wall_s = time.monotonic() - t0
                 claimer.stopping = True
                 self._release(jobs, report)
+                if ahead is not None:
+                    ahead.close()
         prog.close()
         if report.stopped is not None:
             self.say(
@@ -404,6 +408,13 @@ class _FolderJob:
             report.released += jobs.release(owner=report.owner)
         except Exception as exc:
             self.say(f"warning: could not release this driver's jobs ({type(exc).__name__}); their leases run out")
+
+    def _scan_ahead(self, executor: Any, paths: list[Path]) -> ScanAhead | None:
+        """Serial ranked runs: the next jobs' static scans run while a job runs (the first job scans its
+        own file); other executors run their jobs in other processes, which scan for themselves."""
+        if executor.name != "serial" or not Mode.parse(self.mode).ranked or self.options.scan_policy == "off":
+            return None
+        return ScanAhead(paths[1:]) if len(paths) > 1 else None
 
     def _enqueue(self, jobs: JobTable, report: FolderRun) -> tuple[dict[str, _Sub], int]:
         """Every file in the queue; returns the ones this driver may claim (by sha256) and how many

@@ -10,7 +10,11 @@ honest torch_nvfp4 example for calling torch.bmm) only warn.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import os
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,7 +45,28 @@ def require_scanner() -> None:
 
 
 def scan_source(source: str) -> tuple[list[Finding], bool]:
-    """(findings, blocking): the rule matches, and whether kernelguard would filter the submission."""
+    """(findings, blocking): the rule matches, and whether kernelguard would filter the submission. A
+    source scanned before in this process (run-all's look-ahead, :class:`ScanAhead`) is not scanned again."""
+    key = hashlib.sha256(source.encode()).hexdigest()
+    with _LOCK:
+        known = _SCANNED.get(key)
+    if known is not None:
+        return copy.deepcopy(known[0]), known[1]
+    findings, hacked = _analyze(source)
+    with _LOCK:
+        if len(_SCANNED) >= MAX_REMEMBERED:
+            _SCANNED.clear()
+        _SCANNED[key] = (copy.deepcopy(findings), hacked)
+    return findings, hacked
+
+
+MAX_REMEMBERED = 256  # sources whose scan this process keeps (by content)
+_SCANNED: dict[str, tuple[list[Finding], bool]] = {}
+_LOCK = threading.Lock()
+_ACTIVE: set[ScanAhead] = set()  # the look-aheads the jobs' own scans move on
+
+
+def _analyze(source: str) -> tuple[list[Finding], bool]:
     kernelguard = _kernelguard()
     report = kernelguard.analyze_code(source, compute_structural_hash=False)
     hacked = bool(report.get("should_filter"))
@@ -75,6 +100,8 @@ def prescan(path: str | os.PathLike[str], policy: str, warnings: list[str]) -> t
     """The static scan before a ranked run: (findings, the rejection message when ``policy`` is
     "reject" and kernelguard would filter the submission, else None). Findings become warnings; a
     missing kernelguard is a warning too."""
+    for ahead in list(_ACTIVE):
+        ahead.consumed()
     try:
         findings, hacked = scan_file(path)
     except ScanUnavailable as exc:
@@ -90,3 +117,45 @@ def prescan(path: str | os.PathLike[str], policy: str, warnings: list[str]) -> t
             f"rejected by the static scan before running (--scan-policy reject): {rules}; see the findings"
         )
     return findings, None
+
+
+class ScanAhead:
+    """run-all, serial: scans the next jobs' files in a background thread while the current job runs, at
+    most ``window`` files ahead of the jobs' own scans (:meth:`consumed`), so a job finds its file already
+    scanned. Scanning reads the source only; a file that fails here is scanned again by its job, which
+    reports the failure."""
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], window: int = 2) -> None:
+        self._paths, self._window = list(paths), window
+        self._done = self._used = 0
+        self._turn = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._work, name="scan-ahead", daemon=True)
+        _ACTIVE.add(self)
+        self._thread.start()
+
+    def consumed(self) -> None:
+        """A job scanned its file: the thread may scan one more."""
+        with self._turn:
+            self._used += 1
+            self._turn.notify()
+
+    def close(self) -> None:
+        _ACTIVE.discard(self)
+        with self._turn:
+            self._stop = True
+            self._turn.notify()
+        self._thread.join(timeout=5)
+
+    def _work(self) -> None:
+        for path in self._paths:
+            with self._turn:
+                self._turn.wait_for(lambda: self._stop or self._done - self._used < self._window)
+                if self._stop:
+                    return
+            try:
+                scan_file(path)
+            except Exception:  # the job's own scan reports it
+                pass
+            with self._turn:
+                self._done += 1

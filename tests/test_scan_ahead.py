@@ -1,0 +1,91 @@
+"""run-all's look-ahead static scan: the next jobs' files are scanned in a background thread while a job
+runs, at most a window ahead of the jobs' own scans, and a job then finds its file's scan done (the scan
+is remembered by the source's content, so a changed file is scanned again)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.api import RunOptions, run_folder
+from harness.engine import scan
+
+ROOT = Path(__file__).resolve().parent.parent
+MXFP4_SMALL = str(ROOT / "tests" / "fixtures" / "tasks" / "mxfp4_small" / "task.yml")
+
+
+@dataclass
+class Analyzed:
+    """The sources the scanner really analyzed, in order, and the thread each was analyzed on."""
+
+    sources: list[str] = field(default_factory=list)
+    threads: list[str] = field(default_factory=list)
+
+
+@pytest.fixture()
+def analyzed(monkeypatch):
+    out, lock = Analyzed(), threading.Lock()
+
+    def analyze(source):  # kernelguard itself is not needed
+        with lock:
+            out.sources.append(source)
+            out.threads.append(threading.current_thread().name)
+        return [], False
+
+    monkeypatch.setattr(scan, "_analyze", analyze)
+    monkeypatch.setattr(scan, "_SCANNED", {})  # nothing remembered from the scans of earlier tests
+    return out
+
+
+def _files(tmp_path: Path, n: int) -> list[Path]:
+    out = []
+    for i in range(n):
+        p = tmp_path / f"f{i}.py"
+        p.write_text(f"# {secrets.token_hex(8)}\n")  # content no earlier test scanned
+        out.append(p)
+    return out
+
+
+def _wait(predicate, timeout_s: float = 10.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < end, "timed out waiting for the look-ahead"
+        time.sleep(0.01)
+
+
+def test_it_stays_a_window_ahead_of_the_jobs_and_a_job_finds_its_scan_done(tmp_path, analyzed):
+    files = _files(tmp_path, 4)
+    ahead = scan.ScanAhead(files, window=2)
+    try:
+        _wait(lambda: len(analyzed.sources) == 2)
+        time.sleep(0.2)  # time to go further, were it not held
+        assert analyzed.sources == [files[0].read_text(), files[1].read_text()]
+        findings, rejection = scan.prescan(files[0], "reject", [])  # a job's own scan: found, not redone
+        assert (findings, rejection) == ([], None) and files[0].read_text() not in analyzed.sources[2:]
+        _wait(lambda: len(analyzed.sources) == 3)  # the job moved the window on by one
+        assert analyzed.sources[2] == files[2].read_text()
+        files[1].write_text("# changed since\n")
+        scan.prescan(files[1], "reject", [])  # new content: scanned again
+        assert analyzed.sources[-1] == "# changed since\n"
+    finally:
+        ahead.close()
+
+
+def test_a_serial_ranked_run_all_scans_each_file_once(tmp_path, analyzed):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for i in range(3):
+        text = (ROOT / "submissions" / "torch_mxfp4.py").read_text()
+        (subs / f"copy{i}.py").write_text(text + f"\n# copy {i}\n")
+    shutil.copy(ROOT / "submissions" / "torch_mxfp4.py", subs / "copy3.py")
+    options = RunOptions(device="cpu", max_repeats=3, blocks=2, scan_policy="warn")
+    report = run_folder(subs, MXFP4_SMALL, "leaderboard", options, results_dir=str(tmp_path / "res"))
+    assert len(report.entries) == 4 and all(e.result.verdict == "pass" for e in report.entries)
+    assert sorted(analyzed.sources) == sorted(p.read_text() for p in subs.glob("*.py"))  # each once, not twice
+    assert analyzed.threads.count("scan-ahead") >= 2  # the later jobs' scans were done ahead, not by the job
