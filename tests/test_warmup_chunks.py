@@ -56,3 +56,13 @@ def test_a_bad_count_is_a_usage_error():
     for bad in (-1, 11, 1.5):
         with pytest.raises(UsageError, match="--warmup-chunks"):
             RunOptions(warmup_chunks=bad).validate()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "command", [["run", "submissions/torch_mxfp4.py"], ["run-all", "submissions"], ["final", "--top", "2"]]
+)
+def test_every_command_that_measures_takes_it_and_refuses_a_bad_count(command, capsys, tmp_path):
+    from harness.cli.main import main
+
+    code = main([*command, "--task", "mxfp4_mm:small", "--warmup-chunks", "11", "--results-dir", str(tmp_path)])
+    assert code == 2 and "--warmup-chunks must be at most 10" in capsys.readouterr().err

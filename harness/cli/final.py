@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.options import add_results_dir_argument, positive
+from harness.cli.options import add_results_dir_argument, add_warmup_chunks_argument, positive
 from harness.errors import UsageError
 from harness.report.board import add_margin_argument, margin_fraction
 
@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-repeats", type=int, default=None, help="most samples per case in one block")
     parser.add_argument("--max-time", type=float, default=None, metavar="S", help="measured seconds per case a block")
+    add_warmup_chunks_argument(parser)
     parser.add_argument(
         "--secret-file", metavar="FILE", help="the secret seed (else $HARNESS_SECRET_SEED, else random)"
     )
@@ -100,11 +101,13 @@ def run(args: argparse.Namespace) -> int:
         task = load_task(args.task)
     except Exception as exc:
         raise UsageError(f"unknown task {args.task!r} ({exc}); see 'python -m harness tasks'") from exc
+    options = RunOptions(
+        device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time, warmup_chunks=args.warmup_chunks
+    ).validate()
     check_store_writable(args.results_dir)
     device = select_device(args.device)
     board_device = args.board_device or device_info(device).name
     entries = _entries(task.name, board_device, args.top, args.results_dir)
-    options = RunOptions(device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time).validate()
     options = block_options(options, device.type == "cuda")
     secret, source = take_secret(args.secret_file)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
