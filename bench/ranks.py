@@ -126,7 +126,13 @@ def write_variant(src: Path, dest: Path, v: Variant, gpu: bool, cycles_per_us: f
 def _options(args: argparse.Namespace) -> Any:
     from harness.api import RunOptions
 
-    return RunOptions(device=args.device, blocks=args.blocks, max_repeats=args.max_repeats, max_time_s=args.max_time)
+    return RunOptions(
+        device=args.device,
+        blocks=args.blocks,
+        max_repeats=args.max_repeats,
+        max_time_s=args.max_time,
+        warmup_chunks=args.warmup_chunks,
+    )
 
 
 def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, float]:
@@ -380,6 +386,12 @@ def _parser() -> argparse.ArgumentParser:
         help="GPU clock for the sleep (H200: 1980); the measured slowdown corrects it when 2x off",
     )
     p.add_argument("--blocks", type=int, default=None, help="blocks per ranked run (default: the harness's)")
+    p.add_argument(
+        "--warmup-chunks",
+        type=int,
+        default=0,
+        help="untimed chunks of fresh inputs first (harness run --warmup-chunks)",
+    )
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
     p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")
@@ -512,6 +524,12 @@ def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict
                 why = (
                     f"--resume: {rel(out)} is not a board file of bench/ranks.py on {facts['device']} (script "
                     f"{prev.get('script')!r}, device {prev.get('device')!r}); boards of two devices are not pooled"
+                )
+            elif (prev.get("config") or {}).get("warmup_chunks", 0) != args.warmup_chunks:
+                why = (
+                    f"--resume: {rel(out)} was measured with --warmup-chunks "
+                    f"{(prev.get('config') or {}).get('warmup_chunks', 0)}, not {args.warmup_chunks}: "
+                    "give the same, or another --out"
                 )
     if why:
         say(why)

@@ -119,6 +119,16 @@ def test_ranks_resume_adds_boards_to_an_earlier_file_and_keeps_its_sessions(tmp_
     assert data["sessions"][0]["date"] == first["date"] and data["complete"] is True
     again = _bench("ranks.py", out, "--finals", "0", "--boards", "1", "--resume")  # nothing left to add
     assert again["tasks"][0]["boards"] == [board] and len(again["sessions"]) == 3
+    other_warmup = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--finals", "0", "--boards", "2"]
+        + ["--resume", "--warmup-chunks", "1", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # boards of another warm-up are not added to these
+    assert other_warmup.returncode == 2 and "--warmup-chunks 0, not 1" in other_warmup.stderr
+    assert json.loads(out.read_text())["tasks"][0]["boards"] == [board]
 
 
 def test_ranks_resume_of_another_scripts_file_is_a_usage_error(tmp_path):
