@@ -120,8 +120,10 @@ def test_ranks_resume_adds_boards_to_an_earlier_file_and_keeps_its_sessions(tmp_
     again = _bench("ranks.py", out, "--finals", "0", "--boards", "1", "--resume")  # nothing left to add
     assert again["tasks"][0]["boards"] == [board] and len(again["sessions"]) == 3
     other_warmup = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--finals", "0", "--boards", "2"]
-        + ["--resume", "--warmup-chunks", "1", "--out", str(out)],
+        [
+            *(sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--finals", "0", "--boards", "2"),
+            *("--resume", "--warmup-chunks", "1", "--out", str(out)),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
