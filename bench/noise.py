@@ -15,10 +15,9 @@ B blocks (harness.engine.blocks). Figures, all as fractions of the score unless 
 - frontier: for B' blocks, the predicted half-width t(B'-1) * between_block_sd / sqrt(B') and wall time
   (the run's fixed part + B' * the median block's wall time)
 - first_sample_excess: per shape (task order), the median over blocks of a block's first sample over the
-  median of its other samples, less 1: what a fresh worker pays the first time it meets a shape's new
-  inputs (its caches keyed by address, the allocator's first blocks), which a score of B blocks counts B
-  times where one process counts it once; --warmup-chunks N (harness run --warmup-chunks) moves it out
-  of the timed chunks
+  median of its other samples, less 1: how much slower a fresh worker's first timed chunk of a shape is,
+  which a score of B blocks counts B times where one process counts it once; --warmup-chunks N (harness
+  run --warmup-chunks) moves it out of the timed chunks
 
 GPU (the lead's command):  python bench/noise.py --runs 3 --budget-s 540
 CPU (plumbing only):       python bench/noise.py --quick

@@ -366,7 +366,6 @@ class _FolderJob:
             owner=new_owner(),
         )
         subs, todo = self._enqueue(jobs, report)
-        ahead = self._scan_ahead(executor, [sub.path for sub in subs.values()])
         self.say(
             f"run-all: {todo} job(s) to run for {self.task.name}, mode {self.mode}, on the {executor.name} executor "
             f"({executor.slots} at a time), driver {report.owner[:8]}, results in {st.location}"
@@ -383,6 +382,7 @@ class _FolderJob:
         with Signals() as signals, Heartbeat(self.location, report.owner, self.lease_s, self.say):
             claimer = _Claimer(jobs, report, subs, self.task, begin_run, self.lease_s, self.say, signals)
             sink = _StoreSink(jobs, report, prog, signals, self.location, self.task.target_gpu)
+            ahead = self._scan_ahead(executor, [sub.path for sub in subs.values()])
             try:
                 executor.run(claimer, self.options, sink)
             except Stopped as stop:
