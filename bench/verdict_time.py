@@ -56,15 +56,18 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _extra(quick: bool) -> list[str]:
-    return ["--device", "cpu", "--max-repeats", "3"] if quick else []
+def _extra(quick: bool, warmup_chunks: int = 0) -> list[str]:
+    """The options every harness command here gets: the CPU smoke test's, and --warmup-chunks."""
+    return (["--device", "cpu", "--max-repeats", "3"] if quick else []) + (
+        ["--warmup-chunks", str(warmup_chunks)] if warmup_chunks else []
+    )
 
 
-def one_verdict(sub: str, task: str, cache: Path, work: Path, quick: bool) -> dict:
+def one_verdict(sub: str, task: str, cache: Path, work: Path, extra: list[str]) -> dict:
     """One whole-process ranked verdict: wall time outside, and what the run's JSON says."""
     out = work / f"verdict-{time.monotonic_ns()}.json"
     command = [sys.executable, "-m", "harness", "run", sub, "--task", task, "--mode", "leaderboard"]
-    command += ["--json", str(out), "--quiet", "--triton-cache-dir", str(cache), *_extra(quick)]
+    command += ["--json", str(out), "--quiet", "--triton-cache-dir", str(cache), *extra]
     t0 = time.perf_counter()
     p = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -80,7 +83,7 @@ def one_verdict(sub: str, task: str, cache: Path, work: Path, quick: bool) -> di
     return record
 
 
-def run_all(sub: str, task: str, copies: int, work: Path, quick: bool) -> dict:
+def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> dict:
     """``run-all`` of ``copies`` byte-different copies of ``sub``: total wall time and the verdicts stored."""
     folder, store = work / "copies", work / "store"
     folder.mkdir()
@@ -88,7 +91,7 @@ def run_all(sub: str, task: str, copies: int, work: Path, quick: bool) -> dict:
     for i in range(copies):
         (folder / f"copy_{i:02d}_{Path(sub).name}").write_text(source + f"\n# verdict_time copy {i}\n")
     command = [sys.executable, "-m", "harness", "run-all", str(folder), "--task", task, "--mode", "leaderboard"]
-    command += ["--results-dir", str(store), "--all", *_extra(quick)]
+    command += ["--results-dir", str(store), "--all", *extra]
     env = _env()
     env["XDG_CACHE_HOME"] = str(work / "xdg-cache")  # an empty compile cache: every copy compiles
     t0 = time.perf_counter()
@@ -157,7 +160,7 @@ def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: boo
             kind = "verdict-" + ("empty" if i == 0 else "filled")
             if not rf.allows(f"{sub}: verdict {i + 1}/{args.repeats}", kind):
                 return
-            row = one_verdict(sub, task, cache, work, not gpu)
+            row = one_verdict(sub, task, cache, work, _extra(not gpu, args.warmup_chunks))
             row["cache"] = "empty" if i == 0 else "filled"
             rows.append(row)
             rf.done(kind, row["wall_s"])
@@ -168,7 +171,8 @@ def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: boo
         guess = args.copies * max(walls) if walls else None  # every copy compiles: as slow as a first verdict
         if not rf.allows(f"run-all of {args.copies} copies", "run-all", guess):
             return
-        doc["run_all"] = dict(run_all(sub, task, args.copies, work, not gpu), submission=sub, task=task)
+        extra = _extra(not gpu, args.warmup_chunks)
+        doc["run_all"] = dict(run_all(sub, task, args.copies, work, extra), submission=sub, task=task)
         rf.done("run-all", doc["run_all"]["wall_s"])
         print(f"run-all of {args.copies} copies: {doc['run_all']['wall_s']:.1f} s", file=sys.stderr)
 
@@ -183,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "--examples", help="comma-separated file stems to run (default: all; the run-all copies the first one)"
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no verdict or run-all past this many seconds")
+    p.add_argument("--warmup-chunks", type=int, default=0, help="passed to every run (harness run --warmup-chunks)")
     args = p.parse_args(argv)
     import torch
 
@@ -196,7 +201,13 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--examples {args.examples}: none of {', '.join(Path(e[0]).stem for e in available)}")
     work = Path(tempfile.mkdtemp(prefix="verdict-time-"))
     work.chmod(0o711)  # a worker that runs as 'nobody' must reach its compile-cache entry beneath it
-    doc: dict = {"version": VERSION, "quick": not gpu, "environment": _environment(gpu), "verdicts": {}}
+    doc: dict = {
+        "version": VERSION,
+        "quick": not gpu,
+        "warmup_chunks": args.warmup_chunks,
+        "environment": _environment(gpu),
+        "verdicts": {},
+    }
     rf = ResultsFile(Path(args.out), doc, args.budget_s)
     try:
         _measure(examples, args, gpu, work, rf)

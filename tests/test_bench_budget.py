@@ -118,14 +118,15 @@ def test_noise_tiny_budget_writes_an_incomplete_file(tmp_path):
 
 def test_verdict_time_quick_is_complete(tmp_path):
     out = tmp_path / "vt.json"
-    done = _run(
-        "verdict_time.py", "--quick", "--repeats", "1", "--copies", "0", "--examples", "torch_mxfp4", "--out", str(out)
-    )
+    args = ["--quick", "--repeats", "1", "--copies", "0", "--examples", "torch_mxfp4", "--warmup-chunks", "1"]
+    done = _run("verdict_time.py", *args, "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["complete"] is True and data["stopped"] is None and data["units_done"] == 1
     (row,) = data["verdicts"]["submissions/torch_mxfp4.py"]
     assert row["verdict"] == "pass" and row["cache"] == "empty"
+    # the option reached the run: on the CPU only the warm-up chunks make a "warmup" phase
+    assert data["warmup_chunks"] == 1 and row["phases_s"].get("warmup", 0) > 0
 
 
 def test_verdict_time_budget_keeps_what_fit(tmp_path):
