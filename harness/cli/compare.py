@@ -16,6 +16,7 @@ from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_store_exists
 from harness.errors import UsageError
 from harness.report.board import (
+    StoredBlocks,
     add_margin_argument,
     choose_mode,
     choose_warmup,
@@ -55,11 +56,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _side(
-    st: Store, task: str, ref: str, allowed: list[RunRow], rule: RankRule, device: str, mode: str | None
+    st: Store,
+    task: str,
+    ref: str,
+    runs: list[RunRow],
+    blocks: StoredBlocks,
+    rule: RankRule,
+    device: str,
+    mode: str | None,
 ) -> Pooled:
-    """``ref``'s runs among ``allowed`` (its device, mode and warm-up), pooled as the leaderboard pools them."""
-    ids = {r.id for r in find_runs(st, task, ref)}
-    runs = [r for r in allowed if r.id in ids]
+    """``ref``'s ``runs`` (on ``device``, in the mode and warm-up the board ranks), pooled as the leaderboard
+    pools them (the content of the latest)."""
     cases = st.cases(r.id for r in runs)
     scored = [r for r in runs if run_score(r, cases, rule) is not None]
     if not scored:
@@ -69,14 +76,14 @@ def _side(
         )
     latest = max(scored, key=lambda r: (r.started_at, r.id))
     same = [r for r in runs if r.submission_sha256 == latest.submission_sha256]
-    pooled = pool_runs(same, cases, rule, stored_blocks(st, same).scores)
+    pooled = pool_runs(same, cases, rule, blocks.scores)
     assert pooled is not None  # latest has a score
     return pooled
 
 
-def _device(st: Store, task: str, a: str, b: str, wanted: str | None) -> str:
-    devs_a = {r.device_name for r in find_runs(st, task, a) if r.device_name}
-    devs_b = {r.device_name for r in find_runs(st, task, b) if r.device_name}
+def _device(a: str, b: str, runs_a: list[RunRow], runs_b: list[RunRow], wanted: str | None) -> str:
+    devs_a = {r.device_name for r in runs_a if r.device_name}
+    devs_b = {r.device_name for r in runs_b if r.device_name}
     common = sorted(devs_a & devs_b)
     if wanted is not None:
         if wanted not in common:
@@ -97,20 +104,28 @@ def _device(st: Store, task: str, a: str, b: str, wanted: str | None) -> str:
 
 def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled, Pooled]:
     """(device, mode, A's runs, B's runs), or a UsageError saying why they cannot be compared."""
-    for ref in (args.a, args.b):
-        if not find_runs(st, args.task, ref):
+    refs = (args.a, args.b)
+    found = {ref: find_runs(st, args.task, ref) for ref in refs}
+    for ref in refs:
+        if not found[ref]:
             raise no_runs_error(st, args.task, ref)
-    device = _device(st, args.task, args.a, args.b, args.device)
+    device = _device(args.a, args.b, found[args.a], found[args.b], args.device)
     _, rule, _ = ranking_rule(args.task, None, True)
-    found = {r.id: r for ref in (args.a, args.b) for r in find_runs(st, args.task, ref) if r.device_name == device}
-    on_device = list(found.values())
-    mode, note = choose_mode(on_device, None)
-    in_mode = [r for r in on_device if r.mode == mode]
-    allowed, warmup_note = choose_warmup(in_mode, stored_blocks(st, in_mode).warmup_chunks)
-    for line in (note, warmup_note):
-        if line:
-            print(line, file=sys.stderr)
-    side_a, side_b = (_side(st, args.task, ref, allowed, rule, device, mode) for ref in (args.a, args.b))
+    on_device = list({r.id: r for ref in refs for r in found[ref] if r.device_name == device}.values())
+    mode, allowed_ids, blocks = _ranked_alike(st, on_device)
+    side_a, side_b = (
+        _side(
+            st,
+            args.task,
+            ref,
+            [r for r in found[ref] if r.id in allowed_ids],
+            blocks,
+            rule,
+            device,
+            mode,
+        )
+        for ref in refs
+    )
     if side_a.latest.submission_sha256 == side_b.latest.submission_sha256:
         raise UsageError(
             f"{args.a!r} and {args.b!r} are the same submission (the same content, "
@@ -118,6 +133,19 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
             "two different submissions (see 'python -m harness leaderboard --task " + args.task + "')"
         )
     return device, mode, side_a, side_b
+
+
+def _ranked_alike(st: Store, runs: list[RunRow]) -> tuple[str | None, set[int], StoredBlocks]:
+    """(the mode the board ranks, the ids of ``runs`` it would rank together: that mode and one warm-up
+    setting, what the stored results say of them); the board's notes go to stderr."""
+    mode, note = choose_mode(runs, None)
+    in_mode = [r for r in runs if r.mode == mode]
+    blocks = stored_blocks(st, in_mode)
+    allowed, warmup_note = choose_warmup(in_mode, blocks.warmup_chunks)
+    for line in (note, warmup_note):
+        if line:
+            print(line, file=sys.stderr)
+    return mode, {r.id for r in allowed}, blocks
 
 
 def _decision(a: Pooled, b: Pooled, margin: float) -> ties.Decision:
