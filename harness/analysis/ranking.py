@@ -342,7 +342,7 @@ def _pooled_blocks(
     if any(len(blocks.get(r.id, ())) >= 2 for r in counted):
         return [b for r in counted for b in blocks[r.id]]
     if len(counted) >= 2:
-        return [score(shape_times(cases[r.id]) or [], rule).value_us for r in counted]
+        return [scored[0].value_us for r in counted if (scored := run_score(r, cases, rule)) is not None]
     return []
 
 
