@@ -61,6 +61,11 @@ def doc_parser(doc: str) -> argparse.ArgumentParser:
     )
 
 
+def utc_now() -> str:
+    """Now, for a results file: ISO 8601 in UTC, to the second."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def machine(device: str | None) -> dict[str, Any]:
     """Device, software versions, date and commit for a results file."""
     import torch
@@ -78,7 +83,7 @@ def machine(device: str | None) -> dict[str, Any]:
         "torch": torch.__version__,
         "triton": info.triton,
         "python": platform.python_version(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "commit": commit or None,
     }
 

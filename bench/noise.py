@@ -41,6 +41,8 @@ from typing import Any
 
 from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, machine, median, rel, say
 
+from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
+
 FRONTIER_BLOCKS = (1, 2, 3, 5, 8, 10, 15, 20)
 
 
@@ -224,12 +226,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="whole ranked runs per task (default 3)")
     p.add_argument("--blocks", type=int, default=None, help="blocks per run (default: the harness's)")
     p.add_argument("--same-worker", action="store_true", help="the blocks share one worker (harness run --same-worker)")
-    p.add_argument(
-        "--warmup-chunks",
-        type=int,
-        default=0,
-        help="untimed chunks of fresh inputs first (harness run --warmup-chunks)",
-    )
+    add_warmup_chunks_argument(p)
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
     p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")

@@ -20,9 +20,8 @@ The results file is written after every board, slowdown measurement and final (`
 until the last); --budget-s starts no unit that its estimate (the median of the finished units) says would
 end past the budget, so one call fits a 10-minute device limit. On the H200 (a board 73-78 s, 118 s
 while compiling; a ranked run 25-30 s), boards in one call, then finals in others that start from the
-boards' file (before the
-first final, one final block of the example is timed: a final's estimate is 3 such blocks times
---max-rounds; the second command is one line):
+boards' file (before the first final, one final block of the example is timed: a final's estimate is 3
+such blocks times --max-rounds; the second command is one line):
     python bench/ranks.py --task mxfp4_mm --boards 5 --finals 0 --budget-s 540 --out results/ranks/ranks-h200-mxfp4_mm-boards.json
     python bench/ranks.py --task mxfp4_mm --boards 0 --finals 1 --min-rounds 3 --max-rounds 3 --budget-s 540
         --calibrate-from results/ranks/ranks-h200-mxfp4_mm-boards.json --out results/ranks/ranks-h200-mxfp4_mm-finals1.json
@@ -38,7 +37,6 @@ Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import re
@@ -50,7 +48,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, copy_file, machine, median, rel, say
+from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, copy_file, machine, median, rel, say, utc_now
+
+from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
 GPU_VARIANT = """
 
@@ -170,7 +170,7 @@ def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entr
             for i in range(args.copies):
                 copy_file(src, Path(tmp) / f"copy{i}.py", i)
             section, wall = one_board(task, Path(tmp), args)
-        out.append(_board_record(section, wall, args.copies) | {"commit": rf.doc["commit"], "date": _now()})
+        out.append(_board_record(section, wall, args.copies) | {"commit": rf.doc["commit"], "date": utc_now()})
         tied = out[-1]["all_tied"]
         halves = [h for b in out for h in b["half_width_rel"] if h is not None]
         entry.update(
@@ -386,12 +386,7 @@ def _parser() -> argparse.ArgumentParser:
         help="GPU clock for the sleep (H200: 1980); the measured slowdown corrects it when 2x off",
     )
     p.add_argument("--blocks", type=int, default=None, help="blocks per ranked run (default: the harness's)")
-    p.add_argument(
-        "--warmup-chunks",
-        type=int,
-        default=0,
-        help="untimed chunks of fresh inputs first (harness run --warmup-chunks)",
-    )
+    add_warmup_chunks_argument(p)
     p.add_argument("--max-repeats", type=int, default=None)
     p.add_argument("--max-time", type=float, default=None)
     p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")
@@ -502,10 +497,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 SESSION_KEYS = ("commit", "date", "device", "driver", "torch", "triton")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

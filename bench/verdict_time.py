@@ -28,7 +28,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import platform
@@ -40,7 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, ResultsFile, doc_parser, git_commit
+from _common import ROOT, ResultsFile, doc_parser, git_commit, utc_now
+
+from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
 VERSION = 1  # 1 - first version
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
@@ -145,7 +146,7 @@ def _environment(gpu: bool) -> dict:
         "triton": triton_version,
         "cpu_count": os.cpu_count(),
         "commit": git_commit(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
     }
 
 
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "--examples", help="comma-separated file stems to run (default: all; the run-all copies the first one)"
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no verdict or run-all past this many seconds")
-    p.add_argument("--warmup-chunks", type=int, default=0, help="passed to every run (harness run --warmup-chunks)")
+    add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
     import torch
 
