@@ -18,12 +18,10 @@ from harness.errors import UsageError
 from harness.report.board import (
     StoredBlocks,
     add_margin_argument,
-    choose_mode,
-    choose_warmup,
     margin_fraction,
+    ranked_together,
     ranking_rule,
     resolve_task,
-    stored_blocks,
 )
 from harness.report.runs import find_runs, no_runs_error
 from harness.report.tables import format_rows, us
@@ -112,7 +110,10 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
     device = _device(args.a, args.b, found[args.a], found[args.b], args.device)
     _, rule, _ = ranking_rule(args.task, None, True)
     on_device = list({r.id: r for ref in refs for r in found[ref] if r.device_name == device}.values())
-    mode, allowed_ids, blocks = _ranked_alike(st, on_device)
+    together = ranked_together(st, on_device)
+    for note in together.notes:
+        print(note, file=sys.stderr)
+    mode, blocks, allowed_ids = together.mode, together.blocks, {r.id for r in together.runs}
     side_a, side_b = (
         _side(
             st,
@@ -133,19 +134,6 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
             "two different submissions (see 'python -m harness leaderboard --task " + args.task + "')"
         )
     return device, mode, side_a, side_b
-
-
-def _ranked_alike(st: Store, runs: list[RunRow]) -> tuple[str | None, set[int], StoredBlocks]:
-    """(the mode the board ranks, the ids of ``runs`` it would rank together: that mode and one warm-up
-    setting, what the stored results say of them); the board's notes go to stderr."""
-    mode, note = choose_mode(runs, None)
-    in_mode = [r for r in runs if r.mode == mode]
-    blocks = stored_blocks(st, in_mode)
-    allowed, warmup_note = choose_warmup(in_mode, blocks.warmup_chunks)
-    for line in (note, warmup_note):
-        if line:
-            print(line, file=sys.stderr)
-    return mode, {r.id for r in allowed}, blocks
 
 
 def _decision(a: Pooled, b: Pooled, margin: float) -> ties.Decision:

@@ -65,9 +65,8 @@ def load_board(
     """The leaderboard of a task from the store, plus warnings for stderr."""
     name = resolve_task(task)[0]
     with open_store(results_dir) as st:
-        stored = st.runs(task=name)
-        mode, note = choose_mode(stored, mode)
-        runs = [r for r in stored if mode is None or r.mode == mode]
+        together = ranked_together(st, st.runs(task=name), mode)
+        runs = together.runs
         _, rank_rule, warning = ranking_rule(task, rule, bool(runs))
         known_tasks, devices = st.tasks(), st.devices(name)
         if device is not None and device not in devices:
@@ -75,18 +74,16 @@ def load_board(
                 f"no results for task {name!r} on device {device!r}; choose one of: "
                 + (", ".join(repr(d) for d in devices) or "(none yet)")
             )
-        stored_facts = stored_blocks(st, runs)
-        runs, warmup_note = choose_warmup(runs, stored_facts.warmup_chunks)
         cases = st.cases(r.id for r in runs)
         finals = latest_finals(st, name)
-    warnings = [w for w in (warning, note, warmup_note) if w]
+    warnings = [w for w in (warning, *together.notes) if w]
     if not runs:
         warnings.append(
             f"no results for task {name!r} in the store yet (tasks with results: "
             f"{', '.join(known_tasks) or 'none'}); run 'python -m harness run-all' first"
         )
-    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=stored_facts.scores, margin=margin)
-    board.mode = mode
+    board = build_leaderboard(name, rank_rule, runs, cases, device=device, blocks=together.blocks.scores, margin=margin)
+    board.mode = together.mode
     for b in board.boards:
         b.final = finals.get(b.device)
     return board, warnings
@@ -212,6 +209,26 @@ def choose_warmup(runs: Sequence[RunRow], warmup_chunks: Mapping[int, int]) -> t
         "scores measured with different warm-ups are not compared; rerun them alike"
     )
     return [r for r in runs if r.id not in gone], note
+
+
+@dataclass
+class RankedTogether:
+    """The runs a board ranks together, and what decided it."""
+
+    mode: str | None  # the one mode (choose_mode)
+    runs: list[RunRow]  # of that mode and one warm-up setting (choose_warmup)
+    blocks: StoredBlocks  # what the stored results of that mode's runs say
+    notes: list[str]  # for stderr: the mode chosen, the runs left out
+
+
+def ranked_together(st: Store, runs: Sequence[RunRow], mode: str | None = None) -> RankedTogether:
+    """Of ``runs``, those a board ranks together: one mode (``mode``, else choose_mode's), one warm-up
+    setting. The board and ``compare`` both take their runs from here."""
+    mode, note = choose_mode(runs, mode)
+    in_mode = [r for r in runs if mode is None or r.mode == mode]
+    blocks = stored_blocks(st, in_mode)
+    kept, warmup_note = choose_warmup(in_mode, blocks.warmup_chunks)
+    return RankedTogether(mode, kept, blocks, [n for n in (note, warmup_note) if n])
 
 
 # the default mode of a leaderboard: ranked runs first, then the unranked modes that time
