@@ -13,14 +13,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench(script: str, out: Path, *extra: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--quick", "--out", str(out), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
+
+
+def _bench(script: str, out: Path, *extra: str) -> dict:
+    done = _run(script, "--quick", "--out", str(out), *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -93,15 +93,8 @@ def test_ranks_finals_start_from_an_earlier_boards_file(tmp_path):
 def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path):
     bad = tmp_path / "other.json"
     bad.write_text(json.dumps({"tasks": [{"task": "nvfp4_gemm", "boards": []}]}))
-    done = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--boards", "0"),
-            *("--calibrate-from", str(bad), "--out", str(tmp_path / "ranks.json")),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done = _run(
+        "ranks.py", "--quick", "--boards", "0", "--calibrate-from", str(bad), "--out", str(tmp_path / "ranks.json")
     )
     assert done.returncode == 2 and "--calibrate-from" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "ranks.json").exists()  # a usage error writes nothing
@@ -119,16 +112,8 @@ def test_ranks_resume_adds_boards_to_an_earlier_file_and_keeps_its_sessions(tmp_
     assert data["sessions"][0]["date"] == first["date"] and data["complete"] is True
     again = _bench("ranks.py", out, "--finals", "0", "--boards", "1", "--resume")  # nothing left to add
     assert again["tasks"][0]["boards"] == [board] and len(again["sessions"]) == 3
-    other_warmup = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--finals", "0", "--boards", "2"),
-            *("--resume", "--warmup-chunks", "1", "--out", str(out)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )  # boards of another warm-up are not added to these
+    # boards of another warm-up are not added to these
+    other_warmup = _run("ranks.py", "--quick", "--finals", "0", "--resume", "--warmup-chunks", "1", "--out", str(out))
     assert other_warmup.returncode == 2 and "--warmup-chunks 0, not 1" in other_warmup.stderr
     assert json.loads(out.read_text())["tasks"][0]["boards"] == [board]
 
@@ -136,13 +121,7 @@ def test_ranks_resume_adds_boards_to_an_earlier_file_and_keeps_its_sessions(tmp_
 def test_ranks_resume_of_another_scripts_file_is_a_usage_error(tmp_path):
     out = tmp_path / "noise.json"
     out.write_text(json.dumps({"script": "bench/noise.py", "device": "cpu", "tasks": []}))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "ranks.py"), "--quick", "--finals", "0", "--resume", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _run("ranks.py", "--quick", "--finals", "0", "--resume", "--out", str(out))
     assert done.returncode == 2 and "--resume" in done.stderr and "Traceback" not in done.stderr
     assert json.loads(out.read_text())["script"] == "bench/noise.py"  # left as it was
 
@@ -161,21 +140,9 @@ def test_noise_from_stored_runs_finds_a_first_sample_that_is_slower(tmp_path):
     r.blocks = [BlockRecord(b, b, [0, 1], [10.75, 20.0], [4, 4], 14.7) for b in range(2)]
     path = tmp_path / "run.json"
     path.write_text(r.to_json())
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "noise.py"), "--from-runs", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _run("noise.py", "--from-runs", str(path))
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout)
     assert figures["first_sample_excess"] == pytest.approx([0.3, 0.0]) and figures["warmup_chunks"] == [0]
-    bad = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "noise.py"), "--from-runs", str(tmp_path / "none.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    bad = _run("noise.py", "--from-runs", str(tmp_path / "none.json"))
     assert bad.returncode == 2 and "--from-runs" in bad.stderr and "Traceback" not in bad.stderr
