@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.protocol import TIMING_SERIES, ProtocolError, accepts_dtype, dtype_itemsize
+from harness.protocol import TIMING_SERIES, TIMING_STEPS, ProtocolError, accepts_dtype, dtype_itemsize
 
 _REQUIRED = object()
 
@@ -114,18 +114,19 @@ class Ready:
             gap_ns=_finite_or_none(header.get("gap_ns")) or 0.0,
             window_gap_ns={regime: _finite_or_none(window.get(regime)) for regime in ("held", "opened")},
             sandbox=dict(sandbox) if isinstance(sandbox, dict) and _report(sandbox) else None,
-            startup_s=_step_seconds(header.get("startup_s")),
+            startup_s=_step_seconds(header.get("startup_s"), STARTUP_STEPS),
         )
 
 
 STARTUP_STEPS = ("isolate", "imports", "cuda_context", "sampler", "calibrate", "task")
 
 
-def _step_seconds(steps: object) -> dict[str, float]:
-    """The known start-up steps with a finite, non-negative number of seconds; anything else is dropped."""
+def _step_seconds(steps: object, names: tuple[str, ...]) -> dict[str, float]:
+    """The known steps with a finite, non-negative number of seconds; anything else is dropped (only
+    diagnostics: the worker reports them, so nothing is decided from them)."""
     if not isinstance(steps, dict):
         return {}
-    out = {name: _finite_or_none(steps.get(name)) for name in STARTUP_STEPS}
+    out = {name: _finite_or_none(steps.get(name)) for name in names}
     return {name: s for name, s in out.items() if s is not None and s >= 0}
 
 
@@ -279,6 +280,7 @@ class Timed:
     gate_misses: int
     outputs: list
     integrity: Integrity
+    steps_s: dict = field(default_factory=dict)  # where the worker's time went, as it reports it (TIMING_STEPS)
 
     @classmethod
     def decode(cls, header: dict, payloads: list, n_samples: int, n_outputs: int) -> Timed:
@@ -304,6 +306,7 @@ class Timed:
             gate_misses=_field(header, "gate_misses", _count, what),
             outputs=outputs,
             integrity=Integrity.decode(header, what, True),
+            steps_s=_step_seconds(header.get("steps_s"), TIMING_STEPS),
         )
 
 

@@ -25,6 +25,9 @@ MAX_TENSOR_BYTES = 2 << 30  # one output tensor
 # A timing reply's per-sample lists, one entry per sample each: event time, host wall time, the device
 # clock's window (or None), whether the launch gate held, the host time nothing hid (or None).
 TIMING_SERIES = ("samples_ns", "wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
+# where a chunk of timed calls spends the worker's time: the harness's heat before it, reading each
+# input, the timed calls (flush and sample included), copying the returned outputs to the host
+TIMING_STEPS = ("heat", "touch", "calls", "outputs")
 _DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (

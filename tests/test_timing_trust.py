@@ -94,6 +94,8 @@ def custom_kernel(data):
     timed_s = sum(sum(c.stats.samples_ns) for c in r.benchmark_cases()) / 1e9
     assert timed_s >= 0.02 * sum(c.stats.runs for c in r.benchmark_cases())  # the samples hold the sleeps
     assert phases["timing"] >= timed_s, (phases, timed_s)
+    # the worker's own split of the timed chunks: the calls hold the samples, and fit in the phase
+    assert timed_s <= phases["timing.calls"] <= phases["timing"], (phases, timed_s)
     assert phases["check"] > 0, phases
     assert "worker_start" in render_phases(r) and "95% CI" in render_run(r)
 

@@ -200,8 +200,9 @@ class BenchmarkLoop:
 
     def _timed_chunk(self, c: _Case, items: list, returned: list[int], deadline: float, phase: str = "timing") -> Any:
         """Right before timing, the worker runs the harness's own GPU work to hold the clocks up and reads
-        each timed input (see worker.sampler); then the timed calls."""
-        return self.session.request(
+        each timed input (see worker.sampler); then the timed calls. Where the worker says its time went
+        becomes sub-phases of ``phase`` (``timing.calls``, ...)."""
+        reply = self.session.request(
             phase,
             Time(
                 protocol=self.ctx.task.timing_protocol,
@@ -216,6 +217,9 @@ class BenchmarkLoop:
             n_samples=len(items) if c.per_call else 1,
             n_outputs=len(returned),
         )
+        for step, seconds in getattr(reply, "steps_s", {}).items():
+            self.ctx.phases.add(f"{phase}.{step}", seconds)
+        return reply
 
     def _check_outputs(
         self, c: _Case, reply: Any, privates: list, returned: list[int], samples: list, passed_fixed: list

@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -42,6 +42,8 @@ from harness.worker import imports, kernel_only, originals, sandbox
 from harness.worker.config import WorkerConfig
 from harness.worker.sampler import Sampler
 from tasks.registry import load_task_module
+
+T = TypeVar("T")
 
 MAX_TRACEBACK_CHARS = 6000
 Reply = dict[str, Any]
@@ -259,10 +261,20 @@ class Worker:
     def time(self, request: Time) -> None:
         """``inputs``: a list of input tuples. per_call: one sample per input (an input may repeat).
         batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
-        copied to the host right after its own sample, so a buffer the next call reuses cannot change it."""
+        copied to the host right after its own sample, so a buffer the next call reuses cannot change it.
+        The reply's ``steps_s`` says where the request's time went (:data:`harness.protocol.TIMING_STEPS`)."""
         inputs, returned = [self._input(i) for i in request.inputs], set(request.returned)
         kernel, touch = self._kernel(), request.touch
-        self.sampler.heat(request.heat_ms)
+        steps = dict.fromkeys(protocol.TIMING_STEPS, 0.0)
+
+        def step(name: str, fn: Callable[..., T], *args: Any) -> T:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                steps[name] += time.perf_counter() - t0
+
+        step("heat", self.sampler.heat, request.heat_ms)
         series: dict[str, list[Any]] = {k: [] for k in protocol.TIMING_SERIES}
         snapshots: list[Snapshot] = []
 
@@ -272,16 +284,22 @@ class Worker:
                 series[k].append(v)
 
         if request.protocol == "batched":
-            ns, wall, outs = self.sampler.batched(kernel, inputs, touch)
+            if touch:
+                for data in inputs:
+                    step("touch", self.sampler.touch, data)
+            ns, wall, outs = step("calls", self.sampler.batched, kernel, inputs)
             record(ns, wall)
-            snapshots = [_snapshot(o) for i, o in enumerate(outs) if i in returned]
+            snapshots = step("outputs", lambda: [_snapshot(o) for i, o in enumerate(outs) if i in returned])
         else:
             for i, data in enumerate(inputs):
-                ns, wall, out = self.sampler.per_call(kernel, data, touch)
+                if touch:  # right before its own sample, as the ranked original generates each input
+                    step("touch", self.sampler.touch, data)
+                ns, wall, out = step("calls", self.sampler.per_call, kernel, data)
                 record(ns, wall)
                 if i in returned:
-                    snapshots.append(_snapshot(out))
-        self._send_outputs({"ok": True, **series, "gate_misses": self.sampler.gate_misses}, snapshots)
+                    snapshots.append(step("outputs", _snapshot, out))
+        header = {"ok": True, **series, "gate_misses": self.sampler.gate_misses, "steps_s": steps}
+        self._send_outputs(header, snapshots)
 
     def profile(self, request: Profile) -> Reply:
         from torch.profiler import ProfilerActivity, profile

@@ -183,17 +183,12 @@ class Sampler:
         wall = _perf_counter_ns() - wall0
         return float(wall), float(wall), result
 
-    def per_call(self, fn: Kernel, data: Any, touch: bool = False) -> Sample[Any]:
+    def per_call(self, fn: Kernel, data: Any) -> Sample[Any]:
         """One sample: one call on ``data``. Returns (device_ns, wall_ns, output)."""
-        if touch:
-            self.touch(data)
         return self._timed(lambda: fn(data))
 
-    def batched(self, fn: Kernel, inputs: Sequence[Any], touch: bool = False) -> Sample[list[Any]]:
+    def batched(self, fn: Kernel, inputs: Sequence[Any]) -> Sample[list[Any]]:
         """One sample: one call on each of ``inputs``; the time per input. Returns (ns, wall_ns, outputs)."""
-        if touch:
-            for data in inputs:
-                self.touch(data)
         ns, wall, outs = self._timed(lambda: [fn(d) for d in inputs])
         if self.window_ns is not None:
             self.window_ns /= len(inputs)

@@ -304,6 +304,14 @@ def test_the_ready_message_keeps_only_the_known_start_up_steps_with_finite_non_n
     assert Ready.decode({"gap_ns": 1.0}, []).startup_s == {}
 
 
+def test_a_timing_reply_keeps_only_the_known_steps_and_never_fails_for_them():
+    header = GOOD[Timed][0]
+    steps = {"heat": 0.02, "calls": 0.5, "touch": INF, "outputs": -1.0, "evil": 9.0}
+    assert _decode(Timed, {**header, "steps_s": steps}).steps_s == {"heat": 0.02, "calls": 0.5}
+    assert _decode(Timed, {**header, "steps_s": "x"}).steps_s == {}
+    assert _decode(Timed, header).steps_s == {}
+
+
 def test_the_parts_of_a_phase_are_not_counted_twice_in_the_total():
     from harness.engine.context import Phases
 
