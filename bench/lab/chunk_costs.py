@@ -63,7 +63,7 @@ def _shape_costs(task: Any, case: dict, kernel: Callable, sampler: Any, dev: Any
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--task", required=True)
     p.add_argument("--submission", required=True)
     p.add_argument("--idle-peer", action="store_true")
