@@ -1,9 +1,18 @@
 """One benchmark case: warm-up, chunks of timed calls until the :class:`StopRule` is met (every timed
-output checked), then the timing checks, the clocks and the kernel-only figure."""
+output checked), then the timing checks, the clocks and the kernel-only figure.
+
+In ranked blocks the check of a case's last chunk may wait (``run_case(defer_check=True)``): it then
+runs while the worker generates the next case's first timed inputs, which only the worker's GPU work
+fills otherwise (nothing is timed meanwhile; the next case's warm-up calls came before, so no untimed
+call sees those inputs). A check that then fails ends the block as it would have at once: the next
+case stops before its timed calls (:class:`EarlierCaseFailed`) and ``settle`` gives the failed case's
+result, the one an immediate check would have made."""
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +42,20 @@ GATE_MISSED = (
 BLOCK_STRIDE = 1 << 32  # block b's inputs use seed indices from b * BLOCK_STRIDE on (below WARMUP_INDEX)
 
 
+class EarlierCaseFailed(Exception):
+    """The deferred check of the case before failed while this one prepared its timed inputs: this one
+    stops before its timed calls (``BenchmarkLoop.settle`` has the failed case)."""
+
+
+@dataclass
+class _Deferred:
+    """A case's last chunk whose check waits for the next case's first timed inputs."""
+
+    index: int
+    check: Callable[[str], str | None]  # the check (timed as the phase given): the failure's message, or None
+    as_failed: Callable[[str], CaseResult]  # the case's result had that check failed at once
+
+
 @dataclass
 class _Case:
     """What one benchmark case of one block needs while it is timed."""
@@ -55,6 +78,8 @@ class BenchmarkLoop:
         self.judge = TimingJudge(ctx, session)
         self.kernel_only = KernelOnly(ctx, session)
         self.clocks = ClockReader(ctx.device) if ctx.gpu else None
+        self.deferred: _Deferred | None = None
+        self._failed: tuple[int, CaseResult] | None = None  # a deferred check that failed
 
     def close(self) -> None:
         if self.clocks is not None:
@@ -65,16 +90,40 @@ class BenchmarkLoop:
         self.stop_rule = StopRule.from_options(self.ctx.opt, self.ctx.gpu, self.ctx.ranked).for_blocks(blocks)
 
     def run_case(
-        self, i: int, case: dict, deadline: float, block: int = 0, kernel_only: bool = True, first: bool = True
+        self,
+        i: int,
+        case: dict,
+        deadline: float,
+        block: int = 0,
+        kernel_only: bool = True,
+        first: bool = True,
+        defer_check: bool = False,
     ) -> CaseResult:
         """Benchmark case ``i`` in block ``block`` (its inputs' seeds start at ``block * BLOCK_STRIDE``);
         ``kernel_only``: also measure the kernel-only figure (the last block does); ``first``: the block's
-        first case, whose warm-up brings the clocks up (later cases follow busy ones)."""
+        first case, whose warm-up brings the clocks up (later cases follow busy ones); ``defer_check``
+        (ranked): the last chunk's check waits for the next case (module docstring), and the caller
+        calls :meth:`settle` before it uses the result. Raises :class:`EarlierCaseFailed`."""
         c = self._plan(i, case, block)
         ended = self._warm_up(c, deadline, BLOCK_WARMUP_MS if first and self.ctx.gpu else 0)
         if ended is not None:
             return ended
-        return self._time(c, deadline, kernel_only)
+        return self._time(c, deadline, kernel_only, defer_check and self.ctx.ranked)
+
+    def settle(self) -> tuple[int, CaseResult] | None:
+        """Runs the deferred check, if any; (the case's index, its failed result) when a deferred check
+        failed, else None."""
+        self._run_deferred("check")
+        failed, self._failed = self._failed, None
+        return failed
+
+    def _run_deferred(self, phase: str) -> None:
+        deferred, self.deferred = self.deferred, None
+        if deferred is None:
+            return
+        message = deferred.check(phase)
+        if message is not None:
+            self._failed = (deferred.index, deferred.as_failed(message))
 
     def _plan(self, i: int, case: dict, block: int) -> _Case:
         ctx, task = self.ctx, self.ctx.task
@@ -122,7 +171,11 @@ class BenchmarkLoop:
         0, the warm-up input's); unranked, the case's fixed ones again (only the last output comes back)."""
         k = self._chunk_size(c, index)
         if self.ctx.ranked:
-            privates, items = self.inputs.make(self.inputs.specs(c.spec, c.offset + index, k), deadline, keep=1)
+            specs = self.inputs.specs(c.spec, c.offset + index, k)
+            also = (lambda: self._run_deferred("worker_generate.check")) if self.deferred else None
+            privates, items = self.inputs.make(specs, deadline, keep=1, also=also)
+            if self._failed is not None:
+                raise EarlierCaseFailed()
             return privates, items, list(range(k))
         repeat = k // len(c.fixed or [None])  # per call: the one fixed input k times; batched: the batch once
         return (c.fixed or []) * repeat, (c.fixed_items or []) * repeat, [k - 1]
@@ -141,7 +194,7 @@ class BenchmarkLoop:
         reason = self.session.rejection(reply)
         return end_case(c.result, reply, reason, samples) if not reply.ok or reason else None
 
-    def _time(self, c: _Case, deadline: float, kernel_only: bool) -> CaseResult:
+    def _time(self, c: _Case, deadline: float, kernel_only: bool, defer: bool = False) -> CaseResult:
         series: dict[str, list] = {k: [] for k in protocol.TIMING_SERIES}
         samples, started, index = series["samples_ns"], time.monotonic(), 0
         passed_fixed: list = []
@@ -162,14 +215,17 @@ class BenchmarkLoop:
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
                 return end_case(c.result, reply, reason, samples)
-            failed = self._check_outputs(c, reply, privates, returned, samples, passed_fixed)
-            if failed:
+            outputs = self.checker.outputs(reply.outputs)
+            stop = self.stop_rule.should_stop(samples + reply.samples_ns, time.monotonic() - started)
+            check = self._checker(privates, outputs, returned, len(samples), passed_fixed)
+            if defer and stop:
+                self.deferred = self._defer(c, check, samples + reply.samples_ns, series)
+            elif self._failed_now(c, check):
                 return self.judge.finish(c.result, samples + reply.samples_ns, series, c.batch)
             for key, values in series.items():
                 values += getattr(reply, key)
-            if reply.gate_misses and GATE_MISSED not in self.ctx.warnings:
-                self.ctx.warnings.append(GATE_MISSED)
-            if self.stop_rule.should_stop(samples, time.monotonic() - started):
+            self._note_gate_misses(reply)
+            if stop:
                 break
         clocks.after = self._read_clocks()
         c.result.record(clocks)
@@ -221,20 +277,49 @@ class BenchmarkLoop:
             self.ctx.phases.add(f"{phase}.{step}", seconds)
         return reply
 
-    def _check_outputs(
-        self, c: _Case, reply: Any, privates: list, returned: list[int], samples: list, passed_fixed: list
-    ) -> bool:
-        """Checks every returned output; True (the case failed, its message set) at the first wrong one."""
-        for idx, out in zip(returned, self.checker.outputs(reply.outputs)):
-            ok, message = (
-                self.checker.check(privates[idx], out)
-                if self.ctx.ranked
-                else self.checker.check_fixed(privates[idx], out, passed_fixed)
-            )
-            if not ok:
-                c.result.verdict, c.result.message = FAIL, f"timed call {len(samples) + 1 + idx}: {message}"
-                return True
-        return False
+    def _checker(
+        self, privates: list, outputs: list, returned: list[int], before: int, passed_fixed: list
+    ) -> Callable[[str], str | None]:
+        """The check of a chunk's returned ``outputs`` (``before``: the case's samples before the chunk),
+        its time counted as the phase it is given: the message of the first wrong one, or None."""
+
+        def check(phase: str) -> str | None:
+            for idx, out in zip(returned, outputs):
+                ok, message = (
+                    self.checker.check(privates[idx], out, phase)
+                    if self.ctx.ranked
+                    else self.checker.check_fixed(privates[idx], out, passed_fixed)
+                )
+                if not ok:
+                    return f"timed call {before + 1 + idx}: {message}"
+            return None
+
+        return check
+
+    @staticmethod
+    def _failed_now(c: _Case, check: Callable[[str], str | None]) -> bool:
+        """Checks a chunk now; True (the case failed, its message set) at the first wrong output."""
+        message = check("check")
+        if message is not None:
+            c.result.verdict, c.result.message = FAIL, message
+        return message is not None
+
+    def _note_gate_misses(self, reply: Any) -> None:
+        if reply.gate_misses and GATE_MISSED not in self.ctx.warnings:
+            self.ctx.warnings.append(GATE_MISSED)
+
+    def _defer(self, c: _Case, check: Callable[[str], str | None], samples: list, series: dict) -> _Deferred:
+        """The case's last chunk, checked later; what the case would have been, had that check failed
+        now: its result as it stands (before the chunk is judged), failed, judged on every sample and
+        on the series before the chunk, as the immediate check's failure does."""
+        before = copy.deepcopy(c.result)
+        series_before = {k: list(v) for k, v in series.items()}
+
+        def as_failed(message: str) -> CaseResult:
+            before.verdict, before.message = FAIL, message
+            return self.judge.finish(before, samples, series_before, c.batch)
+
+        return _Deferred(c.index, check, as_failed)
 
     def _after_timing(
         self, result: CaseResult, samples: list, series: dict, batch: int, kernel_items: list | None, deadline: float

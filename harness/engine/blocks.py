@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.analysis.blocks import combine
-from harness.engine.benchmark import BenchmarkLoop
+from harness.engine.benchmark import BenchmarkLoop, EarlierCaseFailed
 from harness.engine.context import RunContext
 from harness.engine.seeds import derive_seed
 from harness.engine.session import WorkerSession
@@ -115,6 +115,8 @@ class TimedBlocks:
     worker_lost: bool = False  # a WorkerFailure ended the run (no last exchange with the worker)
     interrupted: bool = False  # Ctrl-C ended the blocks; the cases measured so far are kept
     deadline: float = 0.0  # the run's deadline after the blocks, extended by the worker restarts
+    _pending: list[int] = field(default_factory=list)  # the block's shapes not yet measured, in order
+    _done: list[int] = field(default_factory=list)  # the block's shapes measured so far, in order
 
     def run(self, deadline: float) -> list[CaseResult]:
         """Every block until one ends a case badly; the merged cases, one per shape, in task order."""
@@ -123,7 +125,6 @@ class TimedBlocks:
         if self.count > 1:
             self.loop.use_blocks(self.count)
         secret = self.ctx.opt.secret if self.ctx.ranked else None
-        self._pending: list[int] = []
         self.deadline = deadline
         try:
             for b in range(self.count):
@@ -137,9 +138,13 @@ class TimedBlocks:
                     break
         except WorkerFailure as failure:
             self.worker_lost = True
-            self._fail(self._pending[0] if self._pending else None, failure)
+            if not self._settle():
+                self._fail(self._pending[0] if self._pending else None, failure)
+            elif self.records:  # a deferred check that failed had ended the block before this failure
+                self._fill(self.records[-1], self.records[-1].index, 0.0)
         except KeyboardInterrupt:
             self.interrupted = True
+            self._settle()
             return [case for case in self._cases() if case.verdict != NOT_RUN]
         return self._cases()
 
@@ -152,21 +157,42 @@ class TimedBlocks:
             warmup_chunks=self.ctx.opt.warmup_chunks,
         )  # fmt: skip
         self.records.append(record)
-        self._pending = list(order)
+        self._pending, self._done = list(order), []
         benchmarks = self.ctx.task.benchmarks
         ok = True
-        for i in order:
-            case = self.loop.run_case(
-                i, benchmarks[i], deadline, block=b, kernel_only=b == self.count - 1, first=i == order[0]
-            )
-            self.parts[i].append(case)
-            self._pending.remove(i)
-            if case.verdict != PASS:
-                ok = False
-                break
+        try:
+            for i in order:
+                case = self.loop.run_case(
+                    i, benchmarks[i], deadline, block=b, kernel_only=b == self.count - 1, first=i == order[0],
+                    defer_check=True,
+                )  # fmt: skip
+                self.parts[i].append(case)
+                self._pending.remove(i)
+                self._done.append(i)
+                if case.verdict != PASS:
+                    ok = False
+                    break
+        except EarlierCaseFailed:
+            pass  # the case that was starting took no part; _settle has the one that failed
+        if self._settle():
+            ok = False
         record.clocks_after = self.loop.read_clocks()
         self._fill(record, b, time.monotonic() - t0)
         return ok
+
+    def _settle(self) -> bool:
+        """Applies the block's deferred check (BenchmarkLoop.settle); True when it failed: the failed
+        case's part replaces its passing one, and the cases after it in the block, which an immediate
+        check would never have started, take no part."""
+        failed = self.loop.settle()
+        if failed is None:
+            return False
+        i, case = failed
+        self.parts[i][-1] = case
+        for j in self._done[self._done.index(i) + 1 :]:
+            self.parts[j].pop()
+        self._done = self._done[: self._done.index(i) + 1]
+        return True
 
     def _block_stats(self, b: int) -> list[Stats | None]:
         """Each shape's stats in block ``b`` (None: not timed there, or it did not pass)."""

@@ -44,10 +44,12 @@ class Checker:
                 f"a malformed output in the worker's reply ({exc}): the submission wrote into the harness's channel",
             ) from exc
 
-    def check(self, data: Any, out: Any) -> tuple[bool, str]:
+    def check(self, data: Any, out: Any, phase: str = "check") -> tuple[bool, str]:
+        """The task's verdict on ``out``, its time counted as ``phase`` (a deferred check's is a part of
+        the input generation it overlaps: ``worker_generate.check``)."""
         if isinstance(out, Unusable):
             return False, f"custom_kernel returned {out.what}"
-        with self.ctx.phases.measure("check"):
+        with self.ctx.phases.measure(phase):
             return self.ctx.task.check(data, out)
 
     def check_fixed(self, data: Any, out: Any, passed: list[torch.Tensor]) -> tuple[bool, str]:

@@ -4,6 +4,7 @@ parent generates its own (nothing is timed meanwhile), and proved equal by finge
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from harness import protocol
@@ -35,13 +36,18 @@ class Inputs:
             for j in range(count)
         ]
 
-    def make(self, specs: list[dict[str, Any]], deadline: float, keep: int = 0) -> tuple[list[Any], list[int]]:
+    def make(
+        self, specs: list[dict[str, Any]], deadline: float, keep: int = 0, also: Callable[[], None] | None = None
+    ) -> tuple[list[Any], list[int]]:
         """(the parent's copies of the inputs of ``specs``, the worker's slots for its own, after its
         first ``keep``): the parent generates its copies while the worker generates its own (nothing is
-        timed meanwhile), and the two must have the same fingerprints."""
+        timed meanwhile), and the two must have the same fingerprints. ``also``: more of the parent's
+        own work for that time (a deferred check, ``harness.engine.benchmark``), done first."""
         mine: dict[str, list[Any]] = {}
 
         def generate_here() -> None:
+            if also is not None:
+                also()
             with self.ctx.phases.measure("worker_generate.parent"):
                 mine["inputs"] = [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
                 mine["fingerprints"] = [protocol.input_fingerprint(d) for d in mine["inputs"]]
