@@ -77,9 +77,12 @@ class FakeBenchmarks:
     def __init__(self, verdict=PASS):
         self.verdict = verdict
 
-    def run_case(self, i, case, deadline, block=0, kernel_only=True, first=True):
+    def run_case(self, i, case, deadline, block=0, kernel_only=True, first=True, defer_check=False):
         self.blocks_seen = max(getattr(self, "blocks_seen", 0), block + 1)
         return CaseResult("leaderboard" if self.ranked else "benchmark", dict(case), self.verdict)
+
+    def settle(self):
+        return None  # no deferred check failed
 
     def read_clocks(self):
         return {"note": "not available on CPU"}
