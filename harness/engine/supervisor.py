@@ -22,6 +22,7 @@ import psutil
 import torch.multiprocessing as mp
 
 from harness import protocol
+from harness.engine import process_tree
 from harness.engine.pool import WorkerPool, become_subreaper
 from harness.requests import Exit, Request
 from harness.results import ERROR, REJECTED, TIMEOUT
@@ -83,7 +84,7 @@ class Supervisor:
         # orphans of the worker's tree (a double fork, setsid) and pooled workers become our children
         become_subreaper()
         multiprocessing.resource_tracker.ensure_running()  # a child of ours, but not the submission's
-        self._before = {p.pid for p in psutil.Process().children()}
+        self._before = {p.pid for p in process_tree.children(os.getpid())}
         self._starting = True  # until the worker is ours to stop (see stop)
         first = self._start_pooled(pool, deadline) if pool is not None else None
         if first is None:
@@ -148,18 +149,11 @@ class Supervisor:
     def strays(self) -> list[psutil.Process]:
         """Every process the submission started that is still alive: the worker's descendants, and
         orphans re-parented to us (we are a subreaper) since the worker started."""
-        out = []
-        try:
-            out = psutil.Process(self.pid).children(recursive=True)
-        except psutil.Error:
-            pass
-        try:
-            for p in psutil.Process().children():
-                if p.pid not in self._before and p.pid != self.pid:
-                    out.append(p)
-                    out.extend(_children(p))
-        except psutil.Error:
-            pass
+        out = process_tree.descendants(self.pid)
+        for p in process_tree.children(os.getpid()):
+            if p.pid not in self._before and p.pid != self.pid:
+                out.append(p)
+                out.extend(process_tree.descendants(p.pid))
         for p in out:
             try:
                 self._seen.setdefault(p.pid, p.create_time())
@@ -176,7 +170,7 @@ class Supervisor:
         self._starting = False
         server = self._pool.server_pid if self._pool is not None else None
         try:
-            ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != server]
+            ours = [p for p in process_tree.children(os.getpid()) if p.pid not in self._before and p.pid != server]
             for p in ours:
                 p.kill()
             psutil.wait_procs(ours, timeout=2.0)
@@ -204,7 +198,7 @@ class Supervisor:
         if self.proc is not None and self.proc.is_alive():
             self.proc.kill()
         try:  # reap the orphans that became our children
-            ours = [p for p in psutil.Process().children() if p.pid not in self._before and p.pid != self.pid]
+            ours = [p for p in process_tree.children(os.getpid()) if p.pid not in self._before and p.pid != self.pid]
             psutil.wait_procs(ours, timeout=2.0)
         except psutil.Error:
             pass
@@ -332,13 +326,6 @@ class Supervisor:
     def output_cut_bytes(self) -> tuple[int, int]:
         """How many bytes of (stdout, stderr) :meth:`captured_output` leaves out (0: all of it kept)."""
         return _cut_bytes(self.cfg.stdout_path), _cut_bytes(self.cfg.stderr_path)
-
-
-def _children(p: psutil.Process) -> list[psutil.Process]:
-    try:
-        return p.children(recursive=True)
-    except psutil.Error:
-        return []
 
 
 def _alive(p: psutil.Process) -> bool:
