@@ -6,11 +6,13 @@ The supervisor looks for processes the submission left running after every reply
 to the harness. psutil's ``children()`` reads the stat file of every process on the machine;
 ``harness.engine.process_tree`` reads the children files of the tree alone. For each count of extra
 processes (sleepers in a tree of their own, as other work on a shared machine would be), the median of
-``--reps`` looks at a small worker-like tree (a process with one child), both ways, into a results file
-with the machine, the versions, the commit and the date.
+``--reps`` looks at a small worker-like tree (a process with one child), both ways, and with
+``--verdict`` one whole ranked verdict of the CPU fixture (10 blocks) among those processes: its wall time
+and its time outside the phases (``other``, where the looks are counted). Into a results file with the
+machine, the versions, the commit and the date.
 
 Examples:
-  python bench/stray_scan.py --out results/cpu_stray_scan.json
+  python bench/stray_scan.py --verdict --out results/cpu_stray_scan.json
   python bench/stray_scan.py --others 0 100 --reps 20 --out /tmp/stray_scan.json   # a smoke test
 """
 
@@ -22,14 +24,16 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import doc_parser, git_commit, utc_now  # _common puts the repository root on sys.path
+from _common import ROOT, doc_parser, git_commit, utc_now  # _common puts the repository root on sys.path
 
 VERSION = 1  # 1 - first version
+FIXTURE = "tests/fixtures/tasks/mxfp4_small/task.yml"
 # a process that starts N sleeping children, says so, and waits
 CROWD = (
     "import subprocess, sys; "
@@ -67,7 +71,19 @@ def _median_ms(fn: Callable[[], Any], reps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def measure(others: int, reps: int) -> dict[str, Any]:
+def _verdict() -> dict[str, float]:
+    """One ranked verdict of the CPU fixture in 10 blocks, in a fresh process: its wall time and ``other``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        cmd = [sys.executable, "-m", "harness", "run", "submissions/torch_mxfp4.py", "--task", FIXTURE]
+        cmd += ["--mode", "leaderboard", "--device", "cpu", "--blocks", "10", "--json", str(out), "--quiet"]
+        env = dict(os.environ, HARNESS_SECRET_SEED="stray-scan")
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+        run = json.loads(out.read_text())
+    return {"verdict_wall_s": run["wall_s"], "verdict_other_s": run["phases_s"].get("other", 0.0)}
+
+
+def measure(others: int, reps: int, verdict: bool) -> dict[str, Any]:
     import psutil
 
     from harness.engine import process_tree
@@ -78,6 +94,7 @@ def measure(others: int, reps: int) -> dict[str, Any]:
         found_psutil = {p.pid for p in psutil.Process(worker.pid).children(recursive=True)}
         found_tree = {p.pid for p in process_tree.descendants(worker.pid)}
         return {
+            **(_verdict() if verdict else {}),
             "other_processes": others,
             "processes_on_machine": len(psutil.pids()),
             "psutil_ms": _median_ms(lambda: psutil.Process(worker.pid).children(recursive=True), reps),
@@ -94,14 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="the results file (JSON)")
     p.add_argument("--others", type=int, nargs="+", default=[0, 250, 1000], help="extra processes (default 0 250 1000)")
     p.add_argument("--reps", type=int, default=200, help="timed looks per count and way (default 200)")
+    p.add_argument("--verdict", action="store_true", help="also one ranked verdict of the CPU fixture per count")
     args = p.parse_args(argv)
     rows = []
     for n in args.others:
-        row = measure(n, args.reps)
+        row = measure(n, args.reps, args.verdict)
         rows.append(row)
         print(
             f"{row['processes_on_machine']} processes: psutil {row['psutil_ms']:.3f} ms, "
-            f"process_tree {row['process_tree_ms']:.3f} ms, same found: {row['same_processes_found']}",
+            f"process_tree {row['process_tree_ms']:.3f} ms, same found: {row['same_processes_found']}"
+            + (
+                f"; verdict {row['verdict_wall_s']:.2f} s, other {row['verdict_other_s']:.2f} s" if args.verdict else ""
+            ),
             file=sys.stderr,
         )
     doc = {
