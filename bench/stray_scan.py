@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, doc_parser, git_commit, utc_now  # _common puts the repository root on sys.path
+from _common import ROOT, doc_parser, git_commit, utc_now, write_results  # _common puts the repository root on sys.path
 
 VERSION = 1  # 1 - first version
 FIXTURE = "tests/fixtures/tasks/mxfp4_small/task.yml"
@@ -137,9 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "rows": rows,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    write_results(Path(args.out), doc)
     return 0
 
 
