@@ -3,14 +3,18 @@ psutil's whole-machine scan finds, and psutil itself where the kernel has no chi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
 
 from harness.engine import process_tree
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # a process with a child that has a child of its own: three levels under the test
 TREE = (
@@ -53,3 +57,15 @@ def test_an_ended_process_has_no_children():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     assert process_tree.child_pids(proc.pid) == [] and process_tree.descendants(proc.pid) == []
+
+
+def test_the_stray_scan_benchmark_finds_the_same_processes_both_ways(tmp_path):
+    """bench/stray_scan.py's smoke run: a results file whose looks found the worker-like tree's one child
+    both ways, with a crowd of extra processes about."""
+    out = tmp_path / "scan.json"
+    cmd = [sys.executable, "bench/stray_scan.py", "--others", "0", "20", "--reps", "3", "--out", str(out)]
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=120)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["other_processes"] for r in rows] == [0, 20]
+    assert all(r["same_processes_found"] and r["process_tree_ms"] > 0 for r in rows), rows
+    assert rows[1]["processes_on_machine"] >= rows[0]["processes_on_machine"] + 20
