@@ -12,8 +12,18 @@ grep -q "^_PDL = False" "$DIR/triton_nvfp4_nopdl.py" || { echo "the PDL switch m
 for v in "pdl:submissions/triton_nvfp4.py:nvfp4_gemm" "nopdl:$DIR/triton_nvfp4_nopdl.py:nvfp4_gemm" \
          "torch_nvfp4:submissions/torch_nvfp4.py:nvfp4_gemm" "triton_mxfp4:submissions/triton_mxfp4.py:mxfp4_mm"; do
   IFS=: read -r name file task <<< "$v"
+  # which process keeps the SMs busy meanwhile: per-process SM use once a second, and who is who (ps)
+  pmon=""
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi pmon -s u -d 1 -c 100 > "$DIR/$name.pmon.txt" 2>&1 &
+    pmon=$!
+  fi
   HARNESS_SECRET_SEED="slow-steps-$name" timeout 110 python -m harness run "$file" --task "$task" --mode leaderboard \
-    --blocks 1 --max-repeats 10 --no-kernel-only --json "$DIR/$name.json" --quiet > "$DIR/$name.log" 2>&1
+    --blocks 1 --max-repeats 10 --no-kernel-only --json "$DIR/$name.json" --quiet > "$DIR/$name.log" 2>&1 &
+  run=$!
+  sleep 12; ps -eo pid,ppid,user,etimes,args > "$DIR/$name.ps.txt"
+  wait "$run"
+  [ -n "$pmon" ] && kill "$pmon" 2>/dev/null
   python - "$DIR/$name.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
