@@ -90,6 +90,20 @@ MUTATIONS = [
         ("tests/test_timing_trust.py", "-k", "physical_floor"),
     ),
     Mutation(
+        "stray processes (ranked runs reject them)",
+        "harness/engine/session.py",
+        "            children = len(self.sup.strays()) if self.sup else 0",
+        "            children = 0",
+        ("tests/adversarial/test_adversarial.py", "-k", "escaped_and_forked"),
+    ),
+    Mutation(
+        "stray processes (the whole tree is walked)",
+        "harness/engine/process_tree.py",
+        "        todo += found",
+        "        pass",
+        ("tests/unit/test_process_tree.py",),
+    ),
+    Mutation(
         "launch gate self-check",
         "harness/worker/gate.py",
         "            why = gate._why_it_does_not_hold()",
