@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 from _common import ROOT, ResultsFile, doc_parser, git_commit, utc_now
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
@@ -145,6 +146,8 @@ def _environment(gpu: bool) -> dict:
         "cuda": torch.version.cuda,
         "triton": triton_version,
         "cpu_count": os.cpu_count(),
+        # what a look for stray processes cost before process_tree (bench/stray_scan.py) grew with this
+        "processes_on_machine": len(psutil.pids()),
         "commit": git_commit(),
         "date": utc_now(),
     }
