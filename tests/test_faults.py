@@ -106,6 +106,19 @@ def _wait_done(store: str, proc: subprocess.Popen, at_least: int) -> None:
         time.sleep(0.2)
 
 
+def _wait_running(store: str, proc: subprocess.Popen) -> None:
+    """Until the driver holds a job (it claims the next one a moment after the last ended: a kill in that
+    moment would find none running, and the fault would not fire)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        with open_store(store) as st:
+            if JobTable(st).jobs(state="running"):
+                return
+        assert proc.poll() is None, f"the driver ended (exit {proc.returncode}) with no job left running"
+        assert time.monotonic() < deadline, f"no job running after {DEADLINE_S} s"
+        time.sleep(0.05)
+
+
 def _random_point(low: int = 1, high: int = 6) -> int:
     seed = int(os.environ.get("HARNESS_FAULT_SEED") or time.time_ns() % 100_000)
     point = random.Random(seed).randint(low, high)
@@ -161,6 +174,7 @@ def test_a_sigkilled_driver_leaves_stale_leases_that_the_rerun_takes_over(undist
     driver = _start(subs, store, tmp_path)
     try:
         _wait_done(store, driver, _random_point())
+        _wait_running(store, driver)
         driver.send_signal(signal.SIGKILL)
         driver.wait(30)
     finally:
@@ -185,6 +199,7 @@ def test_a_dead_drivers_jobs_are_released_by_the_jobs_command(undisturbed, tmp_p
     driver = _start(subs, store, tmp_path, "--lease", "600")  # a long lease: only --release frees them now
     try:
         _wait_done(store, driver, _random_point(1, 4))
+        _wait_running(store, driver)
         driver.send_signal(signal.SIGKILL)
         driver.wait(30)
     finally:
