@@ -99,7 +99,7 @@ MUTATIONS = [
     Mutation(
         "stray processes (the whole tree is walked)",
         "harness/engine/process_tree.py",
-        "        todo += found",
+        "        todo += child_pids(child) or []",
         "        pass",
         ("tests/unit/test_process_tree.py",),
     ),

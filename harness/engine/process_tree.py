@@ -52,17 +52,17 @@ def children(pid: int) -> list[psutil.Process]:
 
 def descendants(pid: int) -> list[psutil.Process]:
     """``pid``'s descendants, parents before their children."""
-    if child_pids(pid) is None:
+    todo = child_pids(pid)
+    if todo is None:
         try:
             return psutil.Process(pid).children(recursive=True)
         except psutil.Error:
             return []
     out: list[int] = []
-    todo = [pid]
     while todo:
-        found = child_pids(todo.pop()) or []
-        out += found
-        todo += found
+        child = todo.pop()
+        out.append(child)
+        todo += child_pids(child) or []
     return _processes(list(dict.fromkeys(out)))
 
 

@@ -150,16 +150,20 @@ class Supervisor:
         """Every process the submission started that is still alive: the worker's descendants, and
         orphans re-parented to us (we are a subreaper) since the worker started."""
         out = process_tree.descendants(self.pid)
-        for p in process_tree.children(os.getpid()):
-            if p.pid not in self._before and p.pid != self.pid:
-                out.append(p)
-                out.extend(process_tree.descendants(p.pid))
+        for p in self._new_children(but=self.pid):
+            out.append(p)
+            out.extend(process_tree.descendants(p.pid))
         for p in out:
             try:
                 self._seen.setdefault(p.pid, p.create_time())
             except psutil.Error:
                 pass
         return [p for p in out if _alive(p)]
+
+    def _new_children(self, but: int | None) -> list[psutil.Process]:
+        """Our children that were not ours when the worker started, ``but`` aside (the worker, or the
+        pool's server)."""
+        return [p for p in process_tree.children(os.getpid()) if p.pid not in self._before and p.pid != but]
 
     def _kill_unclaimed(self) -> None:
         """A signal cut :meth:`start` short before the worker was ours (forked by the pool or spawned,
@@ -170,7 +174,7 @@ class Supervisor:
         self._starting = False
         server = self._pool.server_pid if self._pool is not None else None
         try:
-            ours = [p for p in process_tree.children(os.getpid()) if p.pid not in self._before and p.pid != server]
+            ours = self._new_children(but=server)
             for p in ours:
                 p.kill()
             psutil.wait_procs(ours, timeout=2.0)
@@ -198,7 +202,7 @@ class Supervisor:
         if self.proc is not None and self.proc.is_alive():
             self.proc.kill()
         try:  # reap the orphans that became our children
-            ours = [p for p in process_tree.children(os.getpid()) if p.pid not in self._before and p.pid != self.pid]
+            ours = self._new_children(but=self.pid)
             psutil.wait_procs(ours, timeout=2.0)
         except psutil.Error:
             pass
