@@ -93,6 +93,29 @@ def test_cpu_noise_limits():
     assert len(lines) == 1 and "noisy CPU timing" in lines[0] and "--max-repeats" not in lines[0]
 
 
+def test_a_run_in_blocks_judges_noise_once_per_shape_on_all_its_samples(tmp_path):
+    """Each block holds a few samples; judged per block, a noisy shape printed one warning per block
+    (10 on a ranked GPU run). Judged once on the merged samples, it prints one, whose sample count is
+    every block's."""
+    from tests.helpers import cheat_with_correct_kernel, run
+
+    sub = cheat_with_correct_kernel(
+        tmp_path,
+        "import time\n_n = [0]\n\ndef custom_kernel(data):\n    _n[0] += 1\n"
+        "    if _n[0] % 2:\n        time.sleep(0.02)\n    return _correct_kernel(data)\n",
+        name="noisy",
+    )
+    result = run(sub, blocks=3, max_repeats=6)
+    assert result.verdict == "pass" and len(result.blocks) == 3
+    timed = [c for c in result.cases if c.kind == "leaderboard"]
+    assert timed
+    for j, case in enumerate(timed):
+        noisy = [w for w in case.warnings if w.startswith("noisy CPU timing")]
+        assert len(noisy) == 1, case.warnings
+        assert case.stats.runs == sum(b.samples[j] for b in result.blocks) > max(b.samples[j] for b in result.blocks)
+        assert f"slowest of {case.stats.runs} samples" in noisy[0]
+
+
 def test_root_warning_once_with_advice(monkeypatch, tmp_path):
     from harness.engine import privileges
 

@@ -88,6 +88,7 @@ class BenchmarkLoop:
     def use_blocks(self, blocks: int) -> None:
         """Each case of each of ``blocks`` blocks takes its share of the stop rule (see StopRule.for_blocks)."""
         self.stop_rule = StopRule.from_options(self.ctx.opt, self.ctx.gpu, self.ctx.ranked).for_blocks(blocks)
+        self.judge.noise_per_case = blocks == 1
 
     def run_case(
         self,

@@ -243,7 +243,10 @@ class TimedBlocks:
         out = []
         for i, parts in enumerate(self.parts):
             if parts:
-                out.append(merge_cases(parts))
+                case = merge_cases(parts)
+                if self.count > 1 and case.verdict == PASS and case.stats is not None:
+                    case.warnings += self.loop.judge.noise(case.stats)  # all its samples, not each block's few
+                out.append(case)
             else:
                 spec = self.ctx.case_spec(self.ctx.task.benchmarks[i])
                 out.append(CaseResult(self.ctx.timed_kind, spec, NOT_RUN, "not run: an earlier case ended the run"))

@@ -16,6 +16,8 @@ from harness.results import PASS, REJECTED, CaseResult, Stats
 class TimingJudge:
     def __init__(self, ctx: RunContext, session: WorkerSession):
         self.ctx, self.session = ctx, session
+        # a case timed in blocks is judged for noise once, on all its samples (TimedBlocks), not per block
+        self.noise_per_case = True
         self.measured_peaks = sol.load_measured()
         fallback = peaks.missing_measured_warning(ctx.info.kind, ctx.info.name, self.measured_peaks)
         if fallback:
@@ -59,6 +61,11 @@ class TimingJudge:
             return result
         if reason:
             result.warnings.append(reason)
-        strict = task.timing_protocol == "per_call" and not ctx.gated
-        result.warnings += plausibility.noise_warnings(stats, ctx.gpu, strict)
+        if self.noise_per_case:
+            result.warnings += self.noise(stats)
         return result
+
+    def noise(self, stats: Stats) -> list[str]:
+        """Why the figure of ``stats`` may not be reliable (plausibility.noise_warnings)."""
+        strict = self.ctx.task.timing_protocol == "per_call" and not self.ctx.gated
+        return plausibility.noise_warnings(stats, self.ctx.gpu, strict)
