@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.protocol import TIMING_SERIES, TIMING_STEPS, ProtocolError, accepts_dtype, dtype_itemsize
+
+if TYPE_CHECKING:
+    import torch
 
 _REQUIRED = object()
 
@@ -204,7 +207,7 @@ class Output:
     dtype: str = ""
     shape: tuple[int, ...] = ()
     device: str = ""
-    raw: bytes | None = None
+    raw: torch.Tensor | None = None  # uint8, the tensor's bytes (harness.channel.FrameReader.tensor)
 
     @property
     def usable(self) -> bool:
@@ -225,8 +228,8 @@ def decode_outputs(header: dict, payloads: list, what: str) -> list[Output]:
         shape = tuple(_field(meta, "shape", _list_of(_count), f"{what}'s output"))
         device = _field(meta, "device", _text, f"{what}'s output")
         raw = next(frames)
-        if accepts_dtype(dtype) and math.prod(shape) * dtype_itemsize(dtype) != len(raw):
-            raise ProtocolError(f"output bytes ({len(raw)}) do not match shape {list(shape)} of {dtype}")
+        if accepts_dtype(dtype) and math.prod(shape) * dtype_itemsize(dtype) != raw.numel():
+            raise ProtocolError(f"output bytes ({raw.numel()}) do not match shape {list(shape)} of {dtype}")
         outs.append(Output("tensor", dtype=dtype, shape=shape, device=device, raw=raw))
     return outs
 
@@ -379,7 +382,7 @@ class KernelOnlyMeasured:
         return cls(figures, profiler, _field(header, "poisoned", _flag, what), Integrity.decode(header, what, True))
 
 
-def decode_reply(header: dict[str, Any], payloads: list[bytes], expected: Any, **expect: Any) -> Any:
+def decode_reply(header: dict[str, Any], payloads: list[torch.Tensor], expected: Any, **expect: Any) -> Any:
     """The reply as ``expected`` (a class above) or as :class:`Failed`; raises ProtocolError."""
     ok = _field(header, "ok", _flag, "a reply")
     if not ok:

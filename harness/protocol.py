@@ -5,8 +5,9 @@ inputs from seeds with the task's own generator, and the parent checks by finger
 match its copies. So the worker needs no access to the parent's memory or GPU memory and can run as
 another user (CUDA IPC between users fails, and a worker able to map the parent's memory could read it).
 Worker -> parent: never pickled, since the worker runs untrusted code. A message is one JSON
-frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"``. The parent
-rebuilds tensors itself from an allow-listed dtype, a shape and exactly the right byte count.
+frame, followed by one raw-bytes frame per tensor it announces in ``"tensors"`` (frames:
+:mod:`harness.channel`, read within a time limit). The parent rebuilds tensors itself from an
+allow-listed dtype, a shape and exactly the right byte count.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 import torch
 
+from harness.channel import REPLY_GRACE_S, ChannelError, FrameReader, write_frame
+
 MAX_HEADER_BYTES = 4 << 20  # a JSON frame larger than this is a protocol violation
 MAX_TENSOR_BYTES = 2 << 30  # one output tensor
+MAX_TENSOR_FRAMES = 1 << 16  # in one message
+Message = tuple[dict[str, Any], list[torch.Tensor]]  # a reply as it arrives: its header, its tensors' bytes
 # A timing reply's per-sample lists, one entry per sample each: event time, host wall time, the device
 # clock's window (or None), whether the launch gate held, the host time nothing hid (or None).
 TIMING_SERIES = ("samples_ns", "wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
@@ -108,39 +114,35 @@ def describe_output(out: object) -> dict[str, Any]:
     }
 
 
-def tensor_bytes(out: torch.Tensor) -> bytes:
-    """Worker side: the tensor's values, contiguous, as raw bytes (a host copy)."""
-    t = out.detach().cpu().reshape(-1)
-    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
-
-
-def send(conn: Connection, header: dict[str, Any], payloads: Sequence[bytes] = ()) -> None:
-    """Worker side; the reply echoes the request's sequence number (see ``Supervisor.request``)."""
+def send(conn: Connection, header: dict[str, Any], payloads: Sequence[bytes | memoryview] = ()) -> None:
+    """Worker side; the reply echoes the request's sequence number (see ``Supervisor.request``).
+    ``payloads``: each tensor's bytes (``harness.worker.staging``)."""
     header = dict(header, tensors=len(payloads), seq=_last_seq)
-    conn.send_bytes(json.dumps(header, allow_nan=True).encode())
+    fd = conn.fileno()
+    write_frame(fd, json.dumps(header, allow_nan=True).encode())
     for raw in payloads:
-        conn.send_bytes(raw)
+        write_frame(fd, raw)
 
 
-def receive(conn: Connection) -> tuple[dict[str, Any], list[bytes]]:
-    """Parent side: one message. Raises ProtocolError on anything malformed, EOFError on a dead worker."""
+def receive(conn: Connection, reader: FrameReader | None = None) -> Message:
+    """Parent side: one message, which must be complete within ``REPLY_GRACE_S`` of its first byte (call
+    it once the channel has data). ``reader``: where tensor frames land (fresh CPU tensors by default).
+    Raises ProtocolError on anything malformed, ReplyStalled (``harness.channel``) on a message that
+    stopped part-way, EOFError on a dead worker."""
+    reader = reader if reader is not None else FrameReader()
+    fd, deadline = conn.fileno(), time.monotonic() + REPLY_GRACE_S
     try:
-        raw = conn.recv_bytes(MAX_HEADER_BYTES)
-    except OSError as exc:  # message too long, or a broken frame
-        raise ProtocolError(f"unreadable message from the worker: {exc}") from exc
-    try:
-        header = json.loads(raw)
-    except ValueError as exc:
-        raise ProtocolError("the worker sent a frame that is not JSON") from exc
-    if not isinstance(header, dict) or not isinstance(header.get("tensors", 0), int):
-        raise ProtocolError("the worker sent a malformed header")
-    payloads = []
-    for _ in range(header.get("tensors", 0)):
+        raw = reader.raw(fd, MAX_HEADER_BYTES, deadline)
         try:
-            payloads.append(conn.recv_bytes(MAX_TENSOR_BYTES))
-        except OSError as exc:
-            raise ProtocolError(f"unreadable tensor frame from the worker: {exc}") from exc
-    return header, payloads
+            header = json.loads(raw)
+        except ValueError as exc:
+            raise ProtocolError("the worker sent a frame that is not JSON") from exc
+        count = header.get("tensors", 0) if isinstance(header, dict) else None
+        if not isinstance(count, int) or not 0 <= count <= MAX_TENSOR_FRAMES:
+            raise ProtocolError("the worker sent a malformed header")
+        return header, [reader.tensor(fd, MAX_TENSOR_BYTES, deadline) for _ in range(count)]
+    except ChannelError as exc:
+        raise ProtocolError(f"unreadable message from the worker: {exc}") from exc
 
 
 def dtype_itemsize(name: str) -> int:
@@ -149,9 +151,10 @@ def dtype_itemsize(name: str) -> int:
 
 
 def rebuild_tensor(
-    dtype_name: str, shape: Sequence[int], raw: bytes, source_device: str, device: torch.device
+    dtype_name: str, shape: Sequence[int], raw: torch.Tensor, source_device: str, device: torch.device
 ) -> torch.Tensor:
-    """Parent side: a tensor from ``describe_output`` metadata and its bytes, on ``device`` when the
+    """Parent side: a tensor from ``describe_output`` metadata and its bytes (a uint8 tensor of its own,
+    from :meth:`harness.channel.FrameReader.tensor`), on ``device`` when the
     worker's output was on the same kind of device (``source_device``), else on the CPU (so the check
     reports the device). The reply's decoder (``harness.messages``) validated all of it already; this
     checks again, next to the bytes' use."""
@@ -162,9 +165,8 @@ def rebuild_tensor(
     if not all(isinstance(s, int) and s >= 0 for s in shape):
         raise ProtocolError("output shape is malformed")
     numel = math.prod(shape)
-    if numel * dtype.itemsize != len(raw):
-        raise ProtocolError(f"output bytes ({len(raw)}) do not match shape {shape} of {dtype}")
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
-    t = flat.view(dtype).reshape(shape)
+    if raw.dtype != torch.uint8 or raw.dim() != 1 or numel * dtype.itemsize != raw.numel():
+        raise ProtocolError(f"output bytes ({raw.numel()}) do not match shape {shape} of {dtype}")
+    t = raw.view(dtype).reshape(shape)
     target = device if source_device == device.type else torch.device("cpu")
     return t.to(target)

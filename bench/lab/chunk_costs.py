@@ -34,7 +34,9 @@ def _load_kernel(path: str) -> Callable[[Any], Any]:
 
 
 def _shape_costs(task: Any, case: dict, kernel: Callable, sampler: Any, dev: Any, sync: Callable) -> dict:
-    from harness.worker.main import _snapshot
+    from harness.worker.staging import OutputStaging
+
+    staging = OutputStaging(dev)
 
     steps: dict[str, list[float]] = {k: [] for k in STEPS}
 
@@ -53,7 +55,8 @@ def _shape_costs(task: Any, case: dict, kernel: Callable, sampler: Any, dev: Any
     for data in datas[3:]:
         timed("touch", lambda data=data: sampler.touch(data))
         _ns, _wall, out = timed("call", lambda data=data: sampler.per_call(kernel, data))
-        timed("outputs", lambda out=out: _snapshot(out))
+        staging.begin()
+        timed("outputs", lambda out=out: staging.copy(out))
         outs.append((data, out.clone()))
     for data, out in outs:
         timed("check", lambda data=data, out=out: task.check(data, out))

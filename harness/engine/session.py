@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.engine import verdicts
 from harness.engine.context import RunContext
@@ -19,6 +19,9 @@ from harness.requests import Generate, Load, Request
 from harness.results import ERROR, REJECTED
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 class WorkerSession:
@@ -34,7 +37,7 @@ class WorkerSession:
 
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
-        self.sup = Supervisor(self.config, self.memory_limit)
+        self.sup = Supervisor(self.config, self.memory_limit, frames_device=self.ctx.device)
         self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
             header, payloads = self.sup.start(deadline, shared_pool(interpret=not self.ctx.gpu))
@@ -92,7 +95,7 @@ class WorkerSession:
     @staticmethod
     def _decode(
         header: dict[str, Any],
-        payloads: list[bytes],
+        payloads: list[torch.Tensor],
         reply: Any,
         what: str,
         expect: dict[str, Any],

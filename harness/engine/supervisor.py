@@ -16,12 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn, Protocol
 
 import psutil
+import torch
 import torch.multiprocessing as mp
 
 from harness import protocol
+from harness.channel import REPLY_GRACE_S, FrameReader, ReplyStalled
 from harness.engine import process_tree
 from harness.engine.pool import WorkerPool, become_subreaper
 from harness.requests import Exit, Request
@@ -60,8 +62,12 @@ class WorkerProcess(Protocol):
 
 
 class Supervisor:
-    def __init__(self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.5):
+    def __init__(
+        self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.5, frames_device: torch.device | None = None
+    ):
+        """``frames_device``: where the tensors of the worker's replies land (the run's device)."""
         self.cfg = cfg
+        self._frames = FrameReader(frames_device)
         self.memory_limit = memory_limit_bytes
         self.poll_s = poll_s
         self.proc: WorkerProcess | None = None
@@ -78,7 +84,7 @@ class Supervisor:
         self.pool_warning: str | None = None  # why a pool given to start() was not used
 
     # -- life cycle ----------------------------------------------------------------------------------
-    def start(self, deadline: float, pool: WorkerPool | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    def start(self, deadline: float, pool: WorkerPool | None = None) -> protocol.Message:
         """Starts the worker, forked by ``pool`` when it can (else spawned: a fresh interpreter, and
         :attr:`pool_warning` says why); its first message (header, payloads), the calibration."""
         # orphans of the worker's tree (a double fork, setsid) and pooled workers become our children
@@ -93,7 +99,7 @@ class Supervisor:
         threading.Thread(target=self._watch_memory, daemon=True).start()
         return first
 
-    def _start_pooled(self, pool: WorkerPool, deadline: float) -> tuple[dict[str, Any], list[bytes]] | None:
+    def _start_pooled(self, pool: WorkerPool, deadline: float) -> protocol.Message | None:
         """A worker forked by ``pool`` and its first message; None (and :attr:`pool_warning`) when the
         pool cannot serve or its worker died before that message (before any submission code ran: the
         pool's failure, never the submission's), so that a spawned worker takes over."""
@@ -120,7 +126,7 @@ class Supervisor:
             self.proc, self.started_by = None, "spawn"
             return None
 
-    def _start_spawned(self, deadline: float) -> tuple[dict[str, Any], list[bytes]]:
+    def _start_spawned(self, deadline: float) -> protocol.Message:
         self.conn, child = multiprocessing.Pipe(duplex=True)
         spawned = mp.get_context("spawn").Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
         spawned.start()
@@ -242,7 +248,7 @@ class Supervisor:
         what: str,
         late: str | None = None,
         meanwhile: Callable[[], None] | None = None,
-    ) -> tuple[dict[str, Any], list[bytes]]:
+    ) -> protocol.Message:
         """Sends ``msg`` and returns the reply (header, payloads) in sequence, its fields not yet read
         (``harness.messages`` decodes them); raises WorkerFailure. ``late``: the timeout's message when
         ``deadline`` is a per-call limit (``harness.engine.deadlines``) rather than the task's.
@@ -266,7 +272,7 @@ class Supervisor:
             )
         return header, payloads
 
-    def _receive(self, deadline: float, what: str, late: str | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    def _receive(self, deadline: float, what: str, late: str | None = None) -> protocol.Message:
         assert self.conn is not None and self.proc is not None, "start() first"
         while True:
             remaining = deadline - time.monotonic()
@@ -284,9 +290,17 @@ class Supervisor:
                 self._raise_dead(what)
             if ready:
                 try:
-                    return protocol.receive(self.conn)
+                    return protocol.receive(self.conn, self._frames)
                 except EOFError:
                     self._raise_dead(what)
+                except ReplyStalled:
+                    self._kill_everything()
+                    raise WorkerFailure(
+                        TIMEOUT,
+                        f"timed out while {what}: the worker's reply stopped part-way for {REPLY_GRACE_S:.0f} s "
+                        "(the submission wrote into the harness's channel and hung, or the worker died while a "
+                        "process it started kept the channel open)",
+                    ) from None
                 except protocol.ProtocolError as exc:
                     self._kill_everything()
                     raise WorkerFailure(

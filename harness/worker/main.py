@@ -41,6 +41,7 @@ from harness.requests import (
 from harness.worker import imports, kernel_only, originals, sandbox
 from harness.worker.config import WorkerConfig
 from harness.worker.sampler import Sampler
+from harness.worker.staging import OutputStaging
 from tasks.registry import load_task_module
 
 T = TypeVar("T")
@@ -48,7 +49,7 @@ T = TypeVar("T")
 MAX_TRACEBACK_CHARS = 6000
 Reply = dict[str, Any]
 Kernel = Callable[[Any], Any]
-Snapshot = tuple[dict[str, Any], "bytes | None"]  # an output's description and its bytes (tensors only)
+Snapshot = tuple[dict[str, Any], "memoryview | None"]  # an output's description and its bytes (tensors only)
 
 
 def _describe_exception(exc: BaseException, shown: dict[str, str] | None = None) -> str:
@@ -164,6 +165,7 @@ class Worker:
                     f"({_describe_exception(exc)}); it must be readable by the worker's user"
                 )
         self.slots: list[tuple[Any, ...]] = []  # input tuples generated on request (Generate), named by index
+        self.staging = OutputStaging(self.device)  # the host copies of a reply's outputs
         took("task")
         self._baseline = originals.snapshot(self)  # before the submission is imported
 
@@ -186,10 +188,18 @@ class Worker:
         }
 
     def _send_outputs(self, header: Reply, snapshots: list[Snapshot]) -> None:
-        """``snapshots``: (meta, bytes or None) pairs from :func:`_snapshot`."""
+        """``snapshots``: (meta, bytes or None) pairs from :meth:`_snapshot`, sent before the next
+        reply's :meth:`OutputStaging.begin` reuses their memory."""
         header["outputs"] = [meta for meta, _ in snapshots]
         header.update(self._integrity())
         protocol.send(self.conn, header, [raw for _, raw in snapshots if raw is not None])
+
+    def _snapshot(self, out: object) -> Snapshot:
+        """``out``'s description and, for a tensor, its bytes copied to the host now."""
+        meta = protocol.describe_output(out)
+        if meta["kind"] == "tensor" and isinstance(out, torch.Tensor):  # describe_output: exactly a Tensor
+            return meta, self.staging.copy(out)
+        return meta, None
 
     # -- operations ----------------------------------------------------------------------------------
     def load(self, request: Load) -> Reply:
@@ -244,7 +254,8 @@ class Worker:
     def call(self, request: Call) -> None:
         out = self._kernel()(self._input(request.data))
         originals.synchronize(self.device)
-        self._send_outputs({"ok": True}, [_snapshot(out)])
+        self.staging.begin()
+        self._send_outputs({"ok": True}, [self._snapshot(out)])
 
     def warmup(self, request: Warmup) -> Reply:
         """Calls until ``min_calls`` calls and ``min_ms`` milliseconds have passed (clocks up, caches
@@ -274,6 +285,7 @@ class Worker:
             finally:
                 steps[name] += time.perf_counter() - t0
 
+        self.staging.begin()
         step("heat", self.sampler.heat, request.heat_ms)
         series: dict[str, list[Any]] = {k: [] for k in protocol.TIMING_SERIES}
         snapshots: list[Snapshot] = []
@@ -289,7 +301,7 @@ class Worker:
                     step("touch", self.sampler.touch, data)
             ns, wall, outs = step("calls", self.sampler.batched, kernel, inputs)
             record(ns, wall)
-            snapshots = step("outputs", lambda: [_snapshot(o) for i, o in enumerate(outs) if i in returned])
+            snapshots = step("outputs", lambda: [self._snapshot(o) for i, o in enumerate(outs) if i in returned])
         else:
             for i, data in enumerate(inputs):
                 if touch:  # right before its own sample, as the ranked original generates each input
@@ -297,7 +309,7 @@ class Worker:
                 ns, wall, out = step("calls", self.sampler.per_call, kernel, data)
                 record(ns, wall)
                 if i in returned:
-                    snapshots.append(step("outputs", _snapshot, out))
+                    snapshots.append(step("outputs", self._snapshot, out))
         header = {"ok": True, **series, "gate_misses": self.sampler.gate_misses, "steps_s": steps}
         self._send_outputs(header, snapshots)
 
@@ -397,13 +409,6 @@ def _own_kernels_cache(cfg: WorkerConfig) -> Iterator[None]:
             os.environ.pop("TRITON_CACHE_DIR", None)
         else:
             os.environ["TRITON_CACHE_DIR"] = submissions
-
-
-def _snapshot(out: object) -> Snapshot:
-    meta = protocol.describe_output(out)
-    if meta["kind"] == "tensor" and isinstance(out, torch.Tensor):  # describe_output: exactly a Tensor
-        return meta, protocol.tensor_bytes(out)
-    return meta, None
 
 
 def worker_main(

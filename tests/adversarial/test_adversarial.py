@@ -425,8 +425,9 @@ def custom_kernel(data):
     if _calls >= 4:                       # after the tests: during the ranked warm-up / timed calls
         conn = next(o for o in gc.get_objects() if isinstance(o, Connection))
         print("FORGED", flush=True)       # before the write: the parent may end the worker at once
+        from harness.channel import write_frame
         if {forge!r} == "garbage":
-            conn.send_bytes(b"\\x00not json")
+            write_frame(conn.fileno(), b"\\x00not json")
         else:
             import harness.protocol as hp
             raw = out.contiguous().view(torch.uint8).numpy().tobytes()
@@ -434,14 +435,44 @@ def custom_kernel(data):
                        "threads": 1, "children": 0, "seq": hp._last_seq, "tensors": 1,
                        "outputs": [{{"kind": "tensor", "dtype": "bfloat16", "shape": list(out.shape),
                                     "device": "cpu"}}]}}
-            conn.send_bytes(json.dumps(header).encode())
-            conn.send_bytes(raw)
+            write_frame(conn.fileno(), json.dumps(header).encode())
+            write_frame(conn.fileno(), raw)
     return out
 """
     r = run(cheat(body))
     assert "FORGED" in r.stdout, r.stdout
     assert r.verdict == REJECTED, r.message
     assert "channel" in r.message
+
+
+@pytest.mark.parametrize("stop_after", ["length", "header"])
+def test_a_reply_that_stops_part_way_ends_the_run_instead_of_hanging_the_harness(cheat, stop_after):
+    """Write the start of a frame into the worker's channel (only its length, or a header announcing a
+    tensor that never comes) and hang: the parent, reading a message that never completes, used to block
+    for ever (past every deadline, deaf to SIGTERM). It must end the run as a timeout within the channel's
+    grace period."""
+    body = f"""
+import gc, json, struct, time
+from multiprocessing.connection import Connection
+from harness.channel import write_frame
+def custom_kernel(data):
+    conn = next(o for o in gc.get_objects() if isinstance(o, Connection))
+    print("STALLING", flush=True)
+    if {stop_after!r} == "length":
+        import os
+        os.write(conn.fileno(), struct.pack("!Q", 1000) + b"{{")
+    else:
+        write_frame(conn.fileno(), json.dumps({{"ok": True, "tensors": 1}}).encode())
+    time.sleep(3600)
+"""
+    from harness.channel import REPLY_GRACE_S
+
+    t0 = time.monotonic()
+    r = run(cheat(body), mode="test")
+    assert "STALLING" in r.stdout, r.stdout
+    assert r.verdict == TIMEOUT, r.message
+    assert "stopped part-way" in r.message
+    assert time.monotonic() - t0 < REPLY_GRACE_S + 15
 
 
 def test_secret_seed_is_not_readable_from_environ_or_cmdline(cheat, tmp_path):

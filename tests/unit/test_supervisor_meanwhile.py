@@ -9,6 +9,7 @@ import multiprocessing
 import pickle
 import time
 
+from harness.channel import FrameReader, write_frame
 from harness.engine.supervisor import Supervisor
 from harness.requests import Generate
 
@@ -23,14 +24,14 @@ class _Alive:
 def test_the_parents_own_work_runs_between_sending_the_request_and_reading_the_reply():
     parent, worker = multiprocessing.Pipe()
     sup = Supervisor.__new__(Supervisor)  # only what request() reads: the channel, the process, the sequence
-    sup.conn, sup.proc, sup._seq, sup.poll_s = parent, _Alive(), 0, 0.05
+    sup.conn, sup.proc, sup._seq, sup.poll_s, sup._frames = parent, _Alive(), 0, 0.05, FrameReader()
     seen = []
 
     def meanwhile():
         assert worker.poll(0), "the request is not sent yet"
         request = pickle.loads(worker.recv_bytes())
         seen.append(request["op"])
-        worker.send_bytes(json.dumps({"ok": True, "tensors": 0, "seq": request["seq"]}).encode())
+        write_frame(worker.fileno(), json.dumps({"ok": True, "tensors": 0, "seq": request["seq"]}).encode())
         assert parent.poll(0), "the reply must still be unread: it is read after this returns"
 
     deadline = time.monotonic() + 10  # a request that never got its reply fails here, not hangs
