@@ -135,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"version": VERSION, "environment": machine(device.type), "reps": args.reps, "tasks": {}}
     try:
         for name, k in TASKS.items():
-            doc["tasks"][name] = {"outputs_per_reply": k, "rows": measure(parent, load_task(name), k, args.reps, device)}
+            doc["tasks"][name] = {
+                "outputs_per_reply": k,
+                "rows": measure(parent, load_task(name), k, args.reps, device),
+            }
     finally:
         parent.send_bytes(b"{}")
         worker.join(30)
