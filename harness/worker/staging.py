@@ -34,7 +34,7 @@ class OutputStaging:
 
     def copy(self, out: torch.Tensor) -> memoryview:
         """``out``'s values, contiguous, as bytes on the host (a view into the buffer)."""
-        flat = out.detach().reshape(-1).view(torch.uint8)
+        flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
         n = flat.numel()
         self._wanted += n
         if self._used + n <= self._buffer.numel():
