@@ -5,10 +5,14 @@ Formats (both tasks use them; docs/tasks/mxfp4_mm.md, docs/tasks/nvfp4_gemm.md):
 - packing: element 2i in the LOW nibble, element 2i+1 in the HIGH nibble of byte i.
 - e8m0: one unsigned byte e, value 2**(e - 127); e = 255 is NaN.
 
-Everything here is pure torch, vectorized, and gives the same bits on every device.
+Everything here is pure torch, vectorized, and gives the same bits on every device. The lookup tables
+are built once per device and kept (read only): built on every call, each took a copy from the host and
+a few small kernels, several per reference GEMM, which the harness computes for every timed output.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -42,6 +46,40 @@ _BYTE_DTYPES = tuple(
 )
 
 
+@functools.lru_cache(maxsize=None)
+def _ties(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    return (
+        torch.tensor(_TIES_DOWN, dtype=torch.float32, device=device),
+        torch.tensor(_TIES_UP, dtype=torch.float32, device=device),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _e2m1_table(device: torch.device) -> torch.Tensor:
+    """float32 value of each code 0..15."""
+    mags = list(E2M1_VALUES)
+    return torch.tensor(mags + [-m for m in mags], dtype=torch.float32, device=device)
+
+
+@functools.lru_cache(maxsize=None)
+def _pair_table(device: torch.device) -> torch.Tensor:
+    """float32 ``[256, 2]``: the two values (low nibble, high nibble) of each packed byte."""
+    byte = torch.arange(256, device=device)
+    return torch.stack((decode_e2m1(byte & 0xF), decode_e2m1(byte >> 4)), dim=-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _e8m0_table(device: torch.device) -> torch.Tensor:
+    lut = torch.exp2(torch.arange(256, dtype=torch.float64) - 127.0)
+    lut[255] = float("nan")
+    return lut.to(torch.float32).to(device)
+
+
+@functools.lru_cache(maxsize=None)
+def _e4m3_table(device: torch.device) -> torch.Tensor:
+    return torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32).to(device)
+
+
 def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
     """Round float values to e2m1 codes (uint8 in 0..15), ties to even, saturating at +-6.
 
@@ -49,9 +87,7 @@ def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
     """
     v = v.float()
     mag = v.abs()
-    dev = v.device
-    down = torch.tensor(_TIES_DOWN, dtype=torch.float32, device=dev)
-    up = torch.tensor(_TIES_UP, dtype=torch.float32, device=dev)
+    down, up = _ties(v.device)
     # count of tie-down midpoints strictly below |v| + count of tie-up midpoints at or below |v|
     code = torch.bucketize(mag, down, right=False) + torch.bucketize(mag, up, right=True)
     code = code.to(torch.uint8)
@@ -60,9 +96,7 @@ def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
 
 def decode_e2m1(codes: torch.Tensor) -> torch.Tensor:
     """Map e2m1 codes (any integer dtype, values 0..15) to float32 values (code 8 gives -0.0)."""
-    mags = list(E2M1_VALUES)
-    lut = torch.tensor(mags + [-m for m in mags], dtype=torch.float32, device=codes.device)
-    return lut[codes.to(torch.long) & 0xF]
+    return _e2m1_table(codes.device)[codes.to(torch.long) & 0xF]
 
 
 def decode_fp4_packed(packed: torch.Tensor) -> torch.Tensor:
@@ -71,9 +105,7 @@ def decode_fp4_packed(packed: torch.Tensor) -> torch.Tensor:
     Same result as ``decode_e2m1(unpack_fp4(packed))``, through a 256-entry table of value pairs.
     """
     p = as_uint8(packed)
-    byte = torch.arange(256, device=p.device)
-    pairs = torch.stack((decode_e2m1(byte & 0xF), decode_e2m1(byte >> 4)), dim=-1)  # [256, 2]
-    vals = pairs.index_select(0, p.reshape(-1).to(torch.int32))
+    vals = _pair_table(p.device).index_select(0, p.reshape(-1).to(torch.int32))
     return vals.view(*p.shape[:-1], p.shape[-1] * 2)
 
 
@@ -118,16 +150,13 @@ def e8m0_to_float(scales: torch.Tensor) -> torch.Tensor:
     Byte 0 gives 2**-127, a float32 subnormal, represented exactly.
     """
     s = as_uint8(scales)
-    lut = torch.exp2(torch.arange(256, dtype=torch.float64) - 127.0)
-    lut[255] = float("nan")
-    return lut.to(torch.float32).to(s.device)[s.to(torch.long)]
+    return _e8m0_table(s.device)[s.to(torch.long)]
 
 
 def e4m3_to_float(scales: torch.Tensor) -> torch.Tensor:
     """float8_e4m3fn scale bytes (uint8 or float8_e4m3fn) -> float32 (exact; 0x7F/0xFF are NaN)."""
     s = as_uint8(scales)
-    lut = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
-    return lut.to(s.device)[s.to(torch.long)]
+    return _e4m3_table(s.device)[s.to(torch.long)]
 
 
 def dequantize_blocks(packed: torch.Tensor, scale_values: torch.Tensor, block: int, what: str) -> torch.Tensor:

@@ -189,6 +189,25 @@ def test_e4m3_to_float_all_bytes():
 # ---------------------------------------------------------------- MXFP4 quantization, bit-exact
 
 
+def test_lookup_tables_are_built_once_per_device_and_never_handed_out():
+    """The tables are cached (the harness computes a reference per timed output; building them took
+    host-to-device copies each time), and every decode returns new memory: changing a result must not
+    change the next one."""
+    from fp4_reference import fp4
+
+    codes = torch.arange(16, dtype=torch.uint8)
+    packed = torch.arange(256, dtype=torch.uint8).reshape(2, 128)
+    scales = torch.arange(256, dtype=torch.uint8)
+    first = [R.decode_e2m1(codes), R.decode_fp4_packed(packed), R.e8m0_to_float(scales), R.e4m3_to_float(scales)]
+    before = {t: t.cache_info().misses for t in (fp4._e2m1_table, fp4._pair_table, fp4._e8m0_table, fp4._e4m3_table)}
+    for out in first:
+        out.fill_(123.0)
+    again = [R.decode_e2m1(codes), R.decode_fp4_packed(packed), R.e8m0_to_float(scales), R.e4m3_to_float(scales)]
+    assert all(not torch.equal(a, f) for a, f in zip(again, first))
+    assert again[0].tolist()[:8] == [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    assert {t: t.cache_info().misses for t in before} == before
+
+
 def test_quantize_random_matches_slow():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 128, generator=g)
