@@ -46,7 +46,7 @@ _BYTE_DTYPES = tuple(
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ties(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return (
         torch.tensor(_TIES_DOWN, dtype=torch.float32, device=device),
@@ -54,28 +54,28 @@ def _ties(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _e2m1_table(device: torch.device) -> torch.Tensor:
     """float32 value of each code 0..15."""
     mags = list(E2M1_VALUES)
     return torch.tensor(mags + [-m for m in mags], dtype=torch.float32, device=device)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pair_table(device: torch.device) -> torch.Tensor:
     """float32 ``[256, 2]``: the two values (low nibble, high nibble) of each packed byte."""
     byte = torch.arange(256, device=device)
     return torch.stack((decode_e2m1(byte & 0xF), decode_e2m1(byte >> 4)), dim=-1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _e8m0_table(device: torch.device) -> torch.Tensor:
     lut = torch.exp2(torch.arange(256, dtype=torch.float64) - 127.0)
     lut[255] = float("nan")
     return lut.to(torch.float32).to(device)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _e4m3_table(device: torch.device) -> torch.Tensor:
     return torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32).to(device)
 
