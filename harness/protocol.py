@@ -27,6 +27,7 @@ from harness.channel import REPLY_GRACE_S, ChannelError, FrameReader, write_fram
 MAX_HEADER_BYTES = 4 << 20  # a JSON frame larger than this is a protocol violation
 MAX_TENSOR_BYTES = 2 << 30  # one output tensor
 MAX_TENSOR_FRAMES = 1 << 16  # in one message
+MAX_MESSAGE_BYTES = 4 << 30  # all of one message's tensors (a ranked nvfp4 chunk's 50 outputs: 90 MB)
 Message = tuple[dict[str, Any], list[torch.Tensor]]  # a reply as it arrives: its header, its tensors' bytes
 # A timing reply's per-sample lists, one entry per sample each: event time, host wall time, the device
 # clock's window (or None), whether the launch gate held, the host time nothing hid (or None).
@@ -140,7 +141,11 @@ def receive(conn: Connection, reader: FrameReader | None = None) -> Message:
         count = header.get("tensors", 0) if isinstance(header, dict) else None
         if not isinstance(count, int) or not 0 <= count <= MAX_TENSOR_FRAMES:
             raise ProtocolError("the worker sent a malformed header")
-        return header, [reader.tensor(fd, MAX_TENSOR_BYTES, deadline) for _ in range(count)]
+        payloads, left = [], MAX_MESSAGE_BYTES
+        for _ in range(count):
+            payloads.append(reader.tensor(fd, min(MAX_TENSOR_BYTES, left), deadline))
+            left -= payloads[-1].numel()
+        return header, payloads
     except ChannelError as exc:
         raise ProtocolError(f"unreadable message from the worker: {exc}") from exc
 
