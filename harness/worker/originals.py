@@ -7,7 +7,8 @@ Two layers, one check (:func:`tampered`):
   ``torch.cuda.Event`` or ``time.perf_counter_ns`` does not change what is measured, and its watch-list
   reports that it tried;
 - whole namespaces the worker relies on to measure and to reply (the worker's own modules, the task
-  module that generates the inputs, the JSON, pickle and pipe code that carries messages,
+  module that generates the inputs, the JSON, pickle, channel and pipe code that carries messages and
+  the host copies of its outputs,
   ``torch.Tensor``'s methods) are snapshotted with every function's code object and defaults
   (replacing ``f.__code__`` keeps ``f``'s identity). After every operation the worker compares, and the
   parent rejects the run if anything differs.
@@ -44,6 +45,7 @@ _SHADOWABLE = frozenset(
         "L2Flusher",
         "LaunchGate",
         "PersistingL2",
+        "OutputStaging",
         "Connection",
         "JSONEncoder",
         "torch.Tensor",
@@ -83,8 +85,8 @@ def _is_code(value: object) -> bool:
 
 def _module_spaces(worker: Any) -> Namespaces:
     """The code-level entries of the modules the worker measures and replies with."""
-    from harness import protocol, requests
-    from harness.worker import captured, gate, kernel_only, persisting_l2, sampler
+    from harness import channel, protocol, requests
+    from harness.worker import captured, gate, kernel_only, persisting_l2, sampler, staging
 
     modules = {
         "harness.worker.main": sys.modules[type(worker).__module__],
@@ -93,6 +95,8 @@ def _module_spaces(worker: Any) -> Namespaces:
         "harness.worker.originals": sys.modules[__name__],
         "harness.worker.captured": captured,
         "harness.protocol": protocol,
+        "harness.channel": channel,
+        "harness.worker.staging": staging,
         "harness.requests": requests,
         "harness.worker.gate": gate,
         "harness.worker.persisting_l2": persisting_l2,
@@ -108,7 +112,7 @@ def _module_spaces(worker: Any) -> Namespaces:
 
 def _class_spaces(worker: Any) -> Namespaces:
     """Every attribute of the classes the worker measures and replies with."""
-    from harness.worker import gate, persisting_l2, sampler
+    from harness.worker import gate, persisting_l2, sampler, staging
 
     return {
         "Worker": _static_attrs(type(worker)),
@@ -116,6 +120,7 @@ def _class_spaces(worker: Any) -> Namespaces:
         "L2Flusher": _static_attrs(sampler.L2Flusher),
         "LaunchGate": _static_attrs(gate.LaunchGate),
         "PersistingL2": _static_attrs(persisting_l2.PersistingL2),
+        "OutputStaging": _static_attrs(staging.OutputStaging),
         "Connection": _static_attrs(type(worker.conn)),
         "JSONEncoder": _static_attrs(json.JSONEncoder),
         "torch.Tensor": _static_attrs(torch.Tensor),
@@ -127,7 +132,7 @@ def _instance_spaces(worker: Any) -> Namespaces:
     gate_obj = getattr(worker.sampler, "gate", None)
     persisting = getattr(worker.sampler, "persisting", None)
     return {
-        "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg")},
+        "worker": {k: getattr(worker, k, None) for k in ("conn", "sampler", "cfg", "staging")},
         "worker.sampler": {k: v for k, v in vars(worker.sampler).items() if k in _SAMPLER_FIELDS},
         # the persisting-L2 reset's driver functions (only the largest raised limit moves)
         "worker.sampler.persisting": {k: v for k, v in vars(persisting).items() if k != "raised_bytes"}

@@ -328,6 +328,11 @@ def _send(conn, header, payloads=()):
 hp.send = _send
 hw.Worker._send_outputs.__code__ = hw.Worker._send_outputs.__code__.replace()
 ht.Sampler._timed.__defaults__ = (1,)
+import harness.channel as hc, harness.worker.staging as hs
+_orig_copy = hs.OutputStaging.copy
+hs.OutputStaging.copy = lambda self, out: _orig_copy(self, out)   # could hand back bytes of its choosing
+_orig_frame = hc.write_frame
+hc.write_frame = lambda fd, data: _orig_frame(fd, data)
 
 def custom_kernel(data):
     return _correct_kernel(data)
@@ -342,6 +347,8 @@ def custom_kernel(data):
         "harness.protocol.send",
         "Worker._send_outputs",
         "Sampler._timed",
+        "OutputStaging.copy",
+        "harness.channel.write_frame",
     ):
         assert name in r.message, (name, r.message)
 
