@@ -422,3 +422,35 @@ def test_warming_the_pool_imports_no_torch_so_the_servers_imports_overlap_the_ca
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True"], done.stdout
+
+
+def test_the_worker_modules_the_server_preloads_ask_nothing_of_cuda():
+    """The server imports these once for every worker (harness.engine.pool.WORKER_PRELOAD). None may ask
+    torch about CUDA at import (on a GPU the server would then refuse to serve, and every worker would be
+    spawned): in a fresh interpreter whose torch.cuda queries are recorded, importing them records none,
+    and harness.worker.captured (which asks at import) stays out."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.engine.pool import WORKER_PRELOAD
+
+    code = (
+        "import importlib, json, sys, torch\n"
+        "calls = []\n"
+        "for name in ('is_available', 'device_count', 'init', '_lazy_init', 'current_device',\n"
+        "             'get_device_capability', 'get_device_properties', 'get_device_name'):\n"
+        "    setattr(torch.cuda, name, lambda *a, _n=name, **k: calls.append(_n))\n"
+        "for name in json.loads(sys.argv[1]):\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps([calls, 'harness.worker.captured' in sys.modules]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(list(WORKER_PRELOAD))], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == [[], False]
+    # the guard itself sees such a query: the module that does ask is caught
+    asks = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(["harness.worker.captured"])], capture_output=True, text=True
+    )
+    assert json.loads(asks.stdout)[0] == ["is_available"]

@@ -31,9 +31,21 @@ from harness.engine.seeds import SECRET_ENV
 from harness.worker.config import WorkerConfig
 from harness.worker.zygote import MAX_REQUEST_BYTES, ForkRequest
 
-# what every worker needs, imported once by the server (not the worker's own modules: harness.worker.captured
-# asks torch whether CUDA is available, and on a GPU that alone leaves torch unusable in a forked child)
+# what every worker needs, imported once by the server (not all of the worker's own modules:
+# harness.worker.captured asks torch whether CUDA is available, and on a GPU that alone leaves torch
+# unusable in a forked child; WORKER_PRELOAD holds those that import neither it nor anything that asks)
 PRELOAD = ("torch", "triton")
+WORKER_PRELOAD = (
+    "yaml",
+    "tasks.registry",
+    "harness.protocol",
+    "harness.requests",
+    "harness.messages",
+    "harness.worker.config",
+    "harness.worker.imports",
+    "harness.worker.sandbox",
+    "harness.worker.staging",
+)
 # and on a GPU what Triton imports at a worker's first kernel launch (else every worker imports it again)
 GPU_PRELOAD = ("triton.experimental.gluon", "triton.backends.nvidia.driver")
 READY_TIMEOUT_S = 120.0  # the server's own imports (torch alone: 4-5 s on the H200; minutes on a loaded CPU)
@@ -138,7 +150,7 @@ class WorkerPool:
     workers by :meth:`fork`. Thread-safe; one request at a time."""
 
     def __init__(self, preload: tuple[str, ...] | None = None, interpret: bool = False):
-        self.preload = preload if preload is not None else PRELOAD + (() if interpret else GPU_PRELOAD)
+        self.preload = preload if preload is not None else PRELOAD + WORKER_PRELOAD + (() if interpret else GPU_PRELOAD)
         # Triton decides at import whether its kernels run under the interpreter: a server that imported
         # it without TRITON_INTERPRET=1 forks workers whose Triton kernels cannot run on the CPU
         self.interpret = interpret
