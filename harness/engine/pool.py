@@ -37,6 +37,8 @@ from harness.worker.zygote import MAX_REQUEST_BYTES, ForkRequest
 PRELOAD = ("torch", "triton")
 WORKER_PRELOAD = (
     "yaml",
+    "fp4_reference",
+    "tasks._check",
     "tasks.registry",
     "harness.protocol",
     "harness.requests",
