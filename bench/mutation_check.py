@@ -104,6 +104,18 @@ MUTATIONS = [
         ("tests/unit/test_process_tree.py",),
     ),
     Mutation(
+        "a worker's reply read within a time limit",
+        "harness/channel.py",
+        "    if not poller.poll(max(0.0, deadline - time.monotonic()) * 1e3):",
+        "    if not poller.poll(None):",
+        (
+            "tests/unit/test_channel.py",
+            "tests/adversarial/test_adversarial.py",
+            "-k",
+            "stops_part_way",
+        ),
+    ),
+    Mutation(
         "launch gate self-check",
         "harness/worker/gate.py",
         "            why = gate._why_it_does_not_hold()",
@@ -151,7 +163,9 @@ def apply(copy: Path, m: Mutation) -> None:
     path.write_text(text.replace(m.old, m.new))
 
 
-def pytest(copy: Path, args, stop_at_first: bool) -> tuple[int, str, float]:
+def pytest(copy: Path, args, stop_at_first: bool, limit_s: float | None = None) -> tuple[int, str, float]:
+    """(exit code, summary, seconds). ``limit_s``: a mutated run that outlasts it is a hang, which a
+    test run in CI would not survive either: exit code 1 and a summary that says so."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     cmd = [
         sys.executable,
@@ -165,7 +179,10 @@ def pytest(copy: Path, args, stop_at_first: bool) -> tuple[int, str, float]:
         *args,
     ]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        return 1, f"    the tests hung: stopped after {limit_s:.0f} s", time.monotonic() - t0
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("FAILED ") or ln.startswith("ERROR ")]
     summary = (p.stdout.strip().splitlines() or ["(no output)"])[-1]
     return p.returncode, "\n".join(["    " + summary] + ["    " + ln for ln in lines[:3]]), time.monotonic() - t0
@@ -214,7 +231,7 @@ def main(argv=None) -> int:
             copy = Path(tmp) / f"m{MUTATIONS.index(m)}"
             scratch_copy(copy)
             apply(copy, m)
-            rc_m, out_m, secs_m = pytest(copy, m.tests, stop_at_first=True)
+            rc_m, out_m, secs_m = pytest(copy, m.tests, stop_at_first=True, limit_s=60 + 5 * secs)
             caught = rc_m == 1
             if m.gpu_only and not caught:
                 verdict = "NOT CAUGHT ON THE CPU (expected: GPU only)"
