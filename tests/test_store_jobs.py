@@ -10,6 +10,7 @@ import time
 import pytest
 
 from harness.cli.main import main as cli_main
+from harness.engine.folder import claim_note
 from harness.results import SubmissionInfo
 from harness.store.database import INCOMPLETE, open_store
 from harness.store.jobs import JobTable
@@ -80,6 +81,10 @@ def test_an_expired_lease_is_taken_over_and_only_the_new_owner_stores(location):
         b = claim(st, "B", [1])
         assert b is not None and b.id == a.id and b.owner == "B" and b.run_id == a.run_id  # same run row
         assert "lease" in b.retry_reasons[-1] and len(st.runs()) == 1
+        # A died after its claim, before its attempt began: the rerun still says it took the job over
+        # (test_faults once killed a driver in that moment, and the rerun said nothing)
+        assert b.attempts == 0 and claim_note(b, "s1.py") == f"starting s1.py: job {b.id} ({b.retry_reasons[-1]})"
+        assert claim_note(a, "s1.py") is None  # a fresh claim: nothing to say
         assert jobs.heartbeat("A") == 0 and jobs.heartbeat("B") == 1
         assert not jobs.finish(a.id, "A", make_result("s1", sha=info(1).sha256))
         assert jobs.finish(a.id, "B", make_result("s1", sha=info(1).sha256))

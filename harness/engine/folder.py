@@ -152,8 +152,9 @@ class _Claimer:
         if job is None:
             return None
         sub = self.subs[job.submission_sha256]
-        if job.retry_reasons and job.attempts:
-            self.say(f"resuming {sub.path.name}: job {job.id} ({job.retry_reasons[-1]})")
+        note = claim_note(job, sub.path.name)
+        if note:
+            self.say(note)
         return JobSpec(job.id, str(sub.path), sub.source, sub.info, sub.name, _task_ref(self.task), self.report.mode)
 
     def exhausted(self) -> bool:
@@ -451,3 +452,12 @@ def _summary(result: RunResult) -> str:
     score = f" {us(result.score_us)} us" if result.score_us is not None else ""
     note = f" ({result.message.splitlines()[0][:100]})" if result.verdict != "pass" and result.message else ""
     return f"{result.verdict}{score}{note}"
+
+
+def claim_note(job: Job, name: str) -> str | None:
+    """What to say when a driver claims a job that has been tried before: resumed after an attempt that
+    ended without a result, or taken over from a driver that died after its claim, before its attempt
+    began (no attempt counted yet, but the job is not a fresh one)."""
+    if not job.retry_reasons:
+        return None
+    return f"{'resuming' if job.attempts else 'starting'} {name}: job {job.id} ({job.retry_reasons[-1]})"
