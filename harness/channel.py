@@ -36,6 +36,17 @@ class ChannelError(Exception):
     """A frame longer than its limit: not a message the harness's worker writes."""
 
 
+def host_buffer(n: int, pinned: bool) -> tuple[torch.Tensor, bool]:
+    """``n`` bytes of host memory, pinned (a device copies to and from it directly) when ``pinned`` and
+    the system allows it; and whether it is. The worker's output staging and the parent's frames share it."""
+    if pinned:
+        try:
+            return torch.empty(n, dtype=torch.uint8, pin_memory=True), True
+        except RuntimeError:  # no pinned memory here: plain host memory
+            pass
+    return torch.empty(n, dtype=torch.uint8), False
+
+
 def write_frame(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Worker side: one frame, written in full (``os.writev`` may take it in parts)."""
     body = memoryview(data).cast("B")
@@ -75,8 +86,8 @@ class FrameReader:
 
     def __init__(self, device: torch.device | None = None):
         self.device = device if device is not None else torch.device("cpu")
-        self._staging: torch.Tensor | None = None  # pinned host memory, reused frame after frame
-        self._pinnable = True
+        self._staging = torch.empty(0, dtype=torch.uint8)  # host memory (pinned if it can be), reused
+        self._pinned = True
 
     def length(self, fd: int, limit: int, deadline: float) -> int:
         head = bytearray(LENGTH.size)
@@ -95,19 +106,11 @@ class FrameReader:
     def tensor(self, fd: int, limit: int, deadline: float) -> torch.Tensor:
         """A tensor frame as a uint8 tensor of its own on :attr:`device`."""
         n = self.length(fd, limit, deadline)
-        staging = self._stage(n) if self.device.type != "cpu" else None
-        host = staging[:n] if staging is not None else torch.empty(n, dtype=torch.uint8)
+        if self.device.type == "cpu" or n > MAX_PINNED_BYTES:
+            host = torch.empty(n, dtype=torch.uint8)  # on the CPU, this is the result itself
+        else:
+            if self._staging.numel() < n:
+                self._staging, self._pinned = host_buffer(max(n, 1 << 20), self._pinned)
+            host = self._staging[:n]
         _read_into(fd, host.numpy().data, deadline)
         return host.to(self.device)  # from pinned memory on a GPU: one direct copy
-
-    def _stage(self, n: int) -> torch.Tensor | None:
-        """Pinned host memory for an ``n``-byte frame (grown as needed), or None: read it into plain memory."""
-        if n > MAX_PINNED_BYTES or not self._pinnable:
-            return None
-        if self._staging is None or self._staging.numel() < n:
-            try:
-                self._staging = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=True)
-            except RuntimeError:  # no pinned memory here: plain host memory
-                self._pinnable = False
-                return None
-        return self._staging

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from harness.channel import host_buffer
+
 MAX_PINNED_BYTES = 1 << 30  # a reply that needs more copies the rest into fresh host memory
 
 
@@ -25,11 +27,7 @@ class OutputStaging:
     def begin(self) -> None:
         """A new reply: the last one was sent, so its views are free; the buffer grows to what it needed."""
         if self._buffer.numel() < self._wanted <= MAX_PINNED_BYTES:
-            try:
-                self._buffer = torch.empty(self._wanted, dtype=torch.uint8, pin_memory=self._pin)
-            except RuntimeError:  # pinned memory refused: plain memory, still reused
-                self._pin = False
-                self._buffer = torch.empty(self._wanted, dtype=torch.uint8)
+            self._buffer, self._pin = host_buffer(self._wanted, self._pin)  # pinned refused: plain, still reused
         self._used = self._wanted = 0
 
     def copy(self, out: torch.Tensor) -> memoryview:

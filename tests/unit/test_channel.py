@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.channel import ChannelError, FrameReader, ReplyStalled, write_frame
+from harness.channel import ChannelError, FrameReader, ReplyStalled, host_buffer, write_frame
 from harness.worker.staging import OutputStaging
 
 
@@ -67,6 +67,13 @@ def test_a_closed_channel_mid_frame_is_the_end_of_the_worker(pair):
     writer.close()
     with pytest.raises(EOFError):
         FrameReader().raw(reader_end.fileno(), 1 << 20, time.monotonic() + 5)
+
+
+def test_host_buffers_say_whether_they_are_pinned():
+    """Pinned where the system allows it (a GPU build with a device), else plain memory, and it says which."""
+    for want in (True, False):
+        buf, pinned = host_buffer(16, want)
+        assert buf.dtype == torch.uint8 and buf.numel() == 16 and pinned == buf.is_pinned() and pinned <= want
 
 
 def test_staged_outputs_hold_their_bytes_and_the_buffer_is_reused_from_reply_to_reply():
