@@ -7,7 +7,10 @@ the commit and the date.
 
 It tells where the "generate", "check" and "receive" phases of a verdict go (bench/verdict_time.py
 records the phases; issue 49 measured 21 s of checks and 17 s of input generation in one triton_nvfp4
-verdict on the H200), before any of them is moved or batched.
+verdict on the H200). A ranked verdict generates and checks a chunk at a time (the inputs of one batched
+sample, or one request's timed calls): for one chunk, the script also times doing it one input at a
+time, each read back alone, against the harness's way, every fingerprint and every check read back
+together (``protocol.input_fingerprints``, ``Task.check_all``).
 
 Without a GPU, or with --quick, it runs the small CPU fixture tasks (a smoke test, not a measurement).
 
@@ -30,7 +33,9 @@ from typing import Any
 
 from _common import ROOT, doc_parser, git_commit  # _common puts the repository root on sys.path
 
-VERSION = 1  # 1 - first version
+from harness.engine.benchmark import PER_CALL_CHUNK
+
+VERSION = 2  # 1 - first version; 2 - a chunk one at a time and together
 GPU_TASKS = ["mxfp4_mm", "nvfp4_gemm"]
 CPU_TASKS = [str(ROOT / "tests/fixtures/tasks" / t / "task.yml") for t in ("mxfp4_small", "nvfp4_small")]
 
@@ -56,7 +61,7 @@ def shape_costs(task: Any, case: dict[str, Any], device: Any, reps: int) -> dict
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     seeds = iter(range(10**6))
     gen_s, data = _timed(lambda: task.generate_input(dict(case, seed=next(seeds)), device), sync, reps)
-    fp_s, _ = _timed(lambda: protocol.input_fingerprint(data), sync, reps)
+    fp_s, _ = _timed(lambda: protocol.input_fingerprints([data]), sync, reps)
     ref_s, ref = _timed(lambda: task.reference(data), sync, reps)
     output = ref.clone()
     check_s, verdict = _timed(lambda: task.check(data, output), sync, reps)
@@ -65,8 +70,28 @@ def shape_costs(task: Any, case: dict[str, Any], device: Any, reps: int) -> dict
     rebuild_s, _ = _timed(
         lambda: protocol.rebuild_tensor(dtype, list(output.shape), raw, str(output.device), device), sync, reps
     )
+    chunk = task.inputs_per_measurement if task.timing_protocol == "batched" else PER_CALL_CHUNK
+    datas = [task.generate_input(dict(case, seed=next(seeds)), device) for _ in range(chunk)]
+    pairs = [(d, task.reference(d)) for d in datas]
+    specs = [dict(case, seed=s) for s in range(chunk)]
+    inputs_alone_s, _ = _timed(
+        lambda: [protocol.input_fingerprints([task.generate_input(s, device)]) for s in specs], sync, reps
+    )
+    inputs_together_s, _ = _timed(
+        lambda: protocol.input_fingerprints([task.generate_input(s, device) for s in specs]), sync, reps
+    )
+    checks_alone_s, _ = _timed(lambda: [task.check(d, o) for d, o in pairs], sync, reps)
+    checks_together_s, verdicts = _timed(lambda: task.check_all(pairs), sync, reps)
     return {
         "case": {k: v for k, v in case.items() if k != "seed"},
+        "chunk": {
+            "inputs": chunk,
+            "inputs_one_at_a_time_s": inputs_alone_s,  # generate and fingerprint each, read back alone
+            "inputs_together_s": inputs_together_s,  # generate all, fingerprints read back together
+            "checks_one_at_a_time_s": checks_alone_s,
+            "checks_together_s": checks_together_s,
+            "checks_passed": all(ok for ok, _ in verdicts),
+        },
         "generate_s": gen_s,
         "fingerprint_s": fp_s,
         "reference_s": ref_s,
@@ -108,9 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         for case in task.benchmarks:
             row = shape_costs(task, case, device, args.reps)
             rows.append(row)
+            c = row["chunk"]
             print(
                 f"{task.name} {row['case']}: generate {row['generate_s'] * 1e3:.1f} ms, check "
-                f"{row['check_s'] * 1e3:.1f} ms (reference {row['reference_s'] * 1e3:.1f} ms)",
+                f"{row['check_s'] * 1e3:.1f} ms (reference {row['reference_s'] * 1e3:.1f} ms); a chunk of "
+                f"{c['inputs']}: inputs {c['inputs_one_at_a_time_s'] * 1e3:.1f} -> {c['inputs_together_s'] * 1e3:.1f} ms, "
+                f"checks {c['checks_one_at_a_time_s'] * 1e3:.1f} -> {c['checks_together_s'] * 1e3:.1f} ms",
                 file=sys.stderr,
             )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

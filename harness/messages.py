@@ -181,7 +181,7 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Generated:
-    """The worker generated the inputs asked for: each one's fingerprint (``protocol.input_fingerprint``)."""
+    """The worker generated the inputs asked for: each one's fingerprint (``protocol.input_fingerprints``)."""
 
     ok: ClassVar[bool] = True
     fingerprints: list

@@ -76,16 +76,22 @@ def send_to_worker(conn: Connection, request: Encodable, seq: int | None = None)
     conn.send_bytes(pickle.dumps({**request.encode(), "seq": seq}, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def input_fingerprint(data: Sequence[object]) -> list[int]:
-    """The byte sum of each tensor's storage in an input tuple: cheap on any device, and enough to show
-    that the worker generated the same input from the same seed as the parent (a nondeterministic
-    generator, or a submission that changed the inputs, shows as a difference)."""
+def input_fingerprints(inputs: Sequence[Sequence[object]]) -> list[list[int]]:
+    """The byte sum of each tensor's storage in each input tuple: cheap on any device, and enough to show
+    that the worker generated the same inputs from the same seeds as the parent (a nondeterministic
+    generator, or a submission that changed the inputs, shows as a difference). All are read back
+    together: one wait for the device, not one per input."""
     sums = [
-        torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).sum(dtype=torch.int64)
-        for t in data
-        if isinstance(t, torch.Tensor)
+        [
+            torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).sum(dtype=torch.int64)
+            for t in data
+            if isinstance(t, torch.Tensor)
+        ]
+        for data in inputs
     ]
-    return torch.stack(sums).tolist() if sums else []
+    flat = [s for row in sums for s in row]
+    values = iter(torch.stack(flat).tolist() if flat else [])
+    return [[next(values) for _ in row] for row in sums]
 
 
 _last_seq: int | None = None  # worker side: the sequence number of the request being answered

@@ -175,15 +175,22 @@ def test_profile_mode_returns_a_table():
 
 
 def test_input_fingerprints_tell_inputs_apart():
-    """The worker generates its own inputs; the parent compares fingerprints with its copies."""
-    from harness.protocol import input_fingerprint
+    """The worker generates its own inputs; the parent compares fingerprints with its copies. Read back
+    together, each input's fingerprint is the one it has alone."""
+    import torch
+
+    from harness.protocol import input_fingerprints
     from tasks import load_task
 
     task = load_task(MXFP4_SMALL)
     case = task.tests[0]
-    same = input_fingerprint(task.generate_input(case, "cpu"))
-    assert same == input_fingerprint(task.generate_input(case, "cpu"))
-    assert same != input_fingerprint(task.generate_input(dict(case, seed=case["seed"] + 1), "cpu"))
+    one, again, other = (task.generate_input(dict(case, seed=case["seed"] + d), "cpu") for d in (0, 0, 1))
+    [same] = input_fingerprints([one])
+    assert len(same) == sum(isinstance(t, torch.Tensor) for t in one)
+    assert input_fingerprints([again]) == [same]
+    assert input_fingerprints([other]) != [same]
+    assert input_fingerprints([one, (), other, again]) == [same, [], *input_fingerprints([other]), same]
+    assert input_fingerprints([]) == []
 
 
 NONDETERMINISTIC_TASK = """

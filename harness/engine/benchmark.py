@@ -33,6 +33,7 @@ from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
 CHUNK_WARMUP_MS = 20  # GPU: the harness's own work right before every chunk of timed calls
+PER_CALL_CHUNK = 10  # GPU, per-call protocol: timed calls per chunk (one request, one reply, one check)
 BLOCK_WARMUP_MS = 100  # GPU: the submission's warm-up calls before a block's first case (later cases: 3 calls)
 GATE_MISSED = (
     "the launch gate could not close for some samples (the GPU was busy); those samples include the host's launch time"
@@ -253,7 +254,7 @@ class BenchmarkLoop:
 
     def _chunk_size(self, c: _Case, index: int) -> int:
         """How many inputs the chunk of timed calls from sample ``index`` on takes."""
-        return min(10 if self.ctx.gpu else 1, self.stop_rule.max_samples - index) if c.per_call else c.batch
+        return min(PER_CALL_CHUNK if self.ctx.gpu else 1, self.stop_rule.max_samples - index) if c.per_call else c.batch
 
     def _timed_chunk(self, c: _Case, items: list, returned: list[int], deadline: float, phase: str = "timing") -> Any:
         """Right before timing, the worker runs the harness's own GPU work to hold the clocks up and reads
@@ -285,12 +286,13 @@ class BenchmarkLoop:
         its time counted as the phase it is given: the message of the first wrong one, or None."""
 
         def check(phase: str) -> str | None:
-            for idx, out in zip(returned, outputs):
-                ok, message = (
-                    self.checker.check(privates[idx], out, phase)
-                    if self.ctx.ranked
-                    else self.checker.check_fixed(privates[idx], out, passed_fixed)
-                )
+            if self.ctx.ranked:  # fresh inputs: every output against its own reference, read back together
+                verdicts = self.checker.check_all([(privates[idx], out) for idx, out in zip(returned, outputs)], phase)
+            else:
+                verdicts = [
+                    self.checker.check_fixed(privates[idx], out, passed_fixed) for idx, out in zip(returned, outputs)
+                ]
+            for idx, (ok, message) in zip(returned, verdicts):
                 if not ok:
                     return f"timed call {before + 1 + idx}: {message}"
             return None

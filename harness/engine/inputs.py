@@ -50,7 +50,7 @@ class Inputs:
                 also()
             with self.ctx.phases.measure("worker_generate.parent"):
                 mine["inputs"] = [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
-                mine["fingerprints"] = [protocol.input_fingerprint(d) for d in mine["inputs"]]
+                mine["fingerprints"] = protocol.input_fingerprints(mine["inputs"])
 
         theirs = self.session.generate(specs, deadline, keep, meanwhile=generate_here)
         if theirs != mine["fingerprints"]:

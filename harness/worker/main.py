@@ -249,7 +249,7 @@ class Worker:
         made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in request.specs]
         self.slots = self.slots[: request.keep] + made
         originals.synchronize(self.device)
-        return {"ok": True, "fingerprints": [protocol.input_fingerprint(d) for d in made], **self._integrity()}
+        return {"ok": True, "fingerprints": protocol.input_fingerprints(made), **self._integrity()}
 
     def call(self, request: Call) -> None:
         out = self._kernel()(self._input(request.data))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from fp4_reference import mxfp4_mm_reference, quantize_mxfp4, shuffle_scales_e8m0, shuffle_weight, unshuffle_scales_e8m0
-from tasks._check import check_output
+from tasks._check import check_output, pass_flag
 
 RTOL = 1e-2
 ATOL = 1e-2
@@ -48,6 +48,11 @@ def ref_kernel(data) -> torch.Tensor:
 
 def check_implementation(data, output, rtol: float = RTOL, atol: float = ATOL) -> tuple[bool, str]:
     return check_output(output, ref_kernel(data), rtol=rtol, atol=atol)
+
+
+def check_flag(data, output, rtol: float = RTOL, atol: float = ATOL) -> torch.Tensor | None:
+    """check_implementation's verdict as a device flag, not read back (``tasks._check.pass_flag``)."""
+    return pass_flag(output, ref_kernel(data), rtol=rtol, atol=atol)
 
 
 def case_problems(case: dict) -> list[str]:

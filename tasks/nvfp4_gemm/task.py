@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from fp4_reference import nvfp4_gemm_reference, to_blocked_scales
-from tasks._check import check_output
+from tasks._check import check_output, pass_flag
 
 RTOL = 1e-3
 ATOL = 1e-3
@@ -56,6 +56,11 @@ def ref_kernel(data) -> torch.Tensor:
 
 def check_implementation(data, output, rtol: float = RTOL, atol: float = ATOL) -> tuple[bool, str]:
     return check_output(output, ref_kernel(data), rtol=rtol, atol=atol)
+
+
+def check_flag(data, output, rtol: float = RTOL, atol: float = ATOL) -> torch.Tensor | None:
+    """check_implementation's verdict as a device flag, not read back (``tasks._check.pass_flag``)."""
+    return pass_flag(output, ref_kernel(data), rtol=rtol, atol=atol)
 
 
 def case_problems(case: dict) -> list[str]:
