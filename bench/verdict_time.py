@@ -20,8 +20,8 @@ Without a GPU, or with --quick, it runs the small CPU fixture tasks with the tor
 test of the script, not a measurement).
 
 Examples:
-  python bench/verdict_time.py --out results/h200_verdict_time.json --budget-s 540   # on the H200
-  python bench/verdict_time.py --examples triton_nvfp4 --copies 0 --out results/h200_verdict_time_nvfp4.json
+  python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --copies 0 --out results/h200_verdicts/verdict_time.json
+  python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --out results/h200_verdicts/run_all_mxfp4.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
