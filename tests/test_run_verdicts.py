@@ -174,6 +174,31 @@ def test_profile_mode_returns_a_table():
     assert all("Self CPU" in c.extra["profile_table"] for c in r.cases)
 
 
+def test_a_timed_call_that_returns_no_tensor_fails_among_checks_read_back_together(tmp_path):
+    """Ranked chunks are checked together (Task.check_all: a batched sample's outputs, 2 on the CPU);
+    an output that is not a tensor, beside one that passes, still fails the case, named with its
+    timed call."""
+    from tests.helpers import NVFP4_SMALL, cheat_with_correct_kernel
+
+    sub = cheat_with_correct_kernel(
+        tmp_path,
+        """
+        _calls = [0]
+
+        def custom_kernel(data):
+            _calls[0] += 1
+            out = _correct_kernel(data)
+            return out.tolist() if _calls[0] == 12 else out
+        """,
+        task=NVFP4_SMALL,
+    )
+    r = run_submission(
+        str(sub), NVFP4_SMALL, "leaderboard", RunOptions(device="cpu", secret="s", max_repeats=6, blocks=1)
+    )
+    assert r.verdict == FAIL, r.message
+    assert "timed call" in r.message and "custom_kernel returned a list, not a torch.Tensor" in r.message, r.message
+
+
 def test_input_fingerprints_tell_inputs_apart():
     """The worker generates its own inputs; the parent compares fingerprints with its copies. Read back
     together, each input's fingerprint is the one it has alone."""
