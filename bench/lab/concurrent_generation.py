@@ -54,7 +54,7 @@ def measure(task_name: str, case_index: int, chunk: int, n: int, procs: int) -> 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=30, help="chunks per process")
     args = p.parse_args()
