@@ -55,15 +55,11 @@ class Checker:
     def check_all(self, pairs: list[tuple[Any, Any]], phase: str = "check") -> list[tuple[bool, str]]:
         """:meth:`check` of each (data, output) pair, the task's checks read back together
         (``tasks.registry.Task.check_all``)."""
-        verdicts: dict[int, tuple[bool, str]] = {
-            i: (False, f"custom_kernel returned {out.what}")
-            for i, (_, out) in enumerate(pairs)
-            if isinstance(out, Unusable)
-        }
-        usable = [i for i in range(len(pairs)) if i not in verdicts]
         with self.ctx.phases.measure(phase):
-            verdicts.update(zip(usable, self.ctx.task.check_all([pairs[i] for i in usable])))
-        return [verdicts[i] for i in range(len(pairs))]
+            verdicts = iter(self.ctx.task.check_all([(d, o) for d, o in pairs if not isinstance(o, Unusable)]))
+        return [
+            (False, f"custom_kernel returned {o.what}") if isinstance(o, Unusable) else next(verdicts) for _, o in pairs
+        ]
 
     def check_fixed(self, data: Any, out: Any, passed: list[torch.Tensor]) -> tuple[bool, str]:
         """Benchmark mode re-checks the same fixed input every chunk: an output bit-identical to one
