@@ -47,6 +47,10 @@ def _count(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
+def _int64(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63
+
+
 def _text(x: object) -> bool:
     return isinstance(x, str)
 
@@ -191,7 +195,7 @@ class Generated:
     def decode(cls, header: dict, payloads: list, n_inputs: int | None = None) -> Generated:
         what = "an input-generation reply"
         _no_payloads(payloads, what)
-        fingerprints = _field(header, "fingerprints", _list_of(_list_of(_count)), what)
+        fingerprints = _field(header, "fingerprints", _list_of(_list_of(_int64)), what)
         if n_inputs is not None and len(fingerprints) != n_inputs:
             raise ProtocolError(f"{what} with {len(fingerprints)} fingerprints for {n_inputs} inputs")
         return cls(fingerprints, Integrity.decode(header, what, True))

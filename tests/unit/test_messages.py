@@ -40,7 +40,7 @@ SERIES = {
 # (reply class, the honest header, its payloads, what the decoder checks it against)
 GOOD = {
     Loaded: ({"ok": True, "timing_method": "launch gate", "gated": True, **INTEGRITY}, [], {}),
-    Generated: ({"ok": True, "fingerprints": [[12, 0], []], **INTEGRITY}, [], {"n_inputs": 2}),
+    Generated: ({"ok": True, "fingerprints": [[12, -3], []], **INTEGRITY}, [], {"n_inputs": 2}),
     Called: ({"ok": True, "outputs": [TENSOR_META], **INTEGRITY}, [TENSOR_RAW], {}),
     WarmedUp: ({"ok": True, "calls": 3, "ms": 101.5, **INTEGRITY}, [], {}),
     Timed: (
@@ -78,7 +78,8 @@ MALFORMED = (
         (Generated, "fingerprints", [[1.5]]),
         (Generated, "fingerprints", [3]),
         (Generated, "fingerprints", "x"),
-        (Generated, "fingerprints", [[-1]]),
+        (Generated, "fingerprints", [[2**63]]),  # a fingerprint is an int64 sum (negative ones too)
+        (Generated, "fingerprints", [[True]]),
         (Generated, "fingerprints", [[1]]),  # one fingerprint for 2 inputs
         (Called, "outputs", {}),
         (Called, "outputs", [3]),
@@ -164,7 +165,7 @@ def test_an_honest_reply_decodes_to_its_type(cls):
 def test_decoded_fields():
     loaded = _decode(Loaded, dict(GOOD[Loaded][0], timing_method="m" * 400))
     assert (loaded.timing_method, loaded.gated) == ("m" * 300, True)
-    assert _decode(Generated, GOOD[Generated][0]).fingerprints == [[12, 0], []]
+    assert _decode(Generated, GOOD[Generated][0]).fingerprints == [[12, -3], []]
     called = _decode(Called, GOOD[Called][0])
     out = called.output
     assert (out.kind, out.dtype, out.shape, out.device, out.usable) == ("tensor", "float32", (2, 3), "cpu", True)
