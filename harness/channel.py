@@ -23,6 +23,8 @@ import time
 
 import torch
 
+from harness.shared_outputs import SharedOutputs
+
 LENGTH = struct.Struct("!Q")
 REPLY_GRACE_S = 10.0  # from a message's first byte to its last (a 2 GiB frame takes about 2 s locally)
 MAX_PINNED_BYTES = 256 << 20  # a larger frame goes through plain host memory
@@ -88,6 +90,7 @@ class FrameReader:
         self.device = device if device is not None else torch.device("cpu")
         self._staging = torch.empty(0, dtype=torch.uint8)  # host memory (pinned if it can be), reused
         self._pinned = True
+        self.shared: SharedOutputs | None = None  # the region the worker may place outputs in instead
 
     def length(self, fd: int, limit: int, deadline: float) -> int:
         head = bytearray(LENGTH.size)

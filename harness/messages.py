@@ -184,6 +184,22 @@ class Loaded:
 
 
 @dataclass(frozen=True)
+class OutputsShared:
+    """The worker mapped the shared output region (``harness.shared_outputs``); ``pinned``: page-locked
+    for its GPU too."""
+
+    ok: ClassVar[bool] = True
+    pinned: bool
+    integrity: Integrity
+
+    @classmethod
+    def decode(cls, header: dict, payloads: list) -> OutputsShared:
+        what = "a reply to the shared output region"
+        _no_payloads(payloads, what)
+        return cls(_field(header, "pinned", _flag, what), Integrity.decode(header, what, True))
+
+
+@dataclass(frozen=True)
 class Generated:
     """The worker generated the inputs asked for: each one's fingerprint (``protocol.input_fingerprints``)."""
 

@@ -89,16 +89,14 @@ def input_fingerprints(inputs: Sequence[Sequence[object]]) -> list[list[int]]:
 
 def _storage_sum(t: torch.Tensor) -> torch.Tensor:
     """The exact sum (int64, not read back) of ``t``'s whole storage as int32 words, plus its last
-    ``nbytes % 4`` bytes. Words, not bytes: a byte-by-byte sum into int64 reads several times slower
-    (measured by bench/check_cost.py's ``fingerprint_s``). No overflow: at most 2^31 per word."""
-    storage, device = t.untyped_storage(), t.device
-    words = storage.nbytes() // 4
-    total = torch.empty(0, dtype=torch.int32, device=device).set_(storage, 0, (words,)).sum(dtype=torch.int64)
-    tail = storage.nbytes() - 4 * words
-    if tail:
-        total = total + torch.empty(0, dtype=torch.uint8, device=device).set_(storage, 4 * words, (tail,)).sum(
-            dtype=torch.int64
-        )
+    ``nbytes % 4`` bytes. Words, not bytes: summing a 58 MB operand byte by byte into int64 took about 4
+    times as long on the CPU (``bench/check_cost.py`` times ``fingerprint_s`` per shape). No overflow:
+    at most 2^31 per word."""
+    whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+    words = whole.numel() // 4
+    total = whole[: 4 * words].view(torch.int32).sum(dtype=torch.int64)
+    if whole.numel() > 4 * words:
+        total = total + whole[4 * words :].sum(dtype=torch.int64)
     return total
 
 
@@ -129,21 +127,28 @@ def describe_output(out: object) -> dict[str, Any]:
     }
 
 
-def send(conn: Connection, header: dict[str, Any], payloads: Sequence[bytes | memoryview] = ()) -> None:
+def send(
+    conn: Connection, header: dict[str, Any], payloads: Sequence[bytes | memoryview | tuple[int, int]] = ()
+) -> None:
     """Worker side; the reply echoes the request's sequence number (see ``Supervisor.request``).
-    ``payloads``: each tensor's bytes (``harness.worker.staging``)."""
-    header = dict(header, tensors=len(payloads), seq=_last_seq)
+    ``payloads``: each tensor's bytes (``harness.worker.staging``), or its (offset, length) in the region
+    the parent shares for outputs (``harness.shared_outputs``); the header's ``shared`` then gives each
+    payload's place, None for those sent as frames after it, in order."""
+    frames = [raw for raw in payloads if not isinstance(raw, tuple)]
+    header = dict(header, tensors=len(frames), seq=_last_seq)
+    if len(frames) < len(payloads):
+        header["shared"] = [list(raw) if isinstance(raw, tuple) else None for raw in payloads]
     fd = conn.fileno()
     write_frame(fd, json.dumps(header, allow_nan=True).encode())
-    for raw in payloads:
+    for raw in frames:
         write_frame(fd, raw)
 
 
 def receive(conn: Connection, reader: FrameReader | None = None) -> Message:
     """Parent side: one message, which must be complete within ``REPLY_GRACE_S`` of its first byte (call
-    it once the channel has data). ``reader``: where tensor frames land (fresh CPU tensors by default).
-    Raises ProtocolError on anything malformed, ReplyStalled (``harness.channel``) on a message that
-    stopped part-way, EOFError on a dead worker."""
+    it once the channel has data). ``reader``: where tensor frames land (fresh CPU tensors by default),
+    and the shared output region, if any. Raises ProtocolError on anything malformed, ReplyStalled
+    (``harness.channel``) on a message that stopped part-way, EOFError on a dead worker."""
     reader = reader if reader is not None else FrameReader()
     fd, deadline = conn.fileno(), time.monotonic() + REPLY_GRACE_S
     try:
@@ -155,13 +160,48 @@ def receive(conn: Connection, reader: FrameReader | None = None) -> Message:
         count = header.get("tensors", 0) if isinstance(header, dict) else None
         if not isinstance(count, int) or not 0 <= count <= MAX_TENSOR_FRAMES:
             raise ProtocolError("the worker sent a malformed header")
+        places = _shared_places(header.get("shared"), count)
         payloads, left = [], MAX_MESSAGE_BYTES
-        for _ in range(count):
-            payloads.append(reader.tensor(fd, min(MAX_TENSOR_BYTES, left), deadline))
+        for place in places:
+            if place is None:
+                payloads.append(reader.tensor(fd, min(MAX_TENSOR_BYTES, left), deadline))
+            elif reader.shared is None:
+                raise ProtocolError("an output placed in a shared region the harness did not give")
+            elif place[1] > min(MAX_TENSOR_BYTES, left):
+                raise ProtocolError(f"a shared output of {place[1]} bytes, over the message's limit")
+            else:
+                try:
+                    payloads.append(reader.shared.read(*place, reader.device))
+                except ValueError as exc:
+                    raise ProtocolError(str(exc)) from exc
             left -= payloads[-1].numel()
         return header, payloads
     except ChannelError as exc:
         raise ProtocolError(f"unreadable message from the worker: {exc}") from exc
+
+
+def _shared_places(shared: object, frames: int) -> list[tuple[int, int] | None]:
+    """Each payload's (offset, length) in the shared region, None for a frame; all frames when the
+    header has no ``shared`` list. ProtocolError unless it lists exactly ``frames`` frames."""
+    if shared is None:
+        return [None] * frames
+    if not isinstance(shared, list) or len(shared) > MAX_TENSOR_FRAMES:
+        raise ProtocolError("the worker sent a malformed list of shared outputs")
+    places: list[tuple[int, int] | None] = []
+    for place in shared:
+        if place is None:
+            places.append(None)
+        elif (
+            isinstance(place, list)
+            and len(place) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in place)
+        ):
+            places.append((place[0], place[1]))
+        else:
+            raise ProtocolError(f"the worker sent a malformed shared output place {place!r:.80}")
+    if places.count(None) != frames:
+        raise ProtocolError(f"the worker announced {frames} frames but placed {places.count(None)}")
+    return places
 
 
 def dtype_itemsize(name: str) -> int:

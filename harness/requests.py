@@ -145,8 +145,17 @@ class MeasureKernelOnly(Request):
     calls: int = _checked(_positive, default=10)
 
 
+@dataclass(frozen=True)
+class ShareOutputs(Request):
+    """Map the region of ``nbytes`` whose descriptor follows this request on the channel
+    (``harness.shared_outputs``) and place the outputs of later replies there."""
+
+    OP: ClassVar[str] = "share_outputs"
+    nbytes: int = _checked(_positive)
+
+
 REQUESTS: dict[str, type[Request]] = {
-    cls.OP: cls for cls in (Load, Exit, Generate, Call, Warmup, Time, Profile, MeasureKernelOnly)
+    cls.OP: cls for cls in (Load, Exit, Generate, Call, Warmup, Time, Profile, MeasureKernelOnly, ShareOutputs)
 }
 
 

@@ -13,15 +13,20 @@ from harness.engine.deadlines import CallDeadlines, first_call_budget
 from harness.engine.pool import shared_pool
 from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Supervisor, WorkerFailure
-from harness.messages import Failed, Generated, Loaded, Ready, decode_reply
+from harness.messages import Failed, Generated, Loaded, OutputsShared, Ready, decode_reply
 from harness.protocol import ProtocolError
-from harness.requests import Generate, Load, Request
+from harness.requests import Generate, Load, Request, ShareOutputs
 from harness.results import ERROR, REJECTED
+from harness.shared_outputs import SharedOutputs
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
 
 if TYPE_CHECKING:
     import torch
+
+MIB = 1 << 20
+SHARED_MIN_BYTES = 16 * MIB  # a worker's output region at first (a ranked mxfp4_mm chunk's 10 outputs: 16 MB)
+SHARED_MAX_BYTES = 256 * MIB  # and at most (a batched nvfp4_gemm reply: 92 MB); more comes as frames
 
 
 class WorkerSession:
@@ -31,6 +36,7 @@ class WorkerSession:
         self.gap_ns, self.window_gap_ns = 0.0, dict[str, float]()  # the worker's calibration (see start)
         self.baseline_threads: int | None = None  # ranked: the worker's thread count after the first warm-up
         self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
+        self.reply_bytes = 0  # the most output bytes one reply carried so far (sizes the next worker's region)
         # per-call limits inside the task's timeout
         outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
         self.deadlines = CallDeadlines(ctx.opt.timeout_scale, first_call_budget(ctx.gpu, outer))
@@ -55,6 +61,30 @@ class WorkerSession:
         warning = report_warning(self.sandbox)
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
+        self._share_outputs(deadline)
+
+    def _share_outputs(self, deadline: float) -> None:
+        """Gives the new worker a region for its replies' outputs (``harness.shared_outputs``), sized to the
+        largest reply so far, before any submission code runs; where none can be made or the worker cannot
+        map it, the outputs come through the channel as before."""
+        sup = self._supervisor()
+        nbytes = min(SHARED_MAX_BYTES, -(-max(SHARED_MIN_BYTES, self.reply_bytes) // MIB) * MIB)
+        region = SharedOutputs.create(nbytes, self.ctx.device)
+        if region is None or region.fd is None:
+            return
+        fd = region.fd
+        reply = self.request(
+            "worker_start",
+            ShareOutputs(nbytes=nbytes),
+            deadline,
+            "giving the worker its output region",
+            OutputsShared,
+            meanwhile=lambda: sup.give_descriptor(fd),
+        )
+        if reply.ok:
+            sup.use_shared(region)
+        else:
+            region.close()
 
     def request(
         self,
@@ -84,6 +114,7 @@ class WorkerSession:
                 meanwhile,
             )
             decoded = self._decode(header, payloads, reply, what, expect)
+        self.reply_bytes = max(self.reply_bytes, sum(p.numel() for p in payloads))
         self.deadlines.record(wire, time.monotonic() - t0, getattr(decoded, "calls", None))
         return decoded
 

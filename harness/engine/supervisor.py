@@ -9,6 +9,7 @@ process group, and any process the submission started elsewhere, when it stops.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.reduction
 import multiprocessing.resource_tracker
 import os
 import signal
@@ -28,6 +29,7 @@ from harness.engine import process_tree
 from harness.engine.pool import WorkerPool, become_subreaper
 from harness.requests import Exit, Request
 from harness.results import ERROR, REJECTED, TIMEOUT
+from harness.shared_outputs import SharedOutputs
 from harness.worker.config import WorkerConfig
 from harness.worker.entry import start as worker_start
 
@@ -82,6 +84,7 @@ class Supervisor:
         self._starting = False  # start() has begun
         self._pool: WorkerPool | None = None
         self.pool_warning: str | None = None  # why a pool given to start() was not used
+        self.shared: SharedOutputs | None = None  # where the worker places its replies' outputs, if anywhere
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self, deadline: float, pool: WorkerPool | None = None) -> protocol.Message:
@@ -151,6 +154,18 @@ class Supervisor:
         self._kill_everything()
         self.proc.join(5.0)
         self.conn.close()
+        self.use_shared(None)
+
+    def give_descriptor(self, fd: int) -> None:
+        """Sends the worker ``fd`` on the channel (right after a request that expects it)."""
+        assert self.conn is not None, "start() first"
+        multiprocessing.reduction.send_handle(self.conn, fd, self.pid)
+
+    def use_shared(self, region: SharedOutputs | None) -> None:
+        """Reads the outputs the worker places in ``region`` from now on (None: closes the one in use)."""
+        if self.shared is not None and self.shared is not region:
+            self.shared.close()
+        self.shared = self._frames.shared = region
 
     def strays(self) -> list[psutil.Process]:
         """Every process the submission started that is still alive: the worker's descendants, and

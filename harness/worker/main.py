@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib.util
+import multiprocessing.reduction
 import os
 import sys
 import time
@@ -34,14 +35,16 @@ from harness.requests import (
     MeasureKernelOnly,
     Profile,
     Request,
+    ShareOutputs,
     Time,
     Warmup,
     decode_request,
 )
+from harness.shared_outputs import SharedOutputs
 from harness.worker import imports, kernel_only, originals, sandbox
 from harness.worker.config import WorkerConfig
 from harness.worker.sampler import Sampler
-from harness.worker.staging import OutputStaging
+from harness.worker.staging import OutputStaging, Staged
 from tasks.registry import load_task_module
 
 T = TypeVar("T")
@@ -49,7 +52,7 @@ T = TypeVar("T")
 MAX_TRACEBACK_CHARS = 6000
 Reply = dict[str, Any]
 Kernel = Callable[[Any], Any]
-Snapshot = tuple[dict[str, Any], "memoryview | None"]  # an output's description and its bytes (tensors only)
+Snapshot = tuple[dict[str, Any], "Staged | None"]  # an output's description and its host copy (tensors only)
 
 
 def _describe_exception(exc: BaseException, shown: dict[str, str] | None = None) -> str:
@@ -251,6 +254,15 @@ class Worker:
         originals.synchronize(self.device)
         return {"ok": True, "fingerprints": protocol.input_fingerprints(made), **self._integrity()}
 
+    def share_outputs(self, request: ShareOutputs) -> Reply:
+        """Maps the region whose descriptor follows the request; later replies place their outputs
+        there (``harness.worker.staging``)."""
+        fd = multiprocessing.reduction.recv_handle(self.conn)
+        if self.staging.shared is not None:
+            self.staging.shared.close()
+        self.staging.shared = SharedOutputs.attach(fd, request.nbytes, self.device)
+        return {"ok": True, "pinned": self.staging.shared.pinned, **self._integrity()}
+
     def call(self, request: Call) -> None:
         out = self._kernel()(self._input(request.data))
         originals.synchronize(self.device)
@@ -369,6 +381,7 @@ class Worker:
             Time: self.time,
             Profile: self.profile,
             MeasureKernelOnly: self.kernel_only,
+            ShareOutputs: self.share_outputs,
         }
         return handlers[type(request)]
 
