@@ -4,9 +4,12 @@ copy, the transfer, and the parent's rebuild on the run's device. A real worker 
 channel, with the output sizes of each task's benchmark shapes and as many outputs per reply as a ranked
 chunk returns (mxfp4_mm 10, per call; nvfp4_gemm 50, batched).
 
-Two paths, measured alike in the same processes:
-- ``channel``: the harness's path (harness.worker.staging into reused pinned memory, harness.channel's
-  frames, read into fresh tensors on the device through a reused pinned buffer);
+Three paths, measured alike in the same processes:
+- ``shared``: the harness's path (harness.worker.staging into the region the parent shares with the worker,
+  harness.shared_outputs, page-locked on a GPU; the parent copies each output from there to the device);
+- ``channel``: the harness's path before it, and still its path for what does not fit the region
+  (harness.worker.staging into reused pinned memory, harness.channel's frames, read into fresh tensors on
+  the device through a reused pinned buffer);
 - ``pipe``: the path before it, kept here for comparison only (a fresh host copy per output with
   ``.cpu()`` and ``tobytes``, multiprocessing's ``send_bytes``/``recv_bytes``, a ``bytearray`` copy and
   ``torch.frombuffer`` in the parent, then ``.to(device)``).
@@ -31,17 +34,20 @@ from typing import Any
 
 from _common import doc_parser, machine, say, write_results  # _common puts the repository root on sys.path
 
-VERSION = 1  # 1 - first version
-PATHS = ("channel", "pipe")
+VERSION = 2  # 1 - first version; 2 - the shared path
+PATHS = ("shared", "channel", "pipe")
 TASKS = {"mxfp4_mm": 10, "nvfp4_gemm": 50}  # outputs per ranked chunk
 
 
 def _worker(conn: Any, device_name: str) -> None:
     """The worker's side: per request (path, dtype, shape, outputs, reps), makes the outputs once, then
     for each rep copies them to the host and sends them along the path."""
+    import multiprocessing.reduction
+
     import torch
 
     from harness import protocol
+    from harness.shared_outputs import SharedOutputs
     from harness.worker.staging import OutputStaging
 
     device = torch.device(device_name)
@@ -50,12 +56,19 @@ def _worker(conn: Any, device_name: str) -> None:
         request = json.loads(conn.recv_bytes())
         if not request:
             return
+        if staging.shared is not None:
+            staging.shared.close()
+            staging.shared = None
+        if request["path"] == "shared":
+            staging.shared = SharedOutputs.attach(
+                multiprocessing.reduction.recv_handle(conn), request["nbytes"], device
+            )
         dtype = getattr(torch, request["dtype"])
         outs = [torch.randn(request["shape"], device=device).to(dtype) for _ in range(request["outputs"])]
         for _ in range(request["reps"]):
             conn.recv_bytes()  # go
             t0 = time.perf_counter()
-            if request["path"] == "channel":
+            if request["path"] in ("shared", "channel"):
                 staging.begin()
                 views = [staging.copy(o) for o in outs]
                 protocol.send(conn, {"copy_s": time.perf_counter() - t0}, views)
@@ -76,7 +89,7 @@ def _one_reply(conn: Any, path: str, reader: Any, dtype: Any, shape: list[int], 
     name = str(dtype).removeprefix("torch.")
     t0 = time.perf_counter()
     conn.send_bytes(b"go")
-    if path == "channel":
+    if path in ("shared", "channel"):
         conn.poll(None)
         header, frames = protocol.receive(conn, reader)
         t1 = time.perf_counter()
@@ -93,12 +106,15 @@ def _one_reply(conn: Any, path: str, reader: Any, dtype: Any, shape: list[int], 
     return {"copy": copy / k, "transfer": (t1 - t0 - copy) / k, "rebuild": (t2 - t1) / k, "total": (t2 - t0) / k}
 
 
-def measure(conn: Any, task: Any, k: int, reps: int, device: Any) -> list[dict[str, Any]]:
+def measure(conn: Any, worker_pid: int, task: Any, k: int, reps: int, device: Any) -> list[dict[str, Any]]:
     """Per benchmark shape and path: the median milliseconds per output of each step over ``reps`` replies
     (after one untimed reply)."""
+    import multiprocessing.reduction
+
     import torch
 
     from harness.channel import FrameReader
+    from harness.shared_outputs import SharedOutputs
 
     smallest = min(task.tests, key=lambda c: c.get("m", 1) * c.get("n", 1) * c.get("k", 1))
     dtype = task.reference(task.generate_input(smallest, torch.device("cpu"))).dtype
@@ -109,9 +125,22 @@ def measure(conn: Any, task: Any, k: int, reps: int, device: Any) -> list[dict[s
             reader = FrameReader(device)
             name = str(dtype).removeprefix("torch.")
             request = {"path": path, "dtype": name, "shape": shape, "outputs": k, "reps": reps + 1}
+            nbytes = k * torch.empty(shape, dtype=dtype).nbytes
+            if path == "shared":
+                reader.shared = SharedOutputs.create(nbytes, device)
+                if reader.shared is None or reader.shared.fd is None:
+                    say(f"{task.name} {shape}: no shared region on this system")
+                    continue
+                request.update(nbytes=nbytes, pinned=reader.shared.pinned)
             conn.send_bytes(json.dumps(request).encode())
+            if reader.shared is not None and reader.shared.fd is not None:
+                multiprocessing.reduction.send_handle(conn, reader.shared.fd, worker_pid)
             replies = [_one_reply(conn, path, reader, dtype, shape, k, device) for _ in range(reps + 1)][1:]
-            row = {"shape": shape, "dtype": name, "output_bytes": torch.empty(shape, dtype=dtype).nbytes, "path": path}
+            if reader.shared is not None:
+                reader.shared.close()
+            row = {"shape": shape, "dtype": name, "output_bytes": nbytes // k, "path": path}
+            if path == "shared":
+                row["pinned_in_parent"] = request["pinned"]
             row.update({f"{step}_ms": statistics.median(r[step] for r in replies) * 1e3 for step in replies[0]})
             rows.append(row)
             say(f"{task.name} {shape} {path}: " + ", ".join(f"{s} {row[f'{s}_ms']:.3f}" for s in replies[0]) + " ms")
@@ -137,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, k in TASKS.items():
             doc["tasks"][name] = {
                 "outputs_per_reply": k,
-                "rows": measure(parent, load_task(name), k, args.reps, device),
+                "rows": measure(parent, int(worker.pid or 0), load_task(name), k, args.reps, device),
             }
     finally:
         parent.send_bytes(b"{}")

@@ -23,7 +23,8 @@ from typing import Any
 
 import torch
 
-SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+# Linux only (elsewhere no region is made, and the outputs come as frames)
+SEALS = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
 CU_MEMHOSTREGISTER_PORTABLE = 0x01
 
 
@@ -43,7 +44,7 @@ class SharedOutputs:
     @classmethod
     def create(cls, nbytes: int, device: torch.device) -> SharedOutputs | None:
         """The parent's region of ``nbytes``, sealed; None where the system cannot make one."""
-        if not hasattr(os, "memfd_create"):
+        if not hasattr(os, "memfd_create") or not hasattr(fcntl, "F_ADD_SEALS"):
             return None
         try:
             fd = os.memfd_create("harness-outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)

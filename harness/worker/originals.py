@@ -85,7 +85,7 @@ def _is_code(value: object) -> bool:
 
 def _module_spaces(worker: Any) -> Namespaces:
     """The code-level entries of the modules the worker measures and replies with."""
-    from harness import channel, protocol, requests
+    from harness import channel, protocol, requests, shared_outputs
     from harness.worker import captured, gate, kernel_only, persisting_l2, sampler, staging
 
     modules = {
@@ -97,6 +97,7 @@ def _module_spaces(worker: Any) -> Namespaces:
         "harness.protocol": protocol,
         "harness.channel": channel,
         "harness.worker.staging": staging,
+        "harness.shared_outputs": shared_outputs,
         "harness.requests": requests,
         "harness.worker.gate": gate,
         "harness.worker.persisting_l2": persisting_l2,
@@ -112,6 +113,7 @@ def _module_spaces(worker: Any) -> Namespaces:
 
 def _class_spaces(worker: Any) -> Namespaces:
     """Every attribute of the classes the worker measures and replies with."""
+    from harness.shared_outputs import SharedOutputs
     from harness.worker import gate, persisting_l2, sampler, staging
 
     return {
@@ -121,6 +123,7 @@ def _class_spaces(worker: Any) -> Namespaces:
         "LaunchGate": _static_attrs(gate.LaunchGate),
         "PersistingL2": _static_attrs(persisting_l2.PersistingL2),
         "OutputStaging": _static_attrs(staging.OutputStaging),
+        "SharedOutputs": _static_attrs(SharedOutputs),
         "Connection": _static_attrs(type(worker.conn)),
         "JSONEncoder": _static_attrs(json.JSONEncoder),
         "torch.Tensor": _static_attrs(torch.Tensor),

@@ -15,6 +15,7 @@ from harness.messages import (
     Generated,
     KernelOnlyMeasured,
     Loaded,
+    OutputsShared,
     Profiled,
     Ready,
     Timed,
@@ -49,6 +50,7 @@ GOOD = {
         {"n_samples": 2, "n_outputs": 2},
     ),
     Profiled: ({"ok": True, "table": "Name  Self CPU", **INTEGRITY}, [], {}),
+    OutputsShared: ({"ok": True, "pinned": False, **INTEGRITY}, [], {}),
     KernelOnlyMeasured: (
         {
             "ok": True,
@@ -121,6 +123,7 @@ MALFORMED = (
         (KernelOnlyMeasured, "profiler.kernels_per_call", "2"),
         (KernelOnlyMeasured, "profiler.window_ns", {}),
         (KernelOnlyMeasured, "poisoned", None),
+        (OutputsShared, "pinned", 1),
     ]
     + [(cls, "tampered", bad) for cls in GOOD for bad in ("x", [3], None)]
     + [(cls, "threads", bad) for cls in GOOD for bad in (-1, 1.0, "2", None)]
@@ -135,6 +138,7 @@ REQUIRED = {
     Timed: [*SERIES, "gate_misses", "outputs"],
     Profiled: ["table"],
     KernelOnlyMeasured: ["graph", "poisoned"],
+    OutputsShared: ["pinned"],
 }
 
 

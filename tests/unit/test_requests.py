@@ -17,6 +17,7 @@ from harness.requests import (
     Load,
     MeasureKernelOnly,
     Profile,
+    ShareOutputs,
     Time,
     Warmup,
     decode_request,
@@ -31,6 +32,7 @@ EXAMPLES = [
     Time(protocol="batched", inputs=[1, 2, 3], returned=[2], heat_ms=20, touch=True),
     Profile(data=1),
     MeasureKernelOnly(inputs=[1], n=20, replays=7, profiler=True, calls=10),
+    ShareOutputs(nbytes=16 << 20),
 ]
 
 
@@ -67,6 +69,7 @@ def test_the_defaults_live_in_the_request():
         ({"op": "warmup", "data": 0, "max_calls": 0}, "malformed 'max_calls'"),
         ({"op": "generate", "specs": [{1: 2}]}, "malformed 'specs'"),
         ({"op": "kernel_only", "inputs": [0], "profiler": 1}, "malformed 'profiler'"),
+        ({"op": "share_outputs", "nbytes": 0}, "malformed 'nbytes'"),
     ],
 )
 def test_a_malformed_request_is_refused(msg, why):
