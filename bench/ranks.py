@@ -149,6 +149,14 @@ def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, f
     return board.boards[0], wall
 
 
+def _between_runs(section: Any, task: str) -> float:
+    """The measured between-run sd the board added to each copy's blocks (harness.analysis.run_spread)."""
+    from harness.analysis import run_spread
+
+    spread = run_spread.lookup(section.device, task)
+    return spread.sd_log if spread is not None else 0.0
+
+
 def _quiet(line: str) -> None:
     if line.startswith(("error", "warning")) or "retry" in line:
         say("  " + line)
@@ -170,7 +178,8 @@ def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entr
             for i in range(args.copies):
                 copy_file(src, Path(tmp) / f"copy{i}.py", i)
             section, wall = one_board(task, Path(tmp), args)
-        out.append(_board_record(section, wall, args.copies) | {"commit": rf.doc["commit"], "date": utc_now()})
+        record = _board_record(section, wall, args.copies) | {"between_run_sd": _between_runs(section, task)}
+        out.append(record | {"commit": rf.doc["commit"], "date": utc_now()})
         tied = out[-1]["all_tied"]
         halves = [h for b in out for h in b["half_width_rel"] if h is not None]
         entry.update(
@@ -191,7 +200,8 @@ def _board_record(section: Any, wall: float, copies: int) -> dict[str, Any]:
         "all_tied": len(entries) == copies and all(e.rank_label == "=1" for e in entries),
         "ranks": {e.name: e.rank_label for e in entries},
         "scores_us": {e.name: e.score_us for e in entries},
-        "half_width_rel": [_half_width(e) for e in entries],
+        "half_width_rel": [_half_width(e) for e in entries],  # in rank order, as "blocks" and "se_log"
+        "se_log": [e.stderr_us / e.score_us if e.interval_source == "blocks" else None for e in entries],
         "blocks": [e.blocks for e in entries],
         "interval_source": sorted({e.interval_source for e in entries}),
         "shape_means_us": [s.mean_us for s in entries[0].shapes] if entries else [],

@@ -186,6 +186,7 @@ class ScoreInterval:
     se_log: float | None = None
     spread: float | None = None  # between-block sd of log block scores (about their CV)
     rule_version: int = 1
+    run_sd: float | None = None  # the device and task's measured between-run sd it adds (rule 2; 0: none)
 
 
 @dataclass

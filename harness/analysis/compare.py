@@ -95,6 +95,14 @@ def t_quantile(confidence: float, df: float) -> float:
     return 0.5 * (lo + hi)
 
 
+def welch_df(va: float, dfa: float, vb: float, dfb: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two estimates with variances va, vb."""
+    denom = (va * va / dfa if math.isfinite(dfa) and dfa > 0 else 0.0) + (
+        vb * vb / dfb if math.isfinite(dfb) and dfb > 0 else 0.0
+    )
+    return (va + vb) ** 2 / denom if denom > 0 else math.inf
+
+
 # --- comparisons ---------------------------------------------------------------------------------
 
 

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from harness.analysis import run_spread
+from harness.analysis.run_spread import RunSpread
 from harness.analysis.ties import DEFAULT_MARGIN, TIE_RULE_VERSION, Decision, Spread, rank_groups, welch
 from harness.results import PASS, Stats, shape_label
 
@@ -223,11 +225,14 @@ def tie_rule_text(margin: float) -> str:
     )
 
 
-def entry_spread(value: Score, block_scores: Sequence[float]) -> Spread:
-    """An entry's spread: from its block scores, else from its samples (one process), else unknown."""
+def entry_spread(
+    value: Score, block_scores: Sequence[float], between_runs: RunSpread | None = None, runs: int = 1
+) -> Spread:
+    """An entry's spread: from its block scores (with the device and task's measured between-run sd over
+    its ``runs`` runs, where there is one), else from its samples (one process), else unknown."""
     from harness.analysis.ties import spread_from_blocks
 
-    spread = spread_from_blocks(value.value_us, block_scores)
+    spread = spread_from_blocks(value.value_us, block_scores, between_runs, runs)
     if spread is not None:
         return spread
     if math.isfinite(value.stderr_us) and value.value_us > 0:
@@ -374,7 +379,10 @@ def build_leaderboard(
     for r in runs:
         if r.task == task and (device is None or r.device_name == device):
             by_device.setdefault(r.device_name or UNKNOWN_DEVICE, []).append(r)
-    boards = [_board(dev, dev_runs, cases, rule, blocks or {}, margin) for dev, dev_runs in sorted(by_device.items())]
+    boards = [
+        _board(dev, dev_runs, cases, rule, blocks or {}, margin, run_spread.lookup(dev, task))
+        for dev, dev_runs in sorted(by_device.items())
+    ]
     return Leaderboard(task=task, rule=rule, boards=boards, margin=margin)
 
 
@@ -414,7 +422,7 @@ def _entry(pooled: Pooled, spread: Spread, leader: float, aliases: list[str]) ->
         low_us=low,
         high_us=high,
         interval_source=spread.source,
-        blocks=int(spread.df) + 1 if spread.source == "blocks" else 1,
+        blocks=spread.blocks,
         aliases=[a for a in aliases if a != r.display_name],
         run_ids=[x.id for x in pooled.runs],
     )
@@ -451,10 +459,11 @@ def _board(
     rule: RankRule,
     blocks: Mapping[int, Sequence[float]],
     margin: float,
+    between_runs: RunSpread | None = None,
 ) -> DeviceBoard:
     pooled, aliases, unranked = _pooled_per_content(runs, cases, rule, blocks)
     pooled.sort(key=lambda p: (p.score.value_us, p.latest.display_name))
-    spreads = [entry_spread(p.score, p.block_scores) for p in pooled]
+    spreads = [entry_spread(p.score, p.block_scores, between_runs, len(p.runs)) for p in pooled]
     leader = pooled[0].score.value_us if pooled else math.nan
     entries = [_entry(p, sp, leader, aliases[p.latest.submission_sha256]) for p, sp in zip(pooled, spreads)]
     for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):

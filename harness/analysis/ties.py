@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-from harness.analysis.compare import t_quantile
+from harness.analysis.compare import t_quantile, welch_df
+from harness.analysis.run_spread import RunSpread, widen
 
 TIE_RULE_VERSION = 1
 DEFAULT_MARGIN = 0.01  # 1%: a difference smaller than this is never reported
@@ -46,6 +47,7 @@ class Spread:
     se_log: float
     df: float
     source: str = "blocks"  # "blocks", "samples" (one process: too narrow for a rerun) or "none"
+    blocks: int = 1  # the block scores it comes from (1: none)
 
 
 @dataclass(frozen=True)
@@ -96,14 +98,6 @@ def decide_log(
     return Decision(Call.TIED, ratio, low, high, df, equivalent, margin, confidence, reason)
 
 
-def welch_df(va: float, dfa: float, vb: float, dfb: float) -> float:
-    """Welch-Satterthwaite degrees of freedom of a difference of two estimates with variances va, vb."""
-    denom = (va * va / dfa if math.isfinite(dfa) and dfa > 0 else 0.0) + (
-        vb * vb / dfb if math.isfinite(dfb) and dfb > 0 else 0.0
-    )
-    return (va + vb) ** 2 / denom if denom > 0 else math.inf
-
-
 def welch(a: Spread, b: Spread, margin: float = DEFAULT_MARGIN, confidence: float = CONFIDENCE) -> Decision:
     """A against B, two independent entries."""
     if a.score_us <= 0 or b.score_us <= 0:
@@ -135,14 +129,18 @@ def paired(
     return decide_log(mean, sd / math.sqrt(n), float(n - 1), margin, confidence)
 
 
-def spread_from_blocks(score_us: float, block_scores_us: Sequence[float]) -> Spread | None:
-    """An entry's spread from its block scores (None with fewer than two)."""
+def spread_from_blocks(
+    score_us: float, block_scores_us: Sequence[float], between_runs: RunSpread | None = None, runs: int = 1
+) -> Spread | None:
+    """An entry's spread from its block scores (None with fewer than two), with the device and task's
+    measured between-run sd over its ``runs`` runs added where there is one (``harness.analysis.blocks``)."""
     xs = [math.log(s) for s in block_scores_us if s is not None and s > 0 and math.isfinite(s)]
     if len(xs) < 2:
         return None
     mean = math.fsum(xs) / len(xs)
-    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    return Spread(score_us, sd / math.sqrt(len(xs)), float(len(xs) - 1), "blocks")
+    var = math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
+    var, df = widen(var, float(len(xs) - 1), between_runs, runs)
+    return Spread(score_us, math.sqrt(var), df, "blocks", len(xs))
 
 
 def rank_groups(spreads: Sequence[Spread], margin: float = DEFAULT_MARGIN) -> list[tuple[int, bool]]:

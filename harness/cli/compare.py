@@ -10,8 +10,9 @@ import sys
 from typing import Any
 
 from harness.analysis import compare as stats
-from harness.analysis import ties
+from harness.analysis import run_spread, ties
 from harness.analysis.ranking import Pooled, RankRule, entry_spread, pool_runs, run_score
+from harness.analysis.run_spread import RunSpread
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_store_exists
 from harness.errors import UsageError
@@ -136,9 +137,11 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
     return device, mode, side_a, side_b
 
 
-def _decision(a: Pooled, b: Pooled, margin: float) -> ties.Decision:
-    """The tie rule on the two sides' scores, each with its blocks' spread (or its samples')."""
-    return ties.welch(entry_spread(a.score, a.block_scores), entry_spread(b.score, b.block_scores), margin)
+def _decision(a: Pooled, b: Pooled, margin: float, between_runs: RunSpread | None) -> ties.Decision:
+    """The tie rule on the two sides' scores, each with its blocks' spread (and the device and task's
+    measured between-run spread), or its samples'."""
+    spread_a = entry_spread(a.score, a.block_scores, between_runs, len(a.runs))
+    return ties.welch(spread_a, entry_spread(b.score, b.block_scores, between_runs, len(b.runs)), margin)
 
 
 def _decision_text(d: ties.Decision, name_a: str, name_b: str) -> str:
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     margin = margin_fraction(args.margin)
     with open_store(args.results_dir) as st:
         device, mode, side_a, side_b = _sides(st, args)
-    decision = _decision(side_a, side_b, margin)
+    decision = _decision(side_a, side_b, margin, run_spread.lookup(device, args.task))
     name_a, name_b = side_a.latest.display_name, side_b.latest.display_name
     if name_a == name_b:
         name_a, name_b = f"{name_a} ({_runs_text(side_a)})", f"{name_b} ({_runs_text(side_b)})"

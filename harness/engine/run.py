@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.analysis import run_spread
 from harness.analysis.blocks import interval_from_blocks, spread_warning
 from harness.analysis.confidence import score_ci_us
 from harness.engine import verdicts
@@ -239,7 +240,10 @@ class Run:
     def _interval(self, result: RunResult) -> None:
         """The score's interval: from the block scores, else (one block) a bootstrap over the samples."""
         assert result.score_us is not None
-        interval = interval_from_blocks(result.score_us, [b.score_us for b in result.blocks if b.score_us])
+        between_runs = run_spread.lookup(result.device.name, self.ctx.task.name) if self.ctx.gpu else None
+        interval = interval_from_blocks(
+            result.score_us, [b.score_us for b in result.blocks if b.score_us], between_runs=between_runs
+        )
         if interval is not None:
             result.score_ci_us = [interval.low_us, interval.high_us]
             result.score_interval = ScoreInterval(
@@ -252,6 +256,7 @@ class Run:
                 interval.se_log,
                 interval.spread,
                 interval.rule_version,
+                interval.run_sd,
             )
             warning = spread_warning(interval)
             if warning:

@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""The between-run spread that a run's blocks do not show, per device and task, from boards of identical
+copies (bench/ranks.py's files): writes harness/data/run_spread.json, which the harness adds to the
+interval of every ranked run on such a device and task (harness.analysis.run_spread).
+
+In a board every copy is the same code, so the spread of their log scores is what a rerun shows. Each
+copy's own interval came from its blocks (standard error ``half_width / t(blocks - 1)``). Over all boards
+of a device and task, the pooled within-board variance of the log scores less the mean of the copies'
+own squared standard errors is the between-run variance the blocks missed (0 when negative); its degrees
+of freedom are the copies less one per board. It is kept only where an F test finds the reruns' spread
+larger than the blocks' at 95% (else 0: a board of copies that all tie shows nothing to add). The script also says, per board, whether its copies tie
+under the tie rule once that spread is added (the boards themselves were ranked without it).
+
+Examples:
+  python bench/run_spread.py                     # every results/ranks/ranks-*-boards*.json
+  python bench/run_spread.py --boards FILE ... --out /tmp/run_spread.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, doc_parser, rel, say  # _common puts the repository root on sys.path
+
+from harness.analysis.compare import betainc, t_quantile
+from harness.analysis.peaks import gpu_key
+from harness.analysis.run_spread import RunSpread, package_file, widen
+from harness.analysis.ties import Spread, rank_groups
+
+VERSION = 1  # 1 - first version
+ALPHA = 0.05  # the spread beyond the blocks' is kept only where it is significant (an F test); else 0
+
+
+def _copies(board: dict) -> list[tuple[str, float, float, int]]:
+    """(name, score, the standard error of its log score from its blocks alone, blocks) of each copy a
+    board ranked. The board's lists are in rank order (by score, then name); a board that recorded
+    ``se_log`` and the ``between_run_sd`` it added gives the blocks' part directly, an older one (rule 1:
+    blocks alone) its half-width over t(blocks - 1)."""
+    ranked = sorted(board["scores_us"].items(), key=lambda kv: (kv[1], kv[0]))
+    out = []
+    for i, (name, score) in enumerate(ranked):
+        blocks = board["blocks"][i]
+        if "se_log" in board:
+            se_total, added = board["se_log"][i], board.get("between_run_sd", 0.0)
+            se = math.sqrt(max(0.0, se_total**2 - added**2)) if se_total is not None else None
+        else:
+            half = board["half_width_rel"][i]
+            se = half / t_quantile(0.95, blocks - 1) if half is not None and blocks >= 2 else None
+        if score and score > 0 and blocks >= 2 and se is not None:
+            out.append((name, float(score), se, int(blocks)))
+    return out
+
+
+def spread_of(boards: list[dict]) -> dict[str, Any] | None:
+    """The between-run sd beyond the copies' own standard errors, over ``boards``; None without two copies."""
+    squares, df, own, own_df = 0.0, 0, [], 0
+    for board in boards:
+        copies = _copies(board)
+        if len(copies) < 2:
+            continue
+        logs = [math.log(score) for _, score, _, _ in copies]
+        mean = math.fsum(logs) / len(logs)
+        squares += math.fsum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+        own += [se**2 for _, _, se, _ in copies]
+        own_df += sum(blocks - 1 for *_, blocks in copies)
+    if df == 0:
+        return None
+    pooled, mean_own = squares / df, math.fsum(own) / len(own)
+    p = f_upper_p(pooled / mean_own, df, own_df) if mean_own > 0 else 0.0
+    return {
+        "sd_log": math.sqrt(max(0.0, pooled - mean_own)) if p < ALPHA else 0.0,
+        "df": df,
+        "rerun_sd_log": math.sqrt(pooled),
+        "blocks_se_log": math.sqrt(mean_own),
+        "p_value": p,
+        "runs": len(own),
+    }
+
+
+def f_upper_p(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for F with (d1, d2) degrees of freedom: does the reruns' spread exceed the blocks'?"""
+    return betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+
+
+def tied_with(board: dict, spread: RunSpread, margin: float) -> bool:
+    """Whether every copy of ``board`` ties under the tie rule once ``spread`` is added to each copy's own
+    standard error (``harness.analysis.ties.spread_from_blocks`` does the same from the block scores)."""
+    spreads = []
+    for _, score, se, blocks in sorted(_copies(board), key=lambda c: c[1]):
+        var, df = widen(se**2, float(blocks - 1), spread)
+        spreads.append(Spread(score, math.sqrt(var), df, "blocks", blocks))
+    return all(tied for _, tied in rank_groups(spreads, margin)) if len(spreads) > 1 else True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = doc_parser(__doc__)
+    p.add_argument("--boards", nargs="*", help="boards files (default: results/ranks/ranks-*-boards*.json)")
+    p.add_argument("--out", default=str(package_file()), help="default: harness/data/run_spread.json")
+    p.add_argument("--margin", type=float, default=1.0, help="the tie rule's margin in percent (default 1)")
+    args = p.parse_args(argv)
+    files = (
+        [Path(f) for f in args.boards]
+        if args.boards
+        else sorted((ROOT / "results" / "ranks").glob("ranks-*-boards*.json"))
+    )
+    groups: dict[tuple[str, str], tuple[list[dict], list[str]]] = {}
+    for path in files:
+        doc = json.loads(path.read_text())
+        key = gpu_key(str(doc.get("device", "")))
+        if key is None:
+            say(f"{path}: no known GPU ({doc.get('device')!r}); skipped")
+            continue
+        for task in doc.get("tasks", []):
+            boards, sources = groups.setdefault((key, task["task"]), ([], []))
+            boards += [b for b in task.get("boards", []) if b.get("scores_us")]
+            sources.append(rel(path))
+    out: dict[str, Any] = {"version": VERSION, "script": "bench/run_spread.py", "devices": {}}
+    for (key, task), (boards, sources) in sorted(groups.items()):
+        row = spread_of(boards)
+        if row is None:
+            continue
+        spread = RunSpread(row["sd_log"], row["df"], ", ".join(sources))
+        row.update(
+            boards=len(boards),
+            boards_all_tied_recorded=sum(bool(b.get("all_tied")) for b in boards),
+            boards_all_tied_with_it=sum(tied_with(b, spread, args.margin / 100) for b in boards),
+            source=spread.source,
+        )
+        out["devices"].setdefault(key, {})[task] = row
+        say(
+            f"{key} {task}: {row['boards']} boards, reruns spread {100 * row['rerun_sd_log']:.2f}% against the "
+            f"blocks' {100 * row['blocks_se_log']:.2f}%: {100 * row['sd_log']:.2f}% more between runs (df "
+            f"{row['df']}); all copies tied in {row['boards_all_tied_recorded']} boards as ranked, in "
+            f"{row['boards_all_tied_with_it']} with it"
+        )
+    Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    say(f"wrote {rel(Path(args.out))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
