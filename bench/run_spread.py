@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, doc_parser, rel, say  # _common puts the repository root on sys.path
+from _common import ROOT, doc_parser, rel, say, utc_now  # _common puts the repository root on sys.path
 
 from harness.analysis.compare import betainc, t_quantile
 from harness.analysis.peaks import gpu_key
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             boards, sources = groups.setdefault((key, task["task"]), ([], []))
             boards += [b for b in task.get("boards", []) if b.get("scores_us")]
             sources.append(rel(path))
-    out: dict[str, Any] = {"version": VERSION, "script": "bench/run_spread.py", "devices": {}}
+    out: dict[str, Any] = {"version": VERSION, "script": "bench/run_spread.py", "date": utc_now(), "devices": {}}
     for (key, task), (boards, sources) in sorted(groups.items()):
         row = spread_of(boards)
         if row is None:

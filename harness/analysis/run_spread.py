@@ -61,7 +61,8 @@ def lookup(device_name: str, task: str, path: Path | None = None) -> RunSpread |
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        return _ignored(path, f"it is unreadable ({exc})")
+        _ignored(path, f"it is unreadable ({exc})")
+        return None
     rows = doc.get("devices") if isinstance(doc, dict) else None
     row = rows.get(key, {}).get(task) if isinstance(rows, dict) and isinstance(rows.get(key, {}), dict) else None
     if row is None:
@@ -69,12 +70,13 @@ def lookup(device_name: str, task: str, path: Path | None = None) -> RunSpread |
     try:
         spread = RunSpread(float(row["sd_log"]), float(row["df"]), str(row["source"]))
     except (KeyError, TypeError, ValueError) as exc:
-        return _ignored(path, f"its row for {key} {task} is malformed ({exc!r})")
+        _ignored(path, f"its row for {key} {task} is malformed ({exc!r})")
+        return None
     if not (spread.sd_log >= 0 and spread.df > 0):
-        return _ignored(path, f"its row for {key} {task} has sd_log {spread.sd_log} and df {spread.df}")
+        _ignored(path, f"its row for {key} {task} has sd_log {spread.sd_log} and df {spread.df}")
+        return None
     return spread
 
 
 def _ignored(path: Path, why: str) -> None:
     print(f"warning: {path}: {why}; no between-run spread added (rerun bench/run_spread.py)", file=sys.stderr)
-    return None

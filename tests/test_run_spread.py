@@ -1,0 +1,129 @@
+"""The between-run spread that consecutive blocks miss (harness.analysis.run_spread): looked up per device
+and task, added to a run's interval and to the board's spreads, and measured from boards of identical
+copies by bench/run_spread.py. On the H200, nvfp4_gemm's copies spread 2.3% between runs against their
+blocks' 1.4%, and identical files were ranked apart in 4 of 10 boards (results/ranks/)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import run_spread
+from harness.analysis.blocks import interval_from_blocks
+from harness.analysis.run_spread import RunSpread, lookup, widen
+from tests.test_ties import blocked_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _write(path: Path, rows: dict) -> Path:
+    path.write_text(json.dumps({"version": 1, "devices": rows}))
+    return path
+
+
+def test_lookup_by_device_model_and_task(tmp_path, capsys):
+    f = _write(tmp_path / "s.json", {"H200": {"nvfp4_gemm": {"sd_log": 0.02, "df": 20, "source": "boards"}}})
+    assert lookup("NVIDIA H200", "nvfp4_gemm", f) == RunSpread(0.02, 20.0, "boards")
+    assert lookup("NVIDIA H200", "mxfp4_mm", f) is None  # no row: the blocks alone
+    assert lookup("NVIDIA B200", "nvfp4_gemm", f) is None
+    assert lookup("cpu", "nvfp4_gemm", f) is None
+    assert lookup("NVIDIA H200", "nvfp4_gemm", tmp_path / "none.json") is None
+    assert capsys.readouterr().err == ""
+    for row in ({"sd_log": "x", "df": 2, "source": ""}, {"df": 2, "source": ""}, {"sd_log": -1, "df": 2, "source": ""}):
+        bad = _write(tmp_path / "bad.json", {"H200": {"nvfp4_gemm": row}})
+        assert lookup("NVIDIA H200", "nvfp4_gemm", bad) is None
+        assert "no between-run spread added" in capsys.readouterr().err
+    (tmp_path / "broken.json").write_text("{")
+    assert lookup("NVIDIA H200", "nvfp4_gemm", tmp_path / "broken.json") is None
+    assert "unreadable" in capsys.readouterr().err
+
+
+def test_widen_adds_the_variance_over_the_runs_with_satterthwaite_df():
+    assert widen(1e-4, 9.0, None) == (1e-4, 9.0)
+    assert widen(1e-4, 9.0, RunSpread(0.0, 20, "")) == (1e-4, 9.0)
+    var, df = widen(1e-4, 9.0, RunSpread(0.02, 20, ""))
+    assert var == pytest.approx(1e-4 + 4e-4) and 9 < df < 29
+    var2, _ = widen(1e-4, 9.0, RunSpread(0.02, 20, ""), runs=4)  # a pooled entry of 4 runs: a quarter
+    assert var2 == pytest.approx(1e-4 + 1e-4)
+
+
+def test_a_runs_interval_adds_the_measured_spread():
+    blocks = [10.0 * math.exp(0.004 * z) for z in (-1.5, -0.5, 0.5, 1.5, -1, 1, 0, 0.2, -0.2, 0.1)]
+    alone = interval_from_blocks(10.0, blocks)
+    wider = interval_from_blocks(10.0, blocks, between_runs=RunSpread(0.02, 20, "boards"))
+    assert alone is not None and wider is not None
+    assert (alone.method, alone.run_sd, alone.rule_version) == ("blocks-t", 0.0, 2)
+    assert (wider.method, wider.run_sd) == ("blocks-t+run", 0.02)
+    assert wider.se_log == pytest.approx(math.sqrt(alone.se_log**2 + 0.02**2))
+    assert wider.half_width_rel > 3 * alone.half_width_rel
+
+
+def _runs_with_a_run_level_effect(seed: int) -> list:
+    """Three identical copies whose blocks agree within 0.5% but whose runs differ by a 2.5% sd (what the
+    H200's nvfp4 boards showed): each copy's blocks share one factor, as consecutive blocks share a drift."""
+    rng = random.Random(seed)
+    copies = []
+    for i in range(3):
+        r = blocked_result(f"copy{i}", 10.0 * math.exp(rng.gauss(0.0, 0.025)), rng, between=0.005)
+        r.task = "nvfp4_gemm"
+        copies.append(r)
+    return copies
+
+
+def _board(tmp_path, results):
+    from harness.report.board import load_board
+    from harness.store.database import open_store
+
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for r in results:
+            st.record(r)
+    lb, _ = load_board("nvfp4_gemm", results_dir=d)
+    return lb.boards[0]
+
+
+def test_a_measured_run_spread_ties_copies_that_blocks_alone_split(tmp_path, monkeypatch):
+    rows = tmp_path / "rows.json"
+    monkeypatch.setattr(run_spread, "package_file", lambda: rows)
+    tied = {"without": 0, "with": 0}
+    for seed in range(10):
+        copies = _runs_with_a_run_level_effect(seed)
+        for name, row in (("without", {}), ("with", {"nvfp4_gemm": {"sd_log": 0.025, "df": 20, "source": "t"}})):
+            _write(rows, {"H200": row})
+            b = _board(tmp_path / f"{name}{seed}", copies)
+            tied[name] += [e.rank_label for e in b.ranked] == ["=1", "=1", "=1"]
+    assert tied["without"] <= 5 and tied["with"] >= 9, tied
+
+
+def _boards_file(path: Path, rng: random.Random, run_sd: float, boards: int = 12) -> Path:
+    """A ranks.py boards file of identical copies whose blocks give a 1% standard error (10 blocks) and whose
+    runs differ by ``run_sd`` more, in the older format (half-widths only, rule 1)."""
+    from harness.analysis.compare import t_quantile
+
+    t9 = t_quantile(0.95, 9)
+    out = []
+    for _ in range(boards):
+        scores = {f"copy{i}": 20.0 * math.exp(rng.gauss(0.0, math.sqrt(0.01**2 + run_sd**2))) for i in range(3)}
+        out.append({"scores_us": scores, "half_width_rel": [0.01 * t9] * 3, "blocks": [10] * 3, "all_tied": True})
+    path.write_text(json.dumps({"device": "NVIDIA H200", "tasks": [{"task": "nvfp4_gemm", "boards": out}]}))
+    return path
+
+
+def test_the_script_measures_the_spread_beyond_the_blocks_and_keeps_only_a_significant_one(tmp_path):
+    script = [sys.executable, "bench/run_spread.py", "--out", str(tmp_path / "out.json"), "--boards"]
+    rng = random.Random(7)
+    with_extra = _boards_file(tmp_path / "ranks-extra.json", rng, 0.02, boards=40)
+    subprocess.run([*script, str(with_extra)], cwd=ROOT, check=True, capture_output=True, timeout=120)
+    row = json.loads((tmp_path / "out.json").read_text())["devices"]["H200"]["nvfp4_gemm"]
+    assert row["df"] == 80 and row["boards"] == 40 and row["p_value"] < 0.05
+    assert 0.012 < row["sd_log"] < 0.028, row
+    none = _boards_file(tmp_path / "ranks-none.json", rng, 0.0, boards=40)
+    subprocess.run([*script, str(none)], cwd=ROOT, check=True, capture_output=True, timeout=120)
+    row = json.loads((tmp_path / "out.json").read_text())["devices"]["H200"]["nvfp4_gemm"]
+    assert row["sd_log"] == 0.0 and row["p_value"] >= 0.05, row  # no spread beyond the blocks: none added
