@@ -71,7 +71,8 @@ def _worker(conn: Any, device_name: str) -> None:
             if request["path"] in ("shared", "channel"):
                 staging.begin()
                 views = [staging.copy(o) for o in outs]
-                protocol.send(conn, {"copy_s": time.perf_counter() - t0}, views)
+                pinned = staging.shared.pinned if staging.shared is not None else None
+                protocol.send(conn, {"copy_s": time.perf_counter() - t0, "worker_pinned": pinned}, views)
             else:
                 raws = [o.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes() for o in outs]
                 conn.send_bytes(json.dumps({"copy_s": time.perf_counter() - t0}).encode())
@@ -103,7 +104,8 @@ def _one_reply(conn: Any, path: str, reader: Any, dtype: Any, shape: list[int], 
     t2 = time.perf_counter()
     assert len(outs) == k
     copy = header["copy_s"]
-    return {"copy": copy / k, "transfer": (t1 - t0 - copy) / k, "rebuild": (t2 - t1) / k, "total": (t2 - t0) / k}
+    steps = {"copy": copy / k, "transfer": (t1 - t0 - copy) / k, "rebuild": (t2 - t1) / k, "total": (t2 - t0) / k}
+    return steps | ({"worker_pinned": header["worker_pinned"]} if header.get("worker_pinned") is not None else {})
 
 
 def measure(conn: Any, worker_pid: int, task: Any, k: int, reps: int, device: Any) -> list[dict[str, Any]]:
@@ -141,9 +143,12 @@ def measure(conn: Any, worker_pid: int, task: Any, k: int, reps: int, device: An
             row = {"shape": shape, "dtype": name, "output_bytes": nbytes // k, "path": path}
             if path == "shared":
                 row["pinned_in_parent"] = request["pinned"]
-            row.update({f"{step}_ms": statistics.median(r[step] for r in replies) * 1e3 for step in replies[0]})
+            steps = [step for step in replies[0] if step != "worker_pinned"]
+            row.update({f"{step}_ms": statistics.median(r[step] for r in replies) * 1e3 for step in steps})
+            if "worker_pinned" in replies[0]:
+                row["pinned_in_worker"] = replies[0]["worker_pinned"]
             rows.append(row)
-            say(f"{task.name} {shape} {path}: " + ", ".join(f"{s} {row[f'{s}_ms']:.3f}" for s in replies[0]) + " ms")
+            say(f"{task.name} {shape} {path}: " + ", ".join(f"{s} {row[f'{s}_ms']:.3f}" for s in steps) + " ms")
     return rows
 
 
