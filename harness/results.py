@@ -188,6 +188,18 @@ class ScoreInterval:
     rule_version: int = 1
     run_sd: float | None = None  # the device and task's measured between-run sd it adds (rule 2; 0: none)
 
+    @property
+    def from_blocks(self) -> bool:
+        return self.method in ("blocks-t", "blocks-t+run")
+
+    def source_text(self) -> str:
+        """Where the interval comes from, in words (``blocks`` blocks, and any between-run sd added)."""
+        if not self.from_blocks:
+            return "one process's samples: a rerun can differ by more"
+        if not self.run_sd:
+            return f"{self.blocks} blocks"
+        return f"{self.blocks} blocks and the {100 * self.run_sd:.2f}% between-run spread measured for this task on such a GPU"
+
 
 @dataclass
 class RunResult:

@@ -127,3 +127,16 @@ def test_the_script_measures_the_spread_beyond_the_blocks_and_keeps_only_a_signi
     subprocess.run([*script, str(none)], cwd=ROOT, check=True, capture_output=True, timeout=120)
     row = json.loads((tmp_path / "out.json").read_text())["devices"]["H200"]["nvfp4_gemm"]
     assert row["sd_log"] == 0.0 and row["p_value"] >= 0.05, row  # no spread beyond the blocks: none added
+
+
+def test_the_run_text_and_the_site_say_where_the_interval_comes_from():
+    from harness.report.site.model import _interval_method
+    from harness.results import ScoreInterval
+    from tests.helpers import make_result
+
+    r = make_result("a", task="nvfp4_gemm")
+    r.score_us, r.score_ci_us = 10.0, [9.5, 10.5]
+    r.score_interval = ScoreInterval(9.5, 10.5, "blocks-t+run", 10, 0.95, 28.4, 0.023, 0.04, 2, 0.0184)
+    assert "10 blocks and the 1.84% between-run spread" in _interval_method(r)
+    r.score_interval = ScoreInterval(9.5, 10.5, "blocks-t", 10, 0.95, 9.0, 0.01, 0.03, 2, 0.0)
+    assert _interval_method(r) == "95% interval from 10 blocks (t, 9 degrees of freedom, blocks spread 3.00%)"

@@ -80,11 +80,7 @@ def _score_text(result: RunResult) -> str:
     text = f"{result.score_us:.3f} us"
     if result.score_ci_us:
         si = result.score_interval
-        source = (
-            f"{si.blocks} blocks"
-            if si is not None and si.method == "blocks-t"
-            else "one process's samples: a rerun can differ by more"
-        )
+        source = si.source_text() if si is not None else "one process's samples: a rerun can differ by more"
         text += f" (95% CI {result.score_ci_us[0]:.3f}-{result.score_ci_us[1]:.3f}, from {source})"
     return text
 

@@ -484,9 +484,10 @@ def _interval_method(result: RunResult | None) -> str:
     si = result.score_interval if result else None
     if si is None:
         return "95% interval from one process's samples (bootstrap)" if result and result.score_ci_us else ""
-    if si.method == "blocks-t":
+    if si.from_blocks:
         spread = f", blocks spread {100 * si.spread:.2f}%" if si.spread is not None else ""
-        return f"95% interval from {si.blocks} blocks (t, {si.blocks - 1} degrees of freedom{spread})"
+        df = f"{si.df:.0f}" if si.df is not None else "?"
+        return f"95% interval from {si.source_text()} (t, {df} degrees of freedom{spread})"
     return "95% interval from one process's samples (bootstrap): a rerun can differ by more"
 
 
