@@ -11,9 +11,11 @@ B blocks (harness.engine.blocks). Figures, all as fractions of the score unless 
 - between_run_sd: the sd of the log run scores across runs (what a rerun shows)
 - coverage: the fraction of (run i, run j) pairs where run j's score lies in run i's 95% interval
 - resolvable: the smallest difference two entries of B blocks each can be told apart by, about
-  max(margin, t(2B-2) * sqrt(2) * between_block_sd / sqrt(B))
-- frontier: for B' blocks, the predicted half-width t(B'-1) * between_block_sd / sqrt(B') and wall time
-  (the run's fixed part + B' * the median block's wall time)
+  max(margin, t * sqrt(2) * se), se the standard error of a run's log score from B blocks
+- frontier: for B' blocks, the predicted half-width t * se and wall time (the run's fixed part + B' * the
+  median block's wall time), se = sqrt(between_block_sd^2 / B' + run_sd^2): run_sd is the between-run sd
+  the harness adds for the device and task (harness/data/run_spread.json, block rule 2), which more
+  blocks do not shrink
 - first_sample_excess: per shape (task order), the median over blocks of a block's first sample over the
   median of its other samples, less 1: how much slower a fresh worker's first timed chunk of a shape is,
   which a score of B blocks counts B times where one process counts it once; --warmup-chunks N (harness
@@ -41,7 +43,9 @@ from typing import Any
 
 from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, machine, median, rel, say
 
-from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
+from harness.analysis import run_spread  # after _common, which puts the root on sys.path
+from harness.analysis.run_spread import RunSpread, widen
+from harness.cli.options import add_warmup_chunks_argument
 
 FRONTIER_BLOCKS = (1, 2, 3, 5, 8, 10, 15, 20)
 
@@ -118,10 +122,17 @@ def _within(results: list[Any]) -> tuple[list[float], list[float]]:
     return rel_se, cvs
 
 
-def _resolvable(margin: float, spread: float | None, blocks: int) -> float | None:
+def _se(spread: float, blocks: int, between_runs: RunSpread | None) -> tuple[float, float]:
+    """(standard error, degrees of freedom) of a run's log score from ``blocks`` blocks (block rule 2)."""
+    var, df = widen(spread**2 / blocks, float(blocks - 1), between_runs)
+    return math.sqrt(var), df
+
+
+def _resolvable(margin: float, spread: float | None, blocks: int, between_runs: RunSpread | None) -> float | None:
     if not spread or blocks < 2:
         return None
-    return max(margin, _t(2 * blocks - 2) * math.sqrt(2) * spread / math.sqrt(blocks))
+    se, df = _se(spread, blocks, between_runs)
+    return max(margin, _t(2 * df) * math.sqrt(2) * se)
 
 
 def summarize(results: list[Any], margin: float) -> dict[str, Any]:
@@ -130,14 +141,16 @@ def summarize(results: list[Any], margin: float) -> dict[str, Any]:
     blocks = max((len(r.blocks) for r in results), default=0)
     figures = _scores(results)
     s = figures["between_block_sd"]
+    between_runs = run_spread.lookup(results[0].device.name, results[0].task) if results else None
     return {
         **figures,
         "blocks": blocks,
         "within_block_rel_se": median(rel_se),
         "within_block_sample_cv": median(cvs),
         "coverage": _coverage(results),
-        "resolvable": _resolvable(margin, s, blocks),
-        "frontier": frontier(s, median(rel_se), *_walls(results)),
+        "run_sd_added": between_runs.sd_log if between_runs is not None else 0.0,
+        "resolvable": _resolvable(margin, s, blocks, between_runs),
+        "frontier": frontier(s, median(rel_se), *_walls(results), between_runs),
         "first_sample_excess": first_sample_excess(results),
         "warmup_chunks": sorted({b.warmup_chunks for r in results for b in r.blocks}),
     }
@@ -166,15 +179,23 @@ def _walls(results: list[Any]) -> tuple[float | None, float | None]:
     return median(block_walls), median(fixed)
 
 
-def frontier(spread: float | None, within: float | None, block_wall: float | None, fixed: float | None) -> list:
+def frontier(
+    spread: float | None,
+    within: float | None,
+    block_wall: float | None,
+    fixed: float | None,
+    between_runs: RunSpread | None = None,
+) -> list:
     """Predicted (blocks, half-width as a fraction of the score, wall seconds) for other block counts."""
     if spread is None or block_wall is None:
         return []
     rows = []
     for b in FRONTIER_BLOCKS:
-        half = (
-            1.96 * within if b == 1 and within is not None else (_t(b - 1) * spread / math.sqrt(b) if b > 1 else None)
-        )
+        if b == 1:
+            half = 1.96 * within if within is not None else None
+        else:
+            se, df = _se(spread, b, between_runs)
+            half = _t(df) * se
         rows.append(
             {
                 "blocks": b,
