@@ -73,14 +73,18 @@ class WorkerSession:
         if region is None or region.fd is None:
             return
         fd = region.fd
-        reply = self.request(
-            "worker_start",
-            ShareOutputs(nbytes=nbytes),
-            deadline,
-            "giving the worker its output region",
-            OutputsShared,
-            meanwhile=lambda: sup.give_descriptor(fd),
-        )
+        try:
+            reply = self.request(
+                "worker_start",
+                ShareOutputs(nbytes=nbytes),
+                deadline,
+                "giving the worker its output region",
+                OutputsShared,
+                meanwhile=lambda: sup.give_descriptor(fd),
+            )
+        except BaseException:
+            region.close()
+            raise
         if reply.ok:
             sup.use_shared(region)
         else:
