@@ -12,8 +12,9 @@ larger than the blocks' at 95% (else 0: a board of copies that all tie shows not
 under the tie rule once that spread is added (the boards themselves were ranked without it).
 
 Examples:
-  python bench/run_spread.py                     # every results/ranks/ranks-*-boards*.json
-  python bench/run_spread.py --boards FILE ... --out /tmp/run_spread.json
+  python bench/run_spread.py                     # every results/ranks/ranks-*-boards*.json, into the package
+  python bench/run_spread.py --boards FILE ... --out ~/.local/share/fp4-harness/run_spread.json
+      # an organizer's own boards (bench/ranks.py on their machines): the user's file wins over the package's
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['df']}); all copies tied in {row['boards_all_tied_recorded']} boards as ranked, in "
             f"{row['boards_all_tied_with_it']} with it"
         )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
     say(f"wrote {rel(Path(args.out))}")
     return 0

@@ -44,6 +44,20 @@ def test_lookup_by_device_model_and_task(tmp_path, capsys):
     assert "unreadable" in capsys.readouterr().err
 
 
+def test_the_user_data_folder_wins_over_the_package_for_the_rows_it_holds(tmp_path, monkeypatch):
+    package = _write(tmp_path / "package.json", {"H200": {"nvfp4_gemm": {"sd_log": 0.02, "df": 20, "source": "p"}}})
+    user = tmp_path / "xdg" / "fp4-harness" / "run_spread.json"
+    monkeypatch.setattr(run_spread, "package_file", lambda: package)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    if run_spread.user_file() != user:
+        pytest.skip("the user data folder is redirected through $XDG_DATA_HOME, a Linux convention")
+    assert lookup("NVIDIA H200", "nvfp4_gemm") == RunSpread(0.02, 20.0, "p")  # no user file yet
+    user.parent.mkdir(parents=True)
+    _write(user, {"H200": {"nvfp4_gemm": {"sd_log": 0.005, "df": 12, "source": "mine"}}})
+    assert lookup("NVIDIA H200", "nvfp4_gemm") == RunSpread(0.005, 12.0, "mine")
+    assert lookup("NVIDIA H200", "mxfp4_mm") is None
+
+
 def test_widen_adds_the_variance_over_the_runs_with_satterthwaite_df():
     assert widen(1e-4, 9.0, None) == (1e-4, 9.0)
     assert widen(1e-4, 9.0, RunSpread(0.0, 20, "")) == (1e-4, 9.0)
@@ -91,6 +105,7 @@ def _board(tmp_path, results):
 def test_a_measured_run_spread_ties_copies_that_blocks_alone_split(tmp_path, monkeypatch):
     rows = tmp_path / "rows.json"
     monkeypatch.setattr(run_spread, "package_file", lambda: rows)
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
     tied = {"without": 0, "with": 0}
     for seed in range(10):
         copies = _runs_with_a_run_level_effect(seed)

@@ -71,14 +71,20 @@ def package_peaks_file() -> Path:
     return Path(str(resources.files("harness") / "data" / PEAKS_FILE_NAME))
 
 
-def user_peaks_file() -> Path:
-    """The user's own measured peaks: where ``measure-peaks`` writes by default."""
+def user_data_file(name: str) -> Path:
+    """``name`` in the user's data folder of the harness (the measured peaks and between-run spreads of
+    the user's own devices)."""
     try:
         import platformdirs
     except ImportError:  # a GPU image without it (the H200 machine): the XDG rule platformdirs follows on Linux
         base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-        return base / APP_NAME / PEAKS_FILE_NAME
-    return platformdirs.user_data_path(APP_NAME) / PEAKS_FILE_NAME
+        return base / APP_NAME / name
+    return platformdirs.user_data_path(APP_NAME) / name
+
+
+def user_peaks_file() -> Path:
+    """The user's own measured peaks: where ``measure-peaks`` writes by default."""
+    return user_data_file(PEAKS_FILE_NAME)
 
 
 def peaks_files() -> list[Path]:

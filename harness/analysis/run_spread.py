@@ -8,8 +8,11 @@ it holds beyond each run's own standard error is this term, ``sd_log``. ``bench/
 it from the boards in ``results/ranks/`` and writes ``harness/data/run_spread.json``, shipped with the
 package; the interval of a run on such a device and task adds it (``harness.analysis.blocks``).
 
-A device or task with no row adds nothing (its interval is its blocks'): organizers who measure boards on
-their own machines regenerate the file with the same script.
+Two files, as for the device peaks (``harness.analysis.peaks``), the later one winning for the rows it
+holds: the package's (the rows this project measured) and ``run_spread.json`` in the user's data folder
+(on Linux ``~/.local/share/fp4-harness``), where organizers who ran boards on their own machines write
+theirs (``bench/run_spread.py --out``). A device or task with no row adds nothing: its interval is its
+blocks'.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from harness.analysis.compare import welch_df
-from harness.analysis.peaks import gpu_key
+from harness.analysis.peaks import gpu_key, user_data_file
 
 FILE_NAME = "run_spread.json"
 
@@ -49,13 +52,25 @@ def package_file() -> Path:
     return Path(str(resources.files("harness") / "data" / FILE_NAME))
 
 
+def user_file() -> Path:
+    return user_data_file(FILE_NAME)
+
+
 def lookup(device_name: str, task: str, path: Path | None = None) -> RunSpread | None:
-    """The row for ``device_name`` (matched like the device peaks: "NVIDIA H200" is H200) and ``task``;
-    None where there is none. A broken file is warned about on stderr and read as empty."""
+    """The row for ``device_name`` (matched like the device peaks: "NVIDIA H200" is H200) and ``task``,
+    from ``path``, else from the user's file or the package's (the user's first); None where there is
+    none. A broken file is warned about on stderr and read as empty."""
     key = gpu_key(device_name)
     if key is None:
         return None
-    path = path if path is not None else package_file()
+    for candidate in [path] if path is not None else [user_file(), package_file()]:
+        row = _row(candidate, key, task)
+        if row is not None:
+            return row
+    return None
+
+
+def _row(path: Path, key: str, task: str) -> RunSpread | None:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
