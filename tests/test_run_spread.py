@@ -155,3 +155,22 @@ def test_the_run_text_and_the_site_say_where_the_interval_comes_from():
     assert "10 blocks and the 1.84% between-run spread" in _interval_method(r)
     r.score_interval = ScoreInterval(9.5, 10.5, "blocks-t", 10, 0.95, 9.0, 0.01, 0.03, 2, 0.0)
     assert _interval_method(r) == "95% interval from 10 blocks (t, 9 degrees of freedom, blocks spread 3.00%)"
+
+
+def test_a_gpu_board_says_whether_its_intervals_add_a_measured_between_run_spread(tmp_path, monkeypatch):
+    from harness.report.board import interval_notes
+
+    rows = tmp_path / "rows.json"
+    monkeypatch.setattr(run_spread, "package_file", lambda: rows)
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
+    copies = _runs_with_a_run_level_effect(0)
+    _write(rows, {"H200": {"nvfp4_gemm": {"sd_log": 0.025, "df": 20, "source": "t"}}})
+    b = _board(tmp_path / "with", copies)
+    assert b.run_sd == 0.025
+    assert any("add the 2.50% between-run spread" in n for n in interval_notes(b.ranked, b))
+    _write(rows, {"H200": {}})
+    b = _board(tmp_path / "without", copies)
+    assert b.run_sd is None
+    assert any("no between-run spread is measured" in n for n in interval_notes(b.ranked, b))
+    b.device_kind = "cpu"  # a CPU board's blocks are the warning's business (spread_warning), not this note's
+    assert not any("between-run spread" in n for n in interval_notes(b.ranked, b))

@@ -45,7 +45,8 @@ Z_95 = 1.959963984540054
 #     content (sha256) is one entry
 # 3 - an entry pools every counted run of its content (run_ids, oldest first; run_id is the latest), not
 #     its best run
-LEADERBOARD_JSON_VERSION = 3
+# 4 - each device section's run_sd: the between-run sd its intervals add (harness.analysis.run_spread)
+LEADERBOARD_JSON_VERSION = 4
 INCOMPLETE = "incomplete"  # the store's verdict of a run that began and never finished
 UNKNOWN_DEVICE = "(unknown device)"
 BENCHMARK_KINDS = ("benchmark", "leaderboard")
@@ -158,6 +159,7 @@ class DeviceBoard:
     ranked: list[Entry] = field(default_factory=list)
     unranked: list[Unranked] = field(default_factory=list)
     final: dict[str, Any] | None = None  # the latest final scoring of this section (harness.analysis.final JSON)
+    run_sd: float | None = None  # the between-run sd its intervals add (harness.analysis.run_spread); None: no row
 
 
 @dataclass
@@ -479,4 +481,5 @@ def _board(
         labels += [s.label for s in e.shapes if s.label not in labels]
     unranked.sort(key=lambda u: u.name)
     kind = next((r.device_kind for r in runs if r.device_kind), None)
-    return DeviceBoard(device=dev, device_kind=kind, shapes=labels, ranked=entries, unranked=unranked)
+    run_sd = between_runs.sd_log if between_runs is not None else None
+    return DeviceBoard(device=dev, device_kind=kind, shapes=labels, ranked=entries, unranked=unranked, run_sd=run_sd)

@@ -274,7 +274,7 @@ def _section(board: Leaderboard, b: DeviceBoard, fmt: str) -> list[str]:
     rule = f"Ranked by the {board.rule.description} (lower is better); {tie_rule_text(board.margin)}."
     parts = [f"### {title}\n\n{rule}\n" if fmt == "markdown" else f"{title}\n{rule}\n"]
     parts.append(_ranked_table(b, fmt) if b.ranked else "No complete passing run with timings yet.\n")
-    notes = interval_notes(b.ranked)
+    notes = interval_notes(b.ranked, b)
     if notes:
         parts.append("".join(f"note: {n}\n" for n in notes))
     if b.final:
@@ -296,9 +296,24 @@ def interval_text(e: Entry) -> str:
     return f"{us(e.low_us)}-{us(e.high_us)} ({source})"
 
 
-def interval_notes(entries: Sequence[Entry]) -> list[str]:
-    """What the board's intervals cannot say."""
+def interval_notes(entries: Sequence[Entry], section: DeviceBoard | None = None) -> list[str]:
+    """What the board's intervals cannot say (``section``: the GPU's, whose between-run spread they add)."""
     notes = []
+    gpu = section is not None and section.device_kind in ("cuda", "rocm")
+    if gpu and any(e.interval_source == "blocks" for e in entries):
+        assert section is not None
+        if section.run_sd is None:
+            notes.append(
+                "no between-run spread is measured for this task on this GPU model: the intervals come from "
+                "each run's consecutive blocks, which can miss what drifts over minutes (on the H200, nvfp4_gemm's "
+                "reruns spread 1.8% more than their blocks); measure it with boards of identical copies "
+                "(docs/measurement.md, bench/ranks.py and bench/run_spread.py)"
+            )
+        elif section.run_sd > 0:
+            notes.append(
+                f"the intervals add the {100 * section.run_sd:.2f}% between-run spread that boards of identical "
+                "copies measured for this task on this GPU model (docs/measurement.md)"
+            )
     if any(e.interval_source == "samples" for e in entries):
         notes.append(
             "an interval marked '1 process' comes from one process's samples (a run of a single block, or "

@@ -326,7 +326,7 @@ def _board_section(
     device_runs = [r for r in runs if (r.device_name or UNKNOWN_DEVICE) == b.device]
     series, floor, sol_notes = _series(b, results)
     notes = _sol_notes(b, floor, sol_notes)
-    notes += interval_notes(b.ranked)
+    notes += interval_notes(b.ranked, b)
     history = _history(device_runs, cases, rule)
     return BoardSection(
         task=task,
