@@ -174,3 +174,23 @@ def test_a_gpu_board_says_whether_its_intervals_add_a_measured_between_run_sprea
     assert any("no between-run spread is measured" in n for n in interval_notes(b.ranked, b))
     b.device_kind = "cpu"  # a CPU board's blocks are the warning's business (spread_warning), not this note's
     assert not any("between-run spread" in n for n in interval_notes(b.ranked, b))
+
+
+def test_an_entry_whose_blocks_are_its_runs_scores_adds_no_between_run_spread():
+    """Runs of one block each, pooled: each run's score is one block, so their spread already is a rerun's."""
+    from harness.analysis.ranking import RankRule, pool_runs
+    from tests.helpers import make_result
+
+    runs = [make_result("a", (10.0, 20.0), started_at=f"2026-11-0{i}T10:00:00+00:00") for i in (1, 2, 3)]
+    for r, f in zip(runs, (1.0, 1.02, 0.99)):
+        r.id = runs.index(r) + 1
+        for c in r.cases:
+            if c.stats is not None:
+                c.stats = type(c.stats).from_samples([x * f for x in c.stats.samples_ns])
+    pooled = pool_runs(runs, {r.id: r.cases for r in runs}, RankRule.GEOM)
+    assert pooled is not None and pooled.blocks_are_runs and len(pooled.block_scores) == 3
+    spread = RunSpread(0.02, 20, "t")
+    assert pooled.spread(spread) == pooled.spread(None)
+    with_blocks = pool_runs(runs, {r.id: r.cases for r in runs}, RankRule.GEOM, {1: [10.0, 10.2], 2: [10.1, 9.9]})
+    assert with_blocks is not None and not with_blocks.blocks_are_runs
+    assert with_blocks.spread(spread).se_log > with_blocks.spread(None).se_log

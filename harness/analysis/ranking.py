@@ -296,10 +296,18 @@ class Pooled:
     stats: dict[str, Stats]  # per shape label, the pooled samples
     runs: list[RunLike]  # oldest first
     block_scores: list[float]  # the interval's blocks: every run's blocks, or each run's score as one
+    blocks_are_runs: bool = False  # each run's score as one block: their spread is already a rerun's
 
     @property
     def latest(self) -> RunLike:
         return self.runs[-1]
+
+    def spread(self, between_runs: RunSpread | None = None) -> Spread:
+        """Its spread (``entry_spread``), with the device and task's measured between-run sd over its runs
+        where its blocks are consecutive blocks of runs (not when they are the runs' own scores)."""
+        return entry_spread(
+            self.score, self.block_scores, None if self.blocks_are_runs else between_runs, len(self.runs)
+        )
 
 
 def pool_runs(
@@ -319,7 +327,9 @@ def pool_runs(
     if pooled is None:  # a run stored without its samples: the latest run alone
         counted, pooled = counted[-1:], stats[counted[-1].id]
     shapes = [ShapeTime(label, st.mean / 1e3, st.stderr / 1e3) for label, st in pooled.items()]
-    return Pooled(score(shapes, rule), shapes, pooled, counted, _pooled_blocks(counted, cases, rule, blocks))
+    block_scores = _pooled_blocks(counted, cases, rule, blocks)
+    as_runs = len(counted) >= 2 and not any(len(blocks.get(r.id, ())) >= 2 for r in counted)
+    return Pooled(score(shapes, rule), shapes, pooled, counted, block_scores, as_runs)
 
 
 def _counted_runs(
@@ -465,7 +475,7 @@ def _board(
 ) -> DeviceBoard:
     pooled, aliases, unranked = _pooled_per_content(runs, cases, rule, blocks)
     pooled.sort(key=lambda p: (p.score.value_us, p.latest.display_name))
-    spreads = [entry_spread(p.score, p.block_scores, between_runs, len(p.runs)) for p in pooled]
+    spreads = [p.spread(between_runs) for p in pooled]
     leader = pooled[0].score.value_us if pooled else math.nan
     entries = [_entry(p, sp, leader, aliases[p.latest.submission_sha256]) for p, sp in zip(pooled, spreads)]
     for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.analysis import compare as stats
 from harness.analysis import run_spread, ties
-from harness.analysis.ranking import Pooled, RankRule, entry_spread, pool_runs, run_score
+from harness.analysis.ranking import Pooled, RankRule, pool_runs, run_score
 from harness.analysis.run_spread import RunSpread
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_store_exists
@@ -140,8 +140,7 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
 def _decision(a: Pooled, b: Pooled, margin: float, between_runs: RunSpread | None) -> ties.Decision:
     """The tie rule on the two sides' scores, each with its blocks' spread (and the device and task's
     measured between-run spread), or its samples'."""
-    spread_a = entry_spread(a.score, a.block_scores, between_runs, len(a.runs))
-    return ties.welch(spread_a, entry_spread(b.score, b.block_scores, between_runs, len(b.runs)), margin)
+    return ties.welch(a.spread(between_runs), b.spread(between_runs), margin)
 
 
 def _decision_text(d: ties.Decision, name_a: str, name_b: str) -> str:
