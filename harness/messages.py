@@ -185,10 +185,11 @@ class Loaded:
 
 @dataclass(frozen=True)
 class OutputsShared:
-    """The worker mapped the shared output region (``harness.shared_outputs``); ``pinned``: page-locked
-    for its GPU too."""
+    """The worker mapped the shared output region (``harness.shared_outputs``): ``used``, whether its
+    replies place their outputs there (not on a GPU that could not page-lock it); ``pinned``: page-locked."""
 
     ok: ClassVar[bool] = True
+    used: bool
     pinned: bool
     integrity: Integrity
 
@@ -196,7 +197,8 @@ class OutputsShared:
     def decode(cls, header: dict, payloads: list) -> OutputsShared:
         what = "a reply to the shared output region"
         _no_payloads(payloads, what)
-        return cls(_field(header, "pinned", _flag, what), Integrity.decode(header, what, True))
+        used, pinned = _field(header, "used", _flag, what), _field(header, "pinned", _flag, what)
+        return cls(used, pinned, Integrity.decode(header, what, True))
 
 
 @dataclass(frozen=True)

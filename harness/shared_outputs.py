@@ -10,7 +10,9 @@ its descriptor (``harness.engine.supervisor``). The worker can write anything th
 can in every other byte of its own memory: the parent bounds-checks each location it is told, copies
 the bytes once, and checks the copy; it never reads the region twice. The seal keeps the worker from
 truncating the region under the parent's mapping (a read there would kill the parent with SIGBUS).
-Where a system has no memfd, or the region is too small for a reply, the outputs travel as frames.
+Where a system has no memfd, where a GPU's driver cannot page-lock the region (copies to and from plain
+memory are slower there than the channel's own pinned buffers), or where the region is too small for a
+reply, the outputs travel as frames.
 """
 
 from __future__ import annotations
@@ -69,6 +71,13 @@ class SharedOutputs:
             os.close(fd)
         region.fd = None
         return region
+
+    def worth_using(self, device: torch.device) -> bool:
+        """Whether outputs should go through this mapping: always on the CPU; on a GPU only page-locked,
+        since a copy to or from plain memory is slower there than the channel's pinned buffers (the worker
+        and the parent each decide this for their own mapping; the parent keeps the region only when the
+        worker says it uses it)."""
+        return device.type == "cpu" or self.pinned
 
     def read(self, offset: int, n: int, device: torch.device) -> torch.Tensor:
         """Parent side: the bytes at ``offset`` as a uint8 tensor of their own on ``device``; ValueError

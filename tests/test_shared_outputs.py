@@ -40,6 +40,12 @@ def test_the_region_cannot_shrink_or_grow(region):
             os.ftruncate(region.fd, size)
 
 
+def test_a_gpu_uses_the_region_only_page_locked(region):
+    assert not region.pinned  # a CPU mapping
+    assert region.worth_using(CPU)
+    assert not region.worth_using(torch.device("cuda"))  # plain memory is slower there than the channel's
+
+
 def test_a_read_is_a_copy_of_its_own_and_stays_inside_the_region(region):
     region.tensor[:8] = torch.arange(8, dtype=torch.uint8)
     got = region.read(2, 4, CPU)

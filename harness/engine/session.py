@@ -85,7 +85,7 @@ class WorkerSession:
         except BaseException:
             region.close()
             raise
-        if reply.ok:
+        if reply.ok and reply.used:
             sup.use_shared(region)
         else:
             region.close()

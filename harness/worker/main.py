@@ -260,8 +260,12 @@ class Worker:
         fd = multiprocessing.reduction.recv_handle(self.conn)
         if self.staging.shared is not None:
             self.staging.shared.close()
-        self.staging.shared = SharedOutputs.attach(fd, request.nbytes, self.device)
-        return {"ok": True, "pinned": self.staging.shared.pinned, **self._integrity()}
+        region = SharedOutputs.attach(fd, request.nbytes, self.device)
+        used = region.worth_using(self.device)  # not on a GPU that could not page-lock it: the channel's buffers
+        if not used:
+            region.close()
+        self.staging.shared = region if used else None
+        return {"ok": True, "used": used, "pinned": region.pinned, **self._integrity()}
 
     def call(self, request: Call) -> None:
         out = self._kernel()(self._input(request.data))

@@ -50,7 +50,7 @@ GOOD = {
         {"n_samples": 2, "n_outputs": 2},
     ),
     Profiled: ({"ok": True, "table": "Name  Self CPU", **INTEGRITY}, [], {}),
-    OutputsShared: ({"ok": True, "pinned": False, **INTEGRITY}, [], {}),
+    OutputsShared: ({"ok": True, "used": True, "pinned": False, **INTEGRITY}, [], {}),
     KernelOnlyMeasured: (
         {
             "ok": True,
@@ -124,6 +124,7 @@ MALFORMED = (
         (KernelOnlyMeasured, "profiler.window_ns", {}),
         (KernelOnlyMeasured, "poisoned", None),
         (OutputsShared, "pinned", 1),
+        (OutputsShared, "used", "yes"),
     ]
     + [(cls, "tampered", bad) for cls in GOOD for bad in ("x", [3], None)]
     + [(cls, "threads", bad) for cls in GOOD for bad in (-1, 1.0, "2", None)]
@@ -138,7 +139,7 @@ REQUIRED = {
     Timed: [*SERIES, "gate_misses", "outputs"],
     Profiled: ["table"],
     KernelOnlyMeasured: ["graph", "poisoned"],
-    OutputsShared: ["pinned"],
+    OutputsShared: ["used", "pinned"],
 }
 
 
