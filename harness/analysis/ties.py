@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
+from harness.analysis.blocks import log_spread
 from harness.analysis.compare import t_quantile, welch_df
 from harness.analysis.run_spread import RunSpread, widen
 
@@ -134,13 +135,11 @@ def spread_from_blocks(
 ) -> Spread | None:
     """An entry's spread from its block scores (None with fewer than two), with the device and task's
     measured between-run sd over its ``runs`` runs added where there is one (``harness.analysis.blocks``)."""
-    xs = [math.log(s) for s in block_scores_us if s is not None and s > 0 and math.isfinite(s)]
-    if len(xs) < 2:
+    scores = [s for s in block_scores_us if s is not None and s > 0 and math.isfinite(s)]
+    if len(scores) < 2:
         return None
-    mean = math.fsum(xs) / len(xs)
-    var = math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
-    var, df = widen(var, float(len(xs) - 1), between_runs, runs)
-    return Spread(score_us, math.sqrt(var), df, "blocks", len(xs))
+    var, df = widen(log_spread(scores) ** 2 / len(scores), float(len(scores) - 1), between_runs, runs)
+    return Spread(score_us, math.sqrt(var), df, "blocks", len(scores))
 
 
 def rank_groups(spreads: Sequence[Spread], margin: float = DEFAULT_MARGIN) -> list[tuple[int, bool]]:

@@ -20,6 +20,10 @@ class Unusable:
     def __init__(self, what: str):
         self.what = what
 
+    def verdict(self) -> tuple[bool, str]:
+        """Its check's verdict: failed, with what it was."""
+        return False, f"custom_kernel returned {self.what}"
+
 
 class Checker:
     def __init__(self, ctx: RunContext):
@@ -48,7 +52,7 @@ class Checker:
         """The task's verdict on ``out``, its time counted as ``phase`` (a deferred check's is a part of
         the input generation it overlaps: ``worker_generate.check``)."""
         if isinstance(out, Unusable):
-            return False, f"custom_kernel returned {out.what}"
+            return out.verdict()
         with self.ctx.phases.measure(phase):
             return self.ctx.task.check(data, out)
 
@@ -57,9 +61,7 @@ class Checker:
         (``tasks.registry.Task.check_all``)."""
         with self.ctx.phases.measure(phase):
             verdicts = iter(self.ctx.task.check_all([(d, o) for d, o in pairs if not isinstance(o, Unusable)]))
-        return [
-            (False, f"custom_kernel returned {o.what}") if isinstance(o, Unusable) else next(verdicts) for _, o in pairs
-        ]
+        return [o.verdict() if isinstance(o, Unusable) else next(verdicts) for _, o in pairs]
 
     def check_fixed(self, data: Any, out: Any, passed: list[torch.Tensor]) -> tuple[bool, str]:
         """Benchmark mode re-checks the same fixed input every chunk: an output bit-identical to one
