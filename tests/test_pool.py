@@ -454,3 +454,85 @@ def test_the_worker_modules_the_server_preloads_ask_nothing_of_cuda():
         [sys.executable, "-c", code, json.dumps(["harness.worker.captured"])], capture_output=True, text=True
     )
     assert json.loads(asks.stdout)[0] == ["is_available"]
+
+
+def _next_worker_after_retiring(tmp_path: Path, pool, name: str, spare: bool):
+    """A worker asked to retire, the next one started meanwhile, then the first one stopped (sparing the
+    next one or not): (the first, the next) supervisors."""
+    from harness.engine.supervisor import Supervisor
+
+    deadline = time.monotonic() + 120
+    folder = tmp_path / name
+    folder.mkdir()
+    last = Supervisor(_plain_worker_config(folder), memory_limit_bytes=8 << 30)
+    last.start(deadline, pool)
+    last.retire()
+    (folder / "next").mkdir()
+    following = Supervisor(_plain_worker_config(folder / "next"), memory_limit_bytes=8 << 30)
+    following.start(deadline, pool)
+    assert last.started_by == following.started_by == "pool", (last.pool_warning, following.pool_warning)
+    last.stop(spare=(following.pid,) if spare else ())
+    return last, following
+
+
+def test_a_retired_worker_is_reaped_and_the_one_started_meanwhile_lives_on(tmp_path, pool):
+    """WorkerSession.renew: the next block's worker starts while the last one exits. Stopping the last
+    one kills every child of ours that appeared since it started, the next worker among them, unless
+    it is spared; spared, the next worker lives on and answers."""
+    from harness.messages import Loaded, decode_reply
+    from harness.requests import Load
+
+    last, following = _next_worker_after_retiring(tmp_path, pool, "spared", spare=True)
+    try:
+        assert last.proc is not None and not last.proc.is_alive()
+        assert following.proc is not None and following.proc.is_alive()
+        header, payloads = following.request(Load(), time.monotonic() + 60, "importing the submission")
+        assert decode_reply(header, payloads, Loaded).ok
+    finally:
+        following.stop()
+
+    last, following = _next_worker_after_retiring(tmp_path, pool, "unspared", spare=False)
+    try:
+        assert following.proc is not None
+        following.proc.join(5.0)
+        assert not following.proc.is_alive(), "unspared, the next worker should have been taken for a stray"
+    finally:
+        following.stop()
+
+
+LEAVES_AN_ORPHAN = """
+import json, os, time
+_seen = open("orphans.txt").read().split() if os.path.exists("orphans.txt") else []
+_alive = []
+for _pid in _seen:
+    try:
+        os.kill(int(_pid), 0)
+        _alive.append(int(_pid))
+    except PermissionError:            # alive, in another worker's Landlock domain (signals are scoped)
+        _alive.append(int(_pid))
+    except ProcessLookupError:
+        pass
+print(json.dumps({"at_import": os.getpid(), "orphans_seen": len(_seen), "orphans_alive": _alive}), flush=True)
+if os.fork() == 0:                     # double fork + setsid: an orphan the harness inherits
+    os.setsid()
+    if os.fork() == 0:
+        with open("orphans.txt", "a") as f:
+            f.write(f"{os.getpid()} ")
+        time.sleep(300)
+    os._exit(0)
+time.sleep(0.5)                        # the orphan has written its pid
+"""
+
+
+def test_what_a_blocks_worker_left_running_is_gone_before_the_next_worker_imports(tmp_path, pool):
+    """A worker of block b leaves an orphan; the worker of block b + 1, started while the last one
+    exits, finds it dead when the submission is imported again: the last worker's stop ends before
+    any submission code runs in the next."""
+    opts = RunOptions(device="cpu", max_repeats=3, blocks=3)
+    r = run_submission(_submission(tmp_path, "orphans.py", LEAVES_AN_ORPHAN), MXFP4_SMALL, "benchmark", opts)
+    assert r.verdict == PASS, r.message
+    reports = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"at_import"')]
+    assert len(reports) == 3 and len({x["at_import"] for x in reports}) == 3, r.stdout  # three fresh workers
+    assert [x["orphans_seen"] for x in reports] == [0, 1, 2], "the orphans were not left: the test proves nothing"
+    assert all(x["orphans_alive"] == [] for x in reports[1:]), reports
+    assert r.sandbox is not None and r.sandbox["started_by"] == "pool", r.warnings

@@ -1,7 +1,8 @@
 """The timed cases in blocks: each block renews what changes between runs.
 
-Block 0 runs in the worker that ran the tests; every later block first replaces it (``WorkerSession``
-stop, start, import: with a warm worker pool behind start that is a fraction of a second), then times
+Block 0 runs in the worker that ran the tests; every later block first replaces it
+(``WorkerSession.renew``: the next worker starts while the last one exits, then imports the submission;
+with a warm worker pool behind the start that is a fraction of a second), then times
 every shape once, in an order of its own, on inputs whose seeds derive from the secret and the block
 (``BLOCK_STRIDE``), and reads the GPU's clocks, temperature, power and throttle reasons before and after.
 Each case of a block takes 1/B of the stop rule (``StopRule.for_blocks``), so a ranked run takes about
@@ -255,8 +256,7 @@ class TimedBlocks:
 
 def renew_worker(session: WorkerSession, deadline: float) -> None:
     """Replaces the worker with a fresh one that imports the submission again."""
-    session.stop()
-    session.start(deadline)
+    session.renew(deadline)
     reply = session.load(deadline, "re-importing the submission for a new block")
     reason = session.rejection(reply)
     if reason:

@@ -150,10 +150,24 @@ class WorkerSession:
     def load(self, deadline: float, what: str = "importing the submission") -> Loaded | Failed:
         return self.request("import", Load(), deadline, what, Loaded)
 
+    def renew(self, deadline: float) -> None:
+        """A fresh worker in place of the current one. The current one is asked to exit and the next one
+        starts meanwhile (fork, sandbox, CUDA context: the two overlap); then the current one is reaped
+        and everything it started killed, the next one spared, before the next one runs any submission
+        code (its import comes after this returns)."""
+        retiring = self._supervisor()
+        retiring.retire()
+        try:
+            self.start(deadline)
+        finally:
+            spare = (self.sup.pid,) if self.sup is not None and self.sup is not retiring and self.sup.pid else ()
+            with self.ctx.phases.measure("worker_stop"):
+                retiring.stop(spare=spare)
+        self._supervisor().forget_gone()
+
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
-        self._supervisor().stop()
-        self.start(deadline)
+        self.renew(deadline)
         reply = self.load(deadline, "re-importing the submission")
         if isinstance(reply, Failed):
             raise WorkerFailure(ERROR, f"the submission could not be re-imported: {reply.error}")

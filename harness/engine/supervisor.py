@@ -85,6 +85,8 @@ class Supervisor:
         self._pool: WorkerPool | None = None
         self.pool_warning: str | None = None  # why a pool given to start() was not used
         self.shared: SharedOutputs | None = None  # where the worker places its replies' outputs, if anywhere
+        self._exit_sent = False  # retire() asked the worker to exit
+        self._spared: set[int] = set()  # our children that stop() leaves alone (the next worker, the pool's server)
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self, deadline: float, pool: WorkerPool | None = None) -> protocol.Message:
@@ -137,9 +139,25 @@ class Supervisor:
         self.proc, self.pid, self.started_by = spawned, int(spawned.pid or 0), "spawn"
         return self._receive(deadline, what="starting the worker")
 
-    def stop(self) -> None:
-        """Ends the worker and everything it started; safe to call more than once."""
+    def retire(self) -> None:
+        """Asks the worker to exit and returns at once, so that the next worker can start while this one
+        ends (its CUDA context's teardown); :meth:`stop`, sparing the next worker, then finishes."""
+        self._stop.set()  # the memory watch ends here: it would take the next worker for a stray of this one
+        if self.proc is None or self.conn is None or not self.proc.is_alive():
+            return
+        try:
+            protocol.send_to_worker(self.conn, Exit())
+            self._exit_sent = True
+        except (OSError, ValueError):
+            pass
+
+    def stop(self, spare: tuple[int, ...] = ()) -> None:
+        """Ends the worker and everything it started; safe to call more than once. ``spare``: our
+        children that are not this worker's to kill (the next worker, started after :meth:`retire`)."""
         self._stop.set()
+        self._spared.update(spare)
+        if self._pool is not None and self._pool.server_pid is not None:
+            self._spared.add(self._pool.server_pid)  # the pool's server may have been replaced since start()
         if self.proc is None:
             self._kill_unclaimed()
             return
@@ -147,7 +165,8 @@ class Supervisor:
             return
         if self.proc.is_alive():
             try:
-                protocol.send_to_worker(self.conn, Exit())
+                if not self._exit_sent:
+                    protocol.send_to_worker(self.conn, Exit())
                 self.proc.join(2.0)
             except (OSError, ValueError):
                 pass
@@ -183,8 +202,15 @@ class Supervisor:
 
     def _new_children(self, but: int | None) -> list[psutil.Process]:
         """Our children that were not ours when the worker started, ``but`` aside (the worker, or the
-        pool's server)."""
-        return [p for p in process_tree.children(os.getpid()) if p.pid not in self._before and p.pid != but]
+        pool's server), and those :meth:`stop` spares."""
+        skip = self._before | self._spared
+        return [p for p in process_tree.children(os.getpid()) if p.pid not in skip and p.pid != but]
+
+    def forget_gone(self) -> None:
+        """Drops the processes that have ended from those that were ours before the worker started (the
+        previous worker, reaped after this one started): a process that reuses one of their ids later is
+        the submission's."""
+        self._before &= {p.pid for p in process_tree.children(os.getpid())}
 
     def _kill_unclaimed(self) -> None:
         """A signal cut :meth:`start` short before the worker was ours (forked by the pool or spawned,

@@ -47,11 +47,8 @@ class FakeSession:
         return None
 
     # a fresh worker for every block after the first (harness.engine.blocks.renew_worker)
-    def stop(self):
-        self.stops = getattr(self, "stops", 0) + 1
-
-    def start(self, deadline):
-        pass
+    def renew(self, deadline):
+        self.renewals = getattr(self, "renewals", 0) + 1
 
     def load(self, deadline, what=""):
         return SimpleNamespace(ok=True)
@@ -137,7 +134,7 @@ def test_a_ranked_run_times_every_shape_in_fresh_workers_block_after_block():
     session, benchmarks = FakeSession(), FakeBenchmarks()
     run = _run(Mode.LEADERBOARD, session=session, benchmarks=benchmarks)
     assert benchmarks.blocks == 3 and benchmarks.blocks_seen == 3  # the CPU's ranked default
-    assert session.stops == 2  # a fresh worker for blocks 2 and 3
+    assert session.renewals == 2  # a fresh worker for blocks 2 and 3
     assert [r.index for r in run.blocks.records] == [0, 1, 2]
     assert all(sorted(r.order) == [0, 1] for r in run.blocks.records)
 
@@ -145,7 +142,7 @@ def test_a_ranked_run_times_every_shape_in_fresh_workers_block_after_block():
 def test_a_rejection_in_the_first_block_ends_the_blocks():
     session, benchmarks = FakeSession(), FakeBenchmarks(REJECTED)
     run = _run(Mode.LEADERBOARD, session=session, benchmarks=benchmarks)
-    assert benchmarks.blocks_seen == 1 and not getattr(session, "stops", 0)
+    assert benchmarks.blocks_seen == 1 and not getattr(session, "renewals", 0)
     assert sorted(c.verdict for c in run.cases if c.kind == "leaderboard") == ["not_run", REJECTED]
 
 
@@ -167,7 +164,7 @@ def test_worker_restarts_extend_the_deadline(monkeypatch):
     import time as time_mod
 
     class SlowStart(FakeSession):
-        def start(self, deadline):
+        def renew(self, deadline):
             clock[0] += 5.0  # each restart takes 5 s of the harness's own time
 
     clock = [1000.0]
