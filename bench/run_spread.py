@@ -22,18 +22,18 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from _common import ROOT, doc_parser, rel, say, utc_now  # _common puts the repository root on sys.path
 
-from harness.analysis.compare import betainc, t_quantile
+from harness.analysis.compare import t_quantile
 from harness.analysis.peaks import gpu_key
-from harness.analysis.run_spread import RunSpread, package_file, widen
+from harness.analysis.run_spread import ALPHA, Rerun, RunSpread, estimate, package_file, widen
 from harness.analysis.ties import Spread, rank_groups
 
 VERSION = 1  # 1 - first version
-ALPHA = 0.05  # the spread beyond the blocks' is kept only where it is significant (an F test); else 0
 
 
 def _copies(board: dict) -> list[tuple[str, float, float, int]]:
@@ -57,35 +57,15 @@ def _copies(board: dict) -> list[tuple[str, float, float, int]]:
 
 
 def spread_of(boards: list[dict]) -> dict[str, Any] | None:
-    """The between-run sd beyond the copies' own standard errors, over ``boards``; None without two copies."""
-    squares, df, own, own_df = 0.0, 0, [], 0
-    for board in boards:
-        copies = _copies(board)
-        if len(copies) < 2:
-            continue
-        logs = [math.log(score) for _, score, _, _ in copies]
-        mean = math.fsum(logs) / len(logs)
-        squares += math.fsum((x - mean) ** 2 for x in logs)
-        df += len(logs) - 1
-        own += [se**2 for _, _, se, _ in copies]
-        own_df += sum(blocks - 1 for *_, blocks in copies)
-    if df == 0:
+    """The between-run sd beyond the copies' own standard errors, over ``boards`` (each board's copies are
+    reruns of one code: ``harness.analysis.run_spread.estimate``); None without two copies."""
+    groups = [[Rerun(math.log(score), se, blocks) for _, score, se, blocks in _copies(board)] for board in boards]
+    found = estimate(groups, ALPHA)
+    if found is None:
         return None
-    pooled, mean_own = squares / df, math.fsum(own) / len(own)
-    p = f_upper_p(pooled / mean_own, df, own_df) if mean_own > 0 else 0.0
-    return {
-        "sd_log": math.sqrt(max(0.0, pooled - mean_own)) if p < ALPHA else 0.0,
-        "df": df,
-        "rerun_sd_log": math.sqrt(pooled),
-        "blocks_se_log": math.sqrt(mean_own),
-        "p_value": p,
-        "runs": len(own),
-    }
-
-
-def f_upper_p(f: float, d1: float, d2: float) -> float:
-    """P(F > f) for F with (d1, d2) degrees of freedom: does the reruns' spread exceed the blocks'?"""
-    return betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+    row = asdict(found)
+    del row["files"]  # the boards, counted by the caller
+    return row
 
 
 def tied_with(board: dict, spread: RunSpread, margin: float) -> bool:

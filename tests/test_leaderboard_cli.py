@@ -58,7 +58,7 @@ def test_json_and_device_filter(results, capsys):
         capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json", "--device", "NVIDIA H200"
     )
     board = json.loads(out)
-    assert code == 0 and board["version"] == 4 and board["rule"] == "geom"
+    assert code == 0 and board["version"] == 5 and board["rule"] == "geom"
     (dev,) = board["devices"]
     assert [e["name"] for e in dev["ranked"]] == ["Fast Kernel", "slow", "twin"]
     assert [e["rank_label"] for e in dev["ranked"]] == ["1", "=2", "=2"]
@@ -116,7 +116,7 @@ def test_compare_pools_every_run_of_a_side_as_the_board_does(results, capsys):
     argv = ["--task", TASK, "--results-dir", results]
     code, out, _ = cli(capsys, "compare", "Fast Kernel", "slow", *argv, "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["version"] == 3 and data["mode"] == "leaderboard" and len(data["b"]["run_ids"]) == 2
+    assert code == 0 and data["version"] == 4 and data["mode"] == "leaderboard" and len(data["b"]["run_ids"]) == 2
     assert data["shapes"][0]["mean_us_b"] == pytest.approx(21.0)  # both runs' samples, not the best run's 20
     code, out, _ = cli(capsys, "leaderboard", *argv, "--format", "json")
     (h200,) = (d for d in json.loads(out)["devices"] if d["device"] == "NVIDIA H200")

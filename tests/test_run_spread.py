@@ -194,3 +194,77 @@ def test_an_entry_whose_blocks_are_its_runs_scores_adds_no_between_run_spread():
     with_blocks = pool_runs(runs, {r.id: r.cases for r in runs}, RankRule.GEOM, {1: [10.0, 10.2], 2: [10.1, 9.9]})
     assert with_blocks is not None and not with_blocks.blocks_are_runs
     assert with_blocks.spread(spread).se_log > with_blocks.spread(None).se_log
+
+
+def _reruns(rng: random.Random, run_sd: float, files: int = 4, runs: int = 4) -> list:
+    """``files`` files, each run ``runs`` times (one content each): every run's blocks agree within 0.5%,
+    and the runs of a file differ by ``run_sd`` more."""
+    out = []
+    for f in range(files):
+        sha = f"{f:064x}"
+        for _ in range(runs):
+            r = blocked_result(f"rerun{f}", 12.0 * math.exp(rng.gauss(0.0, run_sd)), rng, between=0.005)
+            r.task, r.submission.sha256 = "nvfp4_gemm", sha
+            out.append(r)
+    return out
+
+
+def test_a_stores_own_reruns_widen_its_board_where_they_drift_beyond_their_blocks(tmp_path, monkeypatch):
+    """No row for the device: the board learns the between-run spread from the files run more than once
+    in its store. Two files 4% apart, each with tight blocks, are ranked apart beside reruns that agree
+    with their blocks, and tied beside reruns that drift by 3% between runs."""
+    from harness.report.board import interval_notes
+
+    monkeypatch.setattr(run_spread, "package_file", lambda: tmp_path / "no-rows.json")
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
+    rng = random.Random(3)
+    pair = [blocked_result(name, base, rng, between=0.005) for name, base in (("a", 10.0), ("b", 10.4))]
+    for r in pair:
+        r.task = "nvfp4_gemm"
+
+    steady = _board(tmp_path / "steady", [*_reruns(rng, 0.0), *pair])
+    assert steady.run_sd == 0.0 and steady.run_sd_from_store, (steady.run_sd, steady.run_sd_source)
+    ranks = {e.name: e.rank_label for e in steady.ranked}
+    assert (ranks["a"], ranks["b"]) == ("1", "2"), ranks
+    assert any("spread no more than their blocks" in n for n in interval_notes(steady.ranked, steady))
+
+    drifting = _board(tmp_path / "drifting", [*_reruns(rng, 0.03), *pair])
+    assert drifting.run_sd_from_store and 0.015 < (drifting.run_sd or 0) < 0.05, drifting.run_sd
+    assert drifting.run_sd_source == "16 runs of 4 files run more than once in this store"
+    ranks = {e.name: e.rank_label for e in drifting.ranked}
+    assert ranks["a"] == ranks["b"] == "=1", ranks
+    assert any("this store's reruns show" in n for n in interval_notes(drifting.ranked, drifting))
+
+
+def test_the_wider_of_the_devices_row_and_the_stores_reruns_counts(tmp_path, monkeypatch):
+    rows = _write(tmp_path / "rows.json", {"H200": {"nvfp4_gemm": {"sd_log": 0.06, "df": 20, "source": "boards"}}})
+    monkeypatch.setattr(run_spread, "package_file", lambda: rows)
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
+    b = _board(tmp_path / "row", _reruns(random.Random(5), 0.03))
+    assert (b.run_sd, b.run_sd_from_store, b.run_sd_source) == (0.06, False, "boards")
+    assert run_spread.wider(None, None) is None
+    low, high = RunSpread(0.01, 20, "x"), RunSpread(0.02, 5, "y", from_store=True)
+    assert run_spread.wider(low, high) is high and run_spread.wider(high, low) is high
+    assert run_spread.wider(low, None) is low and run_spread.wider(None, high) is high
+
+
+def test_compare_adds_the_spread_the_board_of_its_device_adds(tmp_path, monkeypatch, capsys):
+    from harness.cli.main import main
+    from harness.store.database import open_store
+
+    monkeypatch.setattr(run_spread, "package_file", lambda: tmp_path / "no-rows.json")
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
+    rng = random.Random(3)
+    pair = [blocked_result(name, base, rng, between=0.005) for name, base in (("a", 10.0), ("b", 10.4))]
+    calls = {}
+    for label, run_sd in (("steady", 0.0), ("drifting", 0.03)):
+        d = str(tmp_path / label)
+        with open_store(d) as st:
+            for r in [*_reruns(rng, run_sd), *pair]:
+                r.task = "nvfp4_gemm"
+                st.record(r)
+        assert main(["compare", "a", "b", "--task", "nvfp4_gemm", "--results-dir", d, "--format", "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        calls[label] = (out["decision"]["call"], out["between_runs"]["sd_log"])
+    assert calls["steady"] == ("faster", 0.0), calls
+    assert calls["drifting"][0] == "tied" and calls["drifting"][1] > 0.015, calls

@@ -22,7 +22,9 @@ of freedom) or, for a single run of a single block, from its samples (``score``:
 per-shape standard errors; one process only, so much narrower than a rerun's spread). Entries are sorted by score;
 the best entry not yet placed leads a group, and every later entry the rule calls ``tied`` with the leader
 (not both a significant difference and one beyond the equivalence margin) shares its rank, shown as
-"=2". Ties are not chained.
+"=2". Ties are not chained. Entries with blocks add the between-run spread their blocks cannot show
+(:func:`between_runs`): the wider of the device and task's measured row and what the store's own reruns
+of identical files show beyond their blocks.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from harness.analysis import run_spread
-from harness.analysis.run_spread import RunSpread
+from harness.analysis.run_spread import Rerun, RunSpread
 from harness.analysis.ties import DEFAULT_MARGIN, TIE_RULE_VERSION, Decision, Spread, rank_groups, welch
 from harness.results import PASS, Stats, shape_label
 
@@ -46,7 +48,8 @@ Z_95 = 1.959963984540054
 # 3 - an entry pools every counted run of its content (run_ids, oldest first; run_id is the latest), not
 #     its best run
 # 4 - each device section's run_sd: the between-run sd its intervals add (harness.analysis.run_spread)
-LEADERBOARD_JSON_VERSION = 4
+# 5 - run_sd may come from the store's own reruns: run_sd_source and run_sd_from_store say where it was measured
+LEADERBOARD_JSON_VERSION = 5
 INCOMPLETE = "incomplete"  # the store's verdict of a run that began and never finished
 UNKNOWN_DEVICE = "(unknown device)"
 BENCHMARK_KINDS = ("benchmark", "leaderboard")
@@ -160,6 +163,8 @@ class DeviceBoard:
     unranked: list[Unranked] = field(default_factory=list)
     final: dict[str, Any] | None = None  # the latest final scoring of this section (harness.analysis.final JSON)
     run_sd: float | None = None  # the between-run sd its intervals add (harness.analysis.run_spread); None: no row
+    run_sd_source: str | None = None  # where it was measured: boards of copies (a file) or this store's reruns
+    run_sd_from_store: bool = False  # measured by this store's reruns (wider than the device's row, if any)
 
 
 @dataclass
@@ -392,8 +397,7 @@ def build_leaderboard(
         if r.task == task and (device is None or r.device_name == device):
             by_device.setdefault(r.device_name or UNKNOWN_DEVICE, []).append(r)
     boards = [
-        _board(dev, dev_runs, cases, rule, blocks or {}, margin, run_spread.lookup(dev, task))
-        for dev, dev_runs in sorted(by_device.items())
+        _board(dev, task, dev_runs, cases, rule, blocks or {}, margin) for dev, dev_runs in sorted(by_device.items())
     ]
     return Leaderboard(task=task, rule=rule, boards=boards, margin=margin)
 
@@ -464,18 +468,50 @@ def _pooled_per_content(
     return ranked, aliases, unranked
 
 
+def between_runs(
+    dev: str,
+    task: str,
+    runs: Sequence[RunLike],
+    cases: Mapping[int, Sequence[CaseLike]],
+    rule: RankRule,
+    blocks: Mapping[int, Sequence[float]],
+) -> RunSpread | None:
+    """The between-run spread a board of ``runs`` (one device) adds to its intervals: the wider of the
+    device and task's measured row (``harness.analysis.run_spread.lookup``) and what the reruns among
+    ``runs`` show (:func:`store_reruns`). ``compare`` uses it as the board does."""
+    return _between(dev, task, _pooled_per_content(runs, cases, rule, blocks)[0], blocks)
+
+
+def _between(dev: str, task: str, pooled: Sequence[Pooled], blocks: Mapping[int, Sequence[float]]) -> RunSpread | None:
+    return run_spread.wider(run_spread.lookup(dev, task), store_reruns(pooled, blocks))
+
+
+def store_reruns(pooled: Sequence[Pooled], blocks: Mapping[int, Sequence[float]]) -> RunSpread | None:
+    """The between-run spread beyond their blocks' that the entries run more than once show (each run
+    with blocks of its own; ``harness.analysis.run_spread.estimate``); None where no entry has two such runs."""
+    groups = []
+    for p in pooled:
+        reruns = [Rerun.from_blocks(blocks.get(r.id, ())) for r in p.runs]
+        groups.append([x for x in reruns if x is not None])
+    found = run_spread.estimate(groups)
+    if found is None:
+        return None
+    return found.spread(f"{found.runs} runs of {found.files} files run more than once in this store", from_store=True)
+
+
 def _board(
     dev: str,
+    task: str,
     runs: Sequence[RunLike],
     cases: Mapping[int, Sequence[CaseLike]],
     rule: RankRule,
     blocks: Mapping[int, Sequence[float]],
     margin: float,
-    between_runs: RunSpread | None = None,
 ) -> DeviceBoard:
     pooled, aliases, unranked = _pooled_per_content(runs, cases, rule, blocks)
     pooled.sort(key=lambda p: (p.score.value_us, p.latest.display_name))
-    spreads = [p.spread(between_runs) for p in pooled]
+    between = _between(dev, task, pooled, blocks)
+    spreads = [p.spread(between) for p in pooled]
     leader = pooled[0].score.value_us if pooled else math.nan
     entries = [_entry(p, sp, leader, aliases[p.latest.submission_sha256]) for p, sp in zip(pooled, spreads)]
     for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):
@@ -491,5 +527,13 @@ def _board(
         labels += [s.label for s in e.shapes if s.label not in labels]
     unranked.sort(key=lambda u: u.name)
     kind = next((r.device_kind for r in runs if r.device_kind), None)
-    run_sd = between_runs.sd_log if between_runs is not None else None
-    return DeviceBoard(device=dev, device_kind=kind, shapes=labels, ranked=entries, unranked=unranked, run_sd=run_sd)
+    return DeviceBoard(
+        device=dev,
+        device_kind=kind,
+        shapes=labels,
+        ranked=entries,
+        unranked=unranked,
+        run_sd=between.sd_log if between is not None else None,
+        run_sd_source=between.source if between is not None else None,
+        run_sd_from_store=between is not None and between.from_store,
+    )

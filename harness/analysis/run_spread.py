@@ -13,30 +13,113 @@ holds: the package's (the rows this project measured) and ``run_spread.json`` in
 (on Linux ``~/.local/share/fp4-harness``), where organizers who ran boards on their own machines write
 theirs (``bench/run_spread.py --out``). A device or task with no row adds nothing: its interval is its
 blocks'.
+
+A results store measures it too: every file run more than once is a set of reruns of identical code
+(:func:`estimate`, the same test as the boards'). The leaderboard and ``compare`` take the wider of the
+file's row and what the store's reruns show (``harness.analysis.ranking.between_runs``), so a machine
+that drifts more than the one the row was measured on widens its own intervals.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from harness.analysis.compare import welch_df
+from harness.analysis.compare import betainc, welch_df
 from harness.analysis.peaks import gpu_key, user_data_file
 
 FILE_NAME = "run_spread.json"
+ALPHA = 0.05  # the spread beyond the blocks' counts only where it is significant (an F test); else 0
 
 
 @dataclass(frozen=True)
 class RunSpread:
     """The between-run sd of log scores beyond a run's own standard error, with its degrees of freedom
-    (the boards' copies less one per board) and where it was measured."""
+    (the reruns less one per file) and where it was measured (``from_store``: a store's own reruns, not
+    boards of copies)."""
 
     sd_log: float
     df: float
     source: str
+    from_store: bool = False
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """One run of code that ran more than once: its log score and that score's standard error from its
+    own blocks."""
+
+    log_score: float
+    se_log: float
+    blocks: int
+
+    @classmethod
+    def from_blocks(cls, block_scores: Sequence[float]) -> Rerun | None:
+        """From a run's block scores (mean and standard error of their logs); None with fewer than two."""
+        logs = [math.log(b) for b in block_scores if b > 0]
+        if len(logs) < 2:
+            return None
+        mean = math.fsum(logs) / len(logs)
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        return cls(mean, sd / math.sqrt(len(logs)), len(logs))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What reruns of identical code show: their log scores' pooled sd (``rerun_sd_log``), the root mean
+    of their own squared standard errors (``blocks_se_log``), the F test's p-value, and the sd beyond the
+    blocks' (``sd_log``: 0 unless significant at ``ALPHA``), with ``df`` (the reruns less one per file)."""
+
+    sd_log: float
+    df: int
+    rerun_sd_log: float
+    blocks_se_log: float
+    p_value: float
+    runs: int
+    files: int
+
+    def spread(self, source: str, from_store: bool = False) -> RunSpread:
+        return RunSpread(self.sd_log, float(self.df), source, from_store)
+
+
+def estimate(groups: Iterable[Sequence[Rerun]], alpha: float = ALPHA) -> Estimate | None:
+    """The between-run sd beyond the reruns' own standard errors, over ``groups`` (each: the runs of one
+    identical code; those of fewer than two runs are skipped); None without any. The pooled within-group
+    variance of the log scores, less the mean of the runs' own squared standard errors (0 when negative),
+    kept where an F test finds the first larger than the second."""
+    squares, df, own, own_df, files = 0.0, 0, list[float](), 0, 0
+    for runs in groups:
+        if len(runs) < 2:
+            continue
+        mean = math.fsum(r.log_score for r in runs) / len(runs)
+        squares += math.fsum((r.log_score - mean) ** 2 for r in runs)
+        df += len(runs) - 1
+        own += [r.se_log**2 for r in runs]
+        own_df += sum(r.blocks - 1 for r in runs)
+        files += 1
+    if df == 0:
+        return None
+    pooled, mean_own = squares / df, math.fsum(own) / len(own)
+    p = f_upper_p(pooled / mean_own, df, own_df) if mean_own > 0 else 0.0
+    extra = math.sqrt(max(0.0, pooled - mean_own)) if p < alpha else 0.0
+    return Estimate(extra, df, math.sqrt(pooled), math.sqrt(mean_own), p, len(own), files)
+
+
+def f_upper_p(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for F with (d1, d2) degrees of freedom: do the reruns spread more than their blocks say?"""
+    return betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+
+
+def wider(a: RunSpread | None, b: RunSpread | None) -> RunSpread | None:
+    """Of two measurements of the same spread, the larger (``a`` on a tie); None only when both are."""
+    if a is None or b is None:
+        return a if b is None else b
+    return b if b.sd_log > a.sd_log else a
 
 
 def widen(var_log: float, df: float, between_runs: RunSpread | None, runs: int = 1) -> tuple[float, float]:

@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from harness.analysis import compare as stats
-from harness.analysis import run_spread, ties
-from harness.analysis.ranking import Pooled, RankRule, pool_runs, run_score
+from harness.analysis import ties
+from harness.analysis.ranking import Pooled, RankRule, between_runs, pool_runs, run_score
 from harness.analysis.run_spread import RunSpread
 from harness.cli.options import READ_ONLY_EXIT_CODES, add_results_dir_argument
 from harness.engine.preflight import check_store_exists
@@ -30,8 +30,9 @@ from harness.results import Stats
 from harness.store.database import RunRow, Store, open_store
 
 EXIT_CODES = READ_ONLY_EXIT_CODES
-COMPARE_JSON_VERSION = 3  # 1 - first version; 2 - "decision": the tie rule's call (harness.analysis.ties);
-# 3 - each side pools every run that counts on the board ("run_ids"; "run_id" is the latest), and "mode"
+COMPARE_JSON_VERSION = 4  # 1 - first version; 2 - "decision": the tie rule's call (harness.analysis.ties);
+# 3 - each side pools every run that counts on the board ("run_ids"; "run_id" is the latest), and "mode";
+# 4 - "between_runs": the between-run spread the decision adds, as the board does (null: none)
 EXAMPLES = """  python -m harness compare submissions/a.py submissions/b.py --task mxfp4_mm
   python -m harness compare "Fast Kernel" baseline --task mxfp4_mm --device "NVIDIA H200" --format json
 
@@ -101,8 +102,9 @@ def _device(a: str, b: str, runs_a: list[RunRow], runs_b: list[RunRow], wanted: 
     return common[0]
 
 
-def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled, Pooled]:
-    """(device, mode, A's runs, B's runs), or a UsageError saying why they cannot be compared."""
+def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled, Pooled, RunSpread | None]:
+    """(device, mode, A's runs, B's runs, the between-run spread the board of that device and mode adds), or
+    a UsageError saying why they cannot be compared."""
     refs = (args.a, args.b)
     found = {ref: find_runs(st, args.task, ref) for ref in refs}
     for ref in refs:
@@ -134,7 +136,9 @@ def _sides(st: Store, args: argparse.Namespace) -> tuple[str, str | None, Pooled
             f"{side_a.latest.submission_sha256[:12]}, ranked as one entry): that would compare it with itself; give "
             "two different submissions (see 'python -m harness leaderboard --task " + args.task + "')"
         )
-    return device, mode, side_a, side_b
+    board = ranked_together(st, st.runs(task=args.task, device=device), mode)
+    cases = st.cases(r.id for r in board.runs)
+    return device, mode, side_a, side_b, between_runs(device, args.task, board.runs, cases, rule, board.blocks.scores)
 
 
 def _decision(a: Pooled, b: Pooled, margin: float, between_runs: RunSpread | None) -> ties.Decision:
@@ -160,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
     check_store_exists(args.results_dir)
     margin = margin_fraction(args.margin)
     with open_store(args.results_dir) as st:
-        device, mode, side_a, side_b = _sides(st, args)
-    decision = _decision(side_a, side_b, margin, run_spread.lookup(device, args.task))
+        device, mode, side_a, side_b, between = _sides(st, args)
+    decision = _decision(side_a, side_b, margin, between)
     name_a, name_b = side_a.latest.display_name, side_b.latest.display_name
     if name_a == name_b:
         name_a, name_b = f"{name_a} ({_runs_text(side_a)})", f"{name_b} ({_runs_text(side_b)})"
@@ -191,6 +195,9 @@ def run(args: argparse.Namespace) -> int:
             ],
             "overall": dict(speedup=_ratio_dict(overall), text=stats.describe(overall, name_a, name_b)),
             "decision": dict(decision.to_dict(), text=_decision_text(decision, name_a, name_b)),
+            "between_runs": None
+            if between is None
+            else {"sd_log": between.sd_log, "df": between.df, "source": between.source},
         }
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True, allow_nan=False) + "\n")
         return 0
@@ -203,6 +210,10 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(format_rows(headers, rows, args.format, right=[1, 2, 3, 4, 5]))
     sys.stdout.write("\noverall (geometric mean over shapes): " + stats.describe(overall, name_a, name_b) + "\n")
     sys.stdout.write("verdict (as the leaderboard decides): " + _decision_text(decision, name_a, name_b) + "\n")
+    if between is not None and between.sd_log > 0:
+        sys.stdout.write(
+            f"(each side's interval adds a {100 * between.sd_log:.2f}% between-run spread: {between.source})\n"
+        )
     return 0
 
 

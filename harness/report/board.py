@@ -297,23 +297,12 @@ def interval_text(e: Entry) -> str:
 
 
 def interval_notes(entries: Sequence[Entry], section: DeviceBoard | None = None) -> list[str]:
-    """What the board's intervals cannot say (``section``: the GPU's, whose between-run spread they add)."""
+    """What the board's intervals cannot say (``section``: the device's, whose between-run spread they add)."""
     notes = []
-    gpu = section is not None and section.device_kind in ("cuda", "rocm")
-    if gpu and any(e.interval_source == "blocks" for e in entries):
-        assert section is not None
-        if section.run_sd is None:
-            notes.append(
-                "no between-run spread is measured for this task on this GPU model: the intervals come from "
-                "each run's consecutive blocks, which can miss what drifts over minutes (on the H200, nvfp4_gemm's "
-                "reruns spread 1.8% more than their blocks); measure it with boards of identical copies "
-                "(docs/measurement.md, bench/ranks.py and bench/run_spread.py)"
-            )
-        elif section.run_sd > 0:
-            notes.append(
-                f"the intervals add the {100 * section.run_sd:.2f}% between-run spread that boards of identical "
-                "copies measured for this task on this GPU model (docs/measurement.md)"
-            )
+    if section is not None and any(e.interval_source == "blocks" for e in entries):
+        note = _between_runs_note(section)
+        if note:
+            notes.append(note)
     if any(e.interval_source == "samples" for e in entries):
         notes.append(
             "an interval marked '1 process' comes from one process's samples (a run of a single block, or "
@@ -326,6 +315,38 @@ def interval_notes(entries: Sequence[Entry], section: DeviceBoard | None = None)
             "it ties with the entries around it"
         )
     return notes
+
+
+def _between_runs_note(section: DeviceBoard) -> str | None:
+    """Which between-run spread a section's block intervals add, and where it was measured."""
+    gpu = section.device_kind in ("cuda", "rocm")
+    if section.run_sd is None:
+        return (
+            "no between-run spread is measured for this task on this GPU model: the intervals come from "
+            "each run's consecutive blocks, which can miss what drifts over minutes (on the H200, nvfp4_gemm's "
+            "reruns spread 1.8% more than their blocks); rerun files, or measure it with boards of identical "
+            "copies (docs/measurement.md, bench/ranks.py and bench/run_spread.py)"
+            if gpu
+            else None
+        )
+    if section.run_sd_from_store:
+        if section.run_sd:
+            return (
+                f"the intervals add the {100 * section.run_sd:.2f}% between-run spread that this store's reruns "
+                f"show beyond their blocks ({section.run_sd_source}; docs/measurement.md)"
+            )
+        return (
+            f"this store's reruns spread no more than their blocks ({section.run_sd_source}): the intervals "
+            "add nothing between runs (docs/measurement.md)"
+            if gpu
+            else None
+        )
+    if section.run_sd and gpu:
+        return (
+            f"the intervals add the {100 * section.run_sd:.2f}% between-run spread that boards of identical "
+            "copies measured for this task on this GPU model (docs/measurement.md)"
+        )
+    return None
 
 
 def _ranked_table(b: DeviceBoard, fmt: str) -> str:
