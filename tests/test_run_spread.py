@@ -268,3 +268,42 @@ def test_compare_adds_the_spread_the_board_of_its_device_adds(tmp_path, monkeypa
         calls[label] = (out["decision"]["call"], out["between_runs"]["sd_log"])
     assert calls["steady"] == ("faster", 0.0), calls
     assert calls["drifting"][0] == "tied" and calls["drifting"][1] > 0.015, calls
+
+
+def test_a_file_made_to_run_differently_each_time_cannot_widen_everyones_interval(tmp_path, monkeypatch):
+    """A submitter reruns a file whose speed changes from run to run (20%), to make the store's between-run
+    spread large and every entry tie: the file is left out of the estimate, named, and the two files 4%
+    apart stay ranked apart."""
+    monkeypatch.setattr(run_spread, "package_file", lambda: tmp_path / "no-rows.json")
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
+    rng = random.Random(11)
+    pair = [blocked_result(name, base, rng, between=0.005) for name, base in (("a", 10.0), ("b", 10.4))]
+    wobbly = _reruns(rng, 0.20, files=1, runs=6)
+    for r in [*pair, *wobbly]:
+        r.task = "nvfp4_gemm"
+    for r in wobbly:
+        r.submission.sha256, r.submission.name = "f" * 64, "wobbly"
+
+    alone = _board(tmp_path / "alone", [*wobbly, *pair, *_reruns(rng, 0.0, files=1)])  # two files: no judge
+    assert alone.run_sd is not None and alone.run_sd > 0.05, "the attack should have fired"
+
+    b = _board(tmp_path / "judged", [*wobbly, *pair, *_reruns(rng, 0.0)])
+    assert b.run_sd is not None and b.run_sd < 0.005, (b.run_sd, b.run_sd_source)  # the steady files' own
+    assert b.run_sd_source is not None and "left out" in b.run_sd_source and "wobbly" in b.run_sd_source
+    ranks = {e.name: e.rank_label for e in b.ranked}
+    assert (ranks["a"], ranks["b"]) == ("1", "2"), ranks
+
+
+def test_outliers_leave_an_ordinary_spread_alone():
+    rng = random.Random(2)
+    flagged = 0
+    for _ in range(40):
+        groups = [
+            [run_spread.Rerun(rng.gauss(0.0, 0.02), 0.01, 10) for _ in range(4)]  # all alike: 2% between runs
+            for _ in range(5)
+        ]
+        flagged += len(run_spread.outliers(groups))
+    assert flagged <= 2  # 200 ordinary files tested at p < 0.001: 0.2 expected
+    groups.append([run_spread.Rerun(rng.gauss(0.0, 0.3), 0.01, 10) for _ in range(4)])
+    assert run_spread.outliers(groups) == [5]
+    assert run_spread.outliers(groups[4:]) == []  # two files: neither can be judged against the rest

@@ -488,15 +488,22 @@ def _between(dev: str, task: str, pooled: Sequence[Pooled], blocks: Mapping[int,
 
 def store_reruns(pooled: Sequence[Pooled], blocks: Mapping[int, Sequence[float]]) -> RunSpread | None:
     """The between-run spread beyond their blocks' that the entries run more than once show (each run
-    with blocks of its own; ``harness.analysis.run_spread.estimate``); None where no entry has two such runs."""
+    with blocks of its own; ``harness.analysis.run_spread.estimate``), leaving out an entry whose reruns
+    spread far more than the others' (``run_spread.outliers``: a submission cannot widen everyone's
+    intervals by running differently each time); None where no entry has two such runs."""
     groups = []
     for p in pooled:
         reruns = [Rerun.from_blocks(blocks.get(r.id, ())) for r in p.runs]
         groups.append([x for x in reruns if x is not None])
-    found = run_spread.estimate(groups)
+    left_out = run_spread.outliers(groups)
+    found = run_spread.estimate(g for i, g in enumerate(groups) if i not in left_out)
     if found is None:
         return None
-    return found.spread(f"{found.runs} runs of {found.files} files run more than once in this store", from_store=True)
+    source = f"{found.runs} runs of {found.files} files run more than once in this store"
+    if left_out:
+        names = ", ".join(sorted(pooled[i].latest.display_name for i in left_out))
+        source += f"; left out, its reruns spreading far more than the others': {names}"
+    return found.spread(source, from_store=True)
 
 
 def _board(

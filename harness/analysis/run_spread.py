@@ -35,6 +35,7 @@ from harness.analysis.peaks import gpu_key, user_data_file
 
 FILE_NAME = "run_spread.json"
 ALPHA = 0.05  # the spread beyond the blocks' counts only where it is significant (an F test); else 0
+OUTLIER_P = 0.001  # a store's file whose reruns spread this improbably more than the others' is left out
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,33 @@ def estimate(groups: Iterable[Sequence[Rerun]], alpha: float = ALPHA) -> Estimat
     p = f_upper_p(pooled / mean_own, df, own_df) if mean_own > 0 else 0.0
     extra = math.sqrt(max(0.0, pooled - mean_own)) if p < alpha else 0.0
     return Estimate(extra, df, math.sqrt(pooled), math.sqrt(mean_own), p, len(own), files)
+
+
+def outliers(groups: Sequence[Sequence[Rerun]], p_max: float = OUTLIER_P) -> list[int]:
+    """The indices of the groups whose reruns spread far more, against their own blocks, than the other
+    groups' do (one-sided F test of each group against the rest pooled, p below ``p_max``); none with
+    fewer than three groups of two runs or more. A file made to run differently from run to run would
+    otherwise widen every entry's interval on its board; its own interval still shows its spread."""
+    usable = [i for i, g in enumerate(groups) if len(g) >= 2]
+    if len(usable) < 3:
+        return []
+    ratio = {i: _spread_ratio(groups[i]) for i in usable}
+    df = {i: len(groups[i]) - 1 for i in usable}
+    out = []
+    for i in usable:
+        rest_df = sum(df[j] for j in usable if j != i)
+        rest = math.fsum(ratio[j] * df[j] for j in usable if j != i) / rest_df
+        if rest > 0 and f_upper_p(ratio[i] / rest, df[i], rest_df) < p_max:
+            out.append(i)
+    return out
+
+
+def _spread_ratio(runs: Sequence[Rerun]) -> float:
+    """The variance of the runs' log scores over the mean of their own squared standard errors."""
+    mean = math.fsum(r.log_score for r in runs) / len(runs)
+    spread = math.fsum((r.log_score - mean) ** 2 for r in runs) / (len(runs) - 1)
+    own = math.fsum(r.se_log**2 for r in runs) / len(runs)
+    return spread / own if own > 0 else math.inf
 
 
 def f_upper_p(f: float, d1: float, d2: float) -> float:
