@@ -16,7 +16,7 @@ import pytest
 
 from harness.analysis import run_spread
 from harness.analysis.blocks import interval_from_blocks
-from harness.analysis.run_spread import RunSpread, lookup, widen
+from harness.analysis.run_spread import Rerun, RunSpread, lookup, widen
 from tests.test_ties import blocked_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -270,6 +270,11 @@ def test_compare_adds_the_spread_the_board_of_its_device_adds(tmp_path, monkeypa
     assert calls["drifting"][0] == "tied" and calls["drifting"][1] > 0.015, calls
 
 
+def _as_reruns(results: list) -> list[Rerun]:
+    out = [Rerun.from_blocks([b.score_us for b in r.blocks if b.score_us]) for r in results]
+    return [x for x in out if x is not None]
+
+
 def test_a_file_made_to_run_differently_each_time_cannot_widen_everyones_interval(tmp_path, monkeypatch):
     """A submitter reruns a file whose speed changes from run to run (20%), to make the store's between-run
     spread large and every entry tie: the file is left out of the estimate, named, and the two files 4%
@@ -284,8 +289,11 @@ def test_a_file_made_to_run_differently_each_time_cannot_widen_everyones_interva
     for r in wobbly:
         r.submission.sha256, r.submission.name = "f" * 64, "wobbly"
 
-    alone = _board(tmp_path / "alone", [*wobbly, *pair, *_reruns(rng, 0.0, files=1)])  # two files: no judge
-    assert alone.run_sd is not None and alone.run_sd > 0.05, "the attack should have fired"
+    steady_one = _reruns(rng, 0.0, files=1)
+    unguarded = run_spread.estimate([_as_reruns(wobbly), _as_reruns(steady_one)])
+    assert unguarded is not None and unguarded.sd_log > 0.05, "the attack should fire where nothing judges it"
+    alone = _board(tmp_path / "alone", [*wobbly, *pair, *steady_one])  # two rerun files: neither can be judged
+    assert alone.run_sd is None, (alone.run_sd, alone.run_sd_source)
 
     b = _board(tmp_path / "judged", [*wobbly, *pair, *_reruns(rng, 0.0)])
     assert b.run_sd is not None and b.run_sd < 0.005, (b.run_sd, b.run_sd_source)  # the steady files' own

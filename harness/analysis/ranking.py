@@ -490,11 +490,14 @@ def store_reruns(pooled: Sequence[Pooled], blocks: Mapping[int, Sequence[float]]
     """The between-run spread beyond their blocks' that the entries run more than once show (each run
     with blocks of its own; ``harness.analysis.run_spread.estimate``), leaving out an entry whose reruns
     spread far more than the others' (``run_spread.outliers``: a submission cannot widen everyone's
-    intervals by running differently each time); None where no entry has two such runs."""
+    intervals by running differently each time); None with fewer than ``run_spread.MIN_FILES`` entries of
+    two such runs or more (none could be judged)."""
     groups = []
     for p in pooled:
         reruns = [Rerun.from_blocks(blocks.get(r.id, ())) for r in p.runs]
         groups.append([x for x in reruns if x is not None])
+    if sum(len(g) >= 2 for g in groups) < run_spread.MIN_FILES:
+        return None
     left_out = run_spread.outliers(groups)
     found = run_spread.estimate(g for i, g in enumerate(groups) if i not in left_out)
     if found is None:

@@ -36,6 +36,7 @@ from harness.analysis.peaks import gpu_key, user_data_file
 FILE_NAME = "run_spread.json"
 ALPHA = 0.05  # the spread beyond the blocks' counts only where it is significant (an F test); else 0
 OUTLIER_P = 0.001  # a store's file whose reruns spread this improbably more than the others' is left out
+MIN_FILES = 3  # a store's reruns count with this many files run twice or more: each is judged by the others
 
 
 @dataclass(frozen=True)
@@ -114,10 +115,10 @@ def estimate(groups: Iterable[Sequence[Rerun]], alpha: float = ALPHA) -> Estimat
 def outliers(groups: Sequence[Sequence[Rerun]], p_max: float = OUTLIER_P) -> list[int]:
     """The indices of the groups whose reruns spread far more, against their own blocks, than the other
     groups' do (one-sided F test of each group against the rest pooled, p below ``p_max``); none with
-    fewer than three groups of two runs or more. A file made to run differently from run to run would
+    fewer than ``MIN_FILES`` groups of two runs or more. A file made to run differently from run to run would
     otherwise widen every entry's interval on its board; its own interval still shows its spread."""
     usable = [i for i, g in enumerate(groups) if len(g) >= 2]
-    if len(usable) < 3:
+    if len(usable) < MIN_FILES:
         return []
     ratio = {i: _spread_ratio(groups[i]) for i in usable}
     df = {i: len(groups[i]) - 1 for i in usable}
