@@ -7,6 +7,10 @@
 #   bash bench/h200_validation.sh checks       # the GPU-marked tests but the runs and the docs (JUnit XML)
 #   bash bench/h200_validation.sh checks-runs  # the examples' GPU runs (tests/test_gpu_runs.py)
 #   bash bench/h200_validation.sh checks-docs  # the documented commands that need a GPU
+#   bash bench/h200_validation.sh verdicts     # issue 49: whole-process verdict times, the parent's
+#                       # per-call costs, and (lab, logs/ only) where the time before the run goes
+#   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
+#                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
 #   bash bench/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
 #                       # check (mxfp4: the gate holds; nvfp4: its short cap opens it by itself); the
 #                       # examples named after the stage only (default: all three)
@@ -19,7 +23,7 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs or ranked}
+stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, boards or ranked}
 LOGS=$R/logs
 mkdir -p "$LOGS"
 # Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
@@ -90,6 +94,27 @@ if [ "$stage" = ranked ]; then
       --json $RUNS/$sub.leaderboard_clock.json > $LOGS/$sub.leaderboard_clock.log 2>&1
     tail -3 $LOGS/$sub.leaderboard_clock.log
   done
+fi
+if [ "$stage" = verdicts ]; then   # about 6 minutes
+  step "process phases (lab)"
+  timeout -k 5 150 $PY bench/lab/process_phases.py --runs 2 -- submissions/triton_mxfp4.py --task mxfp4_mm \
+    --mode leaderboard > $LOGS/process_phases.jsonl 2>&1
+  tail -2 $LOGS/process_phases.jsonl
+  step "verdict times"
+  timeout -k 5 330 $PY bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 2 --copies 0 \
+    --budget-s 300 --out $R/h200_verdicts/verdict_time.json > $LOGS/verdict_time.log 2>&1
+  tail -4 $LOGS/verdict_time.log
+  step "check cost"
+  timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
+  tail -4 $LOGS/check_cost.log
+fi
+if [ "$stage" = boards ]; then   # one call: about 3 boards
+  f=$R/ranks/ranks-h200-nvfp4_gemm-boards-rule2.json
+  resume=""; [ -f "$f" ] && resume=--resume
+  step "nvfp4 boards (rule 2)"
+  timeout -k 5 570 $PY bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s 540 $resume \
+    --out "$f" > $LOGS/boards.log 2>&1
+  tail -4 $LOGS/boards.log
 fi
 if [ "$stage" = b ]; then
   step timing;   timeout 400 $PY bench/validate_timing.py --out $R/h200_timing.json
