@@ -536,3 +536,48 @@ def test_what_a_blocks_worker_left_running_is_gone_before_the_next_worker_import
     assert [x["orphans_seen"] for x in reports] == [0, 1, 2], "the orphans were not left: the test proves nothing"
     assert all(x["orphans_alive"] == [] for x in reports[1:]), reports
     assert r.sandbox is not None and r.sandbox["started_by"] == "pool", r.warnings
+
+
+def test_a_renewal_cut_short_while_the_last_worker_stops_leaves_it_to_the_sessions_stop(tmp_path, pool, monkeypatch):
+    """Ctrl-C while renew() stops the worker it replaced (one that does not exit when asked): that worker
+    is no longer the session's current one, and the session's own stop still ends it with the new one."""
+    import torch
+
+    from harness.engine.context import RunContext
+    from harness.engine.device import device_info
+    from harness.engine.modes import Mode
+    from harness.engine.session import WorkerSession
+    from harness.engine.supervisor import Supervisor
+    from tasks.registry import load_task
+
+    device = torch.device("cpu")
+    ctx = RunContext(
+        load_task(MXFP4_SMALL),
+        Mode("benchmark"),
+        RunOptions(device="cpu"),
+        device,
+        device_info(device),
+        lambda _m: None,
+    )
+    session = WorkerSession(ctx, _plain_worker_config(tmp_path), 8 << 30)
+    deadline = time.monotonic() + 120
+    session.start(deadline)
+    assert session.sup is not None and session.sup.started_by == "pool", session.sup.pool_warning
+    last = session.sup
+    os.kill(last.pid, signal.SIGSTOP)  # it cannot act on the request to exit: only a kill ends it
+    real_stop = Supervisor.stop
+
+    def interrupted(self, spare=()):
+        if spare:
+            raise KeyboardInterrupt
+        real_stop(self, spare)
+
+    monkeypatch.setattr(Supervisor, "stop", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        session.renew(deadline)
+    following = session.sup
+    assert following is not last and last.proc is not None and following is not None and following.proc is not None
+    session.stop()
+    last.proc.join(5.0)
+    following.proc.join(5.0)
+    assert not last.proc.is_alive() and not following.proc.is_alive()

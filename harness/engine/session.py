@@ -33,6 +33,7 @@ class WorkerSession:
     def __init__(self, ctx: RunContext, config: WorkerConfig, memory_limit: int):
         self.ctx, self.config, self.memory_limit = ctx, config, memory_limit
         self.sup: Supervisor | None = None
+        self._retiring: Supervisor | None = None  # the worker renew() replaces, until it is stopped
         self.gap_ns, self.window_gap_ns = 0.0, dict[str, float]()  # the worker's calibration (see start)
         self.baseline_threads: int | None = None  # ranked: the worker's thread count after the first warm-up
         self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
@@ -155,7 +156,7 @@ class WorkerSession:
         starts meanwhile (fork, sandbox, CUDA context: the two overlap); then the current one is reaped
         and everything it started killed, the next one spared, before the next one runs any submission
         code (its import comes after this returns)."""
-        retiring = self._supervisor()
+        retiring = self._retiring = self._supervisor()
         retiring.retire()
         try:
             self.start(deadline)
@@ -163,6 +164,7 @@ class WorkerSession:
             spare = (self.sup.pid,) if self.sup is not None and self.sup is not retiring and self.sup.pid else ()
             with self.ctx.phases.measure("worker_stop"):
                 retiring.stop(spare=spare)
+            self._retiring = None  # (a Ctrl-C during that stop leaves it to stop() below)
         self._supervisor().forget_gone()
 
     def replace(self, deadline: float) -> None:
@@ -246,6 +248,9 @@ class WorkerSession:
         if self.sup is None:
             return None
         with self.ctx.phases.measure("worker_stop"):
+            if self._retiring is not None:  # a renewal cut short: the worker it was replacing
+                self._retiring.stop()
+                self._retiring = None
             self.sup.stop()
         return self.sup.captured_output()
 
