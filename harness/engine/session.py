@@ -164,7 +164,7 @@ class WorkerSession:
             spare = (self.sup.pid,) if self.sup is not None and self.sup is not retiring and self.sup.pid else ()
             with self.ctx.phases.measure("worker_stop"):
                 retiring.stop(spare=spare)
-            self._retiring = None  # (a Ctrl-C during that stop leaves it to stop() below)
+            self._retiring = None  # only once that stop is done: a Ctrl-C inside it leaves the worker to stop()
         self._supervisor().forget_gone()
 
     def replace(self, deadline: float) -> None:
