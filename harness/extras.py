@@ -120,9 +120,9 @@ class ProfilerCheck:
 
 @dataclass
 class Clocks:
-    """NVML readings (``harness.engine.clocks``) just before the first timed call (``clocks_before``) and
-    after the last (``clocks_after``; None, not written, when the case ended before it): sm_mhz,
-    mem_mhz, temp_c, power_w, throttle_mask, throttle (names); or only a ``note`` saying why not."""
+    """NVML or AMD SMI readings (``harness.engine.clocks``) just before the first timed call (``clocks_before``)
+    and after the last (``clocks_after``; None, not written, when the case ended before it): sm_mhz,
+    mem_mhz, temp_c, power_w, throttle_mask (NVML), throttle (names); or only a ``note`` saying why not."""
 
     before: dict
     after: dict | None = None
