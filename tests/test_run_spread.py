@@ -271,7 +271,9 @@ def test_compare_adds_the_spread_the_board_of_its_device_adds(tmp_path, monkeypa
 
 
 def _as_reruns(results: list) -> list[Rerun]:
-    out = [Rerun.from_blocks([b.score_us for b in r.blocks if b.score_us]) for r in results]
+    from harness.analysis.ranking import rerun_from_blocks
+
+    out = [rerun_from_blocks([b.score_us for b in r.blocks if b.score_us]) for r in results]
     return [x for x in out if x is not None]
 
 

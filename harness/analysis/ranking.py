@@ -36,6 +36,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from harness.analysis import run_spread
+from harness.analysis.blocks import combine, log_spread
 from harness.analysis.run_spread import Rerun, RunSpread
 from harness.analysis.ties import DEFAULT_MARGIN, TIE_RULE_VERSION, Decision, Spread, rank_groups, welch
 from harness.results import PASS, Stats, shape_label
@@ -494,7 +495,7 @@ def store_reruns(pooled: Sequence[Pooled], blocks: Mapping[int, Sequence[float]]
     two such runs or more (none could be judged)."""
     groups = []
     for p in pooled:
-        reruns = [Rerun.from_blocks(blocks.get(r.id, ())) for r in p.runs]
+        reruns = [rerun_from_blocks(blocks.get(r.id, ())) for r in p.runs]
         groups.append([x for x in reruns if x is not None])
     if sum(len(g) >= 2 for g in groups) < run_spread.MIN_FILES:
         return None
@@ -507,6 +508,15 @@ def store_reruns(pooled: Sequence[Pooled], blocks: Mapping[int, Sequence[float]]
         names = ", ".join(sorted(pooled[i].latest.display_name for i in left_out))
         source += f"; left out, its reruns spreading far more than the others': {names}"
     return found.spread(source, from_store=True)
+
+
+def rerun_from_blocks(block_scores: Sequence[float]) -> Rerun | None:
+    """A run as one rerun of its code: the log of its blocks' geometric mean and that mean's standard error
+    (``harness.analysis.blocks``); None with fewer than two blocks."""
+    scores = [b for b in block_scores if b > 0]
+    if len(scores) < 2:
+        return None
+    return Rerun(math.log(combine(scores, "geom")), log_spread(scores) / math.sqrt(len(scores)), len(scores))
 
 
 def _board(

@@ -60,16 +60,6 @@ class Rerun:
     se_log: float
     blocks: int
 
-    @classmethod
-    def from_blocks(cls, block_scores: Sequence[float]) -> Rerun | None:
-        """From a run's block scores (mean and standard error of their logs); None with fewer than two."""
-        logs = [math.log(b) for b in block_scores if b > 0]
-        if len(logs) < 2:
-            return None
-        mean = math.fsum(logs) / len(logs)
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-        return cls(mean, sd / math.sqrt(len(logs)), len(logs))
-
 
 @dataclass(frozen=True)
 class Estimate:
@@ -98,8 +88,7 @@ def estimate(groups: Iterable[Sequence[Rerun]], alpha: float = ALPHA) -> Estimat
     for runs in groups:
         if len(runs) < 2:
             continue
-        mean = math.fsum(r.log_score for r in runs) / len(runs)
-        squares += math.fsum((r.log_score - mean) ** 2 for r in runs)
+        squares += _squares(runs)
         df += len(runs) - 1
         own += [r.se_log**2 for r in runs]
         own_df += sum(r.blocks - 1 for r in runs)
@@ -133,10 +122,15 @@ def outliers(groups: Sequence[Sequence[Rerun]], p_max: float = OUTLIER_P) -> lis
 
 def _spread_ratio(runs: Sequence[Rerun]) -> float:
     """The variance of the runs' log scores over the mean of their own squared standard errors."""
-    mean = math.fsum(r.log_score for r in runs) / len(runs)
-    spread = math.fsum((r.log_score - mean) ** 2 for r in runs) / (len(runs) - 1)
+    spread = _squares(runs) / (len(runs) - 1)
     own = math.fsum(r.se_log**2 for r in runs) / len(runs)
     return spread / own if own > 0 else math.inf
+
+
+def _squares(runs: Sequence[Rerun]) -> float:
+    """The sum of the squared deviations of the runs' log scores from their mean."""
+    mean = math.fsum(r.log_score for r in runs) / len(runs)
+    return math.fsum((r.log_score - mean) ** 2 for r in runs)
 
 
 def f_upper_p(f: float, d1: float, d2: float) -> float:
