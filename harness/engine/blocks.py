@@ -10,6 +10,10 @@ the samples one process took before blocks. The case results of a shape are merg
 the task's estimator unchanged); the blocks themselves go into ``RunResult.blocks``, and the score's
 interval comes from their scores (``harness.analysis.blocks``).
 
+A block that the host wall-time check alone rejected (``plausibility.escaped_work``) is measured once
+more, on inputs of its own, with its samples dropped: on an H100 host that check rejected an honest
+file in some blocks, from slow host wake-ups. A second such block rejects the run.
+
 How many blocks (``default_blocks``): ranked on a GPU 10. Five whole-process ranked runs of
 triton_mxfp4 on the H200 spread with a CV of 0.66% (issue #50); the half-width of a t interval from B
 blocks is t(B-1) / sqrt(B) * CV, and B = 10 is the smallest B that brings it under the 0.5% target
@@ -26,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.analysis.blocks import combine
+from harness.analysis.plausibility import escaped_work
 from harness.engine.benchmark import BenchmarkLoop, EarlierCaseFailed
 from harness.engine.context import RunContext
 from harness.engine.seeds import derive_seed
@@ -37,6 +42,7 @@ RANKED_GPU_BLOCKS = 10
 RANKED_CPU_BLOCKS = 3
 ORDER_SEED = 1 << 42  # the shapes' order of block b derives from (secret, ORDER_SEED, b)
 THROTTLE_FLAG = "measured while the GPU throttled"
+MAX_REMEASURED = 1  # blocks of a run measured again after the host wall-time check alone rejected them
 
 
 def default_blocks(blocks: int | None, ranked: bool, gpu: bool) -> int:
@@ -116,6 +122,7 @@ class TimedBlocks:
     worker_lost: bool = False  # a WorkerFailure ended the run (no last exchange with the worker)
     interrupted: bool = False  # Ctrl-C ended the blocks; the cases measured so far are kept
     deadline: float = 0.0  # the run's deadline after the blocks, extended by the worker restarts
+    remeasured: int = 0  # blocks measured again after the host wall-time check alone rejected them
     _pending: list[int] = field(default_factory=list)  # the block's shapes not yet measured, in order
     _done: list[int] = field(default_factory=list)  # the block's shapes measured so far, in order
 
@@ -125,18 +132,9 @@ class TimedBlocks:
         self.parts = [[] for _ in range(n)]
         if self.count > 1:
             self.loop.use_blocks(self.count)
-        secret = self.ctx.opt.secret if self.ctx.ranked else None
         self.deadline = deadline
         try:
-            for b in range(self.count):
-                if b > 0:
-                    # the harness's own restart (worker start, re-import) does not eat the submission's time
-                    t0 = time.monotonic()
-                    self.renew(deadline)
-                    deadline += time.monotonic() - t0
-                    self.deadline = deadline
-                if not self._block(b, shape_order(n, b, secret), deadline):
-                    break
+            self._blocks(n)
         except WorkerFailure as failure:
             self.worker_lost = True
             if not self._settle():
@@ -149,11 +147,53 @@ class TimedBlocks:
             return [case for case in self._cases() if case.verdict != NOT_RUN]
         return self._cases()
 
-    def _block(self, b: int, order: list[int], deadline: float) -> bool:
-        """Block ``b``; False when a case did not pass (no further block runs)."""
+    def _blocks(self, n: int) -> None:
+        """Block after block (``n`` shapes each) until all ran or one ended a case badly."""
+        secret = self.ctx.opt.secret if self.ctx.ranked else None
+        b = seed = 0  # block b's inputs and order derive from block ``seed``'s (b's, unless measured again)
+        while b < self.count:
+            if self.records or self.remeasured:
+                # the harness's own restart (worker start, re-import) does not eat the submission's time
+                t0 = time.monotonic()
+                self.renew(self.deadline)
+                self.deadline += time.monotonic() - t0
+            if self._block(b, shape_order(n, seed, secret), self.deadline, seed):
+                b = seed = b + 1
+            elif self._remeasure(b):
+                seed = self.count + self.remeasured - 1  # seeds that no block of the run uses
+            else:
+                return
+
+    def _remeasure(self, b: int) -> bool:
+        """After block ``b`` ended badly: when only the host wall-time check rejected it
+        (``plausibility.escaped_work``, which a stretch of slow host wake-ups can fake) and no block of the
+        run has been measured again yet, drops the block (its records, and every sample it took) and
+        says so; the caller then measures block ``b`` again, on inputs and an order of its own. A second
+        such finding stands, so work that escapes the events in every block is still rejected, and a
+        block that escaped it once keeps none of its samples. True when the block is to be measured again."""
+        ended = [self.parts[i][-1] for i in self._done]
+        failed = [case for case in ended if case.verdict != PASS]
+        if (
+            self.remeasured >= MAX_REMEASURED
+            or not failed
+            or not all(case.verdict == REJECTED and escaped_work(case.message) for case in failed)
+        ):
+            return False
+        for i in self._done:
+            self.parts[i].pop()
+        self.records.pop()
+        self.remeasured += 1
+        self.ctx.warnings.append(
+            f"block {b + 1} was measured again: {failed[0].message} (the host alone can cause this: its samples "
+            "were dropped, and a second such block would have rejected the run)"
+        )
+        return True
+
+    def _block(self, b: int, order: list[int], deadline: float, seed: int) -> bool:
+        """Block ``b``, its inputs' seeds those of block ``seed``; False when a case did not pass."""
         t0 = time.monotonic()
         record = BlockRecord(
-            index=b, seed_index=b, order=order, shape_means_us=[], samples=[], score_us=None,
+            index=b, seed_index=seed, order=order, shape_means_us=[], samples=[], score_us=None,
             clocks_before=self.loop.read_clocks(), fresh_worker=b == 0 or not self.ctx.opt.same_worker,
             warmup_chunks=self.ctx.opt.warmup_chunks,
         )  # fmt: skip
@@ -164,7 +204,7 @@ class TimedBlocks:
         try:
             for i in order:
                 case = self.loop.run_case(
-                    i, benchmarks[i], deadline, block=b, kernel_only=b == self.count - 1, first=i == order[0],
+                    i, benchmarks[i], deadline, block=seed, kernel_only=b == self.count - 1, first=i == order[0],
                     defer_check=True,
                 )  # fmt: skip
                 self.parts[i].append(case)

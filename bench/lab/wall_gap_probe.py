@@ -1,0 +1,79 @@
+"""Lab probe (not a product benchmark): the series the escaped-work check reads, per timed case and
+block, for honest ranked runs, to see why an honest file can fail it on a host (the H100 rejected
+triton_mxfp4 in some blocks: "host wall time exceeds the event time by 21-28 us per call beyond the
+normal gap").
+
+It runs ``run_submission`` in this process, ranked, with a fresh secret and a fresh compile cache per
+run, and records what ``TimingJudge.finish`` is given: every sample's event time, host wall time,
+device-clock window, whether the gate held and the host time it did not hide, with the block's own
+calibrated gaps. One JSON line per judged case:
+
+  python bench/lab/wall_gap_probe.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
+  python bench/lab/wall_gap_probe.py --runs 1 --out probe.jsonl submissions/torch_mxfp4.py \
+      --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu        # CPU: the plumbing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from harness.api import RunOptions, run_submission  # noqa: E402
+from harness.engine import timing_checks  # noqa: E402
+
+SERIES = ("wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
+    p.add_argument("file")
+    p.add_argument("--task", required=True)
+    p.add_argument("--runs", type=int, default=4)
+    p.add_argument("--device", default=None)
+    p.add_argument("--out", required=True, help="JSON lines, one per judged case")
+    args = p.parse_args()
+    out = open(args.out, "w")
+    run_no = 0
+    original = timing_checks.TimingJudge.finish
+
+    def finish(self, result, samples, series, batch):  # type: ignore[no-untyped-def]
+        judged = original(self, result, samples, series, batch)
+        walls = list(series.get("wall_ns") or [])
+        row = {
+            "run": run_no,
+            "spec": {k: v for k, v in result.spec.items() if k != "seed"},
+            "verdict": judged.verdict,
+            "message": judged.message,
+            "gap_ns": self.session.gap_ns,
+            "window_gap_ns": self.session.window_gap_ns,
+            "batch": batch,
+            "samples_ns": list(samples),
+            **{k: list(series.get(k) or []) for k in SERIES},
+        }
+        if walls:
+            row["median_wall_minus_event_ns"] = statistics.median(w - s for w, s in zip(walls, samples))
+        out.write(json.dumps(row) + "\n")
+        out.flush()
+        return judged
+
+    timing_checks.TimingJudge.finish = finish  # type: ignore[method-assign]
+    for run_no in range(args.runs):
+        with tempfile.TemporaryDirectory() as cache:
+            Path(cache).chmod(0o711)  # a worker that runs as 'nobody' reaches its entry beneath it
+            opts = RunOptions(device=args.device, secret=secrets.token_hex(16), triton_cache_dir=cache)
+            result = run_submission(args.file, args.task, "leaderboard", opts)
+            print(f"run {run_no}: {result.verdict} {result.message or ''}"[:300], file=sys.stderr)
+    out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

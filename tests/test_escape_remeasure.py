@@ -1,0 +1,66 @@
+"""A block that only the host wall-time check rejected is measured again once (harness.engine.blocks).
+
+On an H100 host an honest triton_mxfp4 was rejected in some blocks by "host wall time exceeds the event
+time by 21-28 us per call beyond the normal gap: work escaped the timed region": a stretch of slow host
+wake-ups looks like escaped work (results/h100_false_escape/). The check itself runs on a GPU only,
+so here its finding is injected where the harness asks for it (``plausibility.implausible``), on the
+CPU fixture task with 3 ranked blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis import plausibility
+from harness.results import PASS, REJECTED
+from tests.helpers import CORRECT, MXFP4_SMALL, run
+
+ESCAPE = f"host wall time exceeds the event time by 25.0 us per call beyond the normal gap: {plausibility.ESCAPED_WORK}"
+FLOOR = "measured 0.001 us is below the physical floor of 1.000 us (datasheet bandwidth and matrix peak)"
+
+
+def _inject(monkeypatch, reason: str, judged_cases: set[int]) -> list[int]:
+    """``implausible`` says ``reason`` for the judged cases numbered in ``judged_cases`` (0: the first
+    case judged in the run), else what it says; returns the list the calls' numbers go into."""
+    calls: list[int] = []
+    honest = plausibility.implausible
+
+    def implausible(*args, **kwargs):
+        calls.append(len(calls))
+        return reason if calls[-1] in judged_cases else honest(*args, **kwargs)
+
+    monkeypatch.setattr(plausibility, "implausible", implausible)
+    return calls
+
+
+@pytest.fixture
+def sub():
+    return CORRECT[MXFP4_SMALL]  # an honest file
+
+
+def test_one_block_that_only_the_wall_check_rejected_is_measured_again_and_its_samples_dropped(monkeypatch, sub):
+    calls = _inject(monkeypatch, ESCAPE, {2})  # the first case of block 1 (two shapes a block)
+    r = run(sub, blocks=3)
+    assert r.verdict == PASS, (r.verdict, r.message)
+    assert len(calls) == 7, calls  # 3 kept blocks of 2 cases, and the dropped block's one (it ended there)
+    assert [b.index for b in r.blocks] == [0, 1, 2], r.blocks
+    assert [b.seed_index for b in r.blocks] == [0, 3, 2], "the block measured again draws inputs of its own"
+    # only the three kept blocks' samples are in the shapes' figures
+    for shape, case in enumerate(r.benchmark_cases()):
+        assert case.stats.runs == sum(b.samples[shape] for b in r.blocks), (shape, case.stats.runs, r.blocks)
+    [note] = [w for w in r.warnings if "measured again" in w]
+    assert note.startswith("block 2 was measured again: host wall time") and "a second such block" in note, note
+
+
+def test_a_second_block_that_the_wall_check_rejects_rejects_the_run(monkeypatch, sub):
+    calls = _inject(monkeypatch, ESCAPE, set(range(100)))  # escaped work every time
+    r = run(sub, blocks=3)
+    assert r.verdict == REJECTED and plausibility.ESCAPED_WORK in r.message, (r.verdict, r.message)
+    assert len(calls) == 2, calls  # the first block's first case, then the same in the block measured again
+    assert [w for w in r.warnings if "measured again" in w], r.warnings
+
+
+def test_other_rejections_are_not_measured_again(monkeypatch, sub):
+    calls = _inject(monkeypatch, FLOOR, {2})
+    r = run(sub, blocks=3)
+    assert r.verdict == REJECTED and "physical floor" in r.message, (r.verdict, r.message)
+    assert len(calls) == 3 and not [w for w in r.warnings if "measured again" in w], (calls, r.warnings)
