@@ -3,12 +3,14 @@ block, for honest ranked runs, to see why an honest file can fail it on a host (
 triton_mxfp4 in some blocks: "host wall time exceeds the event time by 21-28 us per call beyond the
 normal gap").
 
-It runs ``run_submission`` in this process, ranked, with a fresh secret and a fresh compile cache per
-run, and records what ``TimingJudge.finish`` is given: every sample's event time, host wall time,
+It runs ``run_submission`` ranked, with a fresh secret and a fresh compile cache per run, in this
+process or (``--fresh-processes``, as ``python -m harness run`` does) each run in a process of its own,
+and records what ``TimingJudge.finish`` is given: every sample's event time, host wall time,
 device-clock window, whether the gate held and the host time it did not hide, with the block's own
 calibrated gaps. One JSON line per judged case:
 
   python bench/lab/wall_gap_probe.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
+  python bench/lab/wall_gap_probe.py --runs 4 --fresh-processes --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
   python bench/lab/wall_gap_probe.py --runs 1 --out probe.jsonl submissions/torch_mxfp4.py \
       --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu        # CPU: the plumbing
 """
@@ -19,6 +21,7 @@ import argparse
 import json
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -39,9 +42,20 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=4)
     p.add_argument("--device", default=None)
     p.add_argument("--out", required=True, help="JSON lines, one per judged case")
+    p.add_argument("--fresh-processes", action="store_true", help="each run in a process of its own")
+    p.add_argument("--append", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--first-run", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
-    out = open(args.out, "w")
-    run_no = 0
+    if args.fresh_processes:
+        Path(args.out).write_text("")
+        for i in range(args.runs):
+            one = ["--runs", "1", "--append", "--first-run", str(i), "--out", args.out, "--task", args.task]
+            subprocess.run(
+                [sys.executable, __file__, *one, *(["--device", args.device] if args.device else []), args.file]
+            )
+        return 0
+    out = open(args.out, "a" if args.append else "w")
+    run_no = args.first_run
     original = timing_checks.TimingJudge.finish
 
     def finish(self, result, samples, series, batch):  # type: ignore[no-untyped-def]
@@ -65,7 +79,7 @@ def main() -> int:
         return judged
 
     timing_checks.TimingJudge.finish = finish  # type: ignore[method-assign]
-    for run_no in range(args.runs):
+    for run_no in range(args.first_run, args.first_run + args.runs):
         with tempfile.TemporaryDirectory() as cache:
             Path(cache).chmod(0o711)  # a worker that runs as 'nobody' reaches its entry beneath it
             opts = RunOptions(device=args.device, secret=secrets.token_hex(16), triton_cache_dir=cache)
