@@ -11,6 +11,9 @@
 #                       # per-call costs, and (lab, logs/ only) where the time before the run goes
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
+#   bash bench/h200_validation.sh escape       # (lab, logs/ only) the host wall-time check on this host:
+#                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
+#                       # series the check reads (an H100 rejected some of these before blocks measured again)
 #   bash bench/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
 #                       # check (mxfp4: the gate holds; nvfp4: its short cap opens it by itself); the
 #                       # examples named after the stage only (default: all three)
@@ -23,7 +26,7 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, boards or ranked}
+stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, boards, escape or ranked}
 LOGS=$R/logs
 mkdir -p "$LOGS"
 # Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
@@ -115,6 +118,12 @@ if [ "$stage" = boards ]; then   # one call: about 3 boards
   timeout -k 5 570 $PY bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s 540 $resume \
     --out "$f" > $LOGS/boards.log 2>&1
   tail -4 $LOGS/boards.log
+fi
+if [ "$stage" = escape ]; then   # about 3 minutes
+  step "wall-gap probe (lab, fresh processes)"
+  timeout -k 5 300 $PY bench/lab/wall_gap_probe.py --runs 6 --fresh-processes --out $LOGS/wall_gap_probe.jsonl \
+    submissions/triton_mxfp4.py --task mxfp4_mm > $LOGS/wall_gap_probe.log 2>&1
+  grep -v "^\[harness\]" $LOGS/wall_gap_probe.log | tail -8
 fi
 if [ "$stage" = b ]; then
   step timing;   timeout 400 $PY bench/validate_timing.py --out $R/h200_timing.json
