@@ -44,7 +44,7 @@ from _common import ROOT, ResultsFile, doc_parser, git_commit, utc_now
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
-VERSION = 1  # 1 - first version
+VERSION = 2  # 1 - first version; 2 - each verdict's message (why it did not pass)
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
@@ -79,7 +79,7 @@ def one_verdict(sub: str, task: str, cache: Path, work: Path, extra: list[str]) 
     except (OSError, ValueError):
         record["error"] = p.stderr[-2000:]
         return record
-    for key in ("verdict", "score_us", "score_ci_us", "phases_s", "wall_s", "warnings"):
+    for key in ("verdict", "message", "score_us", "score_ci_us", "phases_s", "wall_s", "warnings"):
         record["run_" + key if key == "wall_s" else key] = doc.get(key)
     record["started_by"] = (doc.get("sandbox") or {}).get("started_by")
     return record
