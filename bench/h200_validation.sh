@@ -11,7 +11,7 @@
 #                       # per-call costs, and (lab, logs/ only) where the time before the run goes
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
-#   bash bench/h200_validation.sh escape       # (lab, logs/ only) the host wall-time check on this host:
+#   bash bench/h200_validation.sh escape       # (logs/ only) the host wall-time check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
 #                       # series the check reads (an H100 rejected some of these before blocks measured again)
 #   bash bench/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock
@@ -120,8 +120,8 @@ if [ "$stage" = boards ]; then   # one call: about 3 boards
   tail -4 $LOGS/boards.log
 fi
 if [ "$stage" = escape ]; then   # about 3 minutes
-  step "wall-gap probe (lab, fresh processes)"
-  timeout -k 5 300 $PY bench/lab/wall_gap_probe.py --runs 6 --fresh-processes --out $LOGS/wall_gap_probe.jsonl \
+  step "wall-gap series (fresh processes)"
+  timeout -k 5 300 $PY bench/wall_gap.py --runs 6 --fresh-processes --out $LOGS/wall_gap_probe.jsonl \
     submissions/triton_mxfp4.py --task mxfp4_mm > $LOGS/wall_gap_probe.log 2>&1
   grep -v "^\[harness\]" $LOGS/wall_gap_probe.log | tail -8
 fi

@@ -1,17 +1,17 @@
-"""Lab probe (not a product benchmark): the series the escaped-work check reads, per timed case and
-block, for honest ranked runs, to see why an honest file can fail it on a host (the H100 rejected
-triton_mxfp4 in some blocks: "host wall time exceeds the event time by 21-28 us per call beyond the
-normal gap").
+"""The series the escaped-work check reads, per timed case and block, for honest ranked runs, to see
+why an honest file can fail it on a host (the H100 rejected triton_mxfp4 in some blocks: "host wall
+time exceeds the event time by 21-28 us per call beyond the normal gap").
 
 It runs ``run_submission`` ranked, with a fresh secret and a fresh compile cache per run, in this
 process or (``--fresh-processes``, as ``python -m harness run`` does) each run in a process of its own,
 and records what ``TimingJudge.finish`` is given: every sample's event time, host wall time,
 device-clock window, whether the gate held and the host time it did not hide, with the block's own
-calibrated gaps. One JSON line per judged case:
+calibrated gaps. One JSON line per judged case, after a first line with the machine (device,
+versions, date, commit):
 
-  python bench/lab/wall_gap_probe.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
-  python bench/lab/wall_gap_probe.py --runs 4 --fresh-processes --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
-  python bench/lab/wall_gap_probe.py --runs 1 --out probe.jsonl submissions/torch_mxfp4.py \
+  python bench/wall_gap.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
+  python bench/wall_gap.py --runs 4 --fresh-processes --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
+  python bench/wall_gap.py --runs 1 --out probe.jsonl submissions/torch_mxfp4.py \
       --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu        # CPU: the plumbing
 """
 
@@ -26,11 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from _common import machine  # puts the repository root on sys.path
 
-from harness.api import RunOptions, run_submission  # noqa: E402
-from harness.engine import timing_checks  # noqa: E402
+from harness.api import RunOptions, run_submission
+from harness.engine import timing_checks
 
 SERIES = ("wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
 
@@ -46,15 +45,16 @@ def main() -> int:
     p.add_argument("--append", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--first-run", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if not args.append:
+        Path(args.out).write_text(json.dumps({"machine": machine(args.device)}) + "\n")
     if args.fresh_processes:
-        Path(args.out).write_text("")
         for i in range(args.runs):
             one = ["--runs", "1", "--append", "--first-run", str(i), "--out", args.out, "--task", args.task]
             subprocess.run(
                 [sys.executable, __file__, *one, *(["--device", args.device] if args.device else []), args.file]
             )
         return 0
-    out = open(args.out, "a" if args.append else "w")
+    out = open(args.out, "a")
     run_no = args.first_run
     original = timing_checks.TimingJudge.finish
 

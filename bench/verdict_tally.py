@@ -1,0 +1,89 @@
+"""The verdicts of many whole-process runs in one file, grouped, so
+that a device session's scattered outputs become one record. Each input is GROUP=PATH, where PATH is
+a ``bench/verdict_time.py`` results file (one row per verdict, its cache state from the file), a
+``harness run --json`` file (one row; GROUP says how it was run), or a ``bench/lab/process_phases.py``
+output (one row per line; the run's JSON is not kept there, so only its exit status). Per row: the
+verdict and its message, the whole-process and the run's wall time, ``worker_stop`` and ``worker_start``;
+per group, the verdicts counted.
+
+  python bench/verdict_tally.py --out tally.json before=old1.json after=new1.json \
+      empty-cache=e1.json default-cache=lb1.json phases=process_phases.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from _common import utc_now
+
+EXIT_VERDICTS = {"exit status 5": "rejected"}  # process_phases.py keeps only the exit status of a failed run
+
+
+def _row(group: str, source: str, doc: dict[str, Any], cache: str | None, outer_wall: float | None) -> dict[str, Any]:
+    phases = doc.get("phases_s") or {}
+    run_wall = doc.get("run_wall_s", doc.get("wall_s"))
+    return {
+        "group": group,
+        "file": source,
+        "cache": cache,
+        "verdict": doc.get("verdict"),
+        "message": (doc.get("message") or "")[:300],
+        "wall_s": outer_wall,
+        "run_wall_s": run_wall,
+        "outside_run_s": outer_wall - run_wall if outer_wall is not None and run_wall is not None else None,
+        "worker_stop_s": phases.get("worker_stop"),
+        "worker_start_s": phases.get("worker_start"),
+    }
+
+
+def rows_of(group: str, path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".jsonl":
+        rows = []
+        for line in path.read_text().splitlines():
+            doc = json.loads(line)
+            error = doc.get("error")
+            verdict = EXIT_VERDICTS.get(error, error) if error else "pass"
+            rows.append(dict(_row(group, path.name, {"verdict": verdict}, None, None), device=None, date=None))
+        return rows
+    doc = json.loads(path.read_text())
+    if "verdicts" in doc:  # bench/verdict_time.py
+        env = doc.get("environment") or {}
+        rows = [
+            _row(group, path.name, v, v.get("cache"), v.get("wall_s"))
+            for runs in doc["verdicts"].values()
+            for v in runs
+        ]
+        return [dict(r, device=env.get("device"), date=env.get("date")) for r in rows]
+    row = _row(group, path.name, doc, None, None)  # harness run --json: GROUP says how; the wall outside is unknown
+    return [dict(row, device=(doc.get("device") or {}).get("name"), date=doc.get("started_at"))]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
+    p.add_argument("inputs", nargs="+", metavar="GROUP=PATH")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    rows = []
+    for item in args.inputs:
+        group, sep, path = item.partition("=")
+        if not sep or not Path(path).is_file():
+            p.error(f"{item!r}: give GROUP=PATH with an existing file")
+        rows += rows_of(group, Path(path))
+    groups = {
+        g: dict(Counter(r["verdict"] for r in rows if r["group"] == g)) for g in dict.fromkeys(r["group"] for r in rows)
+    }
+    Path(args.out).write_text(
+        json.dumps({"script": "bench/verdict_tally.py", "date": utc_now(), "groups": groups, "rows": rows}, indent=1)
+        + "\n"
+    )
+    print(json.dumps(groups), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
