@@ -3,8 +3,9 @@ that a device session's scattered outputs become one record. Each input is GROUP
 a ``bench/verdict_time.py`` results file (one row per verdict, its cache state from the file), a
 ``harness run --json`` file (one row; GROUP says how it was run), or a ``bench/lab/process_phases.py``
 output (one row per line; the run's JSON is not kept there, so only its exit status). Per row: the
-verdict and its message, the whole-process and the run's wall time, ``worker_stop`` and ``worker_start``;
-per group, the verdicts counted.
+verdict and its message, the warnings that say a block was measured again, the whole-process and the
+run's wall time, ``worker_stop`` and ``worker_start``; per group, the verdicts counted and the runs in
+which a block was measured again.
 
   python bench/verdict_tally.py --out tally.json before=old1.json after=new1.json \
       empty-cache=e1.json default-cache=lb1.json phases=process_phases.jsonl
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import utc_now
+
+from harness.engine.blocks import REMEASURED  # after _common, which puts the root on sys.path
 
 EXIT_VERDICTS = {"exit status 5": "rejected"}  # process_phases.py keeps only the exit status of a failed run
 
@@ -38,6 +41,7 @@ def _row(group: str, source: str, doc: dict[str, Any], cache: str | None, outer_
         "outside_run_s": outer_wall - run_wall if outer_wall is not None and run_wall is not None else None,
         "worker_stop_s": phases.get("worker_stop"),
         "worker_start_s": phases.get("worker_start"),
+        "measured_again": [w[:300] for w in doc.get("warnings") or [] if REMEASURED in w],
     }
 
 
@@ -74,9 +78,13 @@ def main() -> int:
         if not sep or not Path(path).is_file():
             p.error(f"{item!r}: give GROUP=PATH with an existing file")
         rows += rows_of(group, Path(path))
-    groups = {
-        g: dict(Counter(r["verdict"] for r in rows if r["group"] == g)) for g in dict.fromkeys(r["group"] for r in rows)
-    }
+    groups = {}
+    for g in dict.fromkeys(r["group"] for r in rows):
+        mine = [r for r in rows if r["group"] == g]
+        groups[g] = {
+            **Counter(r["verdict"] for r in mine),
+            "measured_again": sum(bool(r["measured_again"]) for r in mine),
+        }
     Path(args.out).write_text(
         json.dumps({"script": "bench/verdict_tally.py", "date": utc_now(), "groups": groups, "rows": rows}, indent=1)
         + "\n"

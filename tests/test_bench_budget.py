@@ -139,3 +139,31 @@ def test_verdict_time_budget_keeps_what_fit(tmp_path):
     rows = data["verdicts"]["submissions/torch_mxfp4.py"]
     assert len(rows) == data["units_done"] <= 1 and "run_all" not in data  # a CPU verdict takes seconds
     assert all(r["verdict"] == "pass" for r in rows)
+
+
+def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
+    """bench/verdict_tally.py: a verdict_time.py file and a harness run JSON, grouped; a run whose block
+    was measured again (the warning of harness.engine.blocks) is counted, one without is not."""
+    from harness.engine.blocks import REMEASURED
+
+    again = f"block 3 {REMEASURED}: host wall time exceeds the event time by 25.0 us per call"
+    timed = {
+        "environment": {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-05"},
+        "verdicts": {"submissions/triton_mxfp4.py": [
+            {"cache": "empty", "verdict": "pass", "wall_s": 30.0, "run_wall_s": 25.0, "warnings": [again]},
+            {"cache": "filled", "verdict": "pass", "wall_s": 20.0, "run_wall_s": 15.0, "warnings": ["other"]},
+        ]},
+    }  # fmt: skip
+    run = {"verdict": "rejected", "message": "9 pass, 1 rejected", "warnings": [], "device": {"name": "H100"}}
+    (tmp_path / "t.json").write_text(json.dumps(timed))
+    (tmp_path / "r.json").write_text(json.dumps(run))
+    out = tmp_path / "tally.json"
+    argv = [sys.executable, str(ROOT / "bench" / "verdict_tally.py"), "--out", str(out)]
+    subprocess.run([*argv, f"fresh={tmp_path / 't.json'}", f"plain={tmp_path / 'r.json'}"], check=True, cwd=ROOT)
+    doc = json.loads(out.read_text())
+    assert doc["groups"] == {
+        "fresh": {"pass": 2, "measured_again": 1},
+        "plain": {"rejected": 1, "measured_again": 0},
+    }
+    assert [r["measured_again"] for r in doc["rows"]] == [[again], [], []]
+    assert [r["outside_run_s"] for r in doc["rows"]] == [5.0, 5.0, None]

@@ -43,6 +43,7 @@ RANKED_CPU_BLOCKS = 3
 ORDER_SEED = 1 << 42  # the shapes' order of block b derives from (secret, ORDER_SEED, b)
 THROTTLE_FLAG = "measured while the GPU throttled"
 MAX_REMEASURED = 1  # blocks of a run measured again after the host wall-time check alone rejected them
+REMEASURED = "was measured again"  # in the warning that says so (bench/verdict_tally.py counts it)
 
 
 def default_blocks(blocks: int | None, ranked: bool, gpu: bool) -> int:
@@ -184,7 +185,7 @@ class TimedBlocks:
         self.records.pop()
         self.remeasured += 1
         self.ctx.warnings.append(
-            f"block {b + 1} was measured again: {failed[0].message} (the host alone can cause this: its samples "
+            f"block {b + 1} {REMEASURED}: {failed[0].message} (the host alone can cause this: its samples "
             "were dropped, and a second such block would have rejected the run)"
         )
         return True
