@@ -1,11 +1,12 @@
 """The verdicts of many whole-process runs in one file, grouped, so
 that a device session's scattered outputs become one record. Each input is GROUP=PATH, where PATH is
 a ``bench/verdict_time.py`` results file (one row per verdict, its cache state from the file), a
-``harness run --json`` file (one row; GROUP says how it was run), or a ``bench/lab/process_phases.py``
-output (one row per line; the run's JSON is not kept there, so only its exit status). Per row: the
-verdict and its message, the warnings that say a block was measured again, the whole-process and the
-run's wall time, ``worker_stop`` and ``worker_start``; per group, the verdicts counted and the runs in
-which a block was measured again.
+``harness run --json`` file (one row; GROUP says how it was run), a ``bench/wall_gap.py`` output (one
+row per run, with the largest excess of wall over event time beyond the calibrated gap, in us), or a
+``bench/lab/process_phases.py`` output (one row per line; the run's JSON is not kept there, so only its
+exit status). Per row: the verdict and its message, the warnings that say a block was measured again,
+the whole-process and the run's wall time, ``worker_stop`` and ``worker_start``; per group, the verdicts
+counted and the runs in which a block was measured again.
 
   python bench/verdict_tally.py --out tally.json before=old1.json after=new1.json \
       empty-cache=e1.json default-cache=lb1.json phases=process_phases.jsonl
@@ -45,11 +46,28 @@ def _row(group: str, source: str, doc: dict[str, Any], cache: str | None, outer_
     }
 
 
+def _wall_gap_rows(group: str, path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ``bench/wall_gap.py`` output: one row per run, its verdict the first case's that did not pass
+    (else pass), and the largest median of wall minus event time beyond the block's calibrated gap."""
+    machine = lines[0]["machine"]
+    rows = []
+    for run in dict.fromkeys(c["run"] for c in lines[1:]):
+        cases = [c for c in lines[1:] if c["run"] == run]
+        bad = [c for c in cases if c["verdict"] != "pass"]
+        row = _row(group, path.name, bad[0] if bad else {"verdict": "pass"}, None, None)
+        excess = [(c["median_wall_minus_event_ns"] - c["gap_ns"]) / 1e3 for c in cases if c.get("gap_ns") is not None]
+        row["beyond_gap_us_max"] = max(excess, default=None)
+        rows.append(dict(row, device=machine.get("device"), date=machine.get("date")))
+    return rows
+
+
 def rows_of(group: str, path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".jsonl":
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        if lines and "machine" in lines[0]:
+            return _wall_gap_rows(group, path, lines)
         rows = []
-        for line in path.read_text().splitlines():
-            doc = json.loads(line)
+        for doc in lines:
             error = doc.get("error")
             verdict = EXIT_VERDICTS.get(error, error) if error else "pass"
             rows.append(dict(_row(group, path.name, {"verdict": verdict}, None, None), device=None, date=None))

@@ -142,8 +142,9 @@ def test_verdict_time_budget_keeps_what_fit(tmp_path):
 
 
 def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
-    """bench/verdict_tally.py: a verdict_time.py file and a harness run JSON, grouped; a run whose block
-    was measured again (the warning of harness.engine.blocks) is counted, one without is not."""
+    """bench/verdict_tally.py: a verdict_time.py file, a harness run JSON and a wall_gap.py probe, grouped;
+    a run whose block was measured again (the warning of harness.engine.blocks) is counted, one without
+    is not; a probe gives one row per run."""
     from harness.engine.blocks import REMEASURED
 
     again = f"block 3 {REMEASURED}: host wall time exceeds the event time by 25.0 us per call"
@@ -155,15 +156,30 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
         ]},
     }  # fmt: skip
     run = {"verdict": "rejected", "message": "9 pass, 1 rejected", "warnings": [], "device": {"name": "H100"}}
+    case = {"run": 0, "verdict": "pass", "message": "", "gap_ns": 45000.0, "median_wall_minus_event_ns": 48000.0}
+    probe = [
+        {"machine": {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-05"}},
+        case,
+        dict(case, median_wall_minus_event_ns=46000.0),
+        dict(case, run=1, verdict="rejected", message="host wall time exceeds", median_wall_minus_event_ns=70000.0),
+    ]  # bench/wall_gap.py: the machine, then one line per judged case
     (tmp_path / "t.json").write_text(json.dumps(timed))
     (tmp_path / "r.json").write_text(json.dumps(run))
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(line) + "\n" for line in probe))
     out = tmp_path / "tally.json"
     argv = [sys.executable, str(ROOT / "bench" / "verdict_tally.py"), "--out", str(out)]
-    subprocess.run([*argv, f"fresh={tmp_path / 't.json'}", f"plain={tmp_path / 'r.json'}"], check=True, cwd=ROOT)
+    groups = [f"fresh={tmp_path / 't.json'}", f"plain={tmp_path / 'r.json'}", f"probe={tmp_path / 'p.jsonl'}"]
+    subprocess.run([*argv, *groups], check=True, cwd=ROOT)
     doc = json.loads(out.read_text())
     assert doc["groups"] == {
         "fresh": {"pass": 2, "measured_again": 1},
         "plain": {"rejected": 1, "measured_again": 0},
+        "probe": {"pass": 1, "rejected": 1, "measured_again": 0},
     }
-    assert [r["measured_again"] for r in doc["rows"]] == [[again], [], []]
-    assert [r["outside_run_s"] for r in doc["rows"]] == [5.0, 5.0, None]
+    rows = doc["rows"]
+    assert [r["measured_again"] for r in rows[:3]] == [[again], [], []]
+    assert [r["outside_run_s"] for r in rows[:3]] == [5.0, 5.0, None]
+    assert [(r["verdict"], r["beyond_gap_us_max"], r["device"]) for r in rows[3:]] == [
+        ("pass", 3.0, "NVIDIA H100 80GB HBM3"),
+        ("rejected", 25.0, "NVIDIA H100 80GB HBM3"),
+    ]  # one row per probe run: the worst case's verdict, the largest excess beyond the gap
