@@ -11,6 +11,7 @@
 #                       # per-call costs, and (lab, logs/ only) where the time before the run goes
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
+#                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the host wall-time check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
 #                       # series the check reads (an H100 rejected some of these before blocks measured again)
@@ -111,12 +112,13 @@ if [ "$stage" = verdicts ]; then   # about 6 minutes
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
 fi
-if [ "$stage" = boards ]; then   # one call: about 3 boards
+if [ "$stage" = boards ]; then   # one call: about 3 boards (BOARDS_BUDGET=S: S seconds, default 540)
   f=$R/ranks/ranks-h200-nvfp4_gemm-boards-rule2.json
   resume=""; [ -f "$f" ] && resume=--resume
+  budget=${BOARDS_BUDGET:-540}
   step "nvfp4 boards (rule 2)"
-  timeout -k 5 570 $PY bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s 540 $resume \
-    --out "$f" > $LOGS/boards.log 2>&1
+  timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s "$budget" \
+    $resume --out "$f" > $LOGS/boards.log 2>&1
   tail -4 $LOGS/boards.log
 fi
 if [ "$stage" = escape ]; then   # about 3 minutes
