@@ -79,13 +79,13 @@ def main() -> int:
         return judged
 
     timing_checks.TimingJudge.finish = finish  # type: ignore[method-assign]
-    for run_no in range(args.first_run, args.first_run + args.runs):
-        with tempfile.TemporaryDirectory() as cache:
-            Path(cache).chmod(0o711)  # a worker that runs as 'nobody' reaches its entry beneath it
-            opts = RunOptions(device=args.device, secret=secrets.token_hex(16), triton_cache_dir=cache)
-            result = run_submission(args.file, args.task, "leaderboard", opts)
-            print(f"run {run_no}: {result.verdict} {result.message or ''}"[:300], file=sys.stderr)
-    out.close()
+    with out:
+        for run_no in range(args.first_run, args.first_run + args.runs):
+            with tempfile.TemporaryDirectory() as cache:
+                Path(cache).chmod(0o711)  # a worker that runs as 'nobody' reaches its entry beneath it
+                opts = RunOptions(device=args.device, secret=secrets.token_hex(16), triton_cache_dir=cache)
+                result = run_submission(args.file, args.task, "leaderboard", opts)
+                print(f"run {run_no}: {result.verdict} {result.message or ''}"[:300], file=sys.stderr)
     return 0
 
 
