@@ -144,6 +144,22 @@ def test_the_script_measures_the_spread_beyond_the_blocks_and_keeps_only_a_signi
     assert row["sd_log"] == 0.0 and row["p_value"] >= 0.05, row  # no spread beyond the blocks: none added
 
 
+def test_the_row_takes_the_noisiest_file_so_a_quiet_campaign_cannot_dilute_a_noisy_one(tmp_path):
+    """The spread depends on the lease's host: a row must hold on the noisier hosts, so it is the largest
+    of the files' spreads; the pool of both files (smaller here) is kept beside it."""
+    rng = random.Random(11)
+    noisy = _boards_file(tmp_path / "ranks-noisy-boards.json", rng, 0.02, boards=40)
+    quiet = _boards_file(tmp_path / "ranks-quiet-boards.json", rng, 0.0, boards=40)
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, "bench/run_spread.py", "--out", str(out), "--boards", str(quiet), str(noisy)]
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=120)
+    row = json.loads(out.read_text())["devices"]["H200"]["nvfp4_gemm"]
+    assert row["source"].endswith("ranks-noisy-boards.json") and row["boards"] == 80, row
+    assert 0.012 < row["sd_log"] < 0.028 and row["df"] == 80, row
+    assert row["pooled"]["sd_log"] < row["sd_log"] and row["pooled"]["df"] == 160, row
+    assert [f["sd_log"] == 0.0 for f in row["files"].values()].count(True) == 1, row["files"]
+
+
 def test_the_run_text_and_the_site_say_where_the_interval_comes_from():
     from harness.report.site.model import _interval_method
     from harness.results import ScoreInterval
