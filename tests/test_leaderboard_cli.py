@@ -58,7 +58,7 @@ def test_json_and_device_filter(results, capsys):
         capsys, "leaderboard", "--task", TASK, "--results-dir", results, "--format", "json", "--device", "NVIDIA H200"
     )
     board = json.loads(out)
-    assert code == 0 and board["version"] == 5 and board["rule"] == "geom"
+    assert code == 0 and board["version"] == 6 and board["rule"] == "geom"
     (dev,) = board["devices"]
     assert [e["name"] for e in dev["ranked"]] == ["Fast Kernel", "slow", "twin"]
     assert [e["rank_label"] for e in dev["ranked"]] == ["1", "=2", "=2"]

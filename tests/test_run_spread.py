@@ -5,6 +5,7 @@ blocks' 1.4%, and identical files were ranked apart in 4 of 10 boards (results/r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -31,7 +32,7 @@ def test_lookup_by_device_model_and_task(tmp_path, capsys):
     f = _write(tmp_path / "s.json", {"H200": {"nvfp4_gemm": {"sd_log": 0.02, "df": 20, "source": "boards"}}})
     assert lookup("NVIDIA H200", "nvfp4_gemm", f) == RunSpread(0.02, 20.0, "boards")
     assert lookup("NVIDIA H200", "mxfp4_mm", f) is None  # no row: the blocks alone
-    assert lookup("NVIDIA B200", "nvfp4_gemm", f) is None
+    assert lookup("NVIDIA B200", "nvfp4_gemm", f) == RunSpread(0.02, 20.0, "boards", borrowed_from="H200")
     assert lookup("cpu", "nvfp4_gemm", f) is None
     assert lookup("NVIDIA H200", "nvfp4_gemm", tmp_path / "none.json") is None
     assert capsys.readouterr().err == ""
@@ -42,6 +43,41 @@ def test_lookup_by_device_model_and_task(tmp_path, capsys):
     (tmp_path / "broken.json").write_text("{")
     assert lookup("NVIDIA H200", "nvfp4_gemm", tmp_path / "broken.json") is None
     assert "unreadable" in capsys.readouterr().err
+
+
+def test_a_model_without_a_row_borrows_the_tasks_widest_and_says_so(tmp_path, monkeypatch):
+    """On an H100 with no row, boards ranked identical nvfp4 copies apart in 2 of 3: a model with no row of
+    its own takes the task's widest nonzero row of another model; its own row, even a smaller one, wins."""
+    from harness.report.board import interval_notes
+
+    rows = {
+        "H200": {
+            "nvfp4_gemm": {"sd_log": 0.018, "df": 20, "source": "h200"},
+            "mxfp4_mm": {"sd_log": 0.0, "df": 22, "source": "z"},
+        },
+        "H100": {"nvfp4_gemm": {"sd_log": 0.03, "df": 6, "source": "h100"}},
+        "MI355X": {"nvfp4_gemm": {"sd_log": 0.001, "df": 9, "source": "mine"}},
+    }
+    f = _write(tmp_path / "rows.json", rows)
+    assert lookup("NVIDIA B200", "nvfp4_gemm", f) == RunSpread(0.03, 6.0, "h100", borrowed_from="H100")
+    assert lookup("NVIDIA H200", "nvfp4_gemm", f) == RunSpread(0.018, 20.0, "h200")  # its own row
+    assert lookup("AMD Instinct MI355X", "nvfp4_gemm", f) == RunSpread(0.001, 9.0, "mine")
+    assert lookup("NVIDIA B200", "mxfp4_mm", f) is None  # a zero row is not borrowed: nothing is known
+    warning = run_spread.borrowed_warning(lookup("NVIDIA B200", "nvfp4_gemm", f), "nvfp4_gemm")
+    assert warning and "adds the 3.00% measured on the H100" in warning, warning
+    assert run_spread.borrowed_warning(lookup("NVIDIA H200", "nvfp4_gemm", f), "nvfp4_gemm") is None
+    assert lookup("cpu", "nvfp4_gemm", f) is None
+
+    monkeypatch.setattr(run_spread, "package_file", lambda: f)
+    monkeypatch.setattr(run_spread, "user_file", lambda: tmp_path / "no-user-file.json")
+    copies = _runs_with_a_run_level_effect(0)
+    for r in copies:
+        r.device = dataclasses.replace(r.device, name="NVIDIA B200")
+    b = _board(tmp_path / "board", copies)
+    assert (b.run_sd, b.run_sd_borrowed_from) == (0.03, "H100")
+    assert any(
+        "measured on the H100" in n and "no between-run spread is measured" in n for n in interval_notes(b.ranked, b)
+    )
 
 
 def test_the_user_data_folder_wins_over_the_package_for_the_rows_it_holds(tmp_path, monkeypatch):

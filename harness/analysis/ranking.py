@@ -50,7 +50,8 @@ Z_95 = 1.959963984540054
 #     its best run
 # 4 - each device section's run_sd: the between-run sd its intervals add (harness.analysis.run_spread)
 # 5 - run_sd may come from the store's own reruns: run_sd_source and run_sd_from_store say where it was measured
-LEADERBOARD_JSON_VERSION = 5
+# 6 - run_sd_borrowed_from: the GPU model whose row a section without one of its own adds
+LEADERBOARD_JSON_VERSION = 6
 INCOMPLETE = "incomplete"  # the store's verdict of a run that began and never finished
 UNKNOWN_DEVICE = "(unknown device)"
 BENCHMARK_KINDS = ("benchmark", "leaderboard")
@@ -166,6 +167,7 @@ class DeviceBoard:
     run_sd: float | None = None  # the between-run sd its intervals add (harness.analysis.run_spread); None: no row
     run_sd_source: str | None = None  # where it was measured: boards of copies (a file) or this store's reruns
     run_sd_from_store: bool = False  # measured by this store's reruns (wider than the device's row, if any)
+    run_sd_borrowed_from: str | None = None  # the GPU model whose row it is (this model has none of its own)
 
 
 @dataclass
@@ -553,7 +555,17 @@ def _board(
         shapes=labels,
         ranked=entries,
         unranked=unranked,
-        run_sd=between.sd_log if between is not None else None,
-        run_sd_source=between.source if between is not None else None,
-        run_sd_from_store=between is not None and between.from_store,
+        **_run_sd_fields(between),
     )
+
+
+def _run_sd_fields(between: RunSpread | None) -> dict[str, Any]:
+    """A section's ``run_sd*`` fields from the between-run spread its intervals add (None: none)."""
+    if between is None:
+        return {}
+    return {
+        "run_sd": between.sd_log,
+        "run_sd_source": between.source,
+        "run_sd_from_store": between.from_store,
+        "run_sd_borrowed_from": between.borrowed_from,
+    }

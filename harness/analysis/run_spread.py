@@ -11,8 +11,9 @@ package; the interval of a run on such a device and task adds it (``harness.anal
 Two files, as for the device peaks (``harness.analysis.peaks``), the later one winning for the rows it
 holds: the package's (the rows this project measured) and ``run_spread.json`` in the user's data folder
 (on Linux ``~/.local/share/fp4-harness``), where organizers who ran boards on their own machines write
-theirs (``bench/run_spread.py --out``). A device or task with no row adds nothing: its interval is its
-blocks'.
+theirs (``bench/run_spread.py --out``). A GPU model with no row for a task borrows the task's widest row
+of another model (the spread follows the host more than the model), and says so; with none to borrow, or
+on a CPU, nothing is added: the interval is the blocks'.
 
 A results store measures it too: every file run more than once is a set of reruns of identical code
 (:func:`estimate`, the same test as the boards'). The leaderboard and ``compare`` take the wider of the
@@ -26,7 +27,7 @@ import json
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -43,12 +44,13 @@ MIN_FILES = 3  # a store's reruns count with this many files run twice or more: 
 class RunSpread:
     """The between-run sd of log scores beyond a run's own standard error, with its degrees of freedom
     (the reruns less one per file) and where it was measured (``from_store``: a store's own reruns, not
-    boards of copies)."""
+    boards of copies; ``borrowed_from``: the GPU model whose row it is, where the run's own model has none)."""
 
     sd_log: float
     df: float
     source: str
     from_store: bool = False
+    borrowed_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,16 +166,56 @@ def user_file() -> Path:
 
 def lookup(device_name: str, task: str, path: Path | None = None) -> RunSpread | None:
     """The row for ``device_name`` (matched like the device peaks: "NVIDIA H200" is H200) and ``task``,
-    from ``path``, else from the user's file or the package's (the user's first); None where there is
-    none. A broken file is warned about on stderr and read as empty."""
+    from ``path``, else from the user's file or the package's (the user's first). A GPU model with no row
+    of its own borrows the task's largest nonzero row of any other model (:func:`_borrowed`); None where
+    there is none. A broken file is warned about on stderr and read as empty."""
     key = gpu_key(device_name)
     if key is None:
         return None
-    for candidate in [path] if path is not None else [user_file(), package_file()]:
+    files = [path] if path is not None else [user_file(), package_file()]
+    for candidate in files:
         row = _row(candidate, key, task)
         if row is not None:
             return row
-    return None
+    return _borrowed(files, key, task)
+
+
+def _borrowed(files: Sequence[Path], key: str, task: str) -> RunSpread | None:
+    """The task's largest nonzero row of another GPU model, marked as borrowed. The spread follows the host
+    and the task's protocol more than the GPU model (boards of nvfp4 copies spread 2.3% beyond their blocks
+    on one H200 lease, nothing on another, 3.5% on an H100), so an unmeasured model takes the widest one
+    measured: its identical files tie until boards on it measure its own. A zero row is not borrowed (an
+    unmeasured model is not known to add nothing)."""
+    found = [
+        (spread, other)
+        for candidate in files
+        for other in _models(candidate)
+        if other != key and (spread := _row(candidate, other, task)) is not None and spread.sd_log > 0
+    ]
+    if not found:
+        return None
+    spread, other = max(found, key=lambda f: f[0].sd_log)
+    return replace(spread, borrowed_from=other)
+
+
+def borrowed_warning(spread: RunSpread | None, task: str) -> str | None:
+    """What a run's warnings say when its interval adds a row borrowed from another GPU model."""
+    if spread is None or not spread.borrowed_from:
+        return None
+    return (
+        f"no between-run spread is measured for {task} on this GPU model: the interval adds the "
+        f"{100 * spread.sd_log:.2f}% measured on the {spread.borrowed_from} (docs/measurement.md; "
+        "bench/ranks.py and bench/run_spread.py measure this model's own)"
+    )
+
+
+def _models(path: Path) -> list[str]:
+    """The GPU models with rows in ``path`` (none where it is missing or unreadable)."""
+    try:
+        rows = json.loads(path.read_text()).get("devices")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return sorted(rows) if isinstance(rows, dict) else []
 
 
 def _row(path: Path, key: str, task: str) -> RunSpread | None:

@@ -258,9 +258,9 @@ class Run:
                 interval.rule_version,
                 interval.run_sd,
             )
-            warning = spread_warning(interval)
-            if warning:
-                self.ctx.warnings.append(warning)
+            for warning in (spread_warning(interval), run_spread.borrowed_warning(between_runs, self.ctx.task.name)):
+                if warning:
+                    self.ctx.warnings.append(warning)
             return
         with self.ctx.phases.measure("bootstrap"):
             samples = [c.stats.samples_ns for c in result.benchmark_cases() if c.stats is not None]

@@ -341,6 +341,13 @@ def _between_runs_note(section: DeviceBoard) -> str | None:
             if gpu
             else None
         )
+    if section.run_sd and section.run_sd_borrowed_from and gpu:
+        return (
+            f"no between-run spread is measured for this task on this GPU model: the intervals add the "
+            f"{100 * section.run_sd:.2f}% that boards of identical copies measured on the "
+            f"{section.run_sd_borrowed_from}, the widest of any model (docs/measurement.md); measure this "
+            "model's own with bench/ranks.py and bench/run_spread.py"
+        )
     if section.run_sd and gpu:
         return (
             f"the intervals add the {100 * section.run_sd:.2f}% between-run spread that boards of identical "
