@@ -87,17 +87,17 @@ def tied_with(board: dict, spread: RunSpread, margin: float) -> bool:
 
 def device_row(by_file: dict[str, list[dict]], margin: float) -> dict[str, Any] | None:
     """One device and task's row from its boards, by file: the estimate of the file with the largest
-    spread beyond the blocks (the first such file on a tie; the pooled one where none shows any), with the pooled estimate of all boards and
-    each file's, and how many of all the boards tie once that spread is added; None without two copies."""
-    per_file = {source: spread_of(boards) for source, boards in by_file.items()}
-    found = {source: row for source, row in per_file.items() if row is not None}
-    pooled = spread_of([b for boards in by_file.values() for b in boards])
+    spread beyond the blocks (the first on a tie; the pool of all boards where no file shows any), with
+    the pooled estimate and each file's beside it, and how many of all the boards tie once that spread is
+    added; None without two copies."""
+    boards = [b for bs in by_file.values() for b in bs]
+    found = {f: row for f, bs in by_file.items() if (row := spread_of(bs)) is not None}
+    pooled = spread_of(boards)
     if not found or pooled is None:
         return None
     source = max(found, key=lambda f: found[f]["sd_log"])
     if found[source]["sd_log"] == 0:  # no file shows a spread: the row is the pool's, from every file
         source = ", ".join(found)
-    boards = [b for bs in by_file.values() for b in bs]
     row = dict(found.get(source, pooled))
     spread = RunSpread(row["sd_log"], row["df"], source)
     row.update(
