@@ -172,15 +172,17 @@ def lookup(device_name: str, task: str, path: Path | None = None) -> RunSpread |
     key = gpu_key(device_name)
     if key is None:
         return None
-    files = [path] if path is not None else [user_file(), package_file()]
-    for candidate in files:
-        row = _row(candidate, key, task)
+    tables = []  # each file read once, and the package's only where the user's has no row
+    for candidate in [path] if path is not None else [user_file(), package_file()]:
+        devices = _devices(candidate)
+        row = _row(candidate, devices, key, task)
         if row is not None:
             return row
-    return _borrowed(files, key, task)
+        tables.append((candidate, devices))
+    return _borrowed(tables, key, task)
 
 
-def _borrowed(files: Sequence[Path], key: str, task: str) -> RunSpread | None:
+def _borrowed(tables: Sequence[tuple[Path, dict]], key: str, task: str) -> RunSpread | None:
     """The task's largest nonzero row of another GPU model, marked as borrowed. The spread follows the host
     and the task's protocol more than the GPU model (boards of nvfp4 copies spread 2.3% beyond their blocks
     on one H200 lease, nothing on another, 3.5% on an H100), so an unmeasured model takes the widest one
@@ -188,9 +190,9 @@ def _borrowed(files: Sequence[Path], key: str, task: str) -> RunSpread | None:
     unmeasured model is not known to add nothing)."""
     found = [
         (spread, other)
-        for candidate in files
-        for other in _models(candidate)
-        if other != key and (spread := _row(candidate, other, task)) is not None and spread.sd_log > 0
+        for candidate, devices in tables
+        for other in sorted(devices)
+        if other != key and (spread := _row(candidate, devices, other, task)) is not None and spread.sd_log > 0
     ]
     if not found:
         return None
@@ -209,25 +211,22 @@ def borrowed_warning(spread: RunSpread | None, task: str) -> str | None:
     )
 
 
-def _models(path: Path) -> list[str]:
-    """The GPU models with rows in ``path`` (none where it is missing or unreadable)."""
-    try:
-        rows = json.loads(path.read_text()).get("devices")
-    except (OSError, ValueError, AttributeError):
-        return []
-    return sorted(rows) if isinstance(rows, dict) else []
-
-
-def _row(path: Path, key: str, task: str) -> RunSpread | None:
+def _devices(path: Path) -> dict:
+    """The rows of ``path`` by GPU model (empty where it is missing; warned about where unreadable)."""
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        return None
+        return {}
     except (OSError, ValueError) as exc:
         _ignored(path, f"it is unreadable ({exc})")
-        return None
+        return {}
     rows = doc.get("devices") if isinstance(doc, dict) else None
-    row = rows.get(key, {}).get(task) if isinstance(rows, dict) and isinstance(rows.get(key, {}), dict) else None
+    return rows if isinstance(rows, dict) else {}
+
+
+def _row(path: Path, devices: dict, key: str, task: str) -> RunSpread | None:
+    """``devices``' row for ``key`` and ``task`` (read from ``path``), None where it is absent or malformed."""
+    row = devices.get(key, {}).get(task) if isinstance(devices.get(key, {}), dict) else None
     if row is None:
         return None
     try:
