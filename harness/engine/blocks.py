@@ -10,9 +10,10 @@ the samples one process took before blocks. The case results of a shape are merg
 the task's estimator unchanged); the blocks themselves go into ``RunResult.blocks``, and the score's
 interval comes from their scores (``harness.analysis.blocks``).
 
-A block that the host wall-time check alone rejected (``plausibility.escaped_work``) is measured once
-more, on inputs of its own, with its samples dropped: on an H100 host that check rejected an honest
-file in some blocks, from slow host wake-ups. A second such block rejects the run.
+A block that the host wall-time check alone rejected (``plausibility.escaped_work``) is measured again,
+on inputs of its own, with its samples dropped: on H100 hosts that check rejected an honest file in
+some blocks, from a slow host. Up to a third of the blocks may be measured again (``max_remeasured``);
+one more such block rejects the run.
 
 How many blocks (``default_blocks``): ranked on a GPU 10. Five whole-process ranked runs of
 triton_mxfp4 on the H200 spread with a CV of 0.66% (issue #50); the half-width of a t interval from B
@@ -42,7 +43,7 @@ RANKED_GPU_BLOCKS = 10
 RANKED_CPU_BLOCKS = 3
 ORDER_SEED = 1 << 42  # the shapes' order of block b derives from (secret, ORDER_SEED, b)
 THROTTLE_FLAG = "measured while the GPU throttled"
-MAX_REMEASURED = 1  # blocks of a run measured again after the host wall-time check alone rejected them
+REMEASURED_SHARE = 3  # up to count // 3 blocks (at least 1) measured again after the wall check alone
 REMEASURED = "was measured again"  # in the warning that says so (bench/verdict_tally.py counts it)
 
 
@@ -53,6 +54,16 @@ def default_blocks(blocks: int | None, ranked: bool, gpu: bool) -> int:
     if not ranked:
         return 1
     return RANKED_GPU_BLOCKS if gpu else RANKED_CPU_BLOCKS
+
+
+def max_remeasured(count: int) -> int:
+    """How many of a run's ``count`` blocks may be measured again after the host wall-time check alone
+    rejected them: a third (10 blocks: 3), at least one. Honest files on a slow host (an H100 lease: 3
+    of 27 ranked runs of triton_mxfp4 had two such blocks) then pass; a file that escapes the events
+    in every block is still rejected, a few blocks later; and a file that escapes on purpose in its
+    slowest blocks, to have them drawn again, gains at most about 0.17 of the between-block sd
+    (docs/security.md)."""
+    return max(1, count // REMEASURED_SHARE)
 
 
 def shape_order(n: int, block: int, secret: str | None) -> list[int]:
@@ -167,15 +178,15 @@ class TimedBlocks:
 
     def _remeasure(self, b: int) -> bool:
         """After block ``b`` ended badly: when only the host wall-time check rejected it
-        (``plausibility.escaped_work``, which a stretch of slow host wake-ups can fake) and no block of the
-        run has been measured again yet, drops the block (its records, and every sample it took) and
-        says so; the caller then measures block ``b`` again, on inputs and an order of its own. A second
-        such finding stands, so work that escapes the events in every block is still rejected, and a
-        block that escaped it once keeps none of its samples. True when the block is to be measured again."""
+        (``plausibility.escaped_work``, which a slow host can fake) and fewer than ``max_remeasured``
+        blocks of the run have been measured again, drops the block (its records, and every sample it
+        took) and says so; the caller then measures block ``b`` again, on inputs and an order of its own.
+        One finding more stands, so work that escapes the events in every block is still rejected, and a
+        block that escaped them keeps none of its samples. True when the block is to be measured again."""
         ended = [self.parts[i][-1] for i in self._done]
         failed = [case for case in ended if case.verdict != PASS]
         if (
-            self.remeasured >= MAX_REMEASURED
+            self.remeasured >= max_remeasured(self.count)
             or not failed
             or not all(case.verdict == REJECTED and escaped_work(case.message) for case in failed)
         ):
@@ -184,9 +195,10 @@ class TimedBlocks:
             self.parts[i].pop()
         self.records.pop()
         self.remeasured += 1
+        limit = max_remeasured(self.count)
         self.ctx.warnings.append(
             f"block {b + 1} {REMEASURED}: {failed[0].message} (the host alone can cause this: its samples "
-            "were dropped, and a second such block would have rejected the run)"
+            f"were dropped; more than {limit} such block{'s' if limit > 1 else ''} reject the run)"
         )
         return True
 
