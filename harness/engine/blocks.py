@@ -61,8 +61,8 @@ def max_remeasured(count: int) -> int:
     rejected them: a third (10 blocks: 3), at least one. Honest files on a slow host (an H100 lease: 3
     of 27 ranked runs of triton_mxfp4 had two such blocks) then pass; a file that escapes the events
     in every block is still rejected, a few blocks later; and a file that escapes on purpose in its
-    slowest blocks, to have them drawn again, gains at most about 0.17 of the between-block sd
-    (docs/security.md)."""
+    slow blocks, to have them drawn again, gains about 0.30 of the between-block sd (docs/security.md,
+    bench/lab/redraw_gain.py)."""
     return max(1, count // REMEASURED_SHARE)
 
 

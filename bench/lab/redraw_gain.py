@@ -1,0 +1,57 @@
+#!/usr/bin/env python
+"""Lab model: what does a file gain by having its slow blocks measured again on purpose?
+
+A block that only the host wall-time check rejected is dropped and measured again, up to
+``harness.engine.blocks.max_remeasured(B)`` blocks a run. A file can trip that check at will (work on a
+side stream), and it can time itself, so it can ask for a new draw of any block it finds slow. Block
+scores are modelled as independent normal draws (in units of the between-block sd); the file redraws a
+block (the new draw too) while it is above a threshold and redraws are left. For each limit the script
+prints the best threshold's gain on the mean of the B block scores, in between-block sds.
+
+  python bench/lab/redraw_gain.py                # 10 blocks (a ranked GPU run); 1 block: a final's round
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from harness.engine.blocks import max_remeasured
+
+
+def gain(blocks: int, limit: int, threshold: float, trials: int, rng: random.Random) -> float:
+    """The mean improvement of the blocks' mean score (sd units) with this redraw strategy."""
+    total = 0.0
+    for _ in range(trials):
+        left = limit
+        for _ in range(blocks):
+            x = rng.gauss(0.0, 1.0)
+            while x > threshold and left > 0:
+                left -= 1
+                x = rng.gauss(0.0, 1.0)
+            total += x
+    return -total / (trials * blocks)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
+    p.add_argument("--blocks", type=int, nargs="+", default=[10, 1], help="blocks a run")
+    p.add_argument("--trials", type=int, default=20000)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    thresholds = [i / 10 for i in range(0, 21)]
+    for blocks in args.blocks:
+        for limit in sorted({1, max_remeasured(blocks)}):
+            best, at = max((gain(blocks, limit, t, args.trials, rng), t) for t in thresholds)
+            print(f"{blocks} blocks, up to {limit} redrawn: gain {best:.2f} sd (redraw above {at:+.1f} sd)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
