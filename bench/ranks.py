@@ -3,7 +3,8 @@
 Boards: each board is a fresh ``run-all`` (leaderboard mode, a fresh random secret, a fresh store) of
 ``--copies`` byte-different copies of the task's example. A board passes when every copy is tied ("=1").
 Reported per task: boards with all copies tied, the median 95% half-width as a fraction of the score, and
-the wall time per board.
+the wall time per board; each board also records, per copy, how many of its run's blocks were measured
+again after the host wall-time check alone rejected them (``measured_again``).
 
 Finals: each is a final scoring (``harness.engine.final``) of the example, one copy and a variant that is
 ``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
@@ -135,18 +136,27 @@ def _options(args: argparse.Namespace) -> Any:
     )
 
 
-def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, float]:
-    """A fresh run-all of ``folder`` into its own store; (the board's section, wall seconds)."""
+def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, float, dict[str, int]]:
+    """A fresh run-all of ``folder`` into its own store; (the board's section, wall seconds, how many
+    blocks of each file's run were measured again after the host wall-time check alone rejected them)."""
     from harness.api import load_board, run_folder
 
     store = folder / "store"
     t0 = time.monotonic()
-    run_folder(str(folder), task, "leaderboard", _options(args), results_dir=str(store), progress=_quiet)
+    run = run_folder(str(folder), task, "leaderboard", _options(args), results_dir=str(store), progress=_quiet)
     wall = time.monotonic() - t0
     board, _ = load_board(task, results_dir=str(store), mode="leaderboard", margin=args.margin / 100)
     if not board.boards:
         raise SystemExit(f"no board for {task}: every run failed? see {store}")
-    return board.boards[0], wall
+    return board.boards[0], wall, measured_again(run.entries)
+
+
+def measured_again(entries: list[Any]) -> dict[str, int]:
+    """Per file of a run-all (its name without .py), how many blocks of its run were measured again after
+    the host wall-time check alone rejected them (each says so in a warning)."""
+    from harness.engine.blocks import REMEASURED
+
+    return {e.path.stem: sum(REMEASURED in w for w in e.result.warnings) for e in entries}
 
 
 def _between_runs(section: Any, task: str) -> float:
@@ -177,8 +187,11 @@ def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entr
         with tempfile.TemporaryDirectory(prefix="ranks-board-") as tmp:
             for i in range(args.copies):
                 copy_file(src, Path(tmp) / f"copy{i}.py", i)
-            section, wall = one_board(task, Path(tmp), args)
-        record = _board_record(section, wall, args.copies) | {"between_run_sd": _between_runs(section, task)}
+            section, wall, again = one_board(task, Path(tmp), args)
+        record = _board_record(section, wall, args.copies) | {
+            "between_run_sd": _between_runs(section, task),
+            "measured_again": again,
+        }
         out.append(record | {"commit": rf.doc["commit"], "date": utc_now()})
         tied = out[-1]["all_tied"]
         halves = [h for b in out for h in b["half_width_rel"] if h is not None]

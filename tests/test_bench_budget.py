@@ -183,3 +183,20 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
         ("pass", 3.0, "NVIDIA H100 80GB HBM3"),
         ("rejected", 25.0, "NVIDIA H100 80GB HBM3"),
     ]  # one row per probe run: the worst case's verdict, the largest excess beyond the gap
+
+
+def test_a_board_counts_each_files_blocks_measured_again(bench):
+    """bench/ranks.py records, per copy, the blocks its run measured again after the host wall-time check
+    alone (on an H100 lease that check rejected honest runs; the count shows how often it fires)."""
+    from types import SimpleNamespace
+
+    from ranks import measured_again
+
+    from harness.engine.blocks import REMEASURED
+
+    def entry(name: str, warnings: list[str]) -> SimpleNamespace:
+        return SimpleNamespace(path=Path(f"/tmp/board/{name}.py"), result=SimpleNamespace(warnings=warnings))
+
+    flagged = f"block 4 {REMEASURED}: host wall time exceeds the event time by 30.1 us per call"
+    entries = [entry("copy0", [flagged, "secret seed: $HARNESS_SECRET_SEED", flagged]), entry("copy1", [])]
+    assert measured_again(entries) == {"copy0": 2, "copy1": 0}
