@@ -10,6 +10,7 @@ import random
 import pytest
 
 from harness.analysis.final import FinalEntry, needs_more_rounds, rank_final
+from harness.engine.blocks import REMEASURED
 from harness.engine.final import FinalPlan, run_final
 from harness.report.board import load_board, render_board
 from harness.results import RunResult
@@ -29,9 +30,10 @@ class FakeBlocks:
     """A block runner: round r's GPU condition (shared by the round's entries) varies by 4%, each block's
     own noise is 0.3%; ``stop_after`` raises KeyboardInterrupt (a killed final) before that many blocks."""
 
-    def __init__(self, seed: int = 0, stop_after: int | None = None, fail: str | None = None):
+    def __init__(self, seed: int = 0, stop_after: int | None = None, fail: str | None = None, redrawn: str = ""):
         self.rng, self.stop_after, self.fail, self.calls = random.Random(seed), stop_after, fail, []
         self.rounds: dict[int, float] = {}
+        self.redrawn = redrawn  # this path's every block was measured again after the wall check
 
     def __call__(self, path: str, r: int, secret: str) -> RunResult:
         if self.stop_after is not None and len(self.calls) >= self.stop_after:
@@ -43,6 +45,8 @@ class FakeBlocks:
             result.verdict, result.message = "fail", "wrong output at [0, 0]"
             return result
         result.score_us = SPEED[path] * cond * math.exp(self.rng.gauss(0, 0.003))
+        if path == self.redrawn:
+            result.warnings.append(f"block 1 {REMEASURED}: host wall time exceeds the event time by 30.0 us")
         return result
 
 
@@ -82,6 +86,22 @@ def test_a_failed_block_takes_the_entry_out(tmp_path):
         _f, ranking, _ = run_final(st, plan(), "s", FakeBlocks(seed=4, fail="/subs/copy.py"))
     failed = [p for p in ranking.places if p.failed]
     assert [p.name for p in failed] == ["copy"] and "wrong output" in (failed[0].failed or "")
+    assert {p.name for p in ranking.places if not p.failed} == {"orig", "slow"}
+
+
+def test_an_entry_whose_blocks_are_redrawn_in_more_than_a_third_of_the_rounds_leaves_the_final(tmp_path):
+    """A file can trip the host wall-time check on purpose to have a slow block measured again; over a
+    final, an entry may have that in a third of its rounds (max_rounds 12: 4), not in every round. The
+    count survives an interruption: it is stored with each block."""
+    d = str(tmp_path)
+    first = FakeBlocks(seed=5, stop_after=6, redrawn="/subs/copy.py")  # killed in round 2 or 3
+    with open_store(d) as st, pytest.raises(KeyboardInterrupt):
+        run_final(st, plan(min_rounds=8), "s", first)
+    with open_store(d) as st:
+        _f, ranking, resumed = run_final(st, plan(min_rounds=8), "s", FakeBlocks(seed=6, redrawn="/subs/copy.py"))
+    assert resumed
+    [out] = [p for p in ranking.places if p.failed]
+    assert out.name == "copy" and (out.failed or "").startswith("round 5: rejected: more than 4 of its blocks"), out
     assert {p.name for p in ranking.places if not p.failed} == {"orig", "slow"}
 
 

@@ -29,6 +29,7 @@ class FinalEntry:
     path: str
     scores: dict[int, float] = field(default_factory=dict)  # round -> block score (us)
     failed: str | None = None  # why the entry left the final (a block did not pass)
+    measured_again: int = 0  # its blocks measured again after the host wall-time check alone, so far
 
 
 @dataclass
@@ -145,18 +146,32 @@ def needs_more_rounds(ranking: FinalRanking, min_rounds: int, max_rounds: int) -
 
 
 def entries_from_blocks(
-    entries: Sequence[tuple[str, str, str]], blocks: Sequence[Mapping[str, Any]]
+    entries: Sequence[tuple[str, str, str]], blocks: Sequence[Mapping[str, Any]], redraw_limit: int
 ) -> list[FinalEntry]:
     """``entries``: (sha256, name, path) in board order; ``blocks``: stored blocks with round, sha256,
-    verdict, score_us and message. A block that did not pass takes its entry out of the final."""
+    verdict, score_us, message and detail, each taken as :func:`take_block` does."""
     out = {sha: FinalEntry(sha, name, path) for sha, name, path in entries}
     for b in blocks:
         e = out.get(b["sha256"])
-        if e is None:
-            continue
-        score = b.get("score_us")
-        if b["verdict"] == "pass" and isinstance(score, (int, float)) and score > 0:
-            e.scores[int(b["round"])] = float(score)
-        elif e.failed is None:
-            e.failed = f"round {b['round'] + 1}: {b['verdict']}: {b.get('message') or 'no score'}"
+        if e is not None:
+            take_block(e, b, redraw_limit)
     return list(out.values())
+
+
+def take_block(e: FinalEntry, block: Mapping[str, Any], redraw_limit: int) -> None:
+    """Adds one of ``e``'s blocks (round, verdict, score_us, message, and in ``detail`` how many times it
+    was measured again after the host wall-time check alone): its score, or why ``e`` leaves the final.
+    A block that did not pass takes its entry out, and so does a block measured again beyond
+    ``redraw_limit`` over the whole final: a run of blocks may redraw a third of them (a file can trip
+    that check on purpose to redraw a slow block), and an entry's rounds are such a run."""
+    e.measured_again += int((block.get("detail") or {}).get("measured_again", 0))
+    score, where = block.get("score_us"), f"round {block['round'] + 1}"
+    if e.measured_again > redraw_limit:
+        e.failed = e.failed or (
+            f"{where}: rejected: more than {redraw_limit} of its blocks were measured again after the "
+            "host wall-time check (work escaped the timed region)"
+        )
+    elif block["verdict"] == "pass" and isinstance(score, (int, float)) and score > 0:
+        e.scores[int(block["round"])] = float(score)
+    elif e.failed is None:
+        e.failed = f"{where}: {block['verdict']}: {block.get('message') or 'no score'}"

@@ -18,8 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.analysis.final import FinalEntry, FinalRanking, entries_from_blocks, needs_more_rounds, rank_final
-from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS
+from harness.analysis.final import (
+    FinalEntry,
+    FinalRanking,
+    entries_from_blocks,
+    needs_more_rounds,
+    rank_final,
+    take_block,
+)
+from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS, REMEASURED, max_remeasured
 from harness.engine.options import RunOptions
 from harness.engine.seeds import derive_seed
 from harness.engine.stop_rule import StopRule
@@ -78,7 +85,11 @@ def round_order(n: int, round_index: int, secret: str) -> list[int]:
 
 def _block_of(result: RunResult, round_index: int, sha: str) -> FinalBlock:
     record = result.blocks[0] if result.blocks else None
-    detail: dict[str, Any] = {"wall_s": result.wall_s, "warnings": result.warnings[:10]}
+    detail: dict[str, Any] = {
+        "wall_s": result.wall_s,
+        "warnings": result.warnings[:10],
+        "measured_again": sum(REMEASURED in w for w in result.warnings),
+    }
     if record is not None:
         detail.update(clocks_before=record.clocks_before, clocks_after=record.clocks_after, throttled=record.throttled)
     score = result.score_us if result.verdict == PASS else None
@@ -97,7 +108,8 @@ def run_final(
     stored = blocks(st, final.id)
     if resumed:
         progress(f"final {final.id}: continuing ({len(stored)} blocks already measured are kept)")
-    entries = entries_from_blocks(plan.entries, [vars(b) for b in stored])
+    redraw_limit = max_remeasured(plan.max_rounds)  # over an entry's rounds, as over a ranked run's blocks
+    entries = entries_from_blocks(plan.entries, [vars(b) for b in stored], redraw_limit)
     ranking = rank_final(entries, plan.margin)
     while needs_more_rounds(ranking, plan.min_rounds, plan.max_rounds) and _live(entries):
         r = ranking.rounds
@@ -110,10 +122,7 @@ def run_final(
             progress(f"final {final.id}: round {r + 1}, {e.name}")
             block = _block_of(run_block(e.path, r, round_secret), r, e.sha256)
             add_block(st, final.id, block)
-            if block.verdict == PASS and block.score_us:
-                e.scores[r] = block.score_us
-            else:
-                e.failed = f"round {r + 1}: {block.verdict}: {block.message or 'no score'}"
+            take_block(e, vars(block), redraw_limit)
         ranking = rank_final(entries, plan.margin)
         if ranking.undecided:
             progress(f"final {final.id}: after {ranking.rounds} rounds, undecided: {_pairs(ranking)}")
