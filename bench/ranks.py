@@ -317,8 +317,8 @@ def finals(
     options = block_options(_options(args), gpu)
     device = machine(args.device)["device"]
 
-    def run_block(path: str, _round: int, secret: str) -> Any:
-        return run_submission(path, task, "leaderboard", replace(options, secret=secret))
+    def run_block(path: str, _round: int, secret: str, redraws: int = 1) -> Any:
+        return run_submission(path, task, "leaderboard", replace(options, secret=secret, remeasure_limit=redraws))
 
     block_wall = _one_block_wall(task, src, run_block, rf, entry, args) if "final" not in rf.walls else None
     for k in range(args.finals):

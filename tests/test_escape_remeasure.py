@@ -72,6 +72,14 @@ def test_one_block_more_than_the_limit_rejects_the_run(monkeypatch, sub):
     assert len(calls) == 3, calls  # block 0's first case, then the same in each of its 2 measurements again
 
 
+def test_a_final_round_with_no_redraw_left_rejects_at_once(monkeypatch, sub):
+    """A final tells each round's run how many redraws its entry has left (RunOptions.remeasure_limit)."""
+    calls = _inject(monkeypatch, ESCAPE, {0})
+    r = run(sub, blocks=1, remeasure_limit=0)
+    assert r.verdict == REJECTED and plausibility.ESCAPED_WORK in r.message, (r.verdict, r.message)
+    assert len(calls) == 1 and not [w for w in r.warnings if "measured again" in w], (calls, r.warnings)
+
+
 def test_a_second_block_that_the_wall_check_rejects_rejects_a_run_of_three(monkeypatch, sub):
     calls = _inject(monkeypatch, ESCAPE, set(range(100)))  # escaped work every time
     r = run(sub, blocks=3)

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from harness.analysis.final import FinalEntry, needs_more_rounds, rank_final
+from harness.analysis.plausibility import ESCAPED_WORK
 from harness.engine.blocks import REMEASURED
 from harness.engine.final import FinalPlan, run_final
 from harness.report.board import load_board, render_board
@@ -35,7 +36,7 @@ class FakeBlocks:
         self.rounds: dict[int, float] = {}
         self.redrawn = redrawn  # this path's every block was measured again after the wall check
 
-    def __call__(self, path: str, r: int, secret: str) -> RunResult:
+    def __call__(self, path: str, r: int, secret: str, redraws: int) -> RunResult:
         if self.stop_after is not None and len(self.calls) >= self.stop_after:
             raise KeyboardInterrupt
         self.calls.append((path, r))
@@ -43,6 +44,9 @@ class FakeBlocks:
         result = make_result(path.rsplit("/", 1)[-1][:-3])
         if path == self.fail:
             result.verdict, result.message = "fail", "wrong output at [0, 0]"
+            return result
+        if path == self.redrawn and redraws == 0:  # as TimedBlocks does with RunOptions.remeasure_limit 0
+            result.verdict, result.message = "rejected", f"host wall time exceeds the event time: {ESCAPED_WORK}"
             return result
         result.score_us = SPEED[path] * cond * math.exp(self.rng.gauss(0, 0.003))
         if path == self.redrawn:
@@ -91,8 +95,9 @@ def test_a_failed_block_takes_the_entry_out(tmp_path):
 
 def test_an_entry_whose_blocks_are_redrawn_in_more_than_a_third_of_the_rounds_leaves_the_final(tmp_path):
     """A file can trip the host wall-time check on purpose to have a slow block measured again; over a
-    final, an entry may have that in a third of its rounds (max_rounds 12: 4), not in every round. The
-    count survives an interruption: it is stored with each block."""
+    final, an entry may have that in a third of its rounds (max_rounds 12: 4), not in every round: each
+    round's run is told how many it has left, and with none left the check rejects. The count survives
+    an interruption: it is stored with each block."""
     d = str(tmp_path)
     first = FakeBlocks(seed=5, stop_after=6, redrawn="/subs/copy.py")  # killed in round 2 or 3
     with open_store(d) as st, pytest.raises(KeyboardInterrupt):
@@ -101,7 +106,7 @@ def test_an_entry_whose_blocks_are_redrawn_in_more_than_a_third_of_the_rounds_le
         _f, ranking, resumed = run_final(st, plan(min_rounds=8), "s", FakeBlocks(seed=6, redrawn="/subs/copy.py"))
     assert resumed
     [out] = [p for p in ranking.places if p.failed]
-    assert out.name == "copy" and (out.failed or "").startswith("round 5: rejected: more than 4 of its blocks"), out
+    assert out.name == "copy" and (out.failed or "").startswith("round 5: rejected: ") and ESCAPED_WORK in out.failed
     assert {p.name for p in ranking.places if not p.failed} == {"orig", "slow"}
 
 

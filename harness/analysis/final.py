@@ -146,7 +146,7 @@ def needs_more_rounds(ranking: FinalRanking, min_rounds: int, max_rounds: int) -
 
 
 def entries_from_blocks(
-    entries: Sequence[tuple[str, str, str]], blocks: Sequence[Mapping[str, Any]], redraw_limit: int
+    entries: Sequence[tuple[str, str, str]], blocks: Sequence[Mapping[str, Any]]
 ) -> list[FinalEntry]:
     """``entries``: (sha256, name, path) in board order; ``blocks``: stored blocks with round, sha256,
     verdict, score_us, message and detail, each taken as :func:`take_block` does."""
@@ -154,24 +154,17 @@ def entries_from_blocks(
     for b in blocks:
         e = out.get(b["sha256"])
         if e is not None:
-            take_block(e, b, redraw_limit)
+            take_block(e, b)
     return list(out.values())
 
 
-def take_block(e: FinalEntry, block: Mapping[str, Any], redraw_limit: int) -> None:
+def take_block(e: FinalEntry, block: Mapping[str, Any]) -> None:
     """Adds one of ``e``'s blocks (round, verdict, score_us, message, and in ``detail`` how many times it
-    was measured again after the host wall-time check alone): its score, or why ``e`` leaves the final.
-    A block that did not pass takes its entry out, and so does a block measured again beyond
-    ``redraw_limit`` over the whole final: a run of blocks may redraw a third of them (a file can trip
-    that check on purpose to redraw a slow block), and an entry's rounds are such a run."""
+    was measured again after the host wall-time check alone, which ``harness.engine.final`` bounds over
+    the whole final): its score, or why ``e`` leaves the final (a block that did not pass)."""
     e.measured_again += int((block.get("detail") or {}).get("measured_again", 0))
-    score, where = block.get("score_us"), f"round {block['round'] + 1}"
-    if e.measured_again > redraw_limit:
-        e.failed = e.failed or (
-            f"{where}: rejected: more than {redraw_limit} of its blocks were measured again after the "
-            "host wall-time check (work escaped the timed region)"
-        )
-    elif block["verdict"] == "pass" and isinstance(score, (int, float)) and score > 0:
+    score = block.get("score_us")
+    if block["verdict"] == "pass" and isinstance(score, (int, float)) and score > 0:
         e.scores[int(block["round"])] = float(score)
     elif e.failed is None:
-        e.failed = f"{where}: {block['verdict']}: {block.get('message') or 'no score'}"
+        e.failed = f"round {block['round'] + 1}: {block['verdict']}: {block.get('message') or 'no score'}"

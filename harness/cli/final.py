@@ -113,10 +113,11 @@ def run(args: argparse.Namespace) -> int:
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     say(f"final scoring of {len(entries)} entries of {task.name} on {board_device} (secret: {source})")
 
-    def run_block(path: str, round_index: int, round_secret: str):  # type: ignore[no-untyped-def]
+    def run_block(path: str, round_index: int, round_secret: str, redraws: int):  # type: ignore[no-untyped-def]
         from dataclasses import replace
 
-        return run_submission(Path(path), task, "leaderboard", replace(options, secret=round_secret))
+        block = replace(options, secret=round_secret, remeasure_limit=redraws)
+        return run_submission(Path(path), task, "leaderboard", block)
 
     plan = FinalPlan(task.name, board_device, entries, args.min_rounds, args.max_rounds, margin)
     with open_store(args.results_dir) as st:

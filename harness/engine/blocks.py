@@ -179,14 +179,16 @@ class TimedBlocks:
     def _remeasure(self, b: int) -> bool:
         """After block ``b`` ended badly: when only the host wall-time check rejected it
         (``plausibility.escaped_work``, which a slow host can fake) and fewer than ``max_remeasured``
-        blocks of the run have been measured again, drops the block (its records, and every sample it
+        blocks of the run (or ``RunOptions.remeasure_limit``) have been measured again, drops the block (its records, and every sample it
         took) and says so; the caller then measures block ``b`` again, on inputs and an order of its own.
         One finding more stands, so work that escapes the events in every block is still rejected, and a
         block that escaped them keeps none of its samples. True when the block is to be measured again."""
         ended = [self.parts[i][-1] for i in self._done]
         failed = [case for case in ended if case.verdict != PASS]
+        limit = self.ctx.opt.remeasure_limit
+        limit = max_remeasured(self.count) if limit is None else limit
         if (
-            self.remeasured >= max_remeasured(self.count)
+            self.remeasured >= limit
             or not failed
             or not all(case.verdict == REJECTED and escaped_work(case.message) for case in failed)
         ):
@@ -195,7 +197,6 @@ class TimedBlocks:
             self.parts[i].pop()
         self.records.pop()
         self.remeasured += 1
-        limit = max_remeasured(self.count)
         self.ctx.warnings.append(
             f"block {b + 1} {REMEASURED}: {failed[0].message} (the host alone can cause this: its samples "
             f"were dropped; more than {limit} such block{'s' if limit > 1 else ''} reject the run)"

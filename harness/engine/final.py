@@ -60,7 +60,9 @@ class FinalPlan:
         }
 
 
-BlockRunner = Callable[[str, int, str], RunResult]  # (path, round, round secret) -> a one-block ranked run
+# (path, round, round secret, how many times its block may be measured again after the host wall-time
+# check alone: RunOptions.remeasure_limit) -> a one-block ranked run
+BlockRunner = Callable[[str, int, str, int], RunResult]
 
 
 def block_options(options: RunOptions, gpu: bool) -> RunOptions:
@@ -109,7 +111,7 @@ def run_final(
     if resumed:
         progress(f"final {final.id}: continuing ({len(stored)} blocks already measured are kept)")
     redraw_limit = max_remeasured(plan.max_rounds)  # over an entry's rounds, as over a ranked run's blocks
-    entries = entries_from_blocks(plan.entries, [vars(b) for b in stored], redraw_limit)
+    entries = entries_from_blocks(plan.entries, [vars(b) for b in stored])
     ranking = rank_final(entries, plan.margin)
     while needs_more_rounds(ranking, plan.min_rounds, plan.max_rounds) and _live(entries):
         r = ranking.rounds
@@ -120,9 +122,10 @@ def run_final(
             if r in e.scores:
                 continue  # measured before an interruption
             progress(f"final {final.id}: round {r + 1}, {e.name}")
-            block = _block_of(run_block(e.path, r, round_secret), r, e.sha256)
+            left = max(0, redraw_limit - e.measured_again)
+            block = _block_of(run_block(e.path, r, round_secret, left), r, e.sha256)
             add_block(st, final.id, block)
-            take_block(e, vars(block), redraw_limit)
+            take_block(e, vars(block))
         ranking = rank_final(entries, plan.margin)
         if ranking.undecided:
             progress(f"final {final.id}: after {ranking.rounds} rounds, undecided: {_pairs(ranking)}")
