@@ -8,7 +8,9 @@ scores are modelled as independent normal draws (in units of the between-block s
 block (the new draw too) while it is above a threshold and redraws are left. For each limit the script
 prints the best threshold's gain on the mean of the B block scores, in between-block sds.
 
-  python bench/lab/redraw_gain.py                # 10 blocks (a ranked GPU run); 1 block: a final's round
+  python bench/lab/redraw_gain.py                # 10 blocks (a ranked GPU run, or a 10-round final's
+      # entry); 1 block: one round, which a final could redraw in every round until its limit became
+      # one over the whole final
 """
 
 from __future__ import annotations
