@@ -154,9 +154,9 @@ def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, f
 def measured_again(entries: list[Any]) -> dict[str, int]:
     """Per file of a run-all (its name without .py), how many blocks of its run were measured again after
     the host wall-time check alone rejected them (each says so in a warning)."""
-    from harness.engine.blocks import REMEASURED
+    from harness.engine.blocks import remeasured_blocks
 
-    return {e.path.stem: sum(REMEASURED in w for w in e.result.warnings) for e in entries}
+    return {e.path.stem: remeasured_blocks(e.result.warnings) for e in entries}
 
 
 def _between_runs(section: Any, task: str) -> float:

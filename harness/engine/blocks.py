@@ -66,6 +66,11 @@ def max_remeasured(count: int) -> int:
     return max(1, count // REMEASURED_SHARE)
 
 
+def remeasured_blocks(warnings: list[str]) -> int:
+    """How many blocks a run measured again after the host wall-time check alone, from its warnings."""
+    return sum(REMEASURED in w for w in warnings)
+
+
 def shape_order(n: int, block: int, secret: str | None) -> list[int]:
     """The order block ``block`` times ``n`` shapes in: the task's for a single unranked block, else a
     permutation drawn from the secret (ranked) or the block number (public)."""
@@ -179,8 +184,9 @@ class TimedBlocks:
     def _remeasure(self, b: int) -> bool:
         """After block ``b`` ended badly: when only the host wall-time check rejected it
         (``plausibility.escaped_work``, which a slow host can fake) and fewer than ``max_remeasured``
-        blocks of the run (or ``RunOptions.remeasure_limit``) have been measured again, drops the block (its records, and every sample it
-        took) and says so; the caller then measures block ``b`` again, on inputs and an order of its own.
+        blocks of the run (or ``RunOptions.remeasure_limit``) have been measured again, drops the block
+        (its records, and every sample it took) and says so; the caller then measures block ``b`` again,
+        on inputs and an order of its own.
         One finding more stands, so work that escapes the events in every block is still rejected, and a
         block that escaped them keeps none of its samples. True when the block is to be measured again."""
         ended = [self.parts[i][-1] for i in self._done]

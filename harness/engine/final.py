@@ -26,7 +26,7 @@ from harness.analysis.final import (
     rank_final,
     take_block,
 )
-from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS, REMEASURED, max_remeasured
+from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS, max_remeasured, remeasured_blocks
 from harness.engine.options import RunOptions
 from harness.engine.seeds import derive_seed
 from harness.engine.stop_rule import StopRule
@@ -90,7 +90,7 @@ def _block_of(result: RunResult, round_index: int, sha: str) -> FinalBlock:
     detail: dict[str, Any] = {
         "wall_s": result.wall_s,
         "warnings": result.warnings[:10],
-        "measured_again": sum(REMEASURED in w for w in result.warnings),
+        "measured_again": remeasured_blocks(result.warnings),
     }
     if record is not None:
         detail.update(clocks_before=record.clocks_before, clocks_after=record.clocks_after, throttled=record.throttled)
