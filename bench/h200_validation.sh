@@ -12,7 +12,7 @@
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
-#   bash bench/h200_validation.sh escape       # (logs/ only) the host wall-time check on this host:
+#   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
 #                       # series the check reads (an H100 rejected some of these before blocks measured again)
 #   bash bench/h200_validation.sh ranked [example ...]  # honest ranked runs with the device-clock

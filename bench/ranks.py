@@ -4,7 +4,7 @@ Boards: each board is a fresh ``run-all`` (leaderboard mode, a fresh random secr
 ``--copies`` byte-different copies of the task's example. A board passes when every copy is tied ("=1").
 Reported per task: boards with all copies tied, the median 95% half-width as a fraction of the score, and
 the wall time per board; each board also records, per copy, how many of its run's blocks were measured
-again after the host wall-time check alone rejected them (``measured_again``).
+again after the escaped-work check alone rejected them (``measured_again``).
 
 Finals: each is a final scoring (``harness.engine.final``) of the example, one copy and a variant that is
 ``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
@@ -138,7 +138,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, float, dict[str, int]]:
     """A fresh run-all of ``folder`` into its own store; (the board's section, wall seconds, how many
-    blocks of each file's run were measured again after the host wall-time check alone rejected them)."""
+    blocks of each file's run were measured again after the escaped-work check alone rejected them)."""
     from harness.api import load_board, run_folder
 
     store = folder / "store"
@@ -153,7 +153,7 @@ def one_board(task: str, folder: Path, args: argparse.Namespace) -> tuple[Any, f
 
 def measured_again(entries: list[Any]) -> dict[str, int]:
     """Per file of a run-all (its name without .py), how many blocks of its run were measured again after
-    the host wall-time check alone rejected them (each says so in a warning)."""
+    the escaped-work check alone rejected them (each says so in a warning)."""
     from harness.engine.blocks import remeasured_blocks
 
     return {e.path.stem: remeasured_blocks(e.result.warnings) for e in entries}

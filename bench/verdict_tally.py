@@ -48,14 +48,20 @@ def _row(group: str, source: str, doc: dict[str, Any], cache: str | None, outer_
 
 def _wall_gap_rows(group: str, path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A ``bench/wall_gap.py`` output: one row per run, its verdict the first case's that did not pass
-    (else pass), and the largest median of wall minus event time beyond the block's calibrated gap."""
+    (else pass), and the largest median beyond the block's calibrated gap of what the escaped-work check
+    reads: a sample's tail (end event seen complete -> device idle), or in files written before the tail,
+    its host wall time minus its event time."""
     machine = lines[0]["machine"]
     rows = []
     for run in dict.fromkeys(c["run"] for c in lines[1:]):
         cases = [c for c in lines[1:] if c["run"] == run]
         bad = [c for c in cases if c["verdict"] != "pass"]
         row = _row(group, path.name, bad[0] if bad else {"verdict": "pass"}, None, None)
-        excess = [(c["median_wall_minus_event_ns"] - c["gap_ns"]) / 1e3 for c in cases if c.get("gap_ns") is not None]
+        excess = [
+            (c.get("median_tail_ns", c.get("median_wall_minus_event_ns", 0.0)) - c["gap_ns"]) / 1e3
+            for c in cases
+            if c.get("gap_ns") is not None
+        ]
         row["beyond_gap_us_max"] = max(excess, default=None)
         rows.append(dict(row, device=machine.get("device"), date=machine.get("date")))
     return rows

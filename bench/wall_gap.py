@@ -1,10 +1,11 @@
 """The series the escaped-work check reads, per timed case and block, for honest ranked runs, to see
-why an honest file can fail it on a host (the H100 rejected triton_mxfp4 in some blocks: "host wall
-time exceeds the event time by 21-28 us per call beyond the normal gap").
+whether an honest file can fail it on a host (the H100 rejected triton_mxfp4 in some blocks when the
+check read each sample's whole host wall time: "host wall time exceeds the event time by 21-28 us per
+call beyond the normal gap"; it now reads the sample's tail, end event seen complete -> device idle).
 
 It runs ``run_submission`` ranked, with a fresh secret and a fresh compile cache per run, in this
 process or (``--fresh-processes``, as ``python -m harness run`` does) each run in a process of its own,
-and records what ``TimingJudge.finish`` is given: every sample's event time, host wall time,
+and records what ``TimingJudge.finish`` is given: every sample's event time, its tail,
 device-clock window, whether the gate held and the host time it did not hide, with the block's own
 calibrated gaps. One JSON line per judged case, after a first line with the machine (device,
 versions, date, commit):
@@ -31,7 +32,7 @@ from _common import machine  # puts the repository root on sys.path
 from harness.api import RunOptions, run_submission
 from harness.engine import timing_checks
 
-SERIES = ("wall_ns", "window_ns", "gate_held", "unhidden_host_ns")
+SERIES = ("tail_ns", "window_ns", "gate_held", "unhidden_host_ns")
 
 
 def main() -> int:
@@ -60,7 +61,7 @@ def main() -> int:
 
     def finish(self, result, samples, series, batch):  # type: ignore[no-untyped-def]
         judged = original(self, result, samples, series, batch)
-        walls = list(series.get("wall_ns") or [])
+        tails = list(series.get("tail_ns") or [])
         row = {
             "run": run_no,
             "spec": {k: v for k, v in result.spec.items() if k != "seed"},
@@ -72,8 +73,8 @@ def main() -> int:
             "samples_ns": list(samples),
             **{k: list(series.get(k) or []) for k in SERIES},
         }
-        if walls:
-            row["median_wall_minus_event_ns"] = statistics.median(w - s for w, s in zip(walls, samples))
+        if tails:
+            row["median_tail_ns"] = statistics.median(tails)
         out.write(json.dumps(row) + "\n")
         out.flush()
         return judged

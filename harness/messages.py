@@ -293,12 +293,13 @@ class WarmedUp:
 
 @dataclass(frozen=True)
 class Timed:
-    """A chunk of timed calls: per sample its event time, host wall time, device-clock window (or None),
+    """A chunk of timed calls: per sample its event time, its tail (host time from the end event seen
+    complete to the device idle), device-clock window (or None),
     whether the launch gate held, the host time nothing hid (or None); the outputs asked for."""
 
     ok: ClassVar[bool] = True
     samples_ns: list
-    wall_ns: list
+    tail_ns: list
     window_ns: list
     gate_held: list
     unhidden_host_ns: list
@@ -315,7 +316,7 @@ class Timed:
         times = _list_of(lambda x: isinstance(x, (int, float)) and _number(x) and x >= 0)
         valid = {
             "samples_ns": times,
-            "wall_ns": times,
+            "tail_ns": times,
             "window_ns": _list_of(_optional_number),
             "gate_held": _list_of(_flag),
             "unhidden_host_ns": _list_of(_optional_number),

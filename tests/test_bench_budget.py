@@ -161,8 +161,8 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
         {"machine": {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-05"}},
         case,
         dict(case, median_wall_minus_event_ns=46000.0),
-        dict(case, run=1, verdict="rejected", message="host wall time exceeds", median_wall_minus_event_ns=70000.0),
-    ]  # bench/wall_gap.py: the machine, then one line per judged case
+        {"run": 1, "verdict": "rejected", "message": "still busy", "gap_ns": 5000.0, "median_tail_ns": 30000.0},
+    ]  # bench/wall_gap.py: the machine, then one line per judged case (run 0 as written before the tail)
     (tmp_path / "t.json").write_text(json.dumps(timed))
     (tmp_path / "r.json").write_text(json.dumps(run))
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(line) + "\n" for line in probe))
@@ -186,7 +186,7 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
 
 
 def test_a_board_counts_each_files_blocks_measured_again(bench):
-    """bench/ranks.py records, per copy, the blocks its run measured again after the host wall-time check
+    """bench/ranks.py records, per copy, the blocks its run measured again after the escaped-work check
     alone (on an H100 lease that check rejected honest runs; the count shows how often it fires)."""
     from types import SimpleNamespace
 

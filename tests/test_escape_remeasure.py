@@ -1,4 +1,4 @@
-"""A block that only the host wall-time check rejected is measured again, up to a third of the blocks
+"""A block that only the escaped-work check rejected is measured again, up to a third of the blocks
 (harness.engine.blocks).
 
 On an H100 host an honest triton_mxfp4 was rejected in some blocks by "host wall time exceeds the event

@@ -94,7 +94,7 @@ def test_a_failed_block_takes_the_entry_out(tmp_path):
 
 
 def test_an_entry_whose_blocks_are_redrawn_in_more_than_a_third_of_the_rounds_leaves_the_final(tmp_path):
-    """A file can trip the host wall-time check on purpose to have a slow block measured again; over a
+    """A file can trip the escaped-work check on purpose to have a slow block measured again; over a
     final, an entry may have that in a third of its rounds (max_rounds 12: 4), not in every round: each
     round's run is told how many it has left, and with none left the check rejects. The count survives
     an interruption: it is stored with each block."""

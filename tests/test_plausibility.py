@@ -6,11 +6,25 @@ from harness.results import Stats
 
 def test_work_hidden_from_the_events_is_caught():
     events = Stats.from_samples([30e3] * 20)  # 30 us between the events
-    honest_walls = [30e3 + 12e3] * 20  # plus the usual 12 us of sync and record
-    hidden_walls = [30e3 + 12e3 + 400e3] * 20  # 400 us of GPU work on another stream
-    assert implausible(events, honest_walls, gap_ns=12e3, floor_ns=None, gpu=True) is None
-    assert "escaped" in implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=True)
-    assert implausible(events, hidden_walls, gap_ns=12e3, floor_ns=None, gpu=False) is None  # CPU: no events
+    honest_tails = [4e3] * 20  # end event seen complete -> device idle: the usual 4 us (stamp kernel, sync)
+    hidden_tails = [4e3 + 400e3] * 20  # 400 us of GPU work left running on another stream
+    assert implausible(events, honest_tails, gap_ns=4e3, floor_ns=None, gpu=True) is None
+    assert "escaped" in implausible(events, hidden_tails, gap_ns=4e3, floor_ns=None, gpu=True)
+    assert implausible(events, hidden_tails, gap_ns=4e3, floor_ns=None, gpu=False) is None  # CPU: no events
+
+
+def test_the_escaped_work_check_reads_the_tail_not_the_samples():
+    """What a slow host adds before the end event (a late wake-up, the gate's release) is not in the
+    tail, so a long sample with a short tail passes; 25 us left running after the end event, in most
+    samples, is escaped work whatever the sample's length (the median: one hiccup does not decide)."""
+    long = Stats.from_samples([300e3] * 10)
+    assert implausible(long, [4e3] * 10, gap_ns=4e3, floor_ns=None, gpu=True) is None
+    short = Stats.from_samples([10e3] * 10)
+    assert "escaped" in implausible(short, [29e3] * 10, gap_ns=4e3, floor_ns=None, gpu=True)
+    one_hiccup = [4e3] * 9 + [500e3]
+    assert implausible(short, one_hiccup, gap_ns=4e3, floor_ns=None, gpu=True) is None
+    # batched: tails are per input, the gap per sample (divided by the sample's 8 inputs)
+    assert implausible(short, [0.5e3] * 10, gap_ns=4e3, floor_ns=None, gpu=True, inputs_per_sample=8) is None
 
 
 def test_faster_than_physics_is_impossible():
@@ -54,7 +68,7 @@ def test_events_moved_against_the_device_clock_are_caught():
 
 
 def test_batched_samples_share_the_per_sample_calibration():
-    """Batched timing: samples, walls and windows are per input (a sample over 50 inputs divided by
+    """Batched timing: samples, tails and windows are per input (a sample over 50 inputs divided by
     50), the calibrations per sample. Subtracting a whole sample's calibration from each input's
     share would let 50 x that much hide per sample (nvfp4_gemm's honest ranked run read -28 us)."""
     from harness.analysis.plausibility import device_clock_excess_ns
@@ -68,9 +82,9 @@ def test_batched_samples_share_the_per_sample_calibration():
     hidden = [w + 25e3 for w in honest_windows]  # 25 us per call moved out of the events
     assert "re-recorded" in implausible(honest, [], 0.0, None, True, hidden, opened, cal, b)
     assert implausible(honest, [], 0.0, None, True, hidden, opened, cal) is None  # the old, loose reading
-    walls = [130e3 + 12e3 / b + 70e3] * 20  # the wall check: 70 us per call escaped
-    assert "escaped" in implausible(honest, walls, 12e3, None, True, inputs_per_sample=b)
-    assert implausible(honest, walls, 12e3, None, True) is None
+    tails = [12e3 / b + 70e3] * 20  # the tail check: 70 us per call left running after the end event
+    assert "escaped" in implausible(honest, tails, 12e3, None, True, inputs_per_sample=b)
+    assert implausible(honest, tails, 12e3, None, True) is None
 
 
 def test_device_window_knows_whether_the_gate_held():
@@ -120,7 +134,18 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
     monkeypatch.setattr(timing, "_perf_counter_ns", lambda: now[0])
     monkeypatch.setattr(timing, "_event_record", lambda e: None, raising=False)
     monkeypatch.setattr(timing, "_event_elapsed", lambda a, b: 0.05, raising=False)
-    monkeypatch.setattr(timing, "_c_sync", lambda: None, raising=False)
+    polls = []  # the end event: complete at the third query
+
+    def query(event):
+        polls.append(event)
+        now[0] += 1_000  # 1 us a query: the device is still busy with the timed call
+        return len(polls) % 3 == 0
+
+    def sync():  # 7 us until the device is idle after the end event
+        now[0] += 7_000
+
+    monkeypatch.setattr(timing, "_event_query", query, raising=False)
+    monkeypatch.setattr(timing, "_c_sync", sync, raising=False)
     s = timing.Sampler(torch.device("cpu"), None)
     s.start = s.end = object()
     s.gate = SimpleNamespace(cap_ns=15_000, close=lambda cap: True, open=lambda: None)
@@ -128,7 +153,9 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
     def slow_call(data):  # 30 us of host time per call
         now[0] += 30_000
 
-    s.per_call(slow_call, None)
+    _, tail, _ = s.per_call(slow_call, None)
     assert s.unhidden_host_ns == 30_000 - 15_000
-    s.batched(slow_call, [None] * 5)
+    assert tail == 7_000 and polls == [s.end] * 3  # neither the call's host time nor the polls count
+    _, tail, _ = s.batched(slow_call, [None] * 5)
     assert s.unhidden_host_ns == (5 * 30_000 - 15_000) / 5
+    assert tail == 7_000 / 5

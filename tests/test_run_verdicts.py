@@ -258,7 +258,7 @@ def test_a_timing_reply_must_carry_what_was_asked():
     obj = {"kind": "object", "type": "int"}
     good = {
         "samples_ns": [1.0, 2.0],
-        "wall_ns": [3.0, 4.0],
+        "tail_ns": [3.0, 4.0],
         "window_ns": [None, 2.5],
         "gate_held": [False, True],
         "unhidden_host_ns": [None, 0.0],
@@ -271,7 +271,7 @@ def test_a_timing_reply_must_carry_what_was_asked():
     for bad in (
         dict(good, outputs=[obj]),
         dict(good, samples_ns=[1.0]),
-        dict(good, wall_ns="x"),
+        dict(good, tail_ns="x"),
         dict(good, samples_ns=[1.0, float("nan")]),
         dict(good, samples_ns=[-1.0, 2.0]),
         dict(good, window_ns=[None]),

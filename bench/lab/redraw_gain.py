@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Lab model: what does a file gain by having its slow blocks measured again on purpose?
 
-A block that only the host wall-time check rejected is dropped and measured again, up to
+A block that only the escaped-work check rejected is dropped and measured again, up to
 ``harness.engine.blocks.max_remeasured(B)`` blocks a run. A file can trip that check at will (work on a
 side stream), and it can time itself, so it can ask for a new draw of any block it finds slow. Block
 scores are modelled as independent normal draws (in units of the between-block sd); the file redraws a

@@ -29,7 +29,7 @@ class FinalEntry:
     path: str
     scores: dict[int, float] = field(default_factory=dict)  # round -> block score (us)
     failed: str | None = None  # why the entry left the final (a block did not pass)
-    measured_again: int = 0  # its blocks measured again after the host wall-time check alone, so far
+    measured_again: int = 0  # its blocks measured again after the escaped-work check alone, so far
 
 
 @dataclass
@@ -160,7 +160,7 @@ def entries_from_blocks(
 
 def take_block(e: FinalEntry, block: Mapping[str, Any]) -> None:
     """Adds one of ``e``'s blocks (round, verdict, score_us, message, and in ``detail`` how many times it
-    was measured again after the host wall-time check alone, which ``harness.engine.final`` bounds over
+    was measured again after the escaped-work check alone, which ``harness.engine.final`` bounds over
     the whole final): its score, or why ``e`` leaves the final (a block that did not pass)."""
     e.measured_again += int((block.get("detail") or {}).get("measured_again", 0))
     score = block.get("score_us")

@@ -2,8 +2,8 @@
 
 - ``implausible``: a reason the time cannot be honest: below the physical floor of the device, the
   device's own clock seeing more time around the call than the events (the events were re-recorded or
-  moved), or host wall time far above the event time (work escaped the events: another stream, a
-  thread). In ranked runs such a case is rejected; otherwise it is a warning.
+  moved), or the host still waiting for the device long after the end event (work escaped the events:
+  another stream, a thread). In ranked runs such a case is rejected; otherwise it is a warning.
 - ``noise_warnings``: why a figure may not be reliable, and what to do.
 - ``host_bound_warnings``: when the score measures the host's launch path rather than the GPU.
 """
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from harness.results import Stats
 
-ESCAPE_MIN_NS = 20e3  # wall-minus-event beyond the calibrated gap that always counts as escaped work
+ESCAPE_MIN_NS = 20e3  # a sample's tail beyond the calibrated gap that always counts as escaped work
 ESCAPE_FRACTION = 0.5  # ... or beyond this fraction of the median sample, whichever is larger
 # The device clock's window around the events (gated samples) is free of host jitter: tighter limits
 # where the gate held for most samples; where it opened by itself (host time past its cap) the window
-# also holds the host's launch of the second timestamp kernel, and the wall check's limit applies.
+# also holds the host's launch of the second timestamp kernel, and the tail check's limit applies.
 MOVED_MIN_NS = 3e3
 MOVED_FRACTION = 0.05
 ESCAPED_WORK = "work escaped the timed region"
@@ -49,7 +49,7 @@ def device_clock_excess_ns(
 
 def implausible(
     stats: Stats,
-    walls_ns: Sequence[float],
+    tails_ns: Sequence[float],
     gap_ns: float,
     floor_ns: float | None,
     gpu: bool,
@@ -58,11 +58,13 @@ def implausible(
     window_gap_ns: dict | None = None,
     inputs_per_sample: int = 1,
 ) -> str | None:
-    """``windows_ns``: per sample, the device clock's time from just before the start event to just
+    """``tails_ns``: per sample, the host time from the end event seen complete to the device idle
+    (``harness.worker.sampler``), and ``gap_ns`` its median for a trivial honest call;
+    ``windows_ns``: per sample, the device clock's time from just before the start event to just
     after the end event (None where not read); ``held``: per sample, whether the launch gate held
     until the host had enqueued everything; ``window_gap_ns``: {"held", "opened"}: what the window
     exceeds the events by for an honest trivial call in each case, measured before the import.
-    Samples, walls and windows are per input (a batched sample's divided by its ``inputs_per_sample``
+    Samples, tails and windows are per input (a batched sample's divided by its ``inputs_per_sample``
     inputs); ``gap_ns`` and ``window_gap_ns`` are per sample, and are divided the same way."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (
@@ -77,21 +79,22 @@ def implausible(
                 f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
                 "the events were re-recorded or moved, not the work timed"
             )
-    if gpu and walls_ns:
-        escaped = statistics.median(w - s for w, s in zip(walls_ns, stats.samples_ns)) - gap_ns / inputs_per_sample
+    if gpu and tails_ns:
+        escaped = statistics.median(tails_ns) - gap_ns / inputs_per_sample
         if escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
             return (
-                f"host wall time exceeds the event time by {escaped / 1e3:.1f} us per call beyond the "
+                f"the device was still busy {escaped / 1e3:.1f} us per call after the end event, beyond the "
                 f"normal gap: {ESCAPED_WORK} (another stream or thread)"
             )
     return None
 
 
 def escaped_work(reason: str | None) -> bool:
-    """Whether ``reason`` (from :func:`implausible`) is the host wall-time check's. It is the one finding
-    that the host alone can produce: a stretch of slow host wake-ups (seen on an H100 host, 21-28 us a
-    call in one block of an honest run) looks like work that ran outside the events. A ranked run
-    therefore measures such a block again before it rejects (``harness.engine.blocks``)."""
+    """Whether ``reason`` (from :func:`implausible`) is the escaped-work check's. It is the one finding
+    that the host alone may produce: when it measured the whole host wall time of a sample, a stretch of
+    slow host wake-ups (seen on an H100 host, 21-28 us a call in one block of an honest run) looked like
+    work that ran outside the events. It now measures only the tail after the end event, but a ranked
+    run still measures such a block again before it rejects (``harness.engine.blocks``)."""
     return reason is not None and ESCAPED_WORK in reason
 
 

@@ -10,7 +10,7 @@ the samples one process took before blocks. The case results of a shape are merg
 the task's estimator unchanged); the blocks themselves go into ``RunResult.blocks``, and the score's
 interval comes from their scores (``harness.analysis.blocks``).
 
-A block that the host wall-time check alone rejected (``plausibility.escaped_work``) is measured again,
+A block that the escaped-work check alone rejected (``plausibility.escaped_work``) is measured again,
 on inputs of its own, with its samples dropped: on H100 hosts that check rejected an honest file in
 some blocks, from a slow host. Up to a third of the blocks may be measured again (``max_remeasured``);
 one more such block rejects the run.
@@ -57,7 +57,7 @@ def default_blocks(blocks: int | None, ranked: bool, gpu: bool) -> int:
 
 
 def max_remeasured(count: int) -> int:
-    """How many of a run's ``count`` blocks may be measured again after the host wall-time check alone
+    """How many of a run's ``count`` blocks may be measured again after the escaped-work check alone
     rejected them: a third (10 blocks: 3), at least one. Honest files on a slow host (an H100 lease: 3
     of 27 ranked runs of triton_mxfp4 had two such blocks) then pass; a file that escapes the events
     in every block is still rejected, a few blocks later; and a file that escapes on purpose in its
@@ -67,7 +67,7 @@ def max_remeasured(count: int) -> int:
 
 
 def remeasured_blocks(warnings: list[str]) -> int:
-    """How many blocks a run measured again after the host wall-time check alone, from its warnings."""
+    """How many blocks a run measured again after the escaped-work check alone, from its warnings."""
     return sum(REMEASURED in w for w in warnings)
 
 
@@ -139,7 +139,7 @@ class TimedBlocks:
     worker_lost: bool = False  # a WorkerFailure ended the run (no last exchange with the worker)
     interrupted: bool = False  # Ctrl-C ended the blocks; the cases measured so far are kept
     deadline: float = 0.0  # the run's deadline after the blocks, extended by the worker restarts
-    remeasured: int = 0  # blocks measured again after the host wall-time check alone rejected them
+    remeasured: int = 0  # blocks measured again after the escaped-work check alone rejected them
     _pending: list[int] = field(default_factory=list)  # the block's shapes not yet measured, in order
     _done: list[int] = field(default_factory=list)  # the block's shapes measured so far, in order
 
@@ -182,7 +182,7 @@ class TimedBlocks:
                 return
 
     def _remeasure(self, b: int) -> bool:
-        """After block ``b`` ended badly: when only the host wall-time check rejected it
+        """After block ``b`` ended badly: when only the escaped-work check rejected it
         (``plausibility.escaped_work``, which a slow host can fake) and fewer than ``max_remeasured``
         blocks of the run (or ``RunOptions.remeasure_limit``) have been measured again, drops the block
         (its records, and every sample it took) and says so; the caller then measures block ``b`` again,

@@ -23,7 +23,7 @@ class RunOptions:
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
     warmup_chunks: int = 0  # ranked: untimed chunks of fresh inputs before each case's timed chunks, every block
-    # blocks measured again after the host wall-time check alone rejected them; default a third of the
+    # blocks measured again after the escaped-work check alone rejected them; default a third of the
     # blocks, at least 1 (harness.engine.blocks.max_remeasured); a final gives what its entry has left
     remeasure_limit: int | None = None
     max_time_s: float | None = None  # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s

@@ -27,7 +27,7 @@ class TimingJudge:
         self, result: CaseResult, samples: Sequence[float], series: dict[str, list[Any]], batch: int
     ) -> CaseResult:
         """``samples``: per input; ``series``: the timing replies' lists (``protocol.TIMING_SERIES``),
-        whose walls and windows the plausibility checks read; ``batch``: inputs per sample."""
+        whose tails and windows the plausibility checks read; ``batch``: inputs per sample."""
         if not samples:
             return result
         ctx, task, info = self.ctx, self.ctx.task, self.ctx.info
@@ -47,7 +47,7 @@ class TimingJudge:
             )
         reason = plausibility.implausible(
             stats,
-            series["wall_ns"],
+            series["tail_ns"],
             self.session.gap_ns,
             sol.physical_floor_ns(info.name, nbytes, flops),
             ctx.gpu,

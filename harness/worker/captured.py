@@ -24,6 +24,7 @@ _CUDA = torch.cuda.is_available()
 _Event: Any = None
 _event_record: Any = None
 _event_elapsed: Any = None
+_event_query: Any = None
 _device_sync: Any = None
 _c_sync: Any = None
 _Stream: Any = None
@@ -33,6 +34,7 @@ if _CUDA:
     _Event = torch.cuda.Event
     _event_record = torch.cuda.Event.record
     _event_elapsed = torch.cuda.Event.elapsed_time
+    _event_query = torch.cuda.Event.query
     _device_sync = torch.cuda.synchronize
     _c_sync = torch._C._cuda_synchronize
     _Stream, _CUDAGraph, _graph_ctx = torch.cuda.Stream, torch.cuda.CUDAGraph, torch.cuda.graph

@@ -306,24 +306,24 @@ class Worker:
         series: dict[str, list[Any]] = {k: [] for k in protocol.TIMING_SERIES}
         snapshots: list[Snapshot] = []
 
-        def record(ns: float, wall: float) -> None:
+        def record(ns: float, tail: float) -> None:
             s = self.sampler
-            for k, v in zip(protocol.TIMING_SERIES, (ns, wall, s.window_ns, s.window_held, s.unhidden_host_ns)):
+            for k, v in zip(protocol.TIMING_SERIES, (ns, tail, s.window_ns, s.window_held, s.unhidden_host_ns)):
                 series[k].append(v)
 
         if request.protocol == "batched":
             if touch:
                 for data in inputs:
                     step("touch", self.sampler.touch, data)
-            ns, wall, outs = step("calls", self.sampler.batched, kernel, inputs)
-            record(ns, wall)
+            ns, tail, outs = step("calls", self.sampler.batched, kernel, inputs)
+            record(ns, tail)
             snapshots = step("outputs", lambda: [self._snapshot(o) for i, o in enumerate(outs) if i in returned])
         else:
             for i, data in enumerate(inputs):
                 if touch:  # right before its own sample, as the ranked original generates each input
                     step("touch", self.sampler.touch, data)
-                ns, wall, out = step("calls", self.sampler.per_call, kernel, data)
-                record(ns, wall)
+                ns, tail, out = step("calls", self.sampler.per_call, kernel, data)
+                record(ns, tail)
                 if i in returned:
                     snapshots.append(step("outputs", self._snapshot, out))
         header = {"ok": True, **series, "gate_misses": self.sampler.gate_misses, "steps_s": steps}

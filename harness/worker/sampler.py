@@ -13,8 +13,9 @@ hidden (up to the clear's duration). Given the clear's size (``hide_bytes``), th
 same with :class:`harness.worker.gate.LaunchGate`, which also keeps other streams from running ahead; without it, or where the gate cannot be built, the GPU is idle at the start event and the
 launch time is measured (``Sampler.method`` says which).
 On the CPU the same protocols run with a host clock.
-Every sample also records the host wall time from the moment the GPU may run the call to the
-device-wide synchronize after it, which bounds work that escapes the events (another stream, a thread),
+Every sample also records its tail: the host time from the moment the end event is seen complete to the
+device-wide synchronize after it, which shows work that outlives the events (another stream, a thread)
+and, unlike the whole host wall time, none of the host's own delays before the end event,
 and, behind the gate, the device clock's own window around the events (two one-thread kernels read
 ``%globaltimer`` just before the start event and just after the end event): events a submission
 re-records or moves no longer match it.
@@ -33,6 +34,7 @@ from harness.worker.captured import (
     _empty,
     _Event,
     _event_elapsed,
+    _event_query,
     _event_record,
     _perf_counter_ns,
     synchronize,
@@ -42,7 +44,7 @@ from harness.worker.persisting_l2 import PersistingL2
 
 T = TypeVar("T")
 Kernel = Callable[[Any], Any]
-Sample = tuple[float, float, T]  # (device ns, host wall ns, what the timed body returned)
+Sample = tuple[float, float, T]  # (device ns, tail ns, what the timed body returned)
 
 
 class L2Flusher:
@@ -143,8 +145,19 @@ class Sampler:
             if isinstance(t, torch.Tensor) and t.is_cuda and t.numel():
                 _empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).max()
 
+    def _tail_ns(self) -> float:
+        """The host time from the end event seen complete to the device idle: work left running past the
+        events (another stream) shows here. A slow host delays both ends alike, so its hiccups before the
+        end event (the sync's wake-up, the gate's release, a descheduled thread) are not counted; the
+        whole host wall time of a sample counted them (25-49 us a call on some H100 hosts)."""
+        while not _event_query(self.end):
+            pass
+        seen = _perf_counter_ns()
+        _c_sync()
+        return float(_perf_counter_ns() - seen)
+
     def _timed(self, body: Callable[[], T]) -> Sample[T]:
-        """Runs ``body()`` between the protocol's clocks; returns (device_ns, wall_ns, result)."""
+        """Runs ``body()`` between the protocol's clocks; returns (device_ns, tail_ns, result)."""
         self.persisting.reset()
         self.flush()
         self.window_ns, self.window_held, self.unhidden_host_ns = None, False, None
@@ -160,14 +173,13 @@ class Sampler:
                     if self._stamp is not None:
                         self._stamp[(1,)](self._stamps, 1, num_warps=1)
                 finally:
-                    wall0 = _perf_counter_ns()
+                    enqueued = _perf_counter_ns()
                     self.gate.open()
-                _c_sync()
-                wall = _perf_counter_ns() - wall0
-                self._device_window(wall0 - host0)
+                tail = self._tail_ns()
+                self._device_window(enqueued - host0)
                 cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
-                self.unhidden_host_ns = float(max(0, wall0 - host0 - cap))
-                return _event_elapsed(self.start, self.end) * 1e6, wall, result
+                self.unhidden_host_ns = float(max(0, enqueued - host0 - cap))
+                return _event_elapsed(self.start, self.end) * 1e6, tail, result
             self.gate_misses += 1  # the GPU was not free for it: this sample is strict
         synchronize(self.device)
         wall0 = _perf_counter_ns()
@@ -176,29 +188,27 @@ class Sampler:
             result = body()
             _event_record(self.end)
             self.unhidden_host_ns = float(_perf_counter_ns() - wall0)  # the GPU idled at the start event
-            _c_sync()
-            wall = _perf_counter_ns() - wall0
-            return _event_elapsed(self.start, self.end) * 1e6, wall, result
+            tail = self._tail_ns()
+            return _event_elapsed(self.start, self.end) * 1e6, tail, result
         result = body()
-        wall = _perf_counter_ns() - wall0
-        return float(wall), float(wall), result
+        return float(_perf_counter_ns() - wall0), 0.0, result
 
     def per_call(self, fn: Kernel, data: Any) -> Sample[Any]:
-        """One sample: one call on ``data``. Returns (device_ns, wall_ns, output)."""
+        """One sample: one call on ``data``. Returns (device_ns, tail_ns, output)."""
         return self._timed(lambda: fn(data))
 
     def batched(self, fn: Kernel, inputs: Sequence[Any]) -> Sample[list[Any]]:
-        """One sample: one call on each of ``inputs``; the time per input. Returns (ns, wall_ns, outputs)."""
-        ns, wall, outs = self._timed(lambda: [fn(d) for d in inputs])
+        """One sample: one call on each of ``inputs``; the time per input. Returns (ns, tail_ns, outputs)."""
+        ns, tail, outs = self._timed(lambda: [fn(d) for d in inputs])
         if self.window_ns is not None:
             self.window_ns /= len(inputs)
         if self.unhidden_host_ns is not None:
             self.unhidden_host_ns /= len(inputs)
-        return ns / len(inputs), wall / len(inputs), outs
+        return ns / len(inputs), tail / len(inputs), outs
 
     def calibrate(self, n: int = 20) -> float:
-        """Median host-wall minus device time of a trivial honest call: the gap every sample carries
-        even when no work escapes the events."""
+        """Median tail of a trivial honest call (the timestamp kernel after the end event, the
+        synchronize): the gap every sample's tail carries even when no work outlives the events."""
         x = torch.zeros(16, device=self.device)
         gaps = []
         # The same samples also give what the device clock sees beyond the events around an honest
@@ -208,9 +218,9 @@ class Sampler:
             self._closing_cap = cap
             excess: list[float] = []
             for _ in range(n):
-                d, w, _ = self.per_call(lambda t: t.add_(1), x)
+                d, tail, _ = self.per_call(lambda t: t.add_(1), x)
                 if cap is None:
-                    gaps.append(w - d)
+                    gaps.append(tail)
                 if self.window_ns is not None and self.window_held == (cap is None):
                     excess.append(self.window_ns - d)
             self.window_gap_ns[regime] = statistics.median(excess) if len(excess) > n // 2 else None

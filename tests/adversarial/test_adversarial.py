@@ -18,6 +18,7 @@ import time
 import psutil
 import pytest
 
+from harness.analysis.plausibility import ESCAPED_WORK
 from harness.engine.scan import scan_file, scan_source
 from harness.results import ERROR, FAIL, PASS, REJECTED, TIMEOUT
 from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, SECRET, cli, run
@@ -439,7 +440,7 @@ def custom_kernel(data):
         else:
             import harness.protocol as hp
             raw = out.contiguous().view(torch.uint8).numpy().tobytes()
-            header = {{"ok": True, "samples_ns": [1.0], "wall_ns": [1.0], "gap_ns": 0.0, "tampered": [],
+            header = {{"ok": True, "samples_ns": [1.0], "tail_ns": [1.0], "gap_ns": 0.0, "tampered": [],
                        "threads": 1, "children": 0, "seq": hp._last_seq, "tensors": 1,
                        "outputs": [{{"kind": "tensor", "dtype": "bfloat16", "shape": list(out.shape),
                                     "device": "cpu"}}]}}
@@ -788,7 +789,7 @@ def test_scan_unavailable_is_a_clear_message(monkeypatch):
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_gpu_side_stream_work_is_caught(cheat):
-    """GPU work on a side stream the events do not cover: rejected (host wall vs event gap) or fail.
+    """GPU work on a side stream the events do not cover: rejected (the escaped-work check) or fail.
     The hidden work must be GPU-bound to hide anything: the torch example is host-bound on small
     shapes (event time = launch time either way; the H200 run of a version without the matmuls passed,
     honestly), so the cheat also runs ~3 ms of matmuls there."""
@@ -804,6 +805,26 @@ def custom_kernel(data):
 """
     r = run(cheat(body), device="cuda", max_repeats=20)
     assert r.verdict in (REJECTED, FAIL), r.message
+
+
+@pytest.mark.gpu
+def test_gpu_work_left_running_after_the_end_event_is_rejected_as_escaped(cheat):
+    """The whole output computed on a side stream that the timed stream never waits for, behind ~2 ms of
+    matmuls there: the events see none of it, and the outputs, read after the device-wide synchronize,
+    are right. Only the escaped-work check stands between it and a score of about nothing: each
+    sample's tail (end event seen complete -> device idle) holds the side stream's work."""
+    body = """
+_side = torch.cuda.Stream()
+_big = torch.randn(4096, 4096, device="cuda")
+def custom_kernel(data):
+    _side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(_side):
+        for _ in range(12):
+            _big @ _big
+        return _correct_kernel(data)
+"""
+    r = run(cheat(body), device="cuda", max_repeats=20)
+    assert r.verdict == REJECTED and ESCAPED_WORK in r.message, r.message
 
 
 @pytest.mark.gpu

@@ -32,7 +32,7 @@ TENSOR_RAW = TENSOR.reshape(-1).view(torch.uint8).clone()  # a tensor frame as t
 OBJECT_META = protocol.describe_output(None)
 SERIES = {
     "samples_ns": [1.0, 2.0],
-    "wall_ns": [3.0, 4.0],
+    "tail_ns": [3.0, 4.0],
     "window_ns": [None, 2.5],
     "gate_held": [False, True],
     "unhidden_host_ns": [None, 0.0],
@@ -101,8 +101,8 @@ MALFORMED = (
         (Timed, "samples_ns", [1.0, NAN]),
         (Timed, "samples_ns", [-1.0, 2.0]),
         (Timed, "samples_ns", [True, 2.0]),
-        (Timed, "wall_ns", "x"),
-        (Timed, "wall_ns", [3.0, INF]),
+        (Timed, "tail_ns", "x"),
+        (Timed, "tail_ns", [3.0, INF]),
         (Timed, "window_ns", [None]),
         (Timed, "window_ns", ["x", 1.0]),
         (Timed, "gate_held", [1, 0]),
