@@ -42,7 +42,10 @@ def rel(path: Path | str) -> str:
 
 
 def git_commit() -> str | None:
-    """The checkout's full commit hash, or None outside a git checkout."""
+    """The checkout's full commit hash, or None outside a git checkout; $HARNESS_COMMIT where set (a copy
+    of the tree whose git metadata is not the tree's, as on a device machine that copies the files)."""
+    if os.environ.get("HARNESS_COMMIT"):
+        return os.environ["HARNESS_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
         return out.stdout.strip()
@@ -73,9 +76,7 @@ def machine(device: str | None) -> dict[str, Any]:
     from harness.engine.device import device_info, select_device
 
     info = device_info(select_device(device))
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = (git_commit() or "")[:7]
     return {
         "device": info.name,
         "device_kind": info.kind,
