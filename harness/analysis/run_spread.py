@@ -185,7 +185,7 @@ def lookup(device_name: str, task: str, path: Path | None = None) -> RunSpread |
 def _borrowed(tables: Sequence[tuple[Path, dict]], key: str, task: str) -> RunSpread | None:
     """The task's largest nonzero row of another GPU model, marked as borrowed. The spread follows the host
     and the task's protocol more than the GPU model (boards of nvfp4 copies spread 2.3% beyond their blocks
-    on one H200 lease, nothing on another, 2.95-3.4% on an H100), so an unmeasured model takes the widest one
+    on one H200 lease, nothing on another, 2.7-3.4% on an H100), so an unmeasured model takes the widest one
     measured: its identical files tie until boards on it measure its own. A zero row is not borrowed (an
     unmeasured model is not known to add nothing)."""
     found = [
