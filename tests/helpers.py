@@ -43,11 +43,14 @@ def run(sub, task=MXFP4_SMALL, mode="leaderboard", device="cpu", **opts):
     return run_submission(sub, task, mode, RunOptions(device=device, **opts))
 
 
-def cli(args, env=None, timeout=180) -> subprocess.CompletedProcess:
-    """``python -m harness ARGS`` in a fresh process (what an operator types), from the repository root."""
+def cli(args, env=None, timeout=180, cwd=ROOT) -> subprocess.CompletedProcess:
+    """``python -m harness ARGS`` in a fresh process (what an operator types), from the repository root
+    (or ``cwd``: the repository then comes from $PYTHONPATH)."""
     env = dict(os.environ if env is None else env)
+    if Path(cwd) != ROOT and str(ROOT) not in env.get("PYTHONPATH", "").split(os.pathsep):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -47,6 +47,11 @@ COMMANDS = {
     "export": ("harness.cli.export", "export all stored runs of a task as JSON or CSV"),
     "jobs": ("harness.cli.jobs", "where run-all's jobs stand: counts per state, the queue, the running ones"),
     "tasks": ("harness.cli.tasks", "list the tasks with their shapes, timing protocol and published targets"),
+    "serve": (
+        "harness.cli.serve",
+        "a verdict server: later 'run' commands in this environment skip the process start, torch's import "
+        "and the CUDA context",
+    ),
     "measure-peaks": (
         "harness.cli.measure_peaks",
         "measure this GPU's bandwidth, matrix rates and launch floor for the speed of light "
@@ -184,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        args.argv = argv  # as given: 'run' sends it to a verdict server where one listens
         code = args._run(args)
         sys.stdout.flush()  # inside the try: a closed pipe is met here, not at interpreter exit
         return code

@@ -121,6 +121,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.server.client import forward_run
+
+    served = forward_run(args.argv[1:], args.quiet) if getattr(args, "argv", None) else None
+    if served is not None:
+        return served
     options = RunOptions(
         device=args.device,
         seed=args.seed,

@@ -1,4 +1,5 @@
-"""The running-as-root warning: said once per process, with advice that can be followed here."""
+"""The running-as-root warning: said once per process (or run of a verdict server), with advice that can be
+followed here."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def root_warning_once(needed_paths: Iterable[str | os.PathLike[str]]) -> list[st
     blocker = first_blocking_folder(needed_paths)
     fix = f"'nobody' cannot enter {blocker}: chmod o+x {blocker}, or" if blocker else "to drop root,"
     return [f"the submission runs as root; {fix} run as an ordinary user (docs/security.md)"]
+
+
+def forget_said() -> None:
+    """A verdict server's next run counts as a process of its own: the warning is said again."""
+    global _said
+    _said = False
 
 
 def needed_paths() -> list[str]:

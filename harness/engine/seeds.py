@@ -17,11 +17,17 @@ from harness.errors import UsageError
 SECRET_ENV = "HARNESS_SECRET_SEED"
 
 
-def take_secret(secret_file: str | None = None) -> tuple[str, str]:
-    """Returns (secret, where it came from), and removes it from this process's environment."""
+def take_env_secret() -> str | None:
+    """$HARNESS_SECRET_SEED, removed from this process's environment (and its original block)."""
     from_env = os.environ.pop(SECRET_ENV, None)
     if from_env:
         _scrub_initial_environ(f"{SECRET_ENV}=".encode())
+    return from_env
+
+
+def take_secret(secret_file: str | None = None) -> tuple[str, str]:
+    """Returns (secret, where it came from), and removes it from this process's environment."""
+    from_env = take_env_secret()
     if secret_file:
         try:
             secret = Path(secret_file).read_text().strip()

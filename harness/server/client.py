@@ -1,0 +1,93 @@
+"""What ``python -m harness run`` does when a verdict server for its environment listens: it sends its
+arguments, its folder and its secret, prints what comes back as it comes, and returns the run's exit
+code. Its Ctrl-C is sent on as an interrupt (the server keeps and reports what was measured, as a run of
+its own would). Where no server listens, or the server ends without an exit code, the caller runs the
+command in its own process (the latter with a warning)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+from harness.engine.seeds import take_env_secret
+from harness.errors import UsageError
+from harness.server.address import DISABLE_ENV, socket_path
+from harness.server.daemon import read_message, send
+
+SERVED_NOTE = "[harness] run by the verdict server at {path} (HARNESS_NO_SERVER=1: in this process)"
+
+
+def connect(environ: dict[str, str] | None = None) -> tuple[socket.socket, str] | None:
+    """A connection to the server for this environment and code, with its socket's path; None when
+    none listens, or when turned off ($HARNESS_NO_SERVER=1)."""
+    environ = dict(os.environ) if environ is None else environ
+    if environ.get(DISABLE_ENV) == "1":
+        return None
+    try:
+        path = socket_path(environ)
+    except UsageError as exc:
+        print(f"[harness] warning: {exc}; running in this process", file=sys.stderr)
+        return None
+    if not path.exists():
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        return None
+    return conn, str(path)
+
+
+def request(message: dict[str, Any]) -> dict[str, Any] | None:
+    """One status or stop request to this environment's server: its answer, or None when none listens."""
+    found = connect()
+    if found is None:
+        return None
+    conn, _ = found
+    with conn, conn.makefile("rb") as reader:
+        send(conn, message)
+        return read_message(reader)
+
+
+def forward_run(argv: list[str], quiet: bool = False) -> int | None:
+    """``run ARGV`` by the server: the exit code, or None when the caller must run it itself."""
+    found = connect()
+    if found is None:
+        return None
+    conn, path = found
+    if not quiet:
+        print(SERVED_NOTE.format(path=path), file=sys.stderr, flush=True)
+    with conn, conn.makefile("rb") as reader:
+        send(conn, {"run": argv, "cwd": os.getcwd(), "secret": take_env_secret()})
+        while True:
+            try:
+                message = read_message(reader)
+            except KeyboardInterrupt:  # Ctrl-C: the server stops the run and reports what it measured
+                with contextlib.suppress(OSError):
+                    send(conn, {"interrupt": True})
+                continue
+            if message is None:
+                print(
+                    "[harness] warning: the verdict server ended before the run did; running it in this process",
+                    file=sys.stderr,
+                )
+                return None
+            for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
+                if isinstance(message.get(key), str):
+                    stream.write(message[key])
+                    stream.flush()
+            if isinstance(message.get("exit"), int):
+                return int(message["exit"])
+
+
+def describe(status: dict[str, Any] | None) -> str:
+    """A line on a server's status answer."""
+    if status is None:
+        return "no verdict server listens for this environment"
+    info = status.get("status") or {}
+    return json.dumps(info)
