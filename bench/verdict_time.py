@@ -16,12 +16,17 @@ The results file is written after every verdict and after the run-all, ``"comple
 last; with --budget-s it starts no verdict or run-all that its estimate (the verdicts' wall times so far;
 the run-all: --copies times the slowest verdict) says would end past the budget, and exits 0.
 
+With --server, a verdict server (``python -m harness serve --detach``) is started first, in the same
+environment, and every verdict's ``harness run`` goes through it (what a competitor rehearsing with
+one sees); the results file records the server's start time and how many runs it served.
+
 Without a GPU, or with --quick, it runs the small CPU fixture tasks with the torch examples (a smoke
 test of the script, not a measurement).
 
 Examples:
   python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --copies 0 --out results/h200_verdicts/verdict_time.json
   python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --out results/h200_verdicts/run_all_mxfp4.json
+  python bench/verdict_time.py --examples triton_mxfp4 --copies 0 --server --out results/h200_verdicts/verdict_time_server.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
@@ -44,7 +49,7 @@ from _common import ROOT, ResultsFile, doc_parser, git_commit, utc_now
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
-VERSION = 2  # 1 - first version; 2 - each verdict's message (why it did not pass)
+VERSION = 3  # 1 - first version; 2 - each verdict's message (why it did not pass); 3 - --server
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
@@ -153,6 +158,31 @@ def _environment(gpu: bool) -> dict:
     }
 
 
+def start_server(work: Path, quick: bool) -> dict:
+    """A verdict server for the verdicts' environment (its socket beneath ``work``): how long its start
+    took, as ``serve --detach`` waits until it answers."""
+    runtime = work / "run"
+    runtime.mkdir(mode=0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)  # _env() copies it into every verdict's environment
+    command = [sys.executable, "-m", "harness", "serve", "--detach", "--idle-exit", "900"]
+    command += ["--device", "cpu"] if quick else []
+    t0 = time.perf_counter()
+    p = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    return {"start_s": time.perf_counter() - t0, "exit_code": p.returncode, "stderr_tail": p.stderr[-1000:]}
+
+
+def stop_server(record: dict) -> None:
+    """How many runs the server served (every verdict, when all went through it), then stops it."""
+    status = subprocess.run(
+        [sys.executable, "-m", "harness", "serve", "--status"], cwd=ROOT, env=_env(), capture_output=True, text=True
+    )
+    try:
+        record["runs_served"] = json.loads(status.stdout)["runs"]
+    except (ValueError, KeyError, TypeError):
+        record["runs_served"] = None
+    subprocess.run([sys.executable, "-m", "harness", "serve", "--stop"], cwd=ROOT, env=_env(), capture_output=True)
+
+
 def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile) -> None:
     """Every verdict, then the run-all: each a unit, the results file written after it, while the budget
     allows (``rf``)."""
@@ -191,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "--examples", help="comma-separated file stems to run (default: all; the run-all copies the first one)"
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no verdict or run-all past this many seconds")
+    p.add_argument("--server", action="store_true", help="every verdict through a verdict server started first")
     add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
     import torch
@@ -214,8 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     rf = ResultsFile(Path(args.out), doc, args.budget_s)
     try:
+        if args.server:
+            doc["server"] = start_server(work, not gpu)
+            print(f"verdict server started in {doc['server']['start_s']:.1f} s", file=sys.stderr)
         _measure(examples, args, gpu, work, rf)
     finally:
+        if args.server:
+            stop_server(doc["server"])
         shutil.rmtree(work, ignore_errors=True)
     rf.finish()
     return 0

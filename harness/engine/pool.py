@@ -200,6 +200,17 @@ class WorkerPool:
                 theirs.close()
             self._control, self._started_at = ours, time.monotonic()
 
+    def wait_ready(self) -> bool:
+        """Waits until the server has done its imports; whether it can serve (else :attr:`broken` says why)."""
+        with self._lock:
+            if self.broken is None and self.info is None and self._control is not None:
+                try:
+                    self._await_ready()
+                except Exception as exc:
+                    self.broken = f"the worker pool's server failed ({type(exc).__name__}: {exc})"
+                    self._shutdown()
+            return self.broken is None and self.info is not None
+
     def fork(self, channel: Connection, config: WorkerConfig) -> ForkedWorker | None:
         """A worker running ``config`` on ``channel`` (the worker's end; the caller closes its copy), or
         None with :attr:`broken` set when the pool cannot serve. A server that died is not replaced
@@ -328,11 +339,12 @@ def shared_pool(interpret: bool = False) -> WorkerPool | None:
         return _shared[interpret]
 
 
-def warm_shared_pool(device: str | None = None) -> None:
+def warm_shared_pool(device: str | None = None, wait: bool = False) -> None:
     """Starts this process's pool for runs on ``device`` (a name, as --device takes it; None: the one a
     run picks) now, so its imports overlap with the caller's own. Torch-free (the caller has not imported
     torch yet when the CLI calls this): "auto" means a GPU where the system has a GPU driver's device
-    node. A wrong guess only costs an idle server: the run warms the pool its device needs."""
+    node. A wrong guess only costs an idle server: the run warms the pool its device needs. ``wait``:
+    returns once the server has done its imports (a verdict server's start)."""
     name = (device or "auto").strip().lower()
     if name == "auto":
         interpret = not any(os.path.exists(node) for node in GPU_DEVICE_NODES)
@@ -343,3 +355,5 @@ def warm_shared_pool(device: str | None = None) -> None:
     pool = shared_pool(interpret)
     if pool is not None:
         pool.warm()
+        if wait:
+            pool.wait_ready()

@@ -16,7 +16,7 @@ from typing import Any
 from harness.engine.seeds import take_env_secret
 from harness.errors import UsageError
 from harness.server.address import DISABLE_ENV, socket_path
-from harness.server.daemon import read_message, send
+from harness.server.wire import read_message, send
 
 SERVED_NOTE = "[harness] run by the verdict server at {path} (HARNESS_NO_SERVER=1: in this process)"
 

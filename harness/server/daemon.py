@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import io
-import json
 import os
 import signal
 import socket
@@ -32,26 +32,10 @@ from harness.engine.sandbox import make_undumpable
 from harness.engine.seeds import SECRET_ENV
 from harness.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
 from harness.server.address import DISABLE_ENV, socket_path
+from harness.server.wire import read_message, send
 
 IDLE_EXIT_S = 900.0  # a server no client used for this long ends (it holds a CUDA context meanwhile)
-MAX_REQUEST_BYTES = 1 << 20
 CONNECT_TIMEOUT_S = 2.0
-
-
-def send(conn: socket.socket, message: dict[str, Any]) -> None:
-    conn.sendall(json.dumps(message).encode() + b"\n")
-
-
-def read_message(reader: io.BufferedReader) -> dict[str, Any] | None:
-    """The next message on a connection, or None at its end or for a line that is not a JSON object."""
-    line = reader.readline(MAX_REQUEST_BYTES)
-    if not line:
-        return None
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -215,15 +199,19 @@ def _release_memory() -> None:
 
 
 def _prepare(device: str | None) -> None:
-    """What every run would otherwise do first: torch and triton imported, the CUDA context, the pool."""
+    """What every run would otherwise do first: the run's own modules imported (torch and triton among
+    them), the CUDA context, the worker pool started."""
     from harness.engine.pool import warm_shared_pool
 
-    warm_shared_pool(device)
+    warm_shared_pool(device)  # its server imports torch and triton while this process does
+    for module in ("harness.cli.run", "harness.engine.run"):  # the command, the engine behind it, torch
+        importlib.import_module(module)
     from harness.engine.device import device_info, select_device
 
     device_info(select_device(device))  # the CUDA context on a GPU (about 1 s on the H200)
     with contextlib.suppress(ImportError):
         import triton  # noqa: F401
+    warm_shared_pool(device, wait=True)  # and the first run's worker need not wait for them
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:
