@@ -34,7 +34,6 @@ from harness.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
 from harness.server.address import DISABLE_ENV, socket_path
 from harness.server.wire import read_message, send
 
-IDLE_EXIT_S = 900.0  # a server no client used for this long ends (it holds a CUDA context meanwhile)
 CONNECT_TIMEOUT_S = 2.0
 
 
