@@ -12,7 +12,7 @@ in place, and prints one line per changed file on stderr:
 - a temporary folder's ``/tmp/`` becomes ``$TMPDIR/``; a home folder (``/root/``, ``/home/<user>/``) ``~/``.
 
     python bench/relative_paths.py                    # every results file
-    python bench/relative_paths.py results/h200_gpu_tests.xml
+    python bench/relative_paths.py results/h200_gpu_tests_core.xml
     python bench/relative_paths.py --check            # list the files that still hold one; exit 1 if any
 
 ``find_machine_paths(text)`` is what tests/test_results_paths.py checks every tracked results file with.

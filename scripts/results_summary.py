@@ -392,7 +392,6 @@ def _ranked_rows(r: Path) -> list[list[str]]:
 
 # the GPU test files the summaries show, with the label of their row
 GPU_TEST_FILES = {
-    "h200_gpu_tests.xml": "GPU tests (all, 2026-12-01)",
     "h200_gpu_tests_runs.xml": "GPU tests of the examples' runs",
     "h200_gpu_tests_core.xml": "GPU tests: attacks, sandbox, pool, deadline, timing",
     "h200_gpu_tests_compile_cache.xml": "GPU test: harness kernels in a sealed cache entry",
