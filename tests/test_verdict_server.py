@@ -128,6 +128,21 @@ def test_ctrl_c_stops_the_served_run_and_the_server_serves_on(server_env, tmp_pa
     assert again.returncode == 0 and SERVED in again.stderr
 
 
+def test_a_second_client_waits_for_the_run_before_it_and_says_so(server_env, tmp_path):
+    """One run at a time (they would share the GPU): the second client is told it waits, then served."""
+    slow = cheat_with_correct_kernel(
+        tmp_path, "import time\ndef custom_kernel(data):\n    time.sleep(1.5)\n    return _correct_kernel(data)\n"
+    )
+    first = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", str(slow), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", "test"],
+        cwd=ROOT, env=server_env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert SERVED in first.stderr.readline()  # the first is being served
+    second = _run(server_env, EXAMPLE, "--mode", "test")
+    assert first.wait(timeout=120) == 0 and second.returncode == 0
+    assert SERVED in second.stderr and "busy with another run" in second.stderr, second.stderr
+
+
 def test_the_servers_folder_must_be_closed_to_others(monkeypatch, tmp_path):
     runtime = Path(tempfile.mkdtemp(prefix="vs-"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))

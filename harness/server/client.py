@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 import sys
 from typing import Any
@@ -19,6 +20,8 @@ from harness.server.address import DISABLE_ENV, socket_path
 from harness.server.wire import read_message, send
 
 SERVED_NOTE = "[harness] run by the verdict server at {path} (HARNESS_NO_SERVER=1: in this process)"
+BUSY_NOTE = "[harness] the verdict server is busy with another run (one at a time: they share the GPU); waiting"
+BUSY_NOTE_AFTER_S = 2.0  # a server that has not taken the run up by then is running another
 
 
 def connect(environ: dict[str, str] | None = None) -> tuple[socket.socket, str] | None:
@@ -64,6 +67,8 @@ def forward_run(argv: list[str], quiet: bool = False) -> int | None:
         print(SERVED_NOTE.format(path=path), file=sys.stderr, flush=True)
     with conn, conn.makefile("rb") as reader:
         send(conn, {"run": argv, "cwd": os.getcwd(), "secret": take_env_secret()})
+        if not select.select([conn], [], [], BUSY_NOTE_AFTER_S)[0] and not quiet:
+            print(BUSY_NOTE, file=sys.stderr, flush=True)
         while True:
             try:
                 message = read_message(reader)

@@ -4,8 +4,8 @@ clients of its own user, in its main thread, exactly as ``python -m harness run`
 
 The wire: newline-delimited JSON over a Unix stream socket (:mod:`harness.server.address`). A client
 sends one request, ``{"run": [arguments], "cwd": folder, "secret": seed or null}`` (or ``{"status":
-true}``, or ``{"stop": true}``); the server answers with ``{"out": text}`` and ``{"err": text}`` lines
-as the command prints, then ``{"exit": code}``. While a run is active the client may send
+true}``, or ``{"stop": true}``); the server answers ``{"started": pid}`` when it takes a run up, then
+``{"out": text}`` and ``{"err": text}`` lines as the command prints, then ``{"exit": code}``. While a run is active the client may send
 ``{"interrupt": true}`` (its Ctrl-C); a client that disconnects interrupts its run too. Each request
 gets its own folder and secret, and the secret leaves the server's environment when the run ends.
 """
@@ -121,6 +121,7 @@ class Server:
             self.stopping = True
             send(conn, {"exit": 0})
         elif isinstance(request.get("run"), list) and all(isinstance(a, str) for a in request["run"]):
+            send(conn, {"started": os.getpid()})  # a client that does not see this at once waits for another run
             self.run(conn, reader, request)
         else:
             send(
