@@ -7,8 +7,8 @@
 #   bash bench/h200_validation.sh checks       # the GPU-marked tests but the runs and the docs (JUnit XML)
 #   bash bench/h200_validation.sh checks-runs  # the examples' GPU runs (tests/test_gpu_runs.py)
 #   bash bench/h200_validation.sh checks-docs  # the documented commands that need a GPU
-#   bash bench/h200_validation.sh verdicts     # issue 49: whole-process verdict times, the parent's
-#                       # per-call costs, and (lab, logs/ only) where the time before the run goes
+#   bash bench/h200_validation.sh verdicts     # issue 49: whole-process verdict times through a verdict
+#                       # server and in processes of their own, and the parent's per-call costs
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
@@ -99,11 +99,11 @@ if [ "$stage" = ranked ]; then
     tail -3 $LOGS/$sub.leaderboard_clock.log
   done
 fi
-if [ "$stage" = verdicts ]; then   # about 6 minutes
-  step "process phases (lab)"
-  timeout -k 5 150 $PY bench/lab/process_phases.py --runs 2 -- submissions/triton_mxfp4.py --task mxfp4_mm \
-    --mode leaderboard > $LOGS/process_phases.jsonl 2>&1
-  tail -2 $LOGS/process_phases.jsonl
+if [ "$stage" = verdicts ]; then   # about 8 minutes
+  step "verdict times through a verdict server"
+  timeout -k 5 240 $PY bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 2 --copies 0 --server \
+    --budget-s 210 --out $R/h200_verdicts/verdict_time_server.json > $LOGS/verdict_time_server.log 2>&1
+  tail -4 $LOGS/verdict_time_server.log
   step "verdict times"
   timeout -k 5 330 $PY bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 2 --copies 0 \
     --budget-s 300 --out $R/h200_verdicts/verdict_time.json > $LOGS/verdict_time.log 2>&1
