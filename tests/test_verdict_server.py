@@ -94,6 +94,7 @@ def test_each_served_run_gets_its_own_secret_and_folder(server_env, tmp_path):
 def test_another_environment_or_edited_code_is_not_served(server_env, monkeypatch):
     own = _run(server_env, EXAMPLE, "--mode", "test", extra_env={"SOME_SETTING": "1"})
     assert own.returncode == 0 and SERVED not in own.stderr
+    assert "runs for other code or another environment" in own.stderr  # why it was not used, and the fix
     shell = _run(server_env, EXAMPLE, "--mode", "test", extra_env={"SHLVL": "7", "OLDPWD": "/"})
     assert SERVED in shell.stderr  # what differs between two shells of one user changes no run
     env = {"PATH": "/bin"}

@@ -12,15 +12,21 @@ import os
 import select
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from harness.engine.seeds import take_env_secret
 from harness.errors import UsageError
 from harness.server.address import DISABLE_ENV, socket_path
-from harness.server.wire import read_message, send
+from harness.server.wire import answering, read_message, send
 
 SERVED_NOTE = "[harness] run by the verdict server at {path} (HARNESS_NO_SERVER=1: in this process)"
 BUSY_NOTE = "[harness] the verdict server is busy with another run (one at a time: they share the GPU); waiting"
+OTHER_NOTE = (
+    "[harness] a verdict server of yours runs for other code or another environment (a file of the "
+    "checkout edited since it started, or a variable set differently), so this run runs in its own "
+    "process; 'python -m harness serve --stop' there, then 'serve --detach' here"
+)
 BUSY_NOTE_AFTER_S = 2.0  # a server that has not taken the run up by then is running another
 
 
@@ -57,10 +63,22 @@ def request(message: dict[str, Any]) -> dict[str, Any] | None:
         return read_message(reader)
 
 
+def other_servers(environ: dict[str, str] | None = None) -> list[Path]:
+    """The sockets of this user's servers that listen for other code or another environment."""
+    environ = dict(os.environ) if environ is None else environ
+    try:
+        own = socket_path(environ)
+    except UsageError:
+        return []
+    return [p for p in sorted(own.parent.glob("*.sock")) if p != own and answering(p)]
+
+
 def forward_run(argv: list[str], quiet: bool = False) -> int | None:
     """``run ARGV`` by the server: the exit code, or None when the caller must run it itself."""
     found = connect()
     if found is None:
+        if not quiet and os.environ.get(DISABLE_ENV) != "1" and other_servers():
+            print(OTHER_NOTE, file=sys.stderr, flush=True)
         return None
     conn, path = found
     if not quiet:

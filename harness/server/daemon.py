@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from harness.engine import privileges
@@ -32,26 +31,13 @@ from harness.engine.sandbox import make_undumpable
 from harness.engine.seeds import SECRET_ENV
 from harness.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
 from harness.server.address import DISABLE_ENV, socket_path
-from harness.server.wire import read_message, send
-
-CONNECT_TIMEOUT_S = 2.0
+from harness.server.wire import answering, read_message, send
 
 
 def peer_uid(conn: socket.socket) -> int:
     """The user id of the process at the other end of a Unix socket (SO_PEERCRED)."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return struct.unpack("3i", creds)[1]
-
-
-def answering(path: Path) -> bool:
-    """Whether a server listens at ``path``."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(CONNECT_TIMEOUT_S)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-        return True
 
 
 class _Forward(io.TextIOBase):

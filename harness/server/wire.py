@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 MAX_MESSAGE_BYTES = 1 << 20
+CONNECT_TIMEOUT_S = 2.0
 
 
 def send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -25,3 +27,14 @@ def read_message(reader: io.BufferedReader) -> dict[str, Any] | None:
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
+
+
+def answering(path: Path) -> bool:
+    """Whether a server listens at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True
