@@ -95,6 +95,9 @@ def test_another_environment_or_edited_code_is_not_served(server_env, monkeypatc
     own = _run(server_env, EXAMPLE, "--mode", "test", extra_env={"SOME_SETTING": "1"})
     assert own.returncode == 0 and SERVED not in own.stderr
     assert "runs for other code or another environment" in own.stderr  # why it was not used, and the fix
+    listed = cli(["serve", "--status", "--all"], env=dict(server_env, SOME_SETTING="1"))
+    assert listed.returncode == 0 and json.loads(listed.stdout)["runs"] >= 1  # found from the other environment
+    assert cli(["serve", "--detach", "--all"], env=server_env).returncode == 2
     shell = _run(server_env, EXAMPLE, "--mode", "test", extra_env={"SHLVL": "7", "OLDPWD": "/"})
     assert SERVED in shell.stderr  # what differs between two shells of one user changes no run
     env = {"PATH": "/bin"}

@@ -24,6 +24,7 @@ EXAMPLES = """  python -m harness serve --detach            # start one in the b
   python -m harness run submissions/triton_mxfp4.py --task mxfp4_mm     # runs in the server
   python -m harness serve --status
   python -m harness serve --stop
+  python -m harness serve --stop --all        # every server of yours, for whatever code or environment
   python -m harness serve --idle-exit 3600    # in the foreground, until an hour passes without a run
 
 A server serves only runs from the same environment and the same code: a client whose environment
@@ -39,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--detach", action="store_true", help="start the server in the background and return")
     what.add_argument("--stop", action="store_true", help="stop this environment's server")
     what.add_argument("--status", action="store_true", help="this environment's server: pid, start, runs served")
+    p.add_argument("--all", action="store_true", help="with --stop or --status: every verdict server of yours")
     p.add_argument(
         "--idle-exit",
         type=float,
@@ -52,12 +54,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.idle_exit <= 0:
         raise UsageError(f"--idle-exit {args.idle_exit:g}: give a number of seconds above 0")
+    if args.all and not (args.stop or args.status):
+        raise UsageError("--all goes with --stop or --status (every verdict server of yours)")
     if args.status or args.stop:
-        answer = client.request({"status": True} if args.status else {"stop": True})
+        targets = client.all_servers() if args.all else [None]
+        answers = [
+            a for a in (client.request({"status": True} if args.status else {"stop": True}, t) for t in targets) if a
+        ]
         if args.stop:
-            print("stopped the verdict server" if answer else client.describe(None), file=sys.stderr)
+            print(f"stopped {len(answers)} verdict server(s)" if answers else client.describe(None), file=sys.stderr)
         else:
-            print(client.describe(answer))
+            print("\n".join(client.describe(a) for a in answers) or client.describe(None))
         return 0
     if args.detach:
         return _detach(args)

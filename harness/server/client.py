@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.engine.seeds import take_env_secret
 from harness.errors import UsageError
-from harness.server.address import DISABLE_ENV, socket_path
+from harness.server.address import DISABLE_ENV, server_folder, socket_path
 from harness.server.wire import answering, read_message, send
 
 SERVED_NOTE = "[harness] run by the verdict server at {path} (HARNESS_NO_SERVER=1: in this process)"
@@ -30,17 +30,18 @@ OTHER_NOTE = (
 BUSY_NOTE_AFTER_S = 2.0  # a server that has not taken the run up by then is running another
 
 
-def connect(environ: dict[str, str] | None = None) -> tuple[socket.socket, str] | None:
-    """A connection to the server for this environment and code, with its socket's path; None when
-    none listens, or when turned off ($HARNESS_NO_SERVER=1)."""
+def connect(environ: dict[str, str] | None = None, path: Path | None = None) -> tuple[socket.socket, str] | None:
+    """A connection to the server for this environment and code (or the one at ``path``), with its
+    socket's path; None when none listens, or when turned off ($HARNESS_NO_SERVER=1)."""
     environ = dict(os.environ) if environ is None else environ
     if environ.get(DISABLE_ENV) == "1":
         return None
-    try:
-        path = socket_path(environ)
-    except UsageError as exc:
-        print(f"[harness] warning: {exc}; running in this process", file=sys.stderr)
-        return None
+    if path is None:
+        try:
+            path = socket_path(environ)
+        except UsageError as exc:
+            print(f"[harness] warning: {exc}; running in this process", file=sys.stderr)
+            return None
     if not path.exists():
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -52,15 +53,25 @@ def connect(environ: dict[str, str] | None = None) -> tuple[socket.socket, str] 
     return conn, str(path)
 
 
-def request(message: dict[str, Any]) -> dict[str, Any] | None:
-    """One status or stop request to this environment's server: its answer, or None when none listens."""
-    found = connect()
+def request(message: dict[str, Any], path: Path | None = None) -> dict[str, Any] | None:
+    """One status or stop request to this environment's server (or the one at ``path``): its answer, or
+    None when none listens."""
+    found = connect(path=path)
     if found is None:
         return None
     conn, _ = found
     with conn, conn.makefile("rb") as reader:
         send(conn, message)
         return read_message(reader)
+
+
+def all_servers() -> list[Path]:
+    """The sockets of every server of this user that listens, for whatever code and environment."""
+    try:
+        folder = server_folder()
+    except UsageError:
+        return []
+    return [p for p in sorted(folder.glob("*.sock")) if answering(p)]
 
 
 def other_servers(environ: dict[str, str] | None = None) -> list[Path]:
@@ -70,7 +81,7 @@ def other_servers(environ: dict[str, str] | None = None) -> list[Path]:
         own = socket_path(environ)
     except UsageError:
         return []
-    return [p for p in sorted(own.parent.glob("*.sock")) if p != own and answering(p)]
+    return [p for p in all_servers() if p != own]
 
 
 def forward_run(argv: list[str], quiet: bool = False) -> int | None:
