@@ -57,20 +57,24 @@ def run(args: argparse.Namespace) -> int:
     if args.all and not (args.stop or args.status):
         raise UsageError("--all goes with --stop or --status (every verdict server of yours)")
     if args.status or args.stop:
-        targets = client.all_servers() if args.all else [None]
-        answers = [
-            a for a in (client.request({"status": True} if args.status else {"stop": True}, t) for t in targets) if a
-        ]
-        if args.stop:
-            print(f"stopped {len(answers)} verdict server(s)" if answers else client.describe(None), file=sys.stderr)
-        else:
-            print("\n".join(client.describe(a) for a in answers) or client.describe(None))
-        return 0
+        return _ask(args)
     if args.detach:
         return _detach(args)
     from harness.server.daemon import serve
 
     return serve(args.idle_exit, args.device)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    """--status or --stop: this environment's server, or with --all every one of the user's."""
+    message = {"status": True} if args.status else {"stop": True}
+    targets = client.all_servers() if args.all else [None]
+    answers = [answer for answer in (client.request(message, t) for t in targets) if answer]
+    if args.stop:
+        print(f"stopped {len(answers)} verdict server(s)" if answers else client.describe(None), file=sys.stderr)
+    else:
+        print("\n".join(client.describe(a) for a in answers) or client.describe(None))
+    return 0
 
 
 def _detach(args: argparse.Namespace) -> int:
