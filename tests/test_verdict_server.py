@@ -107,6 +107,12 @@ def test_another_environment_or_edited_code_is_not_served(server_env, monkeypatc
     files = address.code_state()
     monkeypatch.setattr(address, "code_state", lambda: [*files[:-1], (files[-1][0], files[-1][1], files[-1][2] + 1)])
     assert address.fingerprint(env) != before  # a file saved since: another server
+    monkeypatch.setattr(address, "code_state", lambda: files)
+    assert address.fingerprint(env) == before
+    installed = address.installed_state()
+    assert installed  # the venv's site-packages at least
+    monkeypatch.setattr(address, "installed_state", lambda: [(installed[0][0], installed[0][1] + 1)])
+    assert address.fingerprint(env) != before  # a package installed or removed since: another server
 
 
 def test_ctrl_c_stops_the_served_run_and_the_server_serves_on(server_env, tmp_path):

@@ -1,6 +1,6 @@
 """Where a verdict server listens: a Unix socket in a folder only its user can enter, named by a
-fingerprint of everything a run takes from its process (the code of this repository, the interpreter,
-the environment but for a few variables that differ from shell to shell). A client finds a server only
+fingerprint of everything a run takes from its process (the code of this repository, the interpreter
+and its installed packages, the environment but for a few variables that differ from shell to shell). A client finds a server only
 when its own fingerprint matches, so a server never runs a verdict with other code or settings than the
 client's own process would have."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import site
 import stat
 import sys
 import tempfile
@@ -47,10 +48,18 @@ def code_state() -> list[tuple[str, int, int]]:
     return files
 
 
+def installed_state() -> list[tuple[str, int]]:
+    """(folder, modification time) of each site-packages folder: installing or removing a package (a new
+    torch) changes its entries, so a server that imported the old one is not used."""
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    return [(f, os.stat(f).st_mtime_ns) for f in folders if os.path.isdir(f)]
+
+
 def fingerprint(environ: Mapping[str, str]) -> str:
     """What a server must share with a client to run its verdicts, as a short hash."""
     state = {
         "python": [sys.executable, sys.version],
+        "installed": installed_state(),
         "root": str(ROOT),
         "code": code_state(),
         "env": sorted((k, v) for k, v in environ.items() if not ignored(k)),
