@@ -33,7 +33,7 @@ def test_ranks_quick_writes_boards_and_a_final(tmp_path):
     assert task["file"] == "submissions/torch_mxfp4.py"  # repo-relative
     (board,) = task["boards"]
     assert sorted(board["ranks"]) == ["copy0", "copy1"] and board["interval_source"] == ["blocks"]
-    assert board["measured_again"] == {"copy0": 0, "copy1": 0}  # blocks redrawn after the wall check, per file
+    assert board["measured_again"] == {"copy0": 0, "copy1": 0}  # blocks redrawn after the escaped-work check, per file
     assert task["boards_all_tied"] == int(board["all_tied"])
     (final,) = task["finals"]
     assert sorted(final["ranks"]) == ["copy", "orig", "slow"] and final["rounds"] == 2

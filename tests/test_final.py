@@ -34,7 +34,7 @@ class FakeBlocks:
     def __init__(self, seed: int = 0, stop_after: int | None = None, fail: str | None = None, redrawn: str = ""):
         self.rng, self.stop_after, self.fail, self.calls = random.Random(seed), stop_after, fail, []
         self.rounds: dict[int, float] = {}
-        self.redrawn = redrawn  # this path's every block was measured again after the wall check
+        self.redrawn = redrawn  # this path's every block was measured again after the escaped-work check
 
     def __call__(self, path: str, r: int, secret: str, redraws: int) -> RunResult:
         if self.stop_after is not None and len(self.calls) >= self.stop_after:
@@ -46,11 +46,16 @@ class FakeBlocks:
             result.verdict, result.message = "fail", "wrong output at [0, 0]"
             return result
         if path == self.redrawn and redraws == 0:  # as TimedBlocks does with RunOptions.remeasure_limit 0
-            result.verdict, result.message = "rejected", f"host wall time exceeds the event time: {ESCAPED_WORK}"
+            result.verdict, result.message = (
+                "rejected",
+                f"the device was still busy 30.0 us per call after the end event: {ESCAPED_WORK}",
+            )
             return result
         result.score_us = SPEED[path] * cond * math.exp(self.rng.gauss(0, 0.003))
         if path == self.redrawn:
-            result.warnings.append(f"block 1 {REMEASURED}: host wall time exceeds the event time by 30.0 us")
+            result.warnings.append(
+                f"block 1 {REMEASURED}: the device was still busy 30.0 us per call after the end event"
+            )
         return result
 
 

@@ -43,7 +43,7 @@ RANKED_GPU_BLOCKS = 10
 RANKED_CPU_BLOCKS = 3
 ORDER_SEED = 1 << 42  # the shapes' order of block b derives from (secret, ORDER_SEED, b)
 THROTTLE_FLAG = "measured while the GPU throttled"
-REMEASURED_SHARE = 3  # up to count // 3 blocks (at least 1) measured again after the wall check alone
+REMEASURED_SHARE = 3  # up to count // 3 blocks (at least 1) measured again after the escaped-work check alone
 REMEASURED = "was measured again"  # in the warning that says so (bench/verdict_tally.py counts it)
 
 

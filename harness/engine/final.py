@@ -60,7 +60,7 @@ class FinalPlan:
         }
 
 
-# (path, round, round secret, how many times its block may be measured again after the host wall-time
+# (path, round, round secret, how many times its block may be measured again after the escaped-work
 # check alone: RunOptions.remeasure_limit) -> a one-block ranked run
 BlockRunner = Callable[[str, int, str, int], RunResult]
 

@@ -30,18 +30,20 @@ OTHER_NOTE = (
 BUSY_NOTE_AFTER_S = 2.0  # a server that has not taken the run up by then is running another
 
 
-def connect(environ: dict[str, str] | None = None, path: Path | None = None) -> tuple[socket.socket, str] | None:
-    """A connection to the server for this environment and code (or the one at ``path``), with its
-    socket's path; None when none listens, or when turned off ($HARNESS_NO_SERVER=1)."""
-    environ = dict(os.environ) if environ is None else environ
-    if environ.get(DISABLE_ENV) == "1":
+def own_socket() -> Path | None:
+    """Where the server for this environment and code listens, if one does; None when turned off
+    ($HARNESS_NO_SERVER=1), or when the servers' folder cannot be trusted (with a warning)."""
+    if os.environ.get(DISABLE_ENV) == "1":
         return None
-    if path is None:
-        try:
-            path = socket_path(environ)
-        except UsageError as exc:
-            print(f"[harness] warning: {exc}; running in this process", file=sys.stderr)
-            return None
+    try:
+        return socket_path(os.environ)
+    except UsageError as exc:
+        print(f"[harness] warning: {exc}; running in this process", file=sys.stderr)
+        return None
+
+
+def connect(path: Path) -> tuple[socket.socket, str] | None:
+    """A connection to the server at ``path``, with the path; None when none listens there."""
     if not path.exists():
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -56,7 +58,8 @@ def connect(environ: dict[str, str] | None = None, path: Path | None = None) -> 
 def request(message: dict[str, Any], path: Path | None = None) -> dict[str, Any] | None:
     """One status or stop request to this environment's server (or the one at ``path``): its answer, or
     None when none listens."""
-    found = connect(path=path)
+    path = path or own_socket()
+    found = connect(path) if path is not None else None
     if found is None:
         return None
     conn, _ = found
@@ -74,21 +77,14 @@ def all_servers() -> list[Path]:
     return [p for p in sorted(folder.glob("*.sock")) if answering(p)]
 
 
-def other_servers(environ: dict[str, str] | None = None) -> list[Path]:
-    """The sockets of this user's servers that listen for other code or another environment."""
-    environ = dict(os.environ) if environ is None else environ
-    try:
-        own = socket_path(environ)
-    except UsageError:
-        return []
-    return [p for p in all_servers() if p != own]
-
-
 def forward_run(argv: list[str], quiet: bool = False) -> int | None:
     """``run ARGV`` by the server: the exit code, or None when the caller must run it itself."""
-    found = connect()
+    own = own_socket()
+    if own is None:
+        return None
+    found = connect(own)
     if found is None:
-        if not quiet and os.environ.get(DISABLE_ENV) != "1" and other_servers():
+        if not quiet and any(p != own for p in all_servers()):
             print(OTHER_NOTE, file=sys.stderr, flush=True)
         return None
     conn, path = found
