@@ -9,6 +9,8 @@
 #   bash bench/h200_validation.sh checks-docs  # the documented commands that need a GPU
 #   bash bench/h200_validation.sh verdicts     # issue 49: whole-process verdict times through a verdict
 #                       # server and in processes of their own, and the parent's per-call costs
+#   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the lead-in before every chunk against fewer
+#   bash bench/h200_validation.sh lead-in-nvfp4   # (bench/lead_in.py: interleaved whole ranked runs)
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
@@ -27,7 +29,7 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, boards, escape or ranked}
+stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, lead-in-mxfp4, lead-in-nvfp4, boards, escape or ranked}
 LOGS=$R/logs
 mkdir -p "$LOGS"
 # Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
@@ -111,6 +113,18 @@ if [ "$stage" = verdicts ]; then   # about 8 minutes
   step "check cost"
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
+fi
+if [ "$stage" = lead-in-mxfp4 ]; then   # about 4 minutes (one chunk a case and block: case is chunk there)
+  step "lead-in A/B, mxfp4"
+  timeout -k 5 230 $PY bench/lead_in.py --task mxfp4_mm --settings chunk,block --rounds 4 --budget-s 200 \
+    --out $R/h200_verdicts/lead_in_mxfp4.json > $LOGS/lead_in_mxfp4.log 2>&1
+  tail -3 $LOGS/lead_in_mxfp4.log
+fi
+if [ "$stage" = lead-in-nvfp4 ]; then   # about 9 minutes
+  step "lead-in A/B, nvfp4"
+  timeout -k 5 560 $PY bench/lead_in.py --task nvfp4_gemm --rounds 3 --budget-s 530 \
+    --out $R/h200_verdicts/lead_in_nvfp4.json > $LOGS/lead_in_nvfp4.log 2>&1
+  tail -3 $LOGS/lead_in_nvfp4.log
 fi
 if [ "$stage" = boards ]; then   # one call: about 3 boards (BOARDS_BUDGET=S: S seconds, default 540)
   f=$R/ranks/ranks-h200-nvfp4_gemm-boards-rule2.json

@@ -170,6 +170,7 @@ class BlockRecord:
     wall_s: float | None = None
     fresh_worker: bool = True  # False: this block ran in the worker of the block before (--same-worker)
     warmup_chunks: int = 0  # untimed chunks of fresh inputs before each case's timed ones (--warmup-chunks)
+    lead_in: str = "chunk"  # which chunks got the lead-in (warm-up calls, heat): RunOptions.lead_in
 
 
 @dataclass

@@ -32,7 +32,7 @@ from harness.messages import Timed, WarmedUp
 from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
-CHUNK_WARMUP_MS = 20  # GPU: the harness's own work right before every chunk of timed calls
+CHUNK_WARMUP_MS = 20  # GPU: the lead-in before a chunk of timed calls: this long of each (see lead_in_due)
 PER_CALL_CHUNK = 10  # GPU, per-call protocol: timed calls per chunk (one request, one reply, one check)
 BLOCK_WARMUP_MS = 100  # GPU: the submission's warm-up calls before a block's first case (later cases: 3 calls)
 GATE_MISSED = (
@@ -41,6 +41,18 @@ GATE_MISSED = (
 
 
 BLOCK_STRIDE = 1 << 32  # block b's inputs use seed indices from b * BLOCK_STRIDE on (below WARMUP_INDEX)
+
+
+def lead_in_due(policy: str, first_chunk: bool, first_case: bool) -> bool:
+    """Whether a chunk of timed calls on a GPU gets the lead-in (the submission's own warm-up calls, then
+    the harness's heat, ``CHUNK_WARMUP_MS`` each) under ``RunOptions.lead_in``: "chunk" before every
+    chunk (the default); "case" before each case's first chunk; "block" before the first chunk of a
+    block's first case. The later two are measured against the first by ``bench/lead_in.py``: what the
+    lead-in buys is a clock and cache state that a gap between chunks (the parent's checks and the next
+    inputs) might have lost, and it costs 40 ms a chunk (10 s of a ranked triton_nvfp4 verdict)."""
+    if policy == "chunk":
+        return True
+    return first_chunk and (policy == "case" or first_case)
 
 
 class EarlierCaseFailed(Exception):
@@ -110,7 +122,7 @@ class BenchmarkLoop:
         ended = self._warm_up(c, deadline, BLOCK_WARMUP_MS if first and self.ctx.gpu else 0)
         if ended is not None:
             return ended
-        return self._time(c, deadline, kernel_only, defer_check and self.ctx.ranked)
+        return self._time(c, deadline, kernel_only, defer_check and self.ctx.ranked, first)
 
     def settle(self) -> tuple[int, CaseResult] | None:
         """Runs the deferred check, if any; (the case's index, its failed result) when a deferred check
@@ -182,6 +194,10 @@ class BenchmarkLoop:
         repeat = k // len(c.fixed or [None])  # per call: the one fixed input k times; batched: the batch once
         return (c.fixed or []) * repeat, (c.fixed_items or []) * repeat, [k - 1]
 
+    def _lead_in_due(self, first_chunk: bool, first_case: bool) -> bool:
+        """Whether the next chunk gets the lead-in: on a GPU, as ``RunOptions.lead_in`` says."""
+        return self.ctx.gpu and lead_in_due(self.ctx.opt.lead_in, first_chunk, first_case)
+
     def _chunk_warm_up(self, c: _Case, deadline: float, samples: list) -> CaseResult | None:
         """Every chunk, in both modes alike (so ranked and unranked times compare): the submission's own
         warm-up calls on an input that is not timed next (ranked: before the timed inputs reach the
@@ -196,7 +212,9 @@ class BenchmarkLoop:
         reason = self.session.rejection(reply)
         return end_case(c.result, reply, reason, samples) if not reply.ok or reason else None
 
-    def _time(self, c: _Case, deadline: float, kernel_only: bool, defer: bool = False) -> CaseResult:
+    def _time(
+        self, c: _Case, deadline: float, kernel_only: bool, defer: bool = False, first_case: bool = True
+    ) -> CaseResult:
         series: dict[str, list] = {k: [] for k in protocol.TIMING_SERIES}
         samples, started, index = series["samples_ns"], time.monotonic(), 0
         passed_fixed: list = []
@@ -207,13 +225,13 @@ class BenchmarkLoop:
         if ended is not None:
             return ended
         while True:
-            if self.ctx.gpu:
-                ended = self._chunk_warm_up(c, deadline, samples)
-                if ended is not None:
-                    return ended
+            lead_in = self._lead_in_due(index == 0, first_case)
+            ended = self._chunk_warm_up(c, deadline, samples) if lead_in else None
+            if ended is not None:
+                return ended
             privates, items, returned = self._chunk_inputs(c, index, deadline)
             index += len(privates)
-            reply = self._timed_chunk(c, items, returned, deadline)
+            reply = self._timed_chunk(c, items, returned, deadline, heat=lead_in)
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
                 return end_case(c.result, reply, reason, samples)
@@ -256,17 +274,19 @@ class BenchmarkLoop:
         """How many inputs the chunk of timed calls from sample ``index`` on takes."""
         return min(PER_CALL_CHUNK if self.ctx.gpu else 1, self.stop_rule.max_samples - index) if c.per_call else c.batch
 
-    def _timed_chunk(self, c: _Case, items: list, returned: list[int], deadline: float, phase: str = "timing") -> Any:
-        """Right before timing, the worker runs the harness's own GPU work to hold the clocks up and reads
-        each timed input (see worker.sampler); then the timed calls. Where the worker says its time went
-        becomes sub-phases of ``phase`` (``timing.calls``, ...)."""
+    def _timed_chunk(
+        self, c: _Case, items: list, returned: list[int], deadline: float, phase: str = "timing", heat: bool = True
+    ) -> Any:
+        """Right before timing, the worker runs the harness's own GPU work to hold the clocks up (``heat``,
+        on a GPU) and reads each timed input (see worker.sampler); then the timed calls. Where the worker
+        says its time went becomes sub-phases of ``phase`` (``timing.calls``, ...)."""
         reply = self.session.request(
             phase,
             Time(
                 protocol=self.ctx.task.timing_protocol,
                 inputs=items,
                 returned=returned,
-                heat_ms=CHUNK_WARMUP_MS if self.ctx.gpu else 0,
+                heat_ms=CHUNK_WARMUP_MS if self.ctx.gpu and heat else 0,
                 touch=self.ctx.gpu,
             ),
             deadline,

@@ -215,7 +215,7 @@ class TimedBlocks:
         record = BlockRecord(
             index=b, seed_index=seed, order=order, shape_means_us=[], samples=[], score_us=None,
             clocks_before=self.loop.read_clocks(), fresh_worker=b == 0 or not self.ctx.opt.same_worker,
-            warmup_chunks=self.ctx.opt.warmup_chunks,
+            warmup_chunks=self.ctx.opt.warmup_chunks, lead_in=self.ctx.opt.lead_in,
         )  # fmt: skip
         self.records.append(record)
         self._pending, self._done = list(order), []

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from harness.errors import UsageError
 
 SCAN_POLICIES = ("warn", "reject", "off")
+LEAD_INS = ("chunk", "case", "block")  # harness.engine.benchmark.lead_in_due
 MAX_WARMUP_CHUNKS = 10
 
 
@@ -23,6 +24,9 @@ class RunOptions:
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
     warmup_chunks: int = 0  # ranked: untimed chunks of fresh inputs before each case's timed chunks, every block
+    # GPU: the lead-in (warm-up calls, heat) before every chunk, each case's first, or each block's first
+    # (harness.engine.benchmark.lead_in_due); measured against each other by bench/lead_in.py
+    lead_in: str = "chunk"
     # blocks measured again after the escaped-work check alone rejected them; default a third of the
     # blocks, at least 1 (harness.engine.blocks.max_remeasured); a final gives what its entry has left
     remeasure_limit: int | None = None
@@ -69,6 +73,8 @@ class RunOptions:
         _positive("memory_limit_gb", "--memory-limit-gb", self.memory_limit_gb)
         _positive("output_limit_mb", None, self.output_limit_mb, integer=True, minimum=1)
         _positive("cpu_inputs_per_measurement", None, self.cpu_inputs_per_measurement, integer=True, minimum=1)
+        if self.lead_in not in LEAD_INS:
+            raise _bad("lead_in", None, f"one of {', '.join(LEAD_INS)}", self.lead_in)
         if self.scan_policy not in SCAN_POLICIES:
             raise _bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
         if self.scan_policy == "reject":
