@@ -385,7 +385,7 @@ def test_a_signal_while_a_worker_is_forked_leaves_no_worker_and_the_next_fork_re
 
 def test_a_server_whose_imports_leave_cuda_unusable_in_a_fork_is_refused_at_once(tmp_path, monkeypatch):
     """On a GPU, a preloaded module that asks ``torch.cuda.is_available()`` leaves torch refusing CUDA in
-    every forked child (harness.worker.captured does, so the server must not preload it). The server's
+    every forked child (so the server's modules must not ask: the test below). The server's
     probe child finds that before any worker is forked, and the pool says why it is not used. Here a
     preloaded module puts torch in that state by hand (a CPU has no CUDA to poison)."""
     from harness.engine.pool import PRELOAD, WorkerPool
@@ -424,17 +424,19 @@ def test_warming_the_pool_imports_no_torch_so_the_servers_imports_overlap_the_ca
     assert done.stdout.split() == ["False", "True"], done.stdout
 
 
-def test_the_worker_modules_the_server_preloads_ask_nothing_of_cuda():
-    """The server imports these once for every worker (harness.engine.pool.WORKER_PRELOAD). None may ask
-    torch about CUDA at import (on a GPU the server would then refuse to serve, and every worker would be
-    spawned): in a fresh interpreter whose torch.cuda queries are recorded, importing them records none,
-    and harness.worker.captured (which asks at import) stays out."""
+def test_the_worker_modules_the_server_preloads_ask_nothing_of_cuda(tmp_path):
+    """The server imports these once for every worker (harness.engine.pool.WORKER_PRELOAD), the worker's
+    own modules among them (harness.worker.captured captures CUDA's objects without asking whether CUDA
+    is there). None may ask torch about CUDA at import (on a GPU the server would then refuse to serve,
+    and every worker would be spawned): in a fresh interpreter whose torch.cuda queries are recorded,
+    importing them records none."""
     import json
     import subprocess
     import sys
 
     from harness.engine.pool import WORKER_PRELOAD
 
+    assert {"harness.worker.captured", "harness.worker.main", "harness.worker.entry"} <= set(WORKER_PRELOAD)
     code = (
         "import importlib, json, sys, torch\n"
         "calls = []\n"
@@ -443,17 +445,21 @@ def test_the_worker_modules_the_server_preloads_ask_nothing_of_cuda():
         "    setattr(torch.cuda, name, lambda *a, _n=name, **k: calls.append(_n))\n"
         "for name in json.loads(sys.argv[1]):\n"
         "    importlib.import_module(name)\n"
-        "print(json.dumps([calls, 'harness.worker.captured' in sys.modules]))\n"
+        "print(json.dumps(calls))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, json.dumps(list(WORKER_PRELOAD))], capture_output=True, text=True, check=True
     )
-    assert json.loads(out.stdout) == [[], False]
-    # the guard itself sees such a query: the module that does ask is caught
+    assert json.loads(out.stdout) == []
+    # the guard itself sees such a query: a module that does ask is caught
+    (tmp_path / "asks_cuda.py").write_text("import torch\ntorch.cuda.is_available()\n")
     asks = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(["harness.worker.captured"])], capture_output=True, text=True
+        [sys.executable, "-c", code, json.dumps(["asks_cuda"])],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
-    assert json.loads(asks.stdout)[0] == ["is_available"]
+    assert json.loads(asks.stdout) == ["is_available"]
 
 
 def _next_worker_after_retiring(tmp_path: Path, pool, name: str, spare: bool):

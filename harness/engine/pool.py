@@ -31,9 +31,9 @@ from harness.engine.seeds import SECRET_ENV
 from harness.worker.config import WorkerConfig
 from harness.worker.zygote import MAX_REQUEST_BYTES, ForkRequest
 
-# what every worker needs, imported once by the server (not all of the worker's own modules:
-# harness.worker.captured asks torch whether CUDA is available, and on a GPU that alone leaves torch
-# unusable in a forked child; WORKER_PRELOAD holds those that import neither it nor anything that asks)
+# what every worker needs, imported once by the server: torch, triton and the worker's own modules, none
+# of which may ask the CUDA runtime anything at import (torch.cuda.is_available() on a GPU alone leaves
+# torch unusable in a forked child; the server reports whether it did: ``_cuda_initialized``)
 PRELOAD = ("torch", "triton")
 WORKER_PRELOAD = (
     "yaml",
@@ -47,6 +47,12 @@ WORKER_PRELOAD = (
     "harness.worker.imports",
     "harness.worker.sandbox",
     "harness.worker.staging",
+    "harness.worker.captured",
+    "harness.worker.sampler",
+    "harness.worker.kernel_only",
+    "harness.worker.originals",
+    "harness.worker.main",
+    "harness.worker.entry",
 )
 # and on a GPU what Triton imports at a worker's first kernel launch (else every worker imports it again)
 GPU_PRELOAD = ("triton.experimental.gluon", "triton.backends.nvidia.driver")

@@ -19,25 +19,18 @@ import torch
 _perf_counter_ns = time.perf_counter_ns
 _empty = torch.empty
 _thread_count = threading.active_count
-_CUDA = torch.cuda.is_available()
-# CUDA's objects are None on a machine without CUDA (nothing calls them there), hence ``Any``.
-_Event: Any = None
-_event_record: Any = None
-_event_elapsed: Any = None
-_event_query: Any = None
-_device_sync: Any = None
-_c_sync: Any = None
-_Stream: Any = None
-_CUDAGraph: Any = None
-_graph_ctx: Any = None
-if _CUDA:
-    _Event = torch.cuda.Event
-    _event_record = torch.cuda.Event.record
-    _event_elapsed = torch.cuda.Event.elapsed_time
-    _event_query = torch.cuda.Event.query
-    _device_sync = torch.cuda.synchronize
-    _c_sync = torch._C._cuda_synchronize
-    _Stream, _CUDAGraph, _graph_ctx = torch.cuda.Stream, torch.cuda.CUDAGraph, torch.cuda.graph
+# CUDA's objects, captured whether or not this machine has CUDA (nothing calls them without it): asking
+# torch whether it has (torch.cuda.is_available()) would initialize CUDA's runtime here, and the worker
+# pool's server imports this module before it forks workers, which then could not use CUDA.
+_Event: Any = torch.cuda.Event
+_event_record: Any = torch.cuda.Event.record
+_event_elapsed: Any = torch.cuda.Event.elapsed_time
+_event_query: Any = torch.cuda.Event.query
+_device_sync: Any = torch.cuda.synchronize
+_c_sync: Any = getattr(torch._C, "_cuda_synchronize", None)  # absent from a CPU-only build of torch
+_Stream: Any = torch.cuda.Stream
+_CUDAGraph: Any = torch.cuda.CUDAGraph
+_graph_ctx: Any = torch.cuda.graph
 
 # What a submission must leave alone; checked by identity after every call into it.
 WATCHED: dict[str, tuple[object, str]] = {
