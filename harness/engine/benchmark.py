@@ -199,9 +199,9 @@ class BenchmarkLoop:
         return self.ctx.gpu and lead_in_due(self.ctx.opt.lead_in, first_chunk, first_case)
 
     def _chunk_warm_up(self, c: _Case, deadline: float, samples: list) -> CaseResult | None:
-        """Every chunk, in both modes alike (so ranked and unranked times compare): the submission's own
-        warm-up calls on an input that is not timed next (ranked: before the timed inputs reach the
-        worker, so untimed code never sees them)."""
+        """Before each chunk that gets the lead-in (:func:`lead_in_due`), in both modes alike (so ranked
+        and unranked times compare): the submission's own warm-up calls on an input that is not timed
+        next (ranked: before the timed inputs reach the worker, so untimed code never sees them)."""
         reply = self.session.request(
             "warmup",
             Warmup(data=0, min_calls=1, min_ms=CHUNK_WARMUP_MS),
