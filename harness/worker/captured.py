@@ -26,7 +26,6 @@ _Event: Any = torch.cuda.Event
 _event_record: Any = torch.cuda.Event.record
 _event_elapsed: Any = torch.cuda.Event.elapsed_time
 _event_query: Any = torch.cuda.Event.query
-_device_sync: Any = torch.cuda.synchronize
 _c_sync: Any = getattr(torch._C, "_cuda_synchronize", None)  # absent from a CPU-only build of torch
 _Stream: Any = torch.cuda.Stream
 _CUDAGraph: Any = torch.cuda.CUDAGraph
