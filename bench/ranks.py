@@ -296,8 +296,7 @@ def finals(
 ) -> None:
     import hashlib
 
-    from harness.api import run_submission
-    from harness.engine.final import FinalPlan, block_options, run_final
+    from harness.engine.final import FinalPlan, block_runner, run_final
     from harness.store.database import open_store
     from tasks import load_task
 
@@ -314,11 +313,8 @@ def finals(
     chosen = calibrate(task, src, start, args, rf, entry)
     if chosen is None:
         return
-    options = block_options(_options(args), gpu)
+    run_block = block_runner(spec, _options(args), gpu)
     device = machine(args.device)["device"]
-
-    def run_block(path: str, _round: int, secret: str, redraws: int = 1) -> Any:
-        return run_submission(path, task, "leaderboard", replace(options, secret=secret, remeasure_limit=redraws))
 
     block_wall = _one_block_wall(task, src, run_block, rf, entry, args) if "final" not in rf.walls else None
     for k in range(args.finals):
@@ -359,7 +355,7 @@ def _one_block_wall(
     with tempfile.TemporaryDirectory(prefix="ranks-block-") as tmp:
         path = copy_file(src, Path(tmp) / "orig.py", 0)
         t0 = time.monotonic()
-        r = run_block(str(path), 0, secrets.token_hex(16))
+        r = run_block(str(path), 0, secrets.token_hex(16), 1)
         wall = time.monotonic() - t0
     entry["final_block_wall_s"] = wall
     rf.done("final_block", wall)

@@ -89,10 +89,9 @@ def run(args: argparse.Namespace) -> int:
 
     warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does
     from harness.engine.device import device_info, select_device
-    from harness.engine.final import FinalPlan, block_options, run_final
+    from harness.engine.final import FinalPlan, block_runner, run_final
     from harness.engine.options import RunOptions
     from harness.engine.preflight import check_store_writable
-    from harness.engine.runner import run_submission
     from harness.engine.seeds import take_secret
     from harness.store.database import open_store
     from tasks import load_task
@@ -108,17 +107,11 @@ def run(args: argparse.Namespace) -> int:
     device = select_device(args.device)
     board_device = args.board_device or device_info(device).name
     entries = _entries(task.name, board_device, args.top, args.results_dir)
-    options = block_options(options, device.type == "cuda")
     secret, source = take_secret(args.secret_file)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     say(f"final scoring of {len(entries)} entries of {task.name} on {board_device} (secret: {source})")
 
-    def run_block(path: str, round_index: int, round_secret: str, redraws: int):  # type: ignore[no-untyped-def]
-        from dataclasses import replace
-
-        block = replace(options, secret=round_secret, remeasure_limit=redraws)
-        return run_submission(Path(path), task, "leaderboard", block)
-
+    run_block = block_runner(task, options, device.type == "cuda")
     plan = FinalPlan(task.name, board_device, entries, args.min_rounds, args.max_rounds, margin)
     with open_store(args.results_dir) as st:
         final, ranking, _resumed = run_final(st, plan, secret, run_block, say)

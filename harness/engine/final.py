@@ -16,6 +16,7 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from harness.analysis.final import (
@@ -33,6 +34,7 @@ from harness.engine.stop_rule import StopRule
 from harness.results import PASS, RunResult
 from harness.store.database import Store
 from harness.store.finals import FinalBlock, FinalRow, add_block, blocks, finish_final, open_final
+from tasks.registry import Task
 
 ROUND_ORDER_SEED = 1 << 43
 
@@ -77,6 +79,19 @@ def block_options(options: RunOptions, gpu: bool) -> RunOptions:
         wall_cap_s=options.wall_cap_s or rule.wall_cap_s,
         target_rel_err=rule.target_rel_err,
     )
+
+
+def block_runner(task: Task, options: RunOptions, gpu: bool) -> BlockRunner:
+    """The runner of a final's blocks: a one-block ranked run of ``task`` with ``block_options``, the
+    round's secret and the entry's remeasure limit."""
+    one = block_options(options, gpu)
+
+    def run_block(path: str, _round: int, secret: str, redraws: int) -> RunResult:
+        from harness.engine.runner import run_submission  # loads torch: imported when a block runs
+
+        return run_submission(Path(path), task, "leaderboard", replace(one, secret=secret, remeasure_limit=redraws))
+
+    return run_block
 
 
 def round_order(n: int, round_index: int, secret: str) -> list[int]:
