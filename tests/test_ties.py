@@ -225,6 +225,26 @@ def test_schema_2_round_trips_blocks_and_the_interval_and_reads_version_1():
         RunResult.from_dict(dict(old, schema_version=99))
 
 
+def test_a_board_does_not_rank_runs_of_different_lead_ins_together(tmp_path):
+    """A run whose chunks got the lead-in less often (RunOptions.lead_in) is a different warm-up setting:
+    the board ranks the latest run's, and its note names the setting it left out."""
+    rng = random.Random(12)
+    old, new = blocked_result("old", 10.0, rng), blocked_result("new", 10.0, rng)
+    new.started_at = new.finished_at = "2026-11-02T10:00:00+00:00"
+    for b in new.blocks:
+        b.lead_in = "case"
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for r in (old, new):
+            st.record(r)
+    lb, warnings = load_board("mxfp4_mm", results_dir=d)
+    (section,) = lb.boards
+    assert [e.name for e in section.ranked] == ["new"]
+    note = [w for w in warnings if "left out 1 run(s)" in w]
+    assert note and "--warmup-chunks 0 and lead-in case (the latest run's)" in note[0], warnings
+    assert "measured with --warmup-chunks 0 (old)" in note[0], note
+
+
 def test_a_board_ranks_runs_of_one_warm_up_and_says_which_it_left_out(tmp_path):
     """Runs measured with different --warmup-chunks are not compared: the board ranks the latest run's
     setting, and its note names the runs it left out; compare takes the same runs."""

@@ -163,12 +163,26 @@ def block_scores_of(result: dict[str, Any] | None) -> list[float]:
     return out
 
 
+@dataclass(frozen=True)
+class Setting:
+    """How a run's chunks were warmed: scores measured with different settings are not compared (a first
+    timed sample can differ by tens of percent, docs/measurement.md)."""
+
+    warmup_chunks: int = 0  # --warmup-chunks (0 before the option existed)
+    lead_in: str = "chunk"  # RunOptions.lead_in (chunk before the setting existed)
+
+    def label(self) -> str:
+        return f"--warmup-chunks {self.warmup_chunks}" + (
+            "" if self.lead_in == "chunk" else f" and lead-in {self.lead_in}"
+        )
+
+
 @dataclass
 class StoredBlocks:
     """What the ranking reads of each complete, passing run's stored result, by run id."""
 
     scores: dict[int, list[float]]  # its independent block scores (absent: one block, or one worker)
-    warmup_chunks: dict[int, int]  # the --warmup-chunks it was measured with
+    settings: dict[int, Setting]  # how its chunks were warmed
 
 
 def stored_blocks(st: Store, runs: Sequence[RunRow]) -> StoredBlocks:
@@ -180,32 +194,36 @@ def stored_blocks(st: Store, runs: Sequence[RunRow]) -> StoredBlocks:
             scores = block_scores_of(result)
             if scores:
                 out.scores[r.id] = scores
-            out.warmup_chunks[r.id] = warmup_chunks_of(result)
+            out.settings[r.id] = setting_of(result)
     return out
 
 
-def warmup_chunks_of(result: dict[str, Any] | None) -> int:
-    """The --warmup-chunks a stored RunResult's JSON was measured with (0 before the option existed)."""
+def setting_of(result: dict[str, Any] | None) -> Setting:
+    """The warm-up setting a stored RunResult's JSON was measured with (its first block's)."""
     blocks = (result or {}).get("blocks") or []
-    value = blocks[0].get("warmup_chunks", 0) if blocks and isinstance(blocks[0], dict) else 0
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    first = blocks[0] if blocks and isinstance(blocks[0], dict) else {}
+    chunks, lead_in = first.get("warmup_chunks", 0), first.get("lead_in", "chunk")
+    return Setting(
+        chunks if isinstance(chunks, int) and not isinstance(chunks, bool) else 0,
+        lead_in if isinstance(lead_in, str) else "chunk",
+    )
 
 
-def choose_warmup(runs: Sequence[RunRow], warmup_chunks: Mapping[int, int]) -> tuple[list[RunRow], str | None]:
-    """The runs to rank when passing runs were measured with different --warmup-chunks (a first timed sample
-    can differ by tens of percent, docs/measurement.md): those of the latest passing run's setting, and a
-    note for stderr naming what was left out. Runs without a stored setting (not passing) all stay."""
-    measured = [r for r in runs if r.id in warmup_chunks]
-    if len({warmup_chunks[r.id] for r in measured}) <= 1:
+def choose_setting(runs: Sequence[RunRow], settings: Mapping[int, Setting]) -> tuple[list[RunRow], str | None]:
+    """The runs to rank when passing runs were measured with different warm-up settings: those of the latest
+    passing run's setting, and a note for stderr naming what was left out. Runs without a stored setting
+    (not passing) all stay."""
+    measured = [r for r in runs if r.id in settings]
+    if len({settings[r.id] for r in measured}) <= 1:
         return list(runs), None
-    keep = warmup_chunks[max(measured, key=lambda r: (r.started_at, r.id)).id]
-    left = [r for r in measured if warmup_chunks[r.id] != keep]
+    keep = settings[max(measured, key=lambda r: (r.started_at, r.id)).id]
+    left = [r for r in measured if settings[r.id] != keep]
     gone = {r.id for r in left}
     names = ", ".join(sorted({r.display_name for r in left}))
     note = (
-        f"note: ranking the runs measured with --warmup-chunks {keep} (the latest run's); left out "
-        f"{len(left)} run(s) measured with --warmup-chunks "
-        f"{', '.join(str(x) for x in sorted({warmup_chunks[i] for i in gone}))} ({names}): "
+        f"note: ranking the runs measured with {keep.label()} (the latest run's); left out "
+        f"{len(left)} run(s) measured with "
+        f"{'; '.join(sorted({settings[i].label() for i in gone}))} ({names}): "
         "scores measured with different warm-ups are not compared; rerun them alike"
     )
     return [r for r in runs if r.id not in gone], note
@@ -216,7 +234,7 @@ class RankedTogether:
     """The runs a board ranks together, and what decided it."""
 
     mode: str | None  # the one mode (choose_mode)
-    runs: list[RunRow]  # of that mode and one warm-up setting (choose_warmup)
+    runs: list[RunRow]  # of that mode and one warm-up setting (choose_setting)
     blocks: StoredBlocks  # what the stored results of that mode's runs say
     notes: list[str]  # for stderr: the mode chosen, the runs left out
 
@@ -227,7 +245,7 @@ def ranked_together(st: Store, runs: Sequence[RunRow], mode: str | None = None) 
     mode, note = choose_mode(runs, mode)
     in_mode = [r for r in runs if mode is None or r.mode == mode]
     blocks = stored_blocks(st, in_mode)
-    kept, warmup_note = choose_warmup(in_mode, blocks.warmup_chunks)
+    kept, warmup_note = choose_setting(in_mode, blocks.settings)
     return RankedTogether(mode, kept, blocks, [n for n in (note, warmup_note) if n])
 
 
