@@ -2,7 +2,7 @@
 """Build the leaderboard site from stored results, or from RunResult JSON files, and optionally screenshot it.
 
     python scripts/build_site.py --from-runs results/h200_runs --out /tmp/h200-site \\
-        --screenshot results/site_h200_index.png --run-screenshot results/site_h200_run.png
+        --screenshot results/site_h200_index.png --run-screenshot /tmp/h200-site-run.png
     python scripts/build_site.py --results-dir harness-results --out site/
 
 --from-runs DIR loads every ``*.json`` RunResult in DIR (``RunResult.from_json``) into a fresh temporary

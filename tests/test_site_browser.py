@@ -6,7 +6,7 @@ speed-of-light figures) and a copy of a real run under a name with HTML in it.
 Checks: the ranked rows and their order, that every plot drew one SVG mark per submission and shape
 (and per stored run in the history), a link to a run page and back, that the HTML name stayed text,
 and that no request left the machine (DevTools network log and the Performance API).
-Screenshots go to $HARNESS_SITE_SCREENSHOTS (a folder, e.g. results/) when set, else to a temp folder.
+Screenshots go to $HARNESS_SITE_SCREENSHOTS (a folder, e.g. /tmp/site-shots) when set, else to a temp folder.
 """
 
 from __future__ import annotations
