@@ -225,20 +225,27 @@ def test_schema_2_round_trips_blocks_and_the_interval_and_reads_version_1():
         RunResult.from_dict(dict(old, schema_version=99))
 
 
-def test_a_board_does_not_rank_runs_of_different_lead_ins_together(tmp_path):
-    """A run whose chunks got the lead-in less often (RunOptions.lead_in) is a different warm-up setting:
-    the board ranks the latest run's, and its note names the setting it left out."""
-    rng = random.Random(12)
+def _old_and_newer_setting(tmp_path, rng: random.Random, **setting):
+    """A store with a run "old" and a later run "new" whose blocks were measured with ``setting``;
+    (the store's folder, "new", the board's only section, its warnings)."""
     old, new = blocked_result("old", 10.0, rng), blocked_result("new", 10.0, rng)
     new.started_at = new.finished_at = "2026-11-02T10:00:00+00:00"
     for b in new.blocks:
-        b.lead_in = "case"
+        for key, value in setting.items():
+            setattr(b, key, value)
     d = str(tmp_path / "res")
     with open_store(d) as st:
         for r in (old, new):
             st.record(r)
     lb, warnings = load_board("mxfp4_mm", results_dir=d)
     (section,) = lb.boards
+    return d, new, section, warnings
+
+
+def test_a_board_does_not_rank_runs_of_different_lead_ins_together(tmp_path):
+    """A run whose chunks got the lead-in less often (RunOptions.lead_in) is a different warm-up setting:
+    the board ranks the latest run's, and its note names the setting it left out."""
+    _d, _new, section, warnings = _old_and_newer_setting(tmp_path, random.Random(12), lead_in="case")
     assert [e.name for e in section.ranked] == ["new"]
     note = [w for w in warnings if "left out 1 run(s)" in w]
     assert note and "--warmup-chunks 0 and lead-in case (the latest run's)" in note[0], warnings
@@ -249,17 +256,7 @@ def test_a_board_ranks_runs_of_one_warm_up_and_says_which_it_left_out(tmp_path):
     """Runs measured with different --warmup-chunks are not compared: the board ranks the latest run's
     setting, and its note names the runs it left out; compare takes the same runs."""
     rng = random.Random(11)
-    old = blocked_result("old", 10.0, rng)
-    new = blocked_result("new", 10.0, rng)
-    new.started_at = new.finished_at = "2026-11-02T10:00:00+00:00"
-    for b in new.blocks:
-        b.warmup_chunks = 2
-    d = str(tmp_path / "res")
-    with open_store(d) as st:
-        for r in (old, new):
-            st.record(r)
-    lb, warnings = load_board("mxfp4_mm", results_dir=d)
-    (section,) = lb.boards
+    d, new, section, warnings = _old_and_newer_setting(tmp_path, rng, warmup_chunks=2)
     assert [e.name for e in section.ranked] == ["new"]
     assert any("--warmup-chunks 2" in w and "left out 1 run(s)" in w and "(old)" in w for w in warnings), warnings
     other, new_before = blocked_result("other", 10.0, rng), blocked_result("new", 10.0, rng)
