@@ -31,7 +31,8 @@ from typing import Any
 
 from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, doc_parser, machine, median, rel, say
 
-from harness.engine.options import LEAD_INS  # after _common, which puts the root on sys.path
+from harness.analysis.ties import paired  # after _common, which puts the root on sys.path
+from harness.engine.options import LEAD_INS
 
 VERSION = 1  # 1 - first version
 PHASES = ("warmup", "timing", "timing.heat", "worker_generate", "check")
@@ -49,15 +50,14 @@ def _run_row(r: Any, wall_s: float) -> dict[str, Any]:
 
 
 def _paired(base: list[float | None], other: list[float | None]) -> dict[str, Any]:
-    """The rounds' log(other / base): mean and 95% t interval (None with fewer than 2 paired rounds)."""
-    from harness.analysis.compare import t_quantile
-
-    logs = [math.log(o / b) for b, o in zip(base, other) if b and o]
-    if len(logs) < 2:
-        return {"rounds": len(logs), "mean_log_diff": logs[0] if logs else None, "ci95": None}
-    mean, se = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
-    half = t_quantile(0.95, len(logs) - 1) * se
-    return {"rounds": len(logs), "mean_log_diff": mean, "ci95": [mean - half, mean + half]}
+    """The rounds' log(other / base): mean and 95% t interval (None with fewer than 2 paired rounds), by
+    the tie rule's paired comparison (``harness.analysis.ties.paired``)."""
+    pairs = [(o, b) for b, o in zip(base, other) if b and o]
+    if not pairs:
+        return {"rounds": 0, "mean_log_diff": None, "ci95": None}
+    d = paired([o for o, _ in pairs], [b for _, b in pairs])
+    ci95 = [math.log(d.low), math.log(d.high)] if math.isfinite(d.low) else None
+    return {"rounds": len(pairs), "mean_log_diff": math.log(d.ratio), "ci95": ci95}
 
 
 def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
