@@ -4,6 +4,9 @@
    Triton kernel, within the task's tolerance, on every benchmark shape.
 2. One reference check (generate excluded: reference + check_implementation) of the largest shape of
    each task costs under 5 ms on this GPU.
+3. nvfp4_gemm: the reference's GPU kernel (``fp4_reference/gpu_gemm.py``) gives the bits of its torch
+   path (``fused=False``) on every test and benchmark shape, each with 3 fresh seeds, and the median
+   milliseconds of each path per shape (a ranked verdict computes the reference for every timed output).
 
     python bench/validate_reference_gpu.py --out results/h200_reference.json
 """
@@ -21,8 +24,10 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fp4_reference import quantize_mxfp4, unshuffle_scales_e8m0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root (bench/_common also does)
+from _common import git_commit
+
+from fp4_reference import nvfp4_gemm_reference, quantize_mxfp4, unshuffle_scales_e8m0
 from harness.engine.device import device_info
 from tasks import load_task
 
@@ -80,6 +85,40 @@ def _check_ms(task, data, reps=20) -> float:
     return (time.perf_counter() - t0) / reps * 1e3
 
 
+def _median_ms(fn, args: tuple, reps: int = 20, **kwargs) -> float:
+    """Median wall milliseconds of ``fn(*args, **kwargs)`` to the GPU's idle, after one untimed call."""
+    fn(*args, **kwargs)
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[reps // 2]
+
+
+def nvfp4_gpu_kernel_rows(device: torch.device) -> list[dict]:
+    """Section 3: per nvfp4_gemm shape, whether the two paths agree bit for bit, and their times."""
+    task = load_task("nvfp4_gemm")
+    rows = []
+    for case in task.tests + task.benchmarks:
+        same = []
+        for seed in range(3):
+            a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=case["seed"] + 7919 * (seed + 1)), device)
+            fused = nvfp4_gemm_reference(a, b, sfa, sfb)
+            same.append(bool(torch.equal(fused, nvfp4_gemm_reference(a, b, sfa, sfb, fused=False))))
+        row = {"case": case, "same_bits": all(same), "seeds": len(same)}
+        row["torch_ms"] = _median_ms(nvfp4_gemm_reference, (a, b, sfa, sfb), fused=False)
+        row["gpu_kernel_ms"] = _median_ms(nvfp4_gemm_reference, (a, b, sfa, sfb))
+        rows.append(row)
+        print(
+            f"nvfp4 {case}: same bits={row['same_bits']} torch {row['torch_ms']:.3f} ms, kernel {row['gpu_kernel_ms']:.3f} ms",
+            file=sys.stderr,
+        )
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,14 +155,17 @@ def main() -> int:
         ms = _check_ms(task, data)
         timings[name] = {"case": largest, "reference_and_check_ms": ms, "under_5_ms": ms < 5.0}
         print(f"{name} largest {largest}: reference+check {ms:.3f} ms", file=sys.stderr)
+    nv_rows = nvfp4_gpu_kernel_rows(device)
     info = device_info(device)
     doc = {
         "script": "bench/validate_reference_gpu.py",
+        "commit": git_commit(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "device": info.__dict__,
         "dot_scaled_agreement": rows,
         "check_cost": timings,
-        "all_ok": all_ok and all(t["under_5_ms"] for t in timings.values()),
+        "nvfp4_gpu_kernel": nv_rows,
+        "all_ok": all_ok and all(t["under_5_ms"] for t in timings.values()) and all(r["same_bits"] for r in nv_rows),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -9,6 +9,9 @@ matmul but several times faster on a GPU. Only the summation order differs.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+from types import ModuleType
 
 import torch
 
@@ -49,12 +52,28 @@ def mxfp4_mm_reference(a: torch.Tensor, b_q: torch.Tensor, b_scales: torch.Tenso
         return (a_f @ b_f.T).to(torch.bfloat16)
 
 
-def nvfp4_gemm_reference(a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
+@functools.cache
+def _gpu_gemm() -> ModuleType | None:
+    """``gpu_gemm`` (which imports Triton), or None where Triton is missing."""
+    try:
+        return importlib.import_module(f"{__package__}.gpu_gemm")
+    except ImportError:
+        return None
+
+
+def nvfp4_gemm_reference(
+    a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor, fused: bool = True
+) -> torch.Tensor:
     """``C[:, :, l] = dequant(a[:, :, l]) @ dequant(b[:, :, l])^T`` as fp16 ``[M, N, L]``.
 
     ``a [M, K/2, L]``, ``b [N, K/2, L]`` (fp4x2/uint8), ``sfa [M, K/16, L]``, ``sfb [N, K/16, L]``
     (e4m3/uint8); strided views are fine. The result is a new tensor with memory order (L, M, N).
+    On a GPU, one Triton kernel computes it (``gpu_gemm``: the same values, no float32 copies);
+    ``fused=False`` forces the torch path.
     """
+    gpu = _gpu_gemm() if fused and a.device.type == "cuda" else None
+    if gpu is not None and (a.shape[1] * 2) % gpu.BLOCK_K == 0:
+        return gpu.fused_nvfp4_gemm(a, b, sfa, sfb)
     a_f = dequantize_nvfp4(a.permute(2, 0, 1), sfa.permute(2, 0, 1))  # [L, M, K]
     b_f = dequantize_nvfp4(b.permute(2, 0, 1), sfb.permute(2, 0, 1))  # [L, N, K]
     with fp4_exact_matmul():

@@ -1,0 +1,96 @@
+"""The nvfp4_gemm reference's GPU kernel (fp4_reference/gpu_gemm.py) against its torch path: the same
+bits on the task's inputs, on the CPU under Triton's interpreter and on a GPU; and it compiles for sm_90."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton")
+
+from tests.helpers import ROOT  # noqa: E402
+
+# Under the interpreter (set before Triton is imported: a fresh process). Prints one line per case.
+_INTERPRETED = """
+import torch
+from fp4_reference.gpu_gemm import fused_nvfp4_gemm
+from fp4_reference.matmul import nvfp4_gemm_reference
+from tasks import load_task
+
+task = load_task("nvfp4_gemm")
+cpu = torch.device("cpu")
+# the task's generator; 80 and 200 rows are not multiples of the 64-row tiles (masked edges), l=2 batches
+for case in ({"m": 128, "n": 128, "k": 256, "l": 1}, {"m": 80, "n": 200, "k": 512, "l": 2}):
+    a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=7), cpu)
+    print("generated", torch.equal(fused_nvfp4_gemm(a, b, sfa, sfb), nvfp4_gemm_reference(a, b, sfa, sfb)))
+
+# every packed byte and every finite e4m3 scale up to 1.875, signs included; one NaN scale byte
+g = torch.Generator().manual_seed(3)
+m, n, k = 64, 64, 256
+a = torch.randint(0, 256, (1, m, k // 2), dtype=torch.uint8, generator=g).permute(1, 2, 0)
+b = torch.randint(0, 256, (1, n, k // 2), dtype=torch.uint8, generator=g).permute(1, 2, 0)
+sfa = torch.randint(0, 0x40, (1, m, k // 16), dtype=torch.uint8, generator=g).permute(1, 2, 0).contiguous()
+sfb = torch.randint(0, 0x40, (1, n, k // 16), dtype=torch.uint8, generator=g).permute(1, 2, 0)
+sfa[5, 3, 0] = 0x7F
+got, want = fused_nvfp4_gemm(a, b, sfa, sfb).float(), nvfp4_gemm_reference(a, b, sfa, sfb).float()
+finite = ~torch.isnan(want)
+print("nan rows", torch.equal(torch.isnan(got), ~finite), int((~finite).sum()))
+print("any bytes ulps", int(((got - want).abs() / torch.finfo(torch.float16).eps / want.abs().clamp_min(1))[finite].max().ceil()))
+"""
+
+
+def test_gpu_kernel_matches_the_torch_path_interpreted():
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    res = subprocess.run(
+        [sys.executable, "-c", _INTERPRETED], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    assert lines[:2] == ["generated True", "generated True"], res.stdout
+    assert lines[2] == f"nan rows True {64}", res.stdout  # one NaN scale spoils its row's 64 outputs
+    assert int(lines[3].split()[-1]) <= 1, res.stdout  # other scales: float32 sums in another order
+
+
+def test_gpu_kernel_compiles_for_hopper():
+    """The kernel compiles for sm_90 on the CPU (the GPU run is tests below and bench/validate_reference_gpu.py)."""
+    from triton.backends.compiler import GPUTarget
+
+    from fp4_reference import gpu_gemm
+
+    pointers = {
+        "a_ptr": "*u8",
+        "b_ptr": "*u8",
+        "sfa_ptr": "*u8",
+        "sfb_ptr": "*u8",
+        "c_ptr": "*fp16",
+        "e4m3_ptr": "*fp32",
+    }
+    ints = [p for p in gpu_gemm.nvfp4_gemm.arg_names if p not in pointers and p not in ("BM", "BN", "BK")]
+    sig = {**pointers, **dict.fromkeys(ints, "i32"), "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
+    consts = {"BM": gpu_gemm.BLOCK_M, "BN": gpu_gemm.BLOCK_N, "BK": gpu_gemm.BLOCK_K}
+    src = triton.compiler.ASTSource(fn=gpu_gemm.nvfp4_gemm, signature=sig, constexprs=consts, attrs={})
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4}).asm["ptx"]
+    assert "mma" in ptx  # the dot runs on tensor cores
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_matches_the_torch_path_on_every_shape(monkeypatch):
+    """Every test and benchmark shape of nvfp4_gemm, fresh seeds: the reference's GPU path (taken, counted)
+    gives the torch path's bits."""
+    from fp4_reference import gpu_gemm
+    from fp4_reference.matmul import nvfp4_gemm_reference
+    from tasks import load_task
+
+    calls = []
+    real = gpu_gemm.fused_nvfp4_gemm
+    monkeypatch.setattr(gpu_gemm, "fused_nvfp4_gemm", lambda *args: calls.append(1) or real(*args))
+    task = load_task("nvfp4_gemm")
+    cases = task.tests + task.benchmarks
+    for i, case in enumerate(cases):
+        a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=1000 + i), torch.device("cuda"))
+        assert torch.equal(nvfp4_gemm_reference(a, b, sfa, sfb), nvfp4_gemm_reference(a, b, sfa, sfb, fused=False))
+    assert len(calls) == len(cases)
