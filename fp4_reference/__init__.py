@@ -1,7 +1,9 @@
 """Portable FP4 reference numerics (pure torch; no harness or task imports).
 
 Modules: ``fp4`` (e2m1 codec, packing, byte views), ``mxfp4`` (quantize/dequantize, e8m0 scales),
-``nvfp4`` (dequantize, e4m3 scales), ``layouts`` (weight/scale shuffles), ``matmul`` (task GEMMs).
+``nvfp4`` (dequantize, e4m3 scales), ``layouts`` (weight/scale shuffles), ``matmul`` (task GEMMs),
+and ``gpu_gemm``, the one exception to pure torch: the nvfp4 reference GEMM as a Triton kernel, which
+``matmul`` imports only for inputs on a GPU (the same bits as its torch path).
 """
 
 from .fp4 import (

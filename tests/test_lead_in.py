@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.api import RunOptions, run_submission
-from harness.engine.benchmark import lead_in_due
+from harness.engine.benchmark import lead_in_due, lead_in_ms
 from harness.errors import UsageError
 from harness.results import PASS, RunResult
 from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT
@@ -23,10 +23,10 @@ def test_which_chunks_get_the_lead_in():
     due = {
         (policy, first_chunk, first_case): lead_in_due(policy, first_chunk, first_case)
         for policy, first_chunk, first_case in itertools.product(
-            ("chunk", "case", "block"), (True, False), (True, False)
+            ("chunk", "short", "case", "block"), (True, False), (True, False)
         )
     }
-    assert all(due[("chunk", a, b)] for a in (True, False) for b in (True, False))
+    assert all(due[(every, a, b)] for every in ("chunk", "short") for a in (True, False) for b in (True, False))
     assert [due[("case", True, b)] for b in (True, False)] == [True, True]
     assert [due[("case", False, b)] for b in (True, False)] == [False, False]
     assert [due[("block", a, b)] for a, b in itertools.product((True, False), (True, False))] == [
@@ -37,8 +37,12 @@ def test_which_chunks_get_the_lead_in():
     ]
 
 
+def test_the_short_lead_in_is_a_quarter_of_the_default():
+    assert (lead_in_ms("short"), lead_in_ms("chunk"), lead_in_ms("case")) == (5, 20, 20)
+
+
 def test_an_unknown_setting_is_a_usage_error_naming_the_choices():
-    with pytest.raises(UsageError, match="lead_in must be one of chunk, case, block; got 'never'"):
+    with pytest.raises(UsageError, match="lead_in must be one of chunk, short, case, block; got 'never'"):
         RunOptions(lead_in="never").validate()
 
 

@@ -33,6 +33,7 @@ from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
 CHUNK_WARMUP_MS = 20  # GPU: the lead-in before a chunk of timed calls: this long of each (see lead_in_due)
+SHORT_LEAD_IN_MS = 5  # the same under the "short" setting
 PER_CALL_CHUNK = 10  # GPU, per-call protocol: timed calls per chunk (one request, one reply, one check)
 BLOCK_WARMUP_MS = 100  # GPU: the submission's warm-up calls before a block's first case (later cases: 3 calls)
 GATE_MISSED = (
@@ -45,14 +46,20 @@ BLOCK_STRIDE = 1 << 32  # block b's inputs use seed indices from b * BLOCK_STRID
 
 def lead_in_due(policy: str, first_chunk: bool, first_case: bool) -> bool:
     """Whether a chunk of timed calls on a GPU gets the lead-in (the submission's own warm-up calls, then
-    the harness's heat, ``CHUNK_WARMUP_MS`` each) under ``RunOptions.lead_in``: "chunk" before every
-    chunk (the default); "case" before each case's first chunk; "block" before the first chunk of a
-    block's first case. The later two are measured against the first by ``bench/lead_in.py``: what the
-    lead-in buys is a clock and cache state that a gap between chunks (the parent's checks and the next
-    inputs) might have lost, and it costs 40 ms a chunk (10 s of a ranked triton_nvfp4 verdict)."""
-    if policy == "chunk":
+    the harness's heat, :func:`lead_in_ms` each) under ``RunOptions.lead_in``: "chunk" before every
+    chunk (the default), and "short" too, a quarter as long; "case" before each case's first chunk;
+    "block" before the first chunk of a block's first case. The others are measured against "chunk" by
+    ``bench/lead_in.py``: what the lead-in buys is a clock and cache state that a gap between chunks (the
+    parent's checks and the next inputs) might have lost, and it costs 40 ms a chunk (10 s of a ranked
+    triton_nvfp4 verdict)."""
+    if policy in ("chunk", "short"):
         return True
     return first_chunk and (policy == "case" or first_case)
+
+
+def lead_in_ms(policy: str) -> int:
+    """How long each half of a lead-in lasts under ``policy``."""
+    return SHORT_LEAD_IN_MS if policy == "short" else CHUNK_WARMUP_MS
 
 
 class EarlierCaseFailed(Exception):
@@ -204,7 +211,7 @@ class BenchmarkLoop:
         next (ranked: before the timed inputs reach the worker, so untimed code never sees them)."""
         reply = self.session.request(
             "warmup",
-            Warmup(data=0, min_calls=1, min_ms=CHUNK_WARMUP_MS),
+            Warmup(data=0, min_calls=1, min_ms=lead_in_ms(self.ctx.opt.lead_in)),
             deadline,
             f"warming up {c.label}",
             WarmedUp,
@@ -286,7 +293,7 @@ class BenchmarkLoop:
                 protocol=self.ctx.task.timing_protocol,
                 inputs=items,
                 returned=returned,
-                heat_ms=CHUNK_WARMUP_MS if self.ctx.gpu and heat else 0,
+                heat_ms=lead_in_ms(self.ctx.opt.lead_in) if self.ctx.gpu and heat else 0,
                 touch=self.ctx.gpu,
             ),
             deadline,

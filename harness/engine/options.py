@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from harness.errors import UsageError
 
 SCAN_POLICIES = ("warn", "reject", "off")
-LEAD_INS = ("chunk", "case", "block")  # harness.engine.benchmark.lead_in_due
+LEAD_INS = ("chunk", "short", "case", "block")  # harness.engine.benchmark.lead_in_due, lead_in_ms
 MAX_WARMUP_CHUNKS = 10
 
 
@@ -24,8 +24,8 @@ class RunOptions:
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
     warmup_chunks: int = 0  # ranked: untimed chunks of fresh inputs before each case's timed chunks, every block
-    # GPU: the lead-in (warm-up calls, heat) before every chunk, each case's first, or each block's first
-    # (harness.engine.benchmark.lead_in_due); measured against each other by bench/lead_in.py
+    # GPU: the lead-in (warm-up calls, heat) before every chunk (short: a quarter as long), each case's
+    # first, or each block's first (harness.engine.benchmark.lead_in_due); measured by bench/lead_in.py
     lead_in: str = "chunk"
     # blocks measured again after the escaped-work check alone rejected them; default a third of the
     # blocks, at least 1 (harness.engine.blocks.max_remeasured); a final gives what its entry has left
