@@ -14,7 +14,9 @@ there) did not reproduce the torch path.
 the CPU under Triton's interpreter.
 
 ``matmul.nvfp4_gemm_reference`` imports this module (and Triton) only for inputs on a GPU whose K is a
-multiple of ``BLOCK_K``, and takes its torch path where Triton is missing.
+multiple of ``BLOCK_K``, and takes its torch path where Triton is missing. It trusts the kernel shape by
+shape: the first result for each shape in a process is compared with the torch path's, and a difference
+or an error turns the kernel off for the process (``matmul._GpuKernel``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import warnings
 from types import ModuleType
 
 import torch
@@ -52,13 +53,60 @@ def mxfp4_mm_reference(a: torch.Tensor, b_q: torch.Tensor, b_scales: torch.Tenso
         return (a_f @ b_f.T).to(torch.bfloat16)
 
 
-@functools.cache
-def _gpu_gemm() -> ModuleType | None:
-    """``gpu_gemm`` (which imports Triton), or None where Triton is missing."""
-    try:
-        return importlib.import_module(f"{__package__}.gpu_gemm")
-    except ImportError:
-        return None
+class _GpuKernel:
+    """The nvfp4 reference's GPU kernel (``gpu_gemm``), trusted shape by shape: its first result for each
+    shape in this process is compared with the torch path's, bit for bit, and only a match lets the
+    kernel answer that shape alone from then on. A mismatch, or any error (a GPU or Triton version it was
+    never run on), turns it off for the process with a warning, and the torch path answers: a kernel bug
+    costs speed, never a wrong verdict."""
+
+    def __init__(self) -> None:
+        self.checked: set[tuple] = set()
+        self.off: str | None = None
+
+    @functools.cached_property
+    def module(self) -> ModuleType | None:
+        """``gpu_gemm`` (which imports Triton), or None where Triton is missing."""
+        try:
+            return importlib.import_module(f"{__package__}.gpu_gemm")
+        except ImportError:
+            return None
+
+    def applies(self, a: torch.Tensor) -> bool:
+        return (
+            self.off is None
+            and a.device.type == "cuda"
+            and self.module is not None
+            and (a.shape[1] * 2) % self.module.BLOCK_K == 0
+        )
+
+    def gemm(self, a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
+        key, module = (str(a.device), tuple(a.shape), tuple(b.shape)), self.module
+        assert module is not None  # applies() said so
+        try:
+            out = module.fused_nvfp4_gemm(a, b, sfa, sfb)
+        except Exception as exc:  # any failure: the torch path answers
+            return self._turn_off(f"it failed ({type(exc).__name__}: {exc})", a, b, sfa, sfb)
+        if key in self.checked:
+            return out
+        want = _nvfp4_gemm_torch(a, b, sfa, sfb)
+        if not torch.equal(out.view(torch.int16), want.view(torch.int16)):
+            return self._turn_off(f"its result for a {a.shape[0]}x{b.shape[0]} GEMM differed", a, b, sfa, sfb)
+        self.checked.add(key)
+        return out
+
+    def _turn_off(self, why: str, *operands: torch.Tensor) -> torch.Tensor:
+        self.off = why
+        warnings.warn(
+            f"the nvfp4 reference's GPU kernel is off for this process: {why}; the torch path (slower, the "
+            "same values) computes the reference instead",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return _nvfp4_gemm_torch(*operands)
+
+
+_GPU_KERNEL = _GpuKernel()
 
 
 def nvfp4_gemm_reference(
@@ -68,12 +116,15 @@ def nvfp4_gemm_reference(
 
     ``a [M, K/2, L]``, ``b [N, K/2, L]`` (fp4x2/uint8), ``sfa [M, K/16, L]``, ``sfb [N, K/16, L]``
     (e4m3/uint8); strided views are fine. The result is a new tensor with memory order (L, M, N).
-    On a GPU, one Triton kernel computes it (``gpu_gemm``: the same values, no float32 copies);
-    ``fused=False`` forces the torch path.
+    On a GPU, one Triton kernel computes it (``gpu_gemm``: the same values, no float32 copies; checked
+    against the torch path once per shape, :class:`_GpuKernel`); ``fused=False`` forces the torch path.
     """
-    gpu = _gpu_gemm() if fused and a.device.type == "cuda" else None
-    if gpu is not None and (a.shape[1] * 2) % gpu.BLOCK_K == 0:
-        return gpu.fused_nvfp4_gemm(a, b, sfa, sfb)
+    if fused and _GPU_KERNEL.applies(a):
+        return _GPU_KERNEL.gemm(a, b, sfa, sfb)
+    return _nvfp4_gemm_torch(a, b, sfa, sfb)
+
+
+def _nvfp4_gemm_torch(a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
     a_f = dequantize_nvfp4(a.permute(2, 0, 1), sfa.permute(2, 0, 1))  # [L, M, K]
     b_f = dequantize_nvfp4(b.permute(2, 0, 1), sfb.permute(2, 0, 1))  # [L, N, K]
     with fp4_exact_matmul():

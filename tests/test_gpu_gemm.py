@@ -1,18 +1,22 @@
 """The nvfp4_gemm reference's GPU kernel (fp4_reference/gpu_gemm.py) against its torch path: the same
-bits on the task's inputs, on the CPU under Triton's interpreter and on a GPU; and it compiles for sm_90."""
+bits on the task's inputs, on the CPU under Triton's interpreter and on a GPU; it compiles for sm_90; and
+the gate that trusts it shape by shape (fp4_reference.matmul._GpuKernel) turns it off when it differs or
+fails, with the torch path answering."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-triton = pytest.importorskip("triton")
+from fp4_reference import matmul
+from tests.helpers import ROOT
 
-from tests.helpers import ROOT  # noqa: E402
+TORCH_PATH = matmul._nvfp4_gemm_torch
 
 # Under the interpreter (set before Triton is imported: a fresh process). Prints one line per case.
 _INTERPRETED = """
@@ -44,6 +48,7 @@ print("any bytes ulps", int(((got - want).abs() / torch.finfo(torch.float16).eps
 
 
 def test_gpu_kernel_matches_the_torch_path_interpreted():
+    pytest.importorskip("triton")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
     res = subprocess.run(
         [sys.executable, "-c", _INTERPRETED], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
@@ -57,6 +62,7 @@ def test_gpu_kernel_matches_the_torch_path_interpreted():
 
 def test_gpu_kernel_compiles_for_hopper():
     """The kernel compiles for sm_90 on the CPU (the GPU run is tests below and bench/validate_reference_gpu.py)."""
+    triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
 
     from fp4_reference import gpu_gemm
@@ -78,19 +84,74 @@ def test_gpu_kernel_compiles_for_hopper():
 
 
 @pytest.mark.gpu
-def test_gpu_kernel_matches_the_torch_path_on_every_shape(monkeypatch):
-    """Every test and benchmark shape of nvfp4_gemm, fresh seeds: the reference's GPU path (taken, counted)
-    gives the torch path's bits."""
-    from fp4_reference import gpu_gemm
-    from fp4_reference.matmul import nvfp4_gemm_reference
+def test_gpu_kernel_matches_the_torch_path_on_every_shape():
+    """Every test and benchmark shape of nvfp4_gemm, fresh seeds: the kernel itself gives the torch path's
+    bits, and the reference takes it (its gate stays on)."""
+    from fp4_reference.gpu_gemm import fused_nvfp4_gemm
     from tasks import load_task
 
-    calls = []
-    real = gpu_gemm.fused_nvfp4_gemm
-    monkeypatch.setattr(gpu_gemm, "fused_nvfp4_gemm", lambda *args: calls.append(1) or real(*args))
     task = load_task("nvfp4_gemm")
-    cases = task.tests + task.benchmarks
-    for i, case in enumerate(cases):
+    for i, case in enumerate(task.tests + task.benchmarks):
         a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=1000 + i), torch.device("cuda"))
-        assert torch.equal(nvfp4_gemm_reference(a, b, sfa, sfb), nvfp4_gemm_reference(a, b, sfa, sfb, fused=False))
-    assert len(calls) == len(cases)
+        assert torch.equal(fused_nvfp4_gemm(a, b, sfa, sfb), TORCH_PATH(a, b, sfa, sfb)), case
+        matmul.nvfp4_gemm_reference(a, b, sfa, sfb)
+    assert matmul._GPU_KERNEL.off is None and len(matmul._GPU_KERNEL.checked) == len(
+        {(c["m"], c["n"], c["k"], c["l"]) for c in task.tests + task.benchmarks}
+    )
+
+
+class _OnTheCpu(matmul._GpuKernel):
+    """The trust gate with a stand-in kernel that runs on the CPU."""
+
+    def __init__(self, kernel):
+        super().__init__()
+        self.module = SimpleNamespace(BLOCK_K=128, fused_nvfp4_gemm=kernel)
+        self.calls = 0
+
+    def applies(self, a):
+        return self.off is None
+
+
+def _operands(seed: int, m: int = 128):
+    from tasks import load_task
+
+    return load_task("nvfp4_gemm").generate_input({"m": m, "n": 128, "k": 256, "l": 1, "seed": seed}, "cpu")[:4]
+
+
+def _gate(monkeypatch, kernel) -> _OnTheCpu:
+    gate = _OnTheCpu(kernel)
+    monkeypatch.setattr(matmul, "_GPU_KERNEL", gate)
+    torch_path = matmul._nvfp4_gemm_torch
+
+    def counted(*operands):
+        gate.calls += 1
+        return torch_path(*operands)
+
+    monkeypatch.setattr(matmul, "_nvfp4_gemm_torch", counted)
+    return gate
+
+
+def test_a_kernel_that_matches_is_checked_once_per_shape(monkeypatch):
+    gate = _gate(monkeypatch, TORCH_PATH)
+    for seed in (1, 2, 3):
+        matmul.nvfp4_gemm_reference(*_operands(seed))
+    matmul.nvfp4_gemm_reference(*_operands(4, m=256))
+    assert gate.off is None and gate.calls == 2  # one check for each of the two shapes
+
+
+@pytest.mark.parametrize(
+    "kernel, why",
+    [
+        (lambda *ops: torch.zeros(128, 128, 1, dtype=torch.float16), "differed"),
+        (lambda *ops: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_a_kernel_that_differs_or_fails_is_turned_off_and_the_torch_path_answers(monkeypatch, kernel, why):
+    gate = _gate(monkeypatch, kernel)
+    ops = _operands(1)
+    with pytest.warns(RuntimeWarning, match=f"GPU kernel is off for this process: .*{why}"):
+        got = matmul.nvfp4_gemm_reference(*ops)
+    assert torch.equal(got, TORCH_PATH(*ops)) and why in gate.off
+    calls = gate.calls
+    matmul.nvfp4_gemm_reference(*_operands(2))
+    assert gate.calls == calls + 1  # the torch path alone from then on
