@@ -78,6 +78,7 @@ class _GpuKernel:
             and a.device.type == "cuda"
             and self.module is not None
             and (a.shape[1] * 2) % self.module.BLOCK_K == 0
+            and a.shape[0] <= self.module.MAX_ROWS
         )
 
     def gemm(self, a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
