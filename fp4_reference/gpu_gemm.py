@@ -32,7 +32,7 @@ __all__ = ["BLOCK_K", "MAX_ROWS", "fused_nvfp4_gemm"]
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 64, 128  # BLOCK_K values: 64 packed bytes and 8 scales a row
 NUM_WARPS = 8
 # Up to this many rows of A (every benchmark shape has 128): at 2304 rows the torch path's TF32 matmul was
-# faster on an H100 (bench/validate_reference_gpu.py), the kernel decoding each tile once per column tile.
+# faster with the first version of this kernel on an H100 (results/h100_verdicts/reference_gpu_kernel.json).
 MAX_ROWS = 512
 
 
