@@ -29,29 +29,38 @@ from .fp4 import _e4m3_table, as_uint8
 
 __all__ = ["BLOCK_K", "MAX_ROWS", "fused_nvfp4_gemm"]
 
-BLOCK_M, BLOCK_N, BLOCK_K = 128, 64, 128  # BLOCK_K values: 64 packed bytes and 8 scales a row
-NUM_WARPS = 8
+BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 128  # BLOCK_K values: 64 packed bytes and 8 scales a row
+NUM_WARPS = 4
 # Up to this many rows of A (every benchmark shape has 128): at 2304 rows the torch path's TF32 matmul was
-# faster with the first version of this kernel on an H100 (results/h100_verdicts/reference_gpu_kernel.json).
+# faster on an H100 (results/h100_verdicts/reference_gpu_kernel.json), the kernel decoding each tile once
+# per column tile.
 MAX_ROWS = 512
 
 
 @triton.jit
-def decode_e2m1(code):
-    """e2m1 codes (0..15) as float32, from their bits: sign, exponent ``e + 126`` and one mantissa bit;
-    code 1 is 0.5, codes 0 and 8 are +-0."""
-    mag = code & 7
+def decode_e2m1(byte):
+    """The two e2m1 values of each packed byte (low nibble first) as float32 bit patterns built from
+    the code: sign, exponent ``e + 126`` and one mantissa bit; code 1 is 0.5, codes 0 and 8 are +-0."""
+    lo, hi = byte & 15, byte >> 4
+    both = tl.join(lo, hi)
+    mag = both & 7
     bits = tl.where(mag < 2, mag * (126 << 23), (((mag >> 1) + 126) << 23) | ((mag & 1) << 22))
-    return (bits | ((code >> 3) << 31)).to(tl.float32, bitcast=True)
+    bits = bits | ((both >> 3) << 31)
+    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
-def load_halves(p_ptrs, s_ptrs, e4m3_ptr, inside):
-    """The packed bytes at ``p_ptrs``, dequantized: (their low-nibble values, their high-nibble values) as
-    float16, each times the e4m3 scale at ``s_ptrs`` (the byte's block's)."""
-    packed = tl.load(p_ptrs, mask=inside, other=0).to(tl.int32)
-    scales = tl.load(e4m3_ptr + tl.load(s_ptrs, mask=inside, other=0).to(tl.int32))
-    return (decode_e2m1(packed & 15) * scales).to(tl.float16), (decode_e2m1(packed >> 4) * scales).to(tl.float16)
+def load_operand(p_ptr, s_ptr, e4m3_ptr, rows, n_rows, k0, sp_r, sp_k, ss_r, ss_k, R: tl.constexpr, BK: tl.constexpr):
+    """Rows ``rows`` (< ``n_rows``), values ``k0 .. k0 + BK`` of one operand, dequantized, as float16."""
+    inside = (rows < n_rows)[:, None]
+    kb = k0 // 2 + tl.arange(0, BK // 2)
+    packed = tl.load(p_ptr + rows[:, None] * sp_r + kb[None, :] * sp_k, mask=inside, other=0).to(tl.int32)
+    values = decode_e2m1(packed).reshape(R, BK)
+    ks = k0 // 16 + tl.arange(0, BK // 16)
+    scale_bytes = tl.load(s_ptr + rows[:, None] * ss_r + ks[None, :] * ss_k, mask=inside, other=0)
+    scales = tl.load(e4m3_ptr + scale_bytes.to(tl.int32))
+    scales = tl.broadcast_to(scales[:, :, None], (R, BK // 16, 16)).reshape(R, BK)
+    return (values * scales).to(tl.float16)
 
 
 @triton.jit
@@ -60,25 +69,18 @@ def nvfp4_gemm(
     sa_l, sa_r, sa_k, sb_l, sb_r, sb_k, ssa_l, ssa_r, ssa_k, ssb_l, ssb_r, ssb_k, sc_l, sc_m, sc_n,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
 ):  # fmt: skip
-    """C = A B^T over K as two dots, one of the even elements (low nibbles), one of the odd (high): the
-    same exact products, summed in another order, and no interleaving of the two."""
     pm, pn, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
-    kb = tl.arange(0, BK // 2)  # packed bytes of one K step; byte j's scale is the block j // 8's
-    a_in, b_in = (rm < M)[:, None], (rn < N)[None, :]
-    a_p = a_ptr + l * sa_l + rm[:, None] * sa_r + kb[None, :] * sa_k  # [BM, BK/2]
-    a_s = sfa_ptr + l * ssa_l + rm[:, None] * ssa_r + (kb // 8)[None, :] * ssa_k
-    b_p = b_ptr + l * sb_l + rn[None, :] * sb_r + kb[:, None] * sb_k  # [BK/2, BN]: B^T's tile
-    b_s = sfb_ptr + l * ssb_l + rn[None, :] * ssb_r + (kb // 8)[:, None] * ssb_k
+    a_ptr, sfa_ptr = a_ptr + l * sa_l, sfa_ptr + l * ssa_l
+    b_ptr, sfb_ptr = b_ptr + l * sb_l, sfb_ptr + l * ssb_l
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
-        a_lo, a_hi = load_halves(a_p + (k0 // 2) * sa_k, a_s + (k0 // 16) * ssa_k, e4m3_ptr, a_in)
-        b_lo, b_hi = load_halves(b_p + (k0 // 2) * sb_k, b_s + (k0 // 16) * ssb_k, e4m3_ptr, b_in)
-        acc = tl.dot(a_lo, b_lo, acc)
-        acc = tl.dot(a_hi, b_hi, acc)
+        a = load_operand(a_ptr, sfa_ptr, e4m3_ptr, rm, M, k0, sa_r, sa_k, ssa_r, ssa_k, BM, BK)
+        b = load_operand(b_ptr, sfb_ptr, e4m3_ptr, rn, N, k0, sb_r, sb_k, ssb_r, ssb_k, BN, BK)
+        acc = tl.dot(a, tl.trans(b), acc)
     out = c_ptr + l * sc_l + rm[:, None] * sc_m + rn[None, :] * sc_n
-    tl.store(out, acc.to(tl.float16), mask=a_in & b_in)
+    tl.store(out, acc.to(tl.float16), mask=(rm < M)[:, None] & (rn < N)[None, :])
 
 
 def fused_nvfp4_gemm(a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
