@@ -1,5 +1,5 @@
 """What the bench scripts share: the machine's facts for a results file, the commit, the example files
-per task, byte-different copies, a parser built from a script's docstring, and writing the results file
+per task, a median timing (``timed``), byte-different copies, a parser built from a script's docstring, and writing the results file
 (repo-relative paths only) after every finished unit, atomically, within a time budget (``ResultsFile``)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,20 @@ GPU_FILES = {"mxfp4_mm": "submissions/triton_mxfp4.py", "nvfp4_gemm": "submissio
 QUICK_FILES = {
     "tests/fixtures/tasks/mxfp4_small/task.yml": "submissions/torch_mxfp4.py",
 }
+
+
+def timed(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tuple[float, Any]:
+    """Median seconds of ``fn`` over ``reps`` calls, each ended by ``sync`` (the device's idle; after one
+    untimed call), and its last result."""
+    out = fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
 
 
 def say(line: str) -> None:

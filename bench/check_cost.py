@@ -24,33 +24,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, doc_parser, git_commit  # _common puts the repository root on sys.path
+from _common import ROOT, doc_parser, git_commit, timed  # _common puts the repository root on sys.path
 
 from harness.engine.benchmark import PER_CALL_CHUNK
 
 VERSION = 2  # 1 - first version; 2 - a chunk one at a time and together
 GPU_TASKS = ["mxfp4_mm", "nvfp4_gemm"]
 CPU_TASKS = [str(ROOT / "tests/fixtures/tasks" / t / "task.yml") for t in ("mxfp4_small", "nvfp4_small")]
-
-
-def _timed(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tuple[float, Any]:
-    """Median seconds of ``fn`` over ``reps`` calls (after one untimed call), and its last result."""
-    out = fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def shape_costs(task: Any, case: dict[str, Any], device: Any, reps: int) -> dict[str, Any]:
@@ -60,28 +44,28 @@ def shape_costs(task: Any, case: dict[str, Any], device: Any, reps: int) -> dict
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     seeds = iter(range(10**6))
-    gen_s, data = _timed(lambda: task.generate_input(dict(case, seed=next(seeds)), device), sync, reps)
-    fp_s, _ = _timed(lambda: protocol.input_fingerprints([data]), sync, reps)
-    ref_s, ref = _timed(lambda: task.reference(data), sync, reps)
+    gen_s, data = timed(lambda: task.generate_input(dict(case, seed=next(seeds)), device), sync, reps)
+    fp_s, _ = timed(lambda: protocol.input_fingerprints([data]), sync, reps)
+    ref_s, ref = timed(lambda: task.reference(data), sync, reps)
     output = ref.clone()
-    check_s, verdict = _timed(lambda: task.check(data, output), sync, reps)
+    check_s, verdict = timed(lambda: task.check(data, output), sync, reps)
     raw = output.reshape(-1).view(torch.uint8).clone()  # a tensor frame, as the parent's channel delivers it
     dtype = str(output.dtype).removeprefix("torch.")
-    rebuild_s, _ = _timed(
+    rebuild_s, _ = timed(
         lambda: protocol.rebuild_tensor(dtype, list(output.shape), raw, str(output.device), device), sync, reps
     )
     chunk = task.inputs_per_measurement if task.timing_protocol == "batched" else PER_CALL_CHUNK
     datas = [task.generate_input(dict(case, seed=next(seeds)), device) for _ in range(chunk)]
     pairs = [(d, task.reference(d)) for d in datas]
     specs = [dict(case, seed=s) for s in range(chunk)]
-    inputs_alone_s, _ = _timed(
+    inputs_alone_s, _ = timed(
         lambda: [protocol.input_fingerprints([task.generate_input(s, device)]) for s in specs], sync, reps
     )
-    inputs_together_s, _ = _timed(
+    inputs_together_s, _ = timed(
         lambda: protocol.input_fingerprints([task.generate_input(s, device) for s in specs]), sync, reps
     )
-    checks_alone_s, _ = _timed(lambda: [task.check(d, o) for d, o in pairs], sync, reps)
-    checks_together_s, verdicts = _timed(lambda: task.check_all(pairs), sync, reps)
+    checks_alone_s, _ = timed(lambda: [task.check(d, o) for d, o in pairs], sync, reps)
+    checks_together_s, verdicts = timed(lambda: task.check_all(pairs), sync, reps)
     return {
         "case": {k: v for k, v in case.items() if k != "seed"},
         "chunk": {

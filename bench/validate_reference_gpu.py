@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import sys
 import time
@@ -25,7 +26,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root (bench/_common also does)
-from _common import git_commit
+from _common import git_commit, timed
 
 from fp4_reference import nvfp4_gemm_reference, quantize_mxfp4, unshuffle_scales_e8m0
 from fp4_reference.gpu_gemm import fused_nvfp4_gemm
@@ -86,19 +87,6 @@ def _check_ms(task, data, reps=20) -> float:
     return (time.perf_counter() - t0) / reps * 1e3
 
 
-def _median_ms(fn, args: tuple, reps: int = 20, **kwargs) -> float:
-    """Median wall milliseconds of ``fn(*args, **kwargs)`` to the GPU's idle, after one untimed call."""
-    fn(*args, **kwargs)
-    times = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn(*args, **kwargs)
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[reps // 2]
-
-
 def nvfp4_gpu_kernel_rows(device: torch.device) -> list[dict]:
     """Section 3: per nvfp4_gemm shape, whether the two paths agree bit for bit, and their times."""
     task = load_task("nvfp4_gemm")
@@ -110,8 +98,10 @@ def nvfp4_gpu_kernel_rows(device: torch.device) -> list[dict]:
             fused = fused_nvfp4_gemm(a, b, sfa, sfb)  # the kernel itself, not behind the reference's gate
             same.append(bool(torch.equal(fused, nvfp4_gemm_reference(a, b, sfa, sfb, fused=False))))
         row = {"case": case, "same_bits": all(same), "seeds": len(same)}
-        row["torch_ms"] = _median_ms(nvfp4_gemm_reference, (a, b, sfa, sfb), fused=False)
-        row["gpu_kernel_ms"] = _median_ms(fused_nvfp4_gemm, (a, b, sfa, sfb))
+        torch_path = functools.partial(nvfp4_gemm_reference, a, b, sfa, sfb, fused=False)
+        row["torch_ms"] = timed(torch_path, torch.cuda.synchronize, 20)[0] * 1e3
+        kernel = functools.partial(fused_nvfp4_gemm, a, b, sfa, sfb)
+        row["gpu_kernel_ms"] = timed(kernel, torch.cuda.synchronize, 20)[0] * 1e3
         rows.append(row)
         print(
             f"nvfp4 {case}: same bits={row['same_bits']} torch {row['torch_ms']:.3f} ms, kernel {row['gpu_kernel_ms']:.3f} ms",
