@@ -1,7 +1,8 @@
-"""The deferred check (harness.engine.benchmark): in ranked blocks the check of a case's last chunk runs
-while the worker generates the next case's first timed inputs. A wrong output found there must end the
-run exactly as an immediate check did: that case fails with its timed call named, and the cases after it
-in the block are not run, whatever the next case did meanwhile."""
+"""The deferred check (harness.engine.benchmark): in ranked runs the check of a chunk runs during the next
+untimed request (the next chunk's lead-in, or its input generation; a case's last chunk, the next case's
+first). A wrong output found there must end the run exactly as an immediate check did: that case fails
+with its timed call named, no timed call follows, and the cases after it in the block are not run,
+whatever the worker did meanwhile."""
 
 from __future__ import annotations
 
@@ -81,3 +82,87 @@ def test_an_honest_ranked_run_overlaps_its_checks_with_the_next_inputs(tmp_path)
     # every block: the first case's last check overlapped the second case's generation, the second's
     # ran at the block's end
     assert r.phases_s["worker_generate.check"] > 0 and r.phases_s["check"] > 0, r.phases_s
+
+
+# A wrong output in a case's first timed chunk, whose check waits for the next chunk of the same case;
+# and the same with a lead-in before every chunk (forced here on the CPU; on a GPU it is the default).
+# The kernel numbers the distinct inputs of its shape as they come, and says so: the test's (1), the
+# warm-up input (2, also the lead-ins'), then the timed ones (3, ...: on the CPU one a chunk).
+WRONG_FIRST_CHUNK = """
+_seen = {}
+_crash_next = []
+
+
+def custom_kernel(data):
+    if _crash_next:
+        import os
+
+        os._exit(3)
+    out = _correct_kernel(data)
+    key = tuple(out.shape)
+    inputs = _seen.setdefault(key, [])
+    digest = hash(data[0].view(torch.uint8).cpu().numpy().tobytes())
+    if digest not in inputs:
+        inputs.append(digest)
+        print("call", *key, len(inputs), flush=True)
+    nth = inputs.index(digest) + 1
+    if key == (8, 64) and nth == 3:
+        CRASH_LATER
+        return out + 1.0
+    return out
+"""
+CRASH_IN_THE_NEXT_LEAD_IN = "_crash_next.append(1)  # the next call, the next chunk's lead-in, ends the worker"
+
+
+def _inputs_of_wrong_shape(stdout: str) -> list[int]:
+    return [int(line.split()[3]) for line in stdout.splitlines() if line.startswith("call 8 64 ")]
+
+
+@pytest.fixture
+def lead_in_on_the_cpu(monkeypatch):
+    from harness.engine.benchmark import BenchmarkLoop
+
+    monkeypatch.setattr(BenchmarkLoop, "_lead_in_due", lambda self, first_chunk, first_case: True)
+
+
+def _assert_failed_at_the_first_timed_call(r, chunk: int = 1) -> None:
+    wrong, other = r.benchmark_cases()
+    assert r.verdict == FAIL and wrong.verdict == FAIL, (r.verdict, r.message)
+    assert wrong.message.startswith("timed call 1:"), wrong.message
+    assert other.verdict == NOT_RUN, (other.verdict, other.message)
+    assert max(_inputs_of_wrong_shape(r.stdout)) == 2 + chunk, r.stdout  # the second chunk was never timed
+
+
+def test_a_wrong_output_in_a_middle_chunk_is_found_before_the_next_timed_call(tmp_path):
+    sub = cheat_with_correct_kernel(tmp_path, WRONG_FIRST_CHUNK.replace("CRASH_LATER", "pass"))
+    r = run(sub, secret=_secret(0), blocks=3, max_repeats=9)
+    _assert_failed_at_the_first_timed_call(r)
+    # the check ran while the worker generated the second chunk's inputs (an immediate one would not)
+    assert r.phases_s.get("worker_generate.check", 0) > 0, r.phases_s
+
+
+def test_with_a_lead_in_the_check_runs_during_the_next_chunks_warm_up(tmp_path, lead_in_on_the_cpu):
+    sub = cheat_with_correct_kernel(tmp_path, "custom_kernel = _correct_kernel\n")
+    r = run(sub, blocks=3, max_repeats=9)
+    assert r.verdict == PASS, r.message
+    assert r.phases_s.get("warmup.check", 0) > 0, r.phases_s
+
+
+@pytest.mark.parametrize("meanwhile", ["pass", CRASH_IN_THE_NEXT_LEAD_IN], ids=["plain", "crash-meanwhile"])
+def test_a_wrong_output_found_during_a_lead_in_fails_its_case(tmp_path, lead_in_on_the_cpu, meanwhile):
+    """The check of the first timed chunk runs during the next chunk's lead-in and fails there; in the
+    second variant the worker also dies meanwhile: the wrong output still decides."""
+    sub = cheat_with_correct_kernel(tmp_path, WRONG_FIRST_CHUNK.replace("CRASH_LATER", meanwhile))
+    r = run(sub, secret=_secret(0), blocks=3, max_repeats=9)
+    _assert_failed_at_the_first_timed_call(r)
+    assert r.phases_s.get("warmup.check", 0) > 0, r.phases_s
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_wrong_output_is_found_during_the_next_chunks_lead_in(tmp_path):
+    """The default lead-in on a GPU; chunks of 10 timed calls (two a case and block: the standard-error
+    target is out of reach)."""
+    sub = cheat_with_correct_kernel(tmp_path, WRONG_FIRST_CHUNK.replace("CRASH_LATER", "pass"))
+    r = run(sub, device="cuda", secret=_secret(0), blocks=3, max_repeats=60, target_rel_err=1e-9)
+    _assert_failed_at_the_first_timed_call(r, chunk=10)
+    assert r.phases_s.get("warmup.check", 0) > 0, r.phases_s

@@ -1,12 +1,14 @@
 """One benchmark case: warm-up, chunks of timed calls until the :class:`StopRule` is met (every timed
 output checked), then the timing checks, the clocks and the kernel-only figure.
 
-In ranked blocks the check of a case's last chunk may wait (``run_case(defer_check=True)``): it then
-runs while the worker generates the next case's first timed inputs, which only the worker's GPU work
-fills otherwise (nothing is timed meanwhile; the next case's warm-up calls came before, so no untimed
-call sees those inputs). A check that then fails ends the block as it would have at once: the next
-case stops before its timed calls (:class:`EarlierCaseFailed`) and ``settle`` gives the failed case's
-result, the one an immediate check would have made."""
+In ranked runs the check of a chunk waits for the next untimed request the worker is busy with, and
+runs meanwhile (nothing is timed then): the next chunk's lead-in warm-up calls (``warmup.check``), else
+its input generation (``worker_generate.check``); the check of a case's last chunk waits for the next
+case's first chunk the same way (``run_case(defer_check=True)``, in blocks). Either way it runs before
+the next timed call, and no untimed call sees the inputs that call times (those reach the worker after
+the lead-in). A check that then fails ends the case, or the block, as it would have at once: no timed
+call follows it, the failed case's result is the one an immediate check would have made (returned, or
+from ``settle``), and a next case that was starting takes no part (:class:`EarlierCaseFailed`)."""
 
 from __future__ import annotations
 
@@ -195,8 +197,6 @@ class BenchmarkLoop:
             specs = self.inputs.specs(c.spec, c.offset + index, k)
             also = (lambda: self._run_deferred("worker_generate.check")) if self.deferred else None
             privates, items = self.inputs.make(specs, deadline, keep=1, also=also)
-            if self._failed is not None:
-                raise EarlierCaseFailed()
             return privates, items, list(range(k))
         repeat = k // len(c.fixed or [None])  # per call: the one fixed input k times; batched: the batch once
         return (c.fixed or []) * repeat, (c.fixed_items or []) * repeat, [k - 1]
@@ -215,9 +215,22 @@ class BenchmarkLoop:
             deadline,
             f"warming up {c.label}",
             WarmedUp,
+            meanwhile=(lambda: self._run_deferred("warmup.check")) if self.deferred else None,
         )
         reason = self.session.rejection(reply)
         return end_case(c.result, reply, reason, samples) if not reply.ok or reason else None
+
+    def _deferred_failure(self, c: _Case) -> CaseResult | None:
+        """After a request during which a deferred check may have run: this case's result when the check
+        of one of its own chunks failed (the one an immediate check would have made); raises
+        :class:`EarlierCaseFailed` when the check of the case before failed."""
+        if self._failed is None:
+            return None
+        index, result = self._failed
+        if index != c.index:
+            raise EarlierCaseFailed()
+        self._failed = None
+        return result
 
     def _time(
         self, c: _Case, deadline: float, kernel_only: bool, defer: bool = False, first_case: bool = True
@@ -233,10 +246,10 @@ class BenchmarkLoop:
             return ended
         while True:
             lead_in = self._lead_in_due(index == 0, first_case)
-            ended = self._chunk_warm_up(c, deadline, samples) if lead_in else None
-            if ended is not None:
-                return ended
-            privates, items, returned = self._chunk_inputs(c, index, deadline)
+            prepared = self._prepare_chunk(c, index, deadline, samples, lead_in)
+            if isinstance(prepared, CaseResult):
+                return prepared
+            privates, items, returned = prepared
             index += len(privates)
             reply = self._timed_chunk(c, items, returned, deadline, heat=lead_in)
             reason = self.session.rejection(reply)
@@ -245,7 +258,7 @@ class BenchmarkLoop:
             outputs = self.checker.outputs(reply.outputs)
             stop = self.stop_rule.should_stop(samples + reply.samples_ns, time.monotonic() - started)
             check = self._checker(privates, outputs, returned, len(samples), passed_fixed)
-            if defer and stop:
+            if self.ctx.ranked and (defer or not stop):  # checked during the next untimed request
                 self.deferred = self._defer(c, check, samples + reply.samples_ns, series)
             elif self._failed_now(c, check):
                 return self.judge.finish(c.result, samples + reply.samples_ns, series, c.batch)
@@ -258,6 +271,22 @@ class BenchmarkLoop:
         c.result.record(clocks)
         kernel_items = [0] if c.per_call else items
         return self._after_timing(c.result, samples, series, c.batch, kernel_items if kernel_only else None, deadline)
+
+    def _prepare_chunk(
+        self, c: _Case, index: int, deadline: float, samples: list, lead_in: bool
+    ) -> tuple[list, list, list[int]] | CaseResult:
+        """The lead-in (when due), then the next chunk's inputs (``_chunk_inputs``); the ended case when
+        the lead-in ended it, or when the deferred check of the chunk before, run meanwhile, failed (that
+        outranks what the lead-in did)."""
+        ended = self._chunk_warm_up(c, deadline, samples) if lead_in else None
+        failed = self._deferred_failure(c)
+        if failed is not None:
+            return failed
+        if ended is not None:
+            return ended
+        chunk = self._chunk_inputs(c, index, deadline)
+        failed = self._deferred_failure(c)
+        return chunk if failed is None else failed
 
     def _warm_up_chunks(self, c: _Case, deadline: float) -> CaseResult | None:
         """Ranked, with --warmup-chunks N: N chunks timed exactly like the first timed one but on fresh

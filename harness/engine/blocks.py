@@ -244,11 +244,16 @@ class TimedBlocks:
     def _settle(self) -> bool:
         """Applies the block's deferred check (BenchmarkLoop.settle); True when it failed: the failed
         case's part replaces its passing one, and the cases after it in the block, which an immediate
-        check would never have started, take no part."""
+        check would never have started, take no part. A case that was still running (its own chunk's
+        check, when the worker failed or Ctrl-C came during the next chunk's lead-in) gets the part."""
         failed = self.loop.settle()
         if failed is None:
             return False
         i, case = failed
+        if i not in self._done:
+            self.parts[i].append(case)
+            self._pending.remove(i)
+            self._done.append(i)
         self.parts[i][-1] = case
         for j in self._done[self._done.index(i) + 1 :]:
             self.parts[j].pop()

@@ -50,7 +50,7 @@ class Checker:
 
     def check(self, data: Any, out: Any, phase: str = "check") -> tuple[bool, str]:
         """The task's verdict on ``out``, its time counted as ``phase`` (a deferred check's is a part of
-        the input generation it overlaps: ``worker_generate.check``)."""
+        the request it overlaps: ``warmup.check``, ``worker_generate.check``)."""
         if isinstance(out, Unusable):
             return out.verdict()
         with self.ctx.phases.measure(phase):
