@@ -21,14 +21,14 @@ def _device(device) -> torch.device:
     return torch.device(device)
 
 
-def generate_input(m: int, n: int, k: int, seed: int, device=None):
+def generate_input(m: int, n: int, k: int, seed: int, device=None, generator=None):
     """``(A bf16 [m,k], B bf16 [n,k], B_q fp4x2 [n,k/2], B_shuffle fp4x2 [n,k/2], B_scale_sh e8m0 [n',k/32'])``.
 
-    Draws A then B from a private ``torch.Generator`` on ``device`` seeded with ``seed``.
+    Draws A then B from a private ``torch.Generator`` on ``device`` seeded with ``seed``, or from
+    ``generator``, already seeded by the caller (``seed`` then unused: a CUDA graph replays the draws).
     """
     dev = _device(device)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(seed)
+    gen = generator if generator is not None else torch.Generator(device=dev).manual_seed(seed)
     a = torch.randn((m, k), dtype=torch.bfloat16, device=dev, generator=gen)
     b = torch.randn((n, k), dtype=torch.bfloat16, device=dev, generator=gen)
     b_q, b_scales = quantize_mxfp4(b)

@@ -31,15 +31,15 @@ def _scales(rows: int, k: int, l: int, dev, gen) -> torch.Tensor:
     return ints.to(torch.float32).to(torch.float8_e4m3fn).permute(1, 2, 0)
 
 
-def generate_input(m: int, n: int, k: int, l: int, seed: int, device=None):
+def generate_input(m: int, n: int, k: int, l: int, seed: int, device=None, generator=None):
     """``(a, b, sfa, sfb, sfa_permuted, sfb_permuted, c)`` as strided [.., L] views (memory order
     (L, rows, K/2), as task.yml describes).
 
-    Draws a, b, c, sfa, sfb in that order from a private ``torch.Generator`` seeded with ``seed``.
+    Draws a, b, c, sfa, sfb in that order from a private ``torch.Generator`` seeded with ``seed``, or from
+    ``generator``, already seeded by the caller (``seed`` then unused: a CUDA graph replays the draws).
     """
     dev = _device(device)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(seed)
+    gen = generator if generator is not None else torch.Generator(device=dev).manual_seed(seed)
     a = _fp4_operand(m, k, l, dev, gen)
     b = _fp4_operand(n, k, l, dev, gen)
     c = torch.randn((l, m, n), dtype=torch.float16, device=dev, generator=gen).permute(1, 2, 0)
