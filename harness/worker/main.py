@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import torch
 
 from harness import protocol
+from harness.input_graphs import GraphedInputs
 from harness.protocol import ProtocolError
 from harness.requests import (
     Call,
@@ -168,6 +169,7 @@ class Worker:
                     f"({_describe_exception(exc)}); it must be readable by the worker's user"
                 )
         self.slots: list[tuple[Any, ...]] = []  # input tuples generated on request (Generate), named by index
+        self.graphed: GraphedInputs | None = None  # the task's generation, replayed (made at the first Generate)
         self.staging = OutputStaging(self.device)  # the host copies of a reply's outputs
         took("task")
         self._baseline = originals.snapshot(self)  # before the submission is imported
@@ -249,7 +251,9 @@ class Worker:
         input's fingerprint, which the parent compares with its own copy's."""
         if self.task_module is None:
             return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
-        made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in request.specs]
+        if self.graphed is None:
+            self.graphed = GraphedInputs(self.task_module.generate_input, self.device)
+        made = [self.graphed.generate(spec) for spec in request.specs]
         self.slots = self.slots[: request.keep] + made
         originals.synchronize(self.device)
         return {"ok": True, "fingerprints": protocol.input_fingerprints(made), **self._integrity()}
