@@ -2,15 +2,17 @@
 otherwise ~40-70 small ops launched one by one from Python (twice: the harness's copy and the worker's),
 and the host's launch time, not the GPU, sets how long that takes.
 
-Per shape (the case without its seed) and process, the task's ``generate_input`` is captured once, its
-draws coming from a generator registered with the graph. An input is then: seed that generator with the
+Per shape (the case without its seed) and process, the task's ``generate_input`` is captured once, at
+the shape's ``CAPTURE_AFTER``-th input (a shape with fewer inputs in a process, such as a fresh worker's
+11 of an mxfp4_mm shape, would not get back the capture's cost), its draws coming from a generator
+registered with the graph. An input is then: seed that generator with the
 input's seed, replay, and copy each output's storage out (so that the inputs of a chunk coexist), keeping
 every size, stride and offset. Used on a CUDA device for a task whose ``generate_input`` takes a
 ``generator``; everywhere else, and for a shape whose graph failed its check, the inputs are generated
 as before.
 
 Trusted shape by shape, as the nvfp4 reference's kernel is: the first ``CHECKED_INPUTS`` inputs of a
-shape in a process are also generated eagerly and compared byte for byte (sizes, strides and offsets
+shape from its graph are also generated eagerly and compared byte for byte (sizes, strides and offsets
 too). A difference, or any error (a capture the task's ops do not allow), turns graphs off for that shape
 in the process, and the eager inputs answer: a graph costs time, never different inputs. The harness and
 the worker each decide on their own; their inputs' fingerprints are compared as before. Imported by the
@@ -24,9 +26,10 @@ from typing import Any
 
 import torch
 
-CHECKED_INPUTS = (
-    2  # a shape's first inputs, also generated eagerly: two seeds, so a replay that kept its first seed shows
-)
+# a shape is captured at its 16th input in a process: fewer do not pay for the capture
+CAPTURE_AFTER = 16
+# the shape's next inputs are also generated op by op: two seeds, so a replay that kept its first seed shows
+CHECKED_INPUTS = 2
 
 Generate = Callable[..., Any]  # a task's generate_input(**case, device=..., generator=...)
 
@@ -106,11 +109,14 @@ class GraphedInputs:
         device: torch.device,
         warn: Callable[[str], None] = lambda message: None,
         capture: Callable[..., Any] = _Graph,
+        capture_after: int = CAPTURE_AFTER,
     ):
         self.generate_eagerly, self.device, self.warn, self._capture = generate, device, warn, capture
         self.usable = device.type == "cuda" and takes_generator(generate)
+        self.capture_after = capture_after
         self.graphs: dict[tuple, Any] = {}
-        self.checked: dict[tuple, int] = {}  # a shape's inputs compared with eager ones so far
+        self.eager: dict[tuple, int] = {}  # a shape's inputs generated op by op so far
+        self.checked: dict[tuple, int] = {}  # of them, those compared with a replay
         self.off: set[tuple] = set()
 
     def generate(self, case: dict[str, Any]) -> tuple[Any, ...]:
@@ -121,6 +127,9 @@ class GraphedInputs:
         if graph is not None and self.checked[key] >= CHECKED_INPUTS:
             return graph.replay(case["seed"])
         eager = self._eager(case)  # before a capture, too: the kernels are loaded then, not during it
+        self.eager[key] = self.eager.get(key, 0) + 1
+        if graph is None and self.eager[key] < self.capture_after:
+            return eager
         try:
             if graph is None:
                 graph = self.graphs[key] = self._capture(self.generate_eagerly, case, self.device)

@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.input_graphs import CHECKED_INPUTS, GraphedInputs, copy_out, same_inputs, storage_bytes, takes_generator
+from harness.input_graphs import (
+    CAPTURE_AFTER,
+    CHECKED_INPUTS,
+    GraphedInputs,
+    copy_out,
+    same_inputs,
+    storage_bytes,
+    takes_generator,
+)
 from tasks import load_task
 
 NVFP4_CASE = {"m": 128, "n": 256, "k": 512, "l": 1}
@@ -68,7 +76,7 @@ class _StandIn:
         return tuple(self.generate(**self.case, device=self.device, generator=gen))
 
 
-def _graphed(capture) -> tuple[GraphedInputs, list[str], list[int]]:
+def _graphed(capture, capture_after: int = 1) -> tuple[GraphedInputs, list[str], list[int]]:
     """GraphedInputs on the CPU with ``capture`` in place of CUDA graphs, counting eager generations."""
     generate = load_task("nvfp4_gemm").module.generate_input
     eager_calls: list[int] = []
@@ -79,7 +87,7 @@ def _graphed(capture) -> tuple[GraphedInputs, list[str], list[int]]:
         return generate(**kw)
 
     warned: list[str] = []
-    g = GraphedInputs(counted, torch.device("cpu"), warn=warned.append, capture=capture)
+    g = GraphedInputs(counted, torch.device("cpu"), warn=warned.append, capture=capture, capture_after=capture_after)
     g.usable = True  # graphs need CUDA: the stand-in plays them here
     return g, warned, eager_calls
 
@@ -94,6 +102,18 @@ def test_a_trusted_graph_answers_after_its_first_inputs_matched_eager_ones():
     assert eager_calls == seeds[:CHECKED_INPUTS]  # then replays alone
     g.generate(dict(NVFP4_CASE, m=256, seed=1))  # a new shape is captured and checked on its own
     assert _StandIn.captures == 2 and eager_calls[-1] == 1
+
+
+def test_a_shape_is_captured_only_once_it_had_enough_inputs_to_pay_for_it():
+    _StandIn.captures = 0
+    g, _, eager_calls = _graphed(_StandIn, capture_after=CAPTURE_AFTER)
+    for s in range(CAPTURE_AFTER - 1):
+        g.generate(dict(NVFP4_CASE, seed=s))
+    assert _StandIn.captures == 0 and len(eager_calls) == CAPTURE_AFTER - 1
+    for s in range(CAPTURE_AFTER - 1, CAPTURE_AFTER + 5):
+        assert same_inputs(g.generate(dict(NVFP4_CASE, seed=s)), _nvfp4(s))
+    # captured at the CAPTURE_AFTER-th input, which with the next one was checked: then replays alone
+    assert _StandIn.captures == 1 and len(eager_calls) == CAPTURE_AFTER - 1 + CHECKED_INPUTS
 
 
 def test_a_graph_that_keeps_its_first_seed_is_turned_off_at_its_second_input():
@@ -133,7 +153,7 @@ def test_on_a_gpu_replayed_inputs_are_the_eager_ones_on_every_benchmark_shape(ta
         pytest.skip("needs CUDA")
     task = load_task(task_name)
     warned: list[str] = []
-    g = GraphedInputs(task.module.generate_input, torch.device("cuda"), warn=warned.append)
+    g = GraphedInputs(task.module.generate_input, torch.device("cuda"), warn=warned.append, capture_after=1)
     for case in task.benchmarks:
         for seed in [case["seed"], 3, 1 << 40, 987654321, 5]:
             spec = dict(case, seed=seed)
