@@ -5,15 +5,15 @@ and the host's launch time, not the GPU, sets how long that takes.
 Per shape (the case without its seed) and process, the task's ``generate_input`` is captured once, at
 the shape's ``CAPTURE_AFTER``-th input (a shape with fewer inputs in a process, such as a fresh worker's
 11 of an mxfp4_mm shape, would not get back the capture's cost), its draws coming from a generator
-registered with the graph. An input is then: seed that generator with the
-input's seed, replay, and copy each output's storage out (so that the inputs of a chunk coexist), keeping
-every size, stride and offset. Used on a CUDA device for a task whose ``generate_input`` takes a
+registered with the graph; the input's fingerprint (``protocol.storage_sums``) is computed in the graph
+too. An input is then: seed that generator with the input's seed, replay, and copy each output's
+storage out (so that the inputs of a chunk coexist), keeping every size, stride and offset. Used on a CUDA device for a task whose ``generate_input`` takes a
 ``generator``; everywhere else, and for a shape whose graph failed its check, the inputs are generated
 as before.
 
 Trusted shape by shape, as the nvfp4 reference's kernel is: the first ``CHECKED_INPUTS`` inputs of a
 shape from its graph are also generated eagerly and compared byte for byte (sizes, strides and offsets
-too). A difference, or any error (a capture the task's ops do not allow), turns graphs off for that shape
+too, and the fingerprint). A difference, or any error (a capture the task's ops do not allow), turns graphs off for that shape
 in the process, and the eager inputs answer: a graph costs time, never different inputs. The harness and
 the worker each decide on their own; their inputs' fingerprints are compared as before. Imported by the
 worker too (nothing of the parent side here)."""
@@ -21,10 +21,12 @@ worker too (nothing of the parent side here)."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from harness import protocol
 
 # a shape is captured at its 16th input in a process: fewer do not pay for the capture
 CAPTURE_AFTER = 16
@@ -46,19 +48,21 @@ def storage_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
-def copy_out(outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+def copy_out(outputs: tuple[Any, ...], views: list[torch.Tensor | None] | None = None) -> tuple[Any, ...]:
     """Each tensor on a fresh storage with the same bytes, sizes, strides and offset (tensors that share
-    a storage share its copy); anything else as it is."""
+    a storage share its copy); anything else as it is. ``views``: each output's :func:`storage_bytes`
+    (None for a non-tensor), when the caller keeps them."""
+    if views is None:
+        views = [storage_bytes(t) if isinstance(t, torch.Tensor) else None for t in outputs]
     copies: dict[int, torch.Tensor] = {}
     out: list[Any] = []
-    for t in outputs:
-        if not isinstance(t, torch.Tensor):
+    for t, view in zip(outputs, views):
+        if view is None:
             out.append(t)
             continue
-        key = t.untyped_storage().data_ptr()
-        if key not in copies:
-            copies[key] = storage_bytes(t).clone()
-        storage = copies[key].untyped_storage()
+        if view.data_ptr() not in copies:
+            copies[view.data_ptr()] = view.clone()
+        storage = copies[view.data_ptr()].untyped_storage()
         out.append(
             torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.size(), t.stride())
         )
@@ -82,8 +86,12 @@ def same_inputs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return True
 
 
+Made = tuple[tuple[Any, ...], "torch.Tensor | None"]  # an input and its fingerprint, not read back
+
+
 class _Graph:
-    """One shape's captured generation: ``replay(seed)`` gives the outputs for ``seed``, copied out."""
+    """One shape's captured generation and fingerprint: ``replay(seed)`` gives the input for ``seed``,
+    copied out, and its fingerprint."""
 
     def __init__(self, generate: Generate, case: dict[str, Any], device: torch.device):
         self.generator = torch.Generator(device=device)
@@ -92,16 +100,18 @@ class _Graph:
         self.generator.manual_seed(case["seed"])
         with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.static = tuple(generate(**case, device=device, generator=self.generator))
+            self.sums = protocol.storage_sums(self.static)
+        self.views = [storage_bytes(t) if isinstance(t, torch.Tensor) else None for t in self.static]
 
-    def replay(self, seed: int) -> tuple[Any, ...]:
+    def replay(self, seed: int) -> Made:
         self.generator.manual_seed(seed)
         self.graph.replay()
-        return copy_out(self.static)
+        return copy_out(self.static, self.views), None if self.sums is None else self.sums.clone()
 
 
 class GraphedInputs:
-    """``generate(case)``: the inputs of ``case`` (with its seed), from a graph where one is trusted for
-    its shape, else eagerly. ``warn`` gets the reason when graphs are turned off for a shape."""
+    """The inputs of cases (each with its seed), from a graph where one is trusted for their shape, else
+    op by op. ``warn`` gets the reason when graphs are turned off for a shape."""
 
     def __init__(
         self,
@@ -120,6 +130,14 @@ class GraphedInputs:
         self.off: set[tuple] = set()
 
     def generate(self, case: dict[str, Any]) -> tuple[Any, ...]:
+        return self._generate(case)[0]
+
+    def generate_fingerprinted(self, cases: Sequence[dict[str, Any]]) -> tuple[list[tuple[Any, ...]], list[list[int]]]:
+        """The inputs of ``cases`` and their fingerprints (``protocol.input_fingerprints``), read back together."""
+        made = [self._generate(case) for case in cases]
+        return [data for data, _ in made], protocol.read_fingerprints([sums for _, sums in made])
+
+    def _generate(self, case: dict[str, Any]) -> Made:
         key = tuple(sorted((k, v) for k, v in case.items() if k != "seed"))
         if not self.usable or key in self.off:
             return self._eager(case)
@@ -134,7 +152,7 @@ class GraphedInputs:
             if graph is None:
                 graph = self.graphs[key] = self._capture(self.generate_eagerly, case, self.device)
                 self.checked[key] = 0
-            if not same_inputs(graph.replay(case["seed"]), eager):
+            if not _same(graph.replay(case["seed"]), eager):
                 self._turn_off(key, "a replay gave other bytes than eager generation")
             else:
                 self.checked[key] += 1
@@ -142,8 +160,9 @@ class GraphedInputs:
             self._turn_off(key, f"it failed ({type(exc).__name__}: {exc})")
         return eager
 
-    def _eager(self, case: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(self.generate_eagerly(**case, device=self.device))
+    def _eager(self, case: dict[str, Any]) -> Made:
+        data = tuple(self.generate_eagerly(**case, device=self.device))
+        return data, protocol.storage_sums(data)
 
     def _turn_off(self, key: tuple, why: str) -> None:
         self.off.add(key)
@@ -152,3 +171,11 @@ class GraphedInputs:
             f"input generation by CUDA graph is off for the shape {dict(key)}: {why}; its inputs are "
             "generated op by op instead (slower, the same bytes)"
         )
+
+
+def _same(a: Made, b: Made) -> bool:
+    """The same input and the same fingerprint."""
+    (x, x_sums), (y, y_sums) = a, b
+    if x_sums is None or y_sums is None:
+        return x_sums is y_sums and same_inputs(x, y)
+    return same_inputs(x, y) and torch.equal(x_sums, y_sums)

@@ -17,6 +17,7 @@ from harness.input_graphs import (
     storage_bytes,
     takes_generator,
 )
+from harness.protocol import input_fingerprints, storage_sums
 from tasks import load_task
 
 NVFP4_CASE = {"m": 128, "n": 256, "k": 512, "l": 1}
@@ -73,7 +74,8 @@ class _StandIn:
         if self.seed is None or not self.stuck:
             self.seed = seed
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
-        return tuple(self.generate(**self.case, device=self.device, generator=gen))
+        data = tuple(self.generate(**self.case, device=self.device, generator=gen))
+        return data, storage_sums(data)
 
 
 def _graphed(capture, capture_after: int = 1) -> tuple[GraphedInputs, list[str], list[int]]:
@@ -116,6 +118,24 @@ def test_a_shape_is_captured_only_once_it_had_enough_inputs_to_pay_for_it():
     assert _StandIn.captures == 1 and len(eager_calls) == CAPTURE_AFTER - 1 + CHECKED_INPUTS
 
 
+def test_fingerprints_come_with_the_inputs_and_a_graph_whose_fingerprint_differs_is_turned_off():
+    g, warned, _ = _graphed(_StandIn)
+    cases = [dict(NVFP4_CASE, seed=s) for s in range(6)]
+    made, fingerprints = g.generate_fingerprinted(cases)
+    assert fingerprints == input_fingerprints(made) == input_fingerprints([_nvfp4(s) for s in range(6)])
+    assert not warned and g.graphs  # the last ones were replays
+
+    class WrongSum(_StandIn):
+        def replay(self, seed):
+            data, sums = super().replay(seed)
+            return data, sums + 1
+
+    g, warned, _ = _graphed(WrongSum)
+    made, fingerprints = g.generate_fingerprinted(cases)
+    assert fingerprints == input_fingerprints([_nvfp4(s) for s in range(6)])
+    assert len(warned) == 1 and not g.graphs
+
+
 def test_a_graph_that_keeps_its_first_seed_is_turned_off_at_its_second_input():
     g, warned, eager_calls = _graphed(lambda *a: _StandIn(*a, stuck=True))
     seeds = [21, 22, 23, 24]
@@ -155,10 +175,11 @@ def test_on_a_gpu_replayed_inputs_are_the_eager_ones_on_every_benchmark_shape(ta
     warned: list[str] = []
     g = GraphedInputs(task.module.generate_input, torch.device("cuda"), warn=warned.append, capture_after=1)
     for case in task.benchmarks:
-        for seed in [case["seed"], 3, 1 << 40, 987654321, 5]:
-            spec = dict(case, seed=seed)
-            got = g.generate(spec)
-            assert same_inputs(got, tuple(task.module.generate_input(**spec, device="cuda"))), (case, seed)
+        specs = [dict(case, seed=seed) for seed in [case["seed"], 3, 1 << 40, 987654321, 5, 6]]
+        made, fingerprints = g.generate_fingerprinted(specs)
+        eager = [tuple(task.module.generate_input(**spec, device="cuda")) for spec in specs]
+        assert all(same_inputs(x, y) for x, y in zip(made, eager)), case
+        assert fingerprints == input_fingerprints(eager), case
         torch.cuda.empty_cache()
-    assert not warned and not g.off  # every shape's graph was trusted and answered
+    assert not warned and not g.off  # every shape's graph was trusted and answered its last four inputs
     assert len(g.graphs) == len(task.benchmarks)

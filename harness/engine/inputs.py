@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import protocol
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.seeds import derive_seed
 from harness.engine.session import DIFFERENT_INPUTS, WorkerSession
@@ -56,8 +55,7 @@ class Inputs:
             if also is not None:
                 also()
             with self.ctx.phases.measure("worker_generate.parent"):
-                mine["inputs"] = [self.graphed.generate(s) for s in specs]
-                mine["fingerprints"] = protocol.input_fingerprints(mine["inputs"])
+                mine["inputs"], mine["fingerprints"] = self.graphed.generate_fingerprinted(specs)
 
         theirs = self.session.generate(specs, deadline, keep, meanwhile=generate_here)
         if theirs != mine["fingerprints"]:

@@ -253,10 +253,10 @@ class Worker:
             return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
         if self.graphed is None:
             self.graphed = GraphedInputs(self.task_module.generate_input, self.device)
-        made = [self.graphed.generate(spec) for spec in request.specs]
+        made, fingerprints = self.graphed.generate_fingerprinted(request.specs)
         self.slots = self.slots[: request.keep] + made
         originals.synchronize(self.device)
-        return {"ok": True, "fingerprints": protocol.input_fingerprints(made), **self._integrity()}
+        return {"ok": True, "fingerprints": fingerprints, **self._integrity()}
 
     def share_outputs(self, request: ShareOutputs) -> Reply:
         """Maps the region whose descriptor follows the request; later replies place their outputs
