@@ -143,7 +143,11 @@ class GraphedInputs:
             return self._eager(case)
         graph = self.graphs.get(key)
         if graph is not None and self.checked[key] >= CHECKED_INPUTS:
-            return graph.replay(case["seed"])
+            try:
+                return graph.replay(case["seed"])
+            except Exception as exc:  # any failure: op by op from now on
+                self._turn_off(key, f"a replay failed ({type(exc).__name__}: {exc})")
+                return self._eager(case)
         eager = self._eager(case)  # before a capture, too: the kernels are loaded then, not during it
         self.eager[key] = self.eager.get(key, 0) + 1
         if graph is None and self.eager[key] < self.capture_after:

@@ -156,6 +156,19 @@ def test_a_capture_that_fails_leaves_eager_generation_with_a_warning():
     assert len(warned) == 1 and "RuntimeError: operation not permitted" in warned[0]
 
 
+def test_a_trusted_graph_whose_replay_fails_later_leaves_eager_generation():
+    class FailsLater(_StandIn):
+        def replay(self, seed):
+            if self.replays >= CHECKED_INPUTS:
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            return super().replay(seed)
+
+    g, warned, eager_calls = _graphed(FailsLater)
+    got = [g.generate(dict(NVFP4_CASE, seed=s)) for s in range(5)]
+    assert all(same_inputs(x, _nvfp4(s)) for s, x in enumerate(got)) and eager_calls == list(range(5))
+    assert len(warned) == 1 and "a replay failed (RuntimeError: CUDA error" in warned[0] and not g.graphs
+
+
 def test_graphs_only_on_a_cuda_device_and_for_a_generator_that_takes_one():
     def old_style(m, n, k, seed, device=None):
         return ()
