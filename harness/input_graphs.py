@@ -7,7 +7,9 @@ fingerprint (``protocol.storage_sums``) are captured once, at the shape's ``CAPT
 shape with fewer inputs in a process, such as a fresh worker's 11 of an mxfp4_mm shape, would not get
 back the capture's cost), drawing from a generator registered with the graph. An input is then: seed
 that generator with the input's seed, replay, and copy each output's storage out (so that the inputs of
-a chunk coexist), keeping every size, stride and offset. Used on a CUDA device for a task whose
+a chunk coexist), keeping every size, stride and offset. A shape keeps its graph only where a replay
+is faster than op-by-op generation (``FASTER``): where the GPU's own work bounds a shape (large
+operands), the copy-out makes a replay no faster, and it is generated op by op. Used on a CUDA device for a task whose
 ``generate_input`` takes a ``generator``; everywhere else, and for a shape whose graph failed its
 check, the inputs are generated as before.
 
@@ -21,6 +23,7 @@ before. Imported by the worker too (nothing of the parent side here)."""
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +35,9 @@ from harness import protocol
 CAPTURE_AFTER = 16
 # the shape's next inputs are also generated op by op: two seeds, so a replay that kept its first seed shows
 CHECKED_INPUTS = 2
+# and the graph is kept only if the last of them replayed in under this share of its op-by-op time: where
+# the GPU's own work (not the host's launches) bounds a shape, the copy-out makes a replay no faster
+FASTER = 0.8
 
 Generate = Callable[..., Any]  # a task's generate_input(**case, device=..., generator=...)
 
@@ -98,9 +104,18 @@ class _Graph:
         self.graph = torch.cuda.CUDAGraph()
         self.graph.register_generator_state(self.generator)
         self.generator.manual_seed(case["seed"])
-        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-            self.static = tuple(generate(**case, device=device, generator=self.generator))
-            self.sums = protocol.storage_sums(self.static)
+        # captured on a side stream, as torch.cuda.graph does, but without its emptying of the caches (the
+        # chunk's next inputs would then come from fresh device allocations)
+        side, current = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            self.graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                self.static = tuple(generate(**case, device=device, generator=self.generator))
+                self.sums = protocol.storage_sums(self.static)
+            finally:
+                self.graph.capture_end()
+        current.wait_stream(side)
         self.views = [storage_bytes(t) if isinstance(t, torch.Tensor) else None for t in self.static]
 
     def replay(self, seed: int) -> Made:
@@ -120,10 +135,11 @@ class GraphedInputs:
         warn: Callable[[str], None] = lambda message: None,
         capture: Callable[..., Any] = _Graph,
         capture_after: int = CAPTURE_AFTER,
+        faster: float = FASTER,
     ):
         self.generate_eagerly, self.device, self.warn, self._capture = generate, device, warn, capture
         self.usable = device.type == "cuda" and takes_generator(generate)
-        self.capture_after = capture_after
+        self.capture_after, self.faster = capture_after, faster
         self.graphs: dict[tuple, Any] = {}
         self.eager: dict[tuple, int] = {}  # a shape's inputs generated op by op so far
         self.checked: dict[tuple, int] = {}  # of them, those compared with a replay
@@ -148,7 +164,9 @@ class GraphedInputs:
             except Exception as exc:  # any failure: op by op from now on
                 self._turn_off(key, f"a replay failed ({type(exc).__name__}: {exc})")
                 return self._eager(case)
+        started = self._now()
         eager = self._eager(case)  # before a capture, too: the kernels are loaded then, not during it
+        eager_s = self._now() - started
         self.eager[key] = self.eager.get(key, 0) + 1
         if graph is None and self.eager[key] < self.capture_after:
             return eager
@@ -156,13 +174,25 @@ class GraphedInputs:
             if graph is None:
                 graph = self.graphs[key] = self._capture(self.generate_eagerly, case, self.device)
                 self.checked[key] = 0
-            if not _same(graph.replay(case["seed"]), eager):
+            started = self._now()
+            replayed = graph.replay(case["seed"])
+            replay_s = self._now() - started
+            if not _same(replayed, eager):
                 self._turn_off(key, "a replay gave other bytes than eager generation")
-            else:
-                self.checked[key] += 1
+                return eager
+            self.checked[key] += 1
+            if self.checked[key] == CHECKED_INPUTS and replay_s > self.faster * eager_s:
+                self.graphs.pop(key)  # no faster here: the GPU's own work bounds this shape
+                self.off.add(key)
         except Exception as exc:  # any failure: the eager inputs answer
             self._turn_off(key, f"it failed ({type(exc).__name__}: {exc})")
         return eager
+
+    def _now(self) -> float:
+        """The host's clock once the device is idle (for the eager-or-replay choice)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
 
     def _eager(self, case: dict[str, Any]) -> Made:
         data = tuple(self.generate_eagerly(**case, device=self.device))

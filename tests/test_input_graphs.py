@@ -5,6 +5,8 @@ stand-in graphs; the real graphs on a GPU, against eager generation, on every be
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -78,7 +80,9 @@ class _StandIn:
         return data, storage_sums(data)
 
 
-def _graphed(capture, capture_after: int = 1) -> tuple[GraphedInputs, list[str], list[int]]:
+def _graphed(
+    capture, capture_after: int = 1, faster: float = float("inf")
+) -> tuple[GraphedInputs, list[str], list[int]]:
     """GraphedInputs on the CPU with ``capture`` in place of CUDA graphs, counting eager generations."""
     generate = load_task("nvfp4_gemm").module.generate_input
     eager_calls: list[int] = []
@@ -89,7 +93,9 @@ def _graphed(capture, capture_after: int = 1) -> tuple[GraphedInputs, list[str],
         return generate(**kw)
 
     warned: list[str] = []
-    g = GraphedInputs(counted, torch.device("cpu"), warn=warned.append, capture=capture, capture_after=capture_after)
+    g = GraphedInputs(
+        counted, torch.device("cpu"), warn=warned.append, capture=capture, capture_after=capture_after, faster=faster
+    )
     g.usable = True  # graphs need CUDA: the stand-in plays them here
     return g, warned, eager_calls
 
@@ -134,6 +140,19 @@ def test_fingerprints_come_with_the_inputs_and_a_graph_whose_fingerprint_differs
     made, fingerprints = g.generate_fingerprinted(cases)
     assert fingerprints == input_fingerprints([_nvfp4(s) for s in range(6)])
     assert len(warned) == 1 and not g.graphs
+
+
+def test_a_graph_no_faster_than_eager_generation_is_dropped_without_a_warning():
+    class Slow(_StandIn):  # draws op by op itself, and then some
+        def replay(self, seed):
+            time.sleep(0.005)
+            return super().replay(seed)
+
+    _StandIn.captures = 0
+    g, warned, eager_calls = _graphed(Slow, faster=0.8)
+    got = [g.generate(dict(NVFP4_CASE, seed=s)) for s in range(5)]
+    assert all(same_inputs(x, _nvfp4(s)) for s, x in enumerate(got)) and eager_calls == list(range(5))
+    assert _StandIn.captures == 1 and not g.graphs and not warned
 
 
 def test_a_graph_that_keeps_its_first_seed_is_turned_off_at_its_second_input():
@@ -186,7 +205,9 @@ def test_on_a_gpu_replayed_inputs_are_the_eager_ones_on_every_benchmark_shape(ta
         pytest.skip("needs CUDA")
     task = load_task(task_name)
     warned: list[str] = []
-    g = GraphedInputs(task.module.generate_input, torch.device("cuda"), warn=warned.append, capture_after=1)
+    g = GraphedInputs(
+        task.module.generate_input, torch.device("cuda"), warn=warned.append, capture_after=1, faster=float("inf")
+    )
     for case in task.benchmarks:
         specs = [dict(case, seed=seed) for seed in [case["seed"], 3, 1 << 40, 987654321, 5, 6]]
         made, fingerprints = g.generate_fingerprinted(specs)
