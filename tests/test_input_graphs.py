@@ -148,11 +148,11 @@ def test_a_graph_no_faster_than_eager_generation_is_dropped_without_a_warning():
             time.sleep(0.005)
             return super().replay(seed)
 
-    _StandIn.captures = 0
+    Slow.captures = 0
     g, warned, eager_calls = _graphed(Slow, faster=0.8)
     got = [g.generate(dict(NVFP4_CASE, seed=s)) for s in range(5)]
     assert all(same_inputs(x, _nvfp4(s)) for s, x in enumerate(got)) and eager_calls == list(range(5))
-    assert _StandIn.captures == 1 and not g.graphs and not warned
+    assert Slow.captures == 1 and not g.graphs and not warned
 
 
 def test_a_graph_that_keeps_its_first_seed_is_turned_off_at_its_second_input():
