@@ -82,21 +82,10 @@ def input_fingerprints(inputs: Sequence[Sequence[object]]) -> list[list[int]]:
     one by one): cheap on any device, and enough to show that the worker generated the same inputs from
     the same seeds as the parent (a nondeterministic generator, or a submission that changed the inputs,
     shows as a difference). All are read back together: one wait for the device, not one per input."""
-    return read_fingerprints([storage_sums(data) for data in inputs])
-
-
-def storage_sums(data: Sequence[object]) -> torch.Tensor | None:
-    """One input's fingerprint on its device, not read back (int64, one sum per tensor; None: no
-    tensor). A CUDA graph of the input's generation can compute it too (``harness.input_graphs``)."""
-    sums = [_storage_sum(t) for t in data if isinstance(t, torch.Tensor)]
-    return torch.stack(sums) if sums else None
-
-
-def read_fingerprints(sums: Sequence[torch.Tensor | None]) -> list[list[int]]:
-    """The fingerprints of :func:`storage_sums`, all read back together."""
-    present = [s for s in sums if s is not None]
-    values = iter(torch.cat(present).tolist() if present else [])
-    return [[next(values) for _ in range(s.numel())] if s is not None else [] for s in sums]
+    sums = [[_storage_sum(t) for t in data if isinstance(t, torch.Tensor)] for data in inputs]
+    flat = [s for row in sums for s in row]
+    values = iter(torch.stack(flat).tolist() if flat else [])
+    return [[next(values) for _ in row] for row in sums]
 
 
 def _storage_sum(t: torch.Tensor) -> torch.Tensor:

@@ -1,18 +1,17 @@
 """The run's inputs: seeds (the public seed, or in ranked runs derived from the secret), the parent's
 own copy of each input, and the worker's copy, generated in the worker from the same seed while the
-parent generates its own (nothing is timed meanwhile), and proved equal by fingerprints. On a GPU both
-sides replay a CUDA graph of the task's generation where it gives the same bytes (``harness.input_graphs``)."""
+parent generates its own (nothing is timed meanwhile), and proved equal by fingerprints."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from harness import protocol
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.seeds import derive_seed
 from harness.engine.session import DIFFERENT_INPUTS, WorkerSession
 from harness.engine.supervisor import WorkerFailure
-from harness.input_graphs import GraphedInputs
 from harness.results import ERROR
 
 WARMUP_INDEX = 1 << 40  # leaderboard warm-up inputs use seeds no timed input uses
@@ -22,11 +21,6 @@ TEST_INDEX = 1 << 41  # and leaderboard tests seeds of their own
 class Inputs:
     def __init__(self, ctx: RunContext, session: WorkerSession):
         self.ctx, self.session = ctx, session
-        self.graphed = GraphedInputs(ctx.task.module.generate_input, ctx.device, warn=self._warn)
-
-    def _warn(self, message: str) -> None:
-        if message not in self.ctx.warnings:
-            self.ctx.warnings.append(message)
 
     def specs(self, spec: dict[str, Any], index: int, count: int, fresh: bool | None = None) -> list[dict[str, Any]]:
         """The specs of ``count`` inputs from index ``index`` on, with their seeds: derived from the secret in
@@ -55,7 +49,8 @@ class Inputs:
             if also is not None:
                 also()
             with self.ctx.phases.measure("worker_generate.parent"):
-                mine["inputs"], mine["fingerprints"] = self.graphed.generate_fingerprinted(specs)
+                mine["inputs"] = [self.ctx.task.generate_input(s, self.ctx.device) for s in specs]
+                mine["fingerprints"] = protocol.input_fingerprints(mine["inputs"])
 
         theirs = self.session.generate(specs, deadline, keep, meanwhile=generate_here)
         if theirs != mine["fingerprints"]:

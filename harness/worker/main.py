@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 import torch
 
 from harness import protocol
-from harness.input_graphs import GraphedInputs
 from harness.protocol import ProtocolError
 from harness.requests import (
     Call,
@@ -169,7 +168,6 @@ class Worker:
                     f"({_describe_exception(exc)}); it must be readable by the worker's user"
                 )
         self.slots: list[tuple[Any, ...]] = []  # input tuples generated on request (Generate), named by index
-        self.graphed: GraphedInputs | None = None  # the task's generation, replayed (made at the first Generate)
         self.staging = OutputStaging(self.device)  # the host copies of a reply's outputs
         took("task")
         self._baseline = originals.snapshot(self)  # before the submission is imported
@@ -251,12 +249,10 @@ class Worker:
         input's fingerprint, which the parent compares with its own copy's."""
         if self.task_module is None:
             return {"ok": False, "error": self.task_error, "error_type": "TaskNotLoaded"}
-        if self.graphed is None:
-            self.graphed = GraphedInputs(self.task_module.generate_input, self.device)
-        made, fingerprints = self.graphed.generate_fingerprinted(request.specs)
+        made = [tuple(self.task_module.generate_input(**spec, device=self.device)) for spec in request.specs]
         self.slots = self.slots[: request.keep] + made
         originals.synchronize(self.device)
-        return {"ok": True, "fingerprints": fingerprints, **self._integrity()}
+        return {"ok": True, "fingerprints": protocol.input_fingerprints(made), **self._integrity()}
 
     def share_outputs(self, request: ShareOutputs) -> Reply:
         """Maps the region whose descriptor follows the request; later replies place their outputs

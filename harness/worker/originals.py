@@ -85,11 +85,10 @@ def _is_code(value: object) -> bool:
 
 def _module_spaces(worker: Any) -> Namespaces:
     """The code-level entries of the modules the worker measures and replies with."""
-    from harness import channel, input_graphs, protocol, requests, shared_outputs
+    from harness import channel, protocol, requests, shared_outputs
     from harness.worker import captured, gate, kernel_only, persisting_l2, sampler, staging
 
     modules = {
-        "harness.input_graphs": input_graphs,  # the replays that generate the inputs on a GPU
         "harness.worker.main": sys.modules[type(worker).__module__],
         "harness.worker.sampler": sampler,
         "harness.worker.kernel_only": kernel_only,
@@ -114,13 +113,10 @@ def _module_spaces(worker: Any) -> Namespaces:
 
 def _class_spaces(worker: Any) -> Namespaces:
     """Every attribute of the classes the worker measures and replies with."""
-    from harness import input_graphs
     from harness.shared_outputs import SharedOutputs
     from harness.worker import gate, persisting_l2, sampler, staging
 
     return {
-        "GraphedInputs": _static_attrs(input_graphs.GraphedInputs),
-        "input_graphs._Graph": _static_attrs(input_graphs._Graph),
         "Worker": _static_attrs(type(worker)),
         "Sampler": _static_attrs(sampler.Sampler),
         "L2Flusher": _static_attrs(sampler.L2Flusher),
