@@ -250,11 +250,12 @@ class TimedBlocks:
         if failed is None:
             return False
         i, case = failed
-        if i not in self._done:
+        if i in self._done:
+            self.parts[i][-1] = case
+        else:
             self.parts[i].append(case)
             self._pending.remove(i)
             self._done.append(i)
-        self.parts[i][-1] = case
         for j in self._done[self._done.index(i) + 1 :]:
             self.parts[j].pop()
         self._done = self._done[: self._done.index(i) + 1]

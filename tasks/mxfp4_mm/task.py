@@ -25,7 +25,7 @@ def generate_input(m: int, n: int, k: int, seed: int, device=None, generator=Non
     """``(A bf16 [m,k], B bf16 [n,k], B_q fp4x2 [n,k/2], B_shuffle fp4x2 [n,k/2], B_scale_sh e8m0 [n',k/32'])``.
 
     Draws A then B from a private ``torch.Generator`` on ``device`` seeded with ``seed``, or from
-    ``generator``, already seeded by the caller (``seed`` then unused; bench/lab/graphed_generation.py replays the draws from a CUDA graph).
+    ``generator``, already seeded by the caller (``seed`` then unused: the caller can replay the draws).
     """
     dev = _device(device)
     gen = generator if generator is not None else torch.Generator(device=dev).manual_seed(seed)

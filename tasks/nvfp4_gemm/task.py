@@ -36,7 +36,7 @@ def generate_input(m: int, n: int, k: int, l: int, seed: int, device=None, gener
     (L, rows, K/2), as task.yml describes).
 
     Draws a, b, c, sfa, sfb in that order from a private ``torch.Generator`` seeded with ``seed``, or from
-    ``generator``, already seeded by the caller (``seed`` then unused; bench/lab/graphed_generation.py replays the draws from a CUDA graph).
+    ``generator``, already seeded by the caller (``seed`` then unused: the caller can replay the draws).
     """
     dev = _device(device)
     gen = generator if generator is not None else torch.Generator(device=dev).manual_seed(seed)
