@@ -29,9 +29,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSION = ROOT / "submissions" / "triton_nvfp4.py"
+VARIANTS = {  # name: (how the child times, where it is pinned)
+    "unpinned": ("plain", ""),
+    "last_core": ("plain", "last_core"),
+    "middle_core": ("plain", "middle_core"),
+    "sampler": ("sampler", ""),
+    "sampler_touch": ("sampler_touch", ""),
+    "sampler_last_core": ("sampler", "last_core"),
+}
 
 
-def child(cpus: list[int], samples: int, batch: int) -> dict:
+def child(cpus: list[int], samples: int, batch: int, how: str) -> dict:
+    """``how``: "plain" (a 256 MB clear, synchronize, start event: the GPU idles
+    there, so launch time counts), "sampler" (the harness's own ``Sampler.batched``: its L2 flush, launch gate and
+    stamps) or "sampler_touch" (and ``Sampler.touch`` of each input first, as a ranked chunk does)."""
     if cpus:
         os.sched_setaffinity(0, cpus)
     sys.path.insert(0, str(ROOT))
@@ -50,6 +61,12 @@ def child(cpus: list[int], samples: int, batch: int) -> dict:
     dev = torch.device("cuda")
     clear = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    sampler = None
+    if how.startswith("sampler"):
+        from harness.worker.sampler import Sampler
+
+        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", None)
+        sampler = Sampler(dev, l2, task.original_clear_bytes)
     shapes = []
     for case in task.benchmarks:
         inputs = [task.generate_input(dict(case, seed=1000 + i), dev) for i in range(batch)]
@@ -58,6 +75,15 @@ def child(cpus: list[int], samples: int, batch: int) -> dict:
         torch.cuda.synchronize()
         device_us, host_us = [], []
         for _ in range(samples):
+            if sampler is not None:
+                if how == "sampler_touch":
+                    for d in inputs:
+                        sampler.touch(d)
+                t0 = time.perf_counter_ns()
+                ns, _tail, _outs = sampler.batched(kernel, inputs)
+                device_us.append(ns / 1e3)
+                host_us.append((sampler.unhidden_host_ns or 0) / 1e3)
+                continue
             clear.zero_()
             torch.cuda.synchronize()
             t0 = time.perf_counter_ns()
@@ -73,11 +99,17 @@ def child(cpus: list[int], samples: int, batch: int) -> dict:
             {
                 "case": {k: case[k] for k in ("m", "n", "k")},
                 "median_us": statistics.median(device_us),
-                "host_launch_us": statistics.median(host_us),
+                "host_launch_us": statistics.median(host_us),  # sampler: the unhidden part only
             }
         )
         del inputs
-    return {"cpus": cpus, "affinity": sorted(os.sched_getaffinity(0)), "shapes": shapes}
+    return {
+        "how": how,
+        "gate": sampler is not None and sampler.gate is not None,
+        "cpus": cpus,
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "shapes": shapes,
+    }
 
 
 def run_child(cpus: list[int], samples: int, batch: int) -> dict:
@@ -131,14 +163,24 @@ def main() -> int:
     p.add_argument("--samples", type=int, default=15)
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--budget-s", type=float, default=240)
+    p.add_argument(
+        "--variants", default="unpinned,last_core,middle_core", help="comma-separated, of " + ", ".join(VARIANTS)
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--how", default="plain", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
         cpus = [int(c) for c in args.child.split(",") if c]
-        print(json.dumps(child(cpus, args.samples, args.batch)))
+        print(json.dumps(child(cpus, args.samples, args.batch, args.how)))
         return 0
     allowed = sorted(os.sched_getaffinity(0))
-    variants = {"unpinned": [], "last_core": [allowed[-1]], "middle_core": [allowed[len(allowed) // 2]]}
+    cores = {"": [], "last_core": [allowed[-1]], "middle_core": [allowed[len(allowed) // 2]]}
+    variants = {}
+    for name in args.variants.split(","):
+        if name not in VARIANTS:
+            p.error(f"--variants: unknown {name!r}; choose from {', '.join(VARIANTS)}")
+        how, where = VARIANTS[name]
+        variants[name] = (how, cores[where])
     rows: dict[str, list[dict]] = {k: [] for k in variants}
     began = time.monotonic()
     for r in range(args.rounds):
@@ -147,7 +189,8 @@ def main() -> int:
         for name in order:
             if time.monotonic() - began > args.budget_s:
                 break
-            row = run_child(variants[name], args.samples, args.batch)
+            how, cpus = variants[name]
+            row = run_child(cpus, how, args.samples, args.batch)
             rows[name].append(row)
             brief = [round(s["median_us"], 2) for s in row.get("shapes", [])] or row.get("error", "")[-300:]
             print(f"round {r + 1} {name}: {brief}", file=sys.stderr, flush=True)
