@@ -79,7 +79,6 @@ def child(cpus: list[int], samples: int, batch: int, how: str) -> dict:
                 if how == "sampler_touch":
                     for d in inputs:
                         sampler.touch(d)
-                t0 = time.perf_counter_ns()
                 ns, _tail, _outs = sampler.batched(kernel, inputs)
                 device_us.append(ns / 1e3)
                 host_us.append((sampler.unhidden_host_ns or 0) / 1e3)
@@ -112,17 +111,9 @@ def child(cpus: list[int], samples: int, batch: int, how: str) -> dict:
     }
 
 
-def run_child(cpus: list[int], samples: int, batch: int) -> dict:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        ",".join(map(str, cpus)),
-        "--samples",
-        str(samples),
-        "--batch",
-        str(batch),
-    ]
+def run_child(cpus: list[int], how: str, samples: int, batch: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", ",".join(map(str, cpus)), "--how", how]
+    cmd += ["--samples", str(samples), "--batch", str(batch)]
     t0 = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode:
