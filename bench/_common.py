@@ -120,6 +120,19 @@ def median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def paired_log_diff(base: list[float | None], other: list[float | None]) -> dict[str, Any]:
+    """The rounds' log(other / base): mean and 95% t interval (None with fewer than 2 paired rounds), by
+    the tie rule's paired comparison (``harness.analysis.ties.paired``)."""
+    from harness.analysis.ties import paired
+
+    pairs = [(o, b) for b, o in zip(base, other) if b and o]
+    if not pairs:
+        return {"rounds": 0, "mean_log_diff": None, "ci95": None}
+    d = paired([o for o, _ in pairs], [b for _, b in pairs])
+    ci95 = [math.log(d.low), math.log(d.high)] if math.isfinite(d.low) else None
+    return {"rounds": len(pairs), "mean_log_diff": math.log(d.ratio), "ci95": ci95}
+
+
 def write_results(out: Path, data: dict[str, Any], quiet: bool = False) -> None:
     """Write ``data`` as JSON to ``out`` atomically: a temporary file beside it, then ``os.replace``, so a
     reader (or a kill) never sees half a file."""

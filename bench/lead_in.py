@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, doc_parser, machine, median, rel, say
+from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, doc_parser, machine, median, paired_log_diff, rel, say
 
-from harness.analysis.ties import paired  # after _common, which puts the root on sys.path
-from harness.engine.options import LEAD_INS
+from harness.engine.options import LEAD_INS  # after _common, which puts the root on sys.path
 
 VERSION = 1  # 1 - first version
 PHASES = ("warmup", "timing", "timing.heat", "worker_generate", "check")
@@ -48,17 +47,6 @@ def _run_row(r: Any, wall_s: float) -> dict[str, Any]:
         "wall_s": wall_s,
         "phases_s": {k: v for k, v in (r.phases_s or {}).items() if k in PHASES},
     }
-
-
-def _paired(base: list[float | None], other: list[float | None]) -> dict[str, Any]:
-    """The rounds' log(other / base): mean and 95% t interval (None with fewer than 2 paired rounds), by
-    the tie rule's paired comparison (``harness.analysis.ties.paired``)."""
-    pairs = [(o, b) for b, o in zip(base, other) if b and o]
-    if not pairs:
-        return {"rounds": 0, "mean_log_diff": None, "ci95": None}
-    d = paired([o for o, _ in pairs], [b for _, b in pairs])
-    ci95 = [math.log(d.low), math.log(d.high)] if math.isfinite(d.low) else None
-    return {"rounds": len(pairs), "mean_log_diff": math.log(d.ratio), "ci95": ci95}
 
 
 def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -77,7 +65,7 @@ def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         if setting != "chunk" and base:
             b, o = median(base), median(scores[setting])
             entry["median_ratio_to_chunk"] = o / b if b and o else None
-            entry["paired_to_chunk"] = _paired(base, scores[setting])
+            entry["paired_to_chunk"] = paired_log_diff(base, scores[setting])
         out[setting] = entry
     return out
 

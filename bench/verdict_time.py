@@ -16,6 +16,13 @@ The results file is written after every verdict and after the run-all, ``"comple
 last; with --budget-s it starts no verdict or run-all that its estimate (the verdicts' wall times so far;
 the run-all: --copies times the slowest verdict) says would end past the budget, and exits 0.
 
+With --baseline-tree DIR (a copy of this repository at another commit: ``git worktree add DIR COMMIT``),
+every verdict is run twice, once from each tree, in an order swapped each round and with one fresh secret
+shared by the round's two (the same inputs and shape orders): the A/B of a harness change. Each tree has
+its own compile cache. The file then gives, per example, each tree's median score and median wall time
+(filled cache) and the paired log difference of the scores (this tree over the baseline) with its 95% t
+interval.
+
 With --server, a verdict server (``python -m harness serve --detach``) is started first, in the same
 environment, and every verdict's ``harness run`` goes through it (what a competitor rehearsing with
 one sees); the results file records the server's start time and how many runs it served.
@@ -27,6 +34,7 @@ Examples:
   python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --copies 0 --out results/h200_verdicts/verdict_time.json
   python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --out results/h200_verdicts/run_all_mxfp4.json
   python bench/verdict_time.py --examples triton_mxfp4 --copies 0 --server --out results/h200_verdicts/verdict_time_server.json
+  python bench/verdict_time.py --examples triton_nvfp4 --repeats 4 --copies 0 --baseline-tree ../base --out /tmp/ab.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
@@ -45,7 +53,7 @@ import time
 from pathlib import Path
 
 import psutil
-from _common import ROOT, ResultsFile, doc_parser, git_commit, utc_now
+from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_log_diff, utc_now
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
@@ -57,9 +65,10 @@ CPU_EXAMPLES = [
 ]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ, HARNESS_SECRET_SEED=secrets.token_hex(16))  # a fresh secret for every process
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+def _env(root: Path, secret: str | None = None) -> dict[str, str]:
+    """The environment of a harness process run from ``root``: a fresh secret unless ``secret`` is given."""
+    env = dict(os.environ, HARNESS_SECRET_SEED=secret or secrets.token_hex(16))
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -70,13 +79,16 @@ def _extra(quick: bool, warmup_chunks: int = 0) -> list[str]:
     )
 
 
-def one_verdict(sub: str, task: str, cache: Path, work: Path, extra: list[str]) -> dict:
-    """One whole-process ranked verdict: wall time outside, and what the run's JSON says."""
+def one_verdict(
+    sub: str, task: str, cache: Path, work: Path, extra: list[str], root: Path = ROOT, secret: str | None = None
+) -> dict:
+    """One whole-process ranked verdict of the harness in ``root``: wall time outside, and what the run's
+    JSON says."""
     out = work / f"verdict-{time.monotonic_ns()}.json"
     command = [sys.executable, "-m", "harness", "run", sub, "--task", task, "--mode", "leaderboard"]
     command += ["--json", str(out), "--quiet", "--triton-cache-dir", str(cache), *extra]
     t0 = time.perf_counter()
-    p = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    p = subprocess.run(command, cwd=root, env=_env(root, secret), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     record: dict = {"wall_s": wall, "exit_code": p.returncode}
     try:
@@ -99,7 +111,7 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> d
         (folder / f"copy_{i:02d}_{Path(sub).name}").write_text(source + f"\n# verdict_time copy {i}\n")
     command = [sys.executable, "-m", "harness", "run-all", str(folder), "--task", task, "--mode", "leaderboard"]
     command += ["--results-dir", str(store), "--all", *extra]
-    env = _env()
+    env = _env(ROOT)
     env["XDG_CACHE_HOME"] = str(work / "xdg-cache")  # an empty compile cache: every copy compiles
     t0 = time.perf_counter()
     p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -135,6 +147,11 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> d
     }
 
 
+def _commit_of(tree: str) -> str | None:
+    out = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
 def _environment(gpu: bool) -> dict:
     import torch
 
@@ -167,20 +184,63 @@ def start_server(work: Path, quick: bool) -> dict:
     command = [sys.executable, "-m", "harness", "serve", "--detach", "--idle-exit", "900"]
     command += ["--device", "cpu"] if quick else []
     t0 = time.perf_counter()
-    p = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    p = subprocess.run(command, cwd=ROOT, env=_env(ROOT), capture_output=True, text=True)
     return {"start_s": time.perf_counter() - t0, "exit_code": p.returncode, "stderr_tail": p.stderr[-1000:]}
 
 
 def stop_server(record: dict) -> None:
     """How many runs the server served (every verdict, when all went through it), then stops it."""
     status = subprocess.run(
-        [sys.executable, "-m", "harness", "serve", "--status"], cwd=ROOT, env=_env(), capture_output=True, text=True
+        [sys.executable, "-m", "harness", "serve", "--status"], cwd=ROOT, env=_env(ROOT), capture_output=True, text=True
     )
     try:
         record["runs_served"] = json.loads(status.stdout)["runs"]
     except (ValueError, KeyError, TypeError):
         record["runs_served"] = None
-    subprocess.run([sys.executable, "-m", "harness", "serve", "--stop"], cwd=ROOT, env=_env(), capture_output=True)
+    subprocess.run([sys.executable, "-m", "harness", "serve", "--stop"], cwd=ROOT, env=_env(ROOT), capture_output=True)
+
+
+def _measure_ab(
+    examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile
+) -> None:
+    """--baseline-tree: each round, one verdict from each tree (the order swapped each round, one secret
+    shared), then each example's comparison (:func:`compare_trees`)."""
+    trees = {"this": ROOT, "baseline": Path(args.baseline_tree).resolve()}
+    for sub, task in examples:
+        rows = rf.doc["verdicts"][sub] = []
+        for i in range(args.repeats):
+            secret = secrets.token_hex(16)
+            order = list(trees) if i % 2 == 0 else list(trees)[::-1]
+            for tree in order:
+                kind = "verdict-" + ("empty" if i == 0 else "filled")
+                if not rf.allows(f"{sub}: verdict {i + 1}/{args.repeats} ({tree})", kind):
+                    return
+                cache = work / f"cache-{Path(sub).stem}-{tree}"  # empty before each tree's first verdict
+                row = one_verdict(sub, task, cache, work, _extra(not gpu, args.warmup_chunks), trees[tree], secret)
+                row.update(cache="empty" if i == 0 else "filled", tree=tree, round=i)
+                rows.append(row)
+                rf.doc["comparison"] = {s: compare_trees(rs) for s, rs in rf.doc["verdicts"].items()}
+                rf.done(kind, row["wall_s"])
+                print(f"{sub} ({tree}): {row.get('verdict')} in {row['wall_s']:.1f} s", file=sys.stderr)
+
+
+def compare_trees(rows: list[dict]) -> dict:
+    """Each tree's median score and median wall time (filled cache), and the paired log difference of the
+    scores, this tree over the baseline, over the rounds both passed."""
+    out: dict = {}
+    scores: dict[str, dict[int, float]] = {}
+    for tree in ("this", "baseline"):
+        mine = [r for r in rows if r.get("tree") == tree]
+        scores[tree] = {r["round"]: r["score_us"] for r in mine if r.get("verdict") == "pass"}
+        out[tree] = {
+            "median_score_us": median(list(scores[tree].values())),
+            "median_wall_s": median([r["wall_s"] for r in mine if r.get("cache") == "filled"]),
+        }
+    rounds = sorted(set(scores["this"]) & set(scores["baseline"]))
+    out["paired_this_over_baseline"] = paired_log_diff(
+        [scores["baseline"][k] for k in rounds], [scores["this"][k] for k in rounds]
+    )
+    return out
 
 
 def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile) -> None:
@@ -222,8 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no verdict or run-all past this many seconds")
     p.add_argument("--server", action="store_true", help="every verdict through a verdict server started first")
+    p.add_argument(
+        "--baseline-tree", metavar="DIR", help="a copy of the repository at another commit: A/B each verdict"
+    )
+    p.add_argument("--baseline-commit", metavar="SHA", help="that copy's commit, for the file (default: git's)")
     add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
+    if args.baseline_tree and (args.server or args.copies):
+        p.error("--baseline-tree: give --copies 0 and no --server (only whole-process verdicts are compared)")
+    if args.baseline_tree and not (Path(args.baseline_tree) / "harness" / "__main__.py").is_file():
+        p.error(f"--baseline-tree {args.baseline_tree}: not a copy of this repository (no harness/__main__.py)")
     import torch
 
     gpu = torch.cuda.is_available() and not args.quick
@@ -243,12 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         "environment": _environment(gpu),
         "verdicts": {},
     }
+    if args.baseline_tree:
+        doc["baseline"] = {"tree": args.baseline_tree, "commit": args.baseline_commit or _commit_of(args.baseline_tree)}
     rf = ResultsFile(Path(args.out), doc, args.budget_s)
     try:
         if args.server:
             doc["server"] = start_server(work, not gpu)
             print(f"verdict server started in {doc['server']['start_s']:.1f} s", file=sys.stderr)
-        _measure(examples, args, gpu, work, rf)
+        (_measure_ab if args.baseline_tree else _measure)(examples, args, gpu, work, rf)
     finally:
         if args.server:
             stop_server(doc["server"])
