@@ -124,15 +124,6 @@ class Time(Request):
 
 
 @dataclass(frozen=True)
-class Heat(Request):
-    """``heat_ms`` of the harness's own GPU work (the sampler's L2 flushes): a chunk's lead-in, which holds
-    the clocks up while the parent checks the chunk before; no submission code runs."""
-
-    OP: ClassVar[str] = "heat"
-    heat_ms: float = _checked(_millis)
-
-
-@dataclass(frozen=True)
 class Profile(Request):
     """``calls`` calls on slot ``data`` under torch's profiler; reply with its table."""
 
@@ -164,7 +155,7 @@ class ShareOutputs(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {
-    cls.OP: cls for cls in (Load, Exit, Generate, Call, Warmup, Heat, Time, Profile, MeasureKernelOnly, ShareOutputs)
+    cls.OP: cls for cls in (Load, Exit, Generate, Call, Warmup, Time, Profile, MeasureKernelOnly, ShareOutputs)
 }
 
 

@@ -2,15 +2,13 @@
 output checked), then the timing checks, the clocks and the kernel-only figure.
 
 In ranked runs the check of a chunk waits for the next untimed request the worker is busy with, and
-runs meanwhile (nothing is timed then): the next chunk's lead-in heat, the harness's own GPU work right
-before its timed calls (``heat.check``: the check's GPU work holds the clocks up as the heat does, and
-the timed calls wait for it), else its input generation (``worker_generate.check``); the check of a
-case's last chunk waits for the next case's first chunk the same way (``run_case(defer_check=True)``, in
-blocks). Either way it runs before the next timed call, and no untimed call sees the inputs that call
-times (those reach the worker after the lead-in's warm-up calls). A check that then fails ends the case,
-or the block, as it would have at once: no timed call follows it, the failed case's result is the one an
-immediate check would have made (returned, or from ``settle``), and a next case that was starting takes
-no part (:class:`EarlierCaseFailed`)."""
+runs meanwhile (nothing is timed then): the next chunk's lead-in warm-up calls (``warmup.check``), else
+its input generation (``worker_generate.check``); the check of a case's last chunk waits for the next
+case's first chunk the same way (``run_case(defer_check=True)``, in blocks). Either way it runs before
+the next timed call, and no untimed call sees the inputs that call times (those reach the worker after
+the lead-in). A check that then fails ends the case, or the block, as it would have at once: no timed
+call follows it, the failed case's result is the one an immediate check would have made (returned, or
+from ``settle``), and a next case that was starting takes no part (:class:`EarlierCaseFailed`)."""
 
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ from harness.engine.timing_checks import TimingJudge
 from harness.engine.verdicts import end_case
 from harness.extras import Clocks
 from harness.messages import Timed, WarmedUp
-from harness.requests import Heat, Time, Warmup
+from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
 CHUNK_WARMUP_MS = 20  # GPU: the lead-in before a chunk of timed calls: this long of each (see lead_in_due)
@@ -190,16 +188,14 @@ class BenchmarkLoop:
         reason = self.session.rejection(reply)
         return end_case(c.result, reply, reason) if not reply.ok or reason else None
 
-    def _chunk_inputs(self, c: _Case, index: int, deadline: float, lead_in: bool) -> tuple[list, list, list[int]]:
+    def _chunk_inputs(self, c: _Case, index: int, deadline: float) -> tuple[list, list, list[int]]:
         """(the parent's inputs of the next chunk of timed calls, the worker's items that name them, which
         outputs come back): ranked, fresh ones that both sides generate (the worker's in the slots after
-        0, the warm-up input's), the chunk before checked meanwhile unless a lead-in's heat follows;
-        unranked, the case's fixed ones again (only the last output comes back)."""
+        0, the warm-up input's); unranked, the case's fixed ones again (only the last output comes back)."""
         k = self._chunk_size(c, index)
         if self.ctx.ranked:
             specs = self.inputs.specs(c.spec, c.offset + index, k)
-            due = self.deferred and not lead_in
-            also = (lambda: self._run_deferred("worker_generate.check")) if due else None
+            also = (lambda: self._run_deferred("worker_generate.check")) if self.deferred else None
             privates, items = self.inputs.make(specs, deadline, keep=1, also=also)
             return privates, items, list(range(k))
         repeat = k // len(c.fixed or [None])  # per call: the one fixed input k times; batched: the batch once
@@ -219,22 +215,7 @@ class BenchmarkLoop:
             deadline,
             f"warming up {c.label}",
             WarmedUp,
-        )
-        reason = self.session.rejection(reply)
-        return end_case(c.result, reply, reason, samples) if not reply.ok or reason else None
-
-    def _heat(self, c: _Case, deadline: float, samples: list) -> CaseResult | None:
-        """The lead-in's second half, once the chunk's inputs are in the worker: the harness's own GPU work
-        (L2 flushes) for :func:`lead_in_ms`, while the parent checks the chunk before (``heat.check``). The
-        parent sends the timed calls only once that check is done, so its GPU work, which holds the clocks
-        up as the heat does, never overlaps them."""
-        reply = self.session.request(
-            "heat",
-            Heat(heat_ms=lead_in_ms(self.ctx.opt.lead_in)),
-            deadline,
-            f"warming up {c.label}",
-            WarmedUp,
-            meanwhile=(lambda: self._run_deferred("heat.check")) if self.deferred else None,
+            meanwhile=(lambda: self._run_deferred("warmup.check")) if self.deferred else None,
         )
         reason = self.session.rejection(reply)
         return end_case(c.result, reply, reason, samples) if not reply.ok or reason else None
@@ -270,7 +251,7 @@ class BenchmarkLoop:
                 return prepared
             privates, items, returned = prepared
             index += len(privates)
-            reply = self._timed_chunk(c, items, returned, deadline, heat=False)  # the lead-in's heat ran
+            reply = self._timed_chunk(c, items, returned, deadline, heat=lead_in)
             reason = self.session.rejection(reply)
             if not reply.ok or reason:
                 return end_case(c.result, reply, reason, samples)
@@ -294,26 +275,18 @@ class BenchmarkLoop:
     def _prepare_chunk(
         self, c: _Case, index: int, deadline: float, samples: list, lead_in: bool
     ) -> tuple[list, list, list[int]] | CaseResult:
-        """The lead-in's warm-up calls (when due), the next chunk's inputs (``_chunk_inputs``), then the
-        lead-in's heat; the ended case when the lead-in ended it, or when the deferred check of the chunk
-        before, run meanwhile, failed (that outranks what the lead-in did)."""
-        if lead_in:
-            ended = self._chunk_warm_up(c, deadline, samples)
-            if ended is not None:
-                self._run_deferred("check")
-                return self._deferred_failure(c) or ended
-        chunk = self._chunk_inputs(c, index, deadline, lead_in)
+        """The lead-in (when due), then the next chunk's inputs (``_chunk_inputs``); the ended case when
+        the lead-in ended it, or when the deferred check of the chunk before, run meanwhile, failed (that
+        outranks what the lead-in did)."""
+        ended = self._chunk_warm_up(c, deadline, samples) if lead_in else None
         failed = self._deferred_failure(c)
         if failed is not None:
             return failed
-        if lead_in:
-            ended = self._heat(c, deadline, samples)
-            failed = self._deferred_failure(c)
-            if failed is not None:
-                return failed
-            if ended is not None:
-                return ended
-        return chunk
+        if ended is not None:
+            return ended
+        chunk = self._chunk_inputs(c, index, deadline)
+        failed = self._deferred_failure(c)
+        return chunk if failed is None else failed
 
     def _warm_up_chunks(self, c: _Case, deadline: float) -> CaseResult | None:
         """Ranked, with --warmup-chunks N: N chunks timed exactly like the first timed one but on fresh

@@ -31,7 +31,6 @@ from harness.requests import (
     Call,
     Exit,
     Generate,
-    Heat,
     Load,
     MeasureKernelOnly,
     Profile,
@@ -286,12 +285,6 @@ class Worker:
                 break
         return {"ok": True, "calls": calls, "ms": (time.perf_counter_ns() - start) / 1e6, **self._integrity()}
 
-    def heat(self, request: Heat) -> Reply:
-        """The sampler's own GPU work for ``heat_ms`` (a warm-up reply of no calls)."""
-        start = time.perf_counter_ns()
-        self.sampler.heat(request.heat_ms)
-        return {"ok": True, "calls": 0, "ms": (time.perf_counter_ns() - start) / 1e6, **self._integrity()}
-
     def time(self, request: Time) -> None:
         """``inputs``: a list of input tuples. per_call: one sample per input (an input may repeat).
         batched: one sample over all of them. Outputs at the ``return`` indices come back; each is
@@ -389,7 +382,6 @@ class Worker:
             Generate: self.generate,
             Call: self.call,
             Warmup: self.warmup,
-            Heat: self.heat,
             Time: self.time,
             Profile: self.profile,
             MeasureKernelOnly: self.kernel_only,
