@@ -96,7 +96,7 @@ def one_verdict(
     except (OSError, ValueError):
         record["error"] = p.stderr[-2000:]
         return record
-    for key in ("verdict", "message", "score_us", "score_ci_us", "phases_s", "wall_s", "warnings"):
+    for key in ("verdict", "message", "score_us", "score_ci_us", "phases_s", "wall_s", "warnings", "harness_version"):
         record["run_" + key if key == "wall_s" else key] = doc.get(key)
     record["started_by"] = (doc.get("sandbox") or {}).get("started_by")
     return record

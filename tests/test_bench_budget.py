@@ -200,3 +200,43 @@ def test_a_board_counts_each_files_blocks_measured_again(bench):
     flagged = f"block 4 {REMEASURED}: host wall time exceeds the event time by 30.1 us per call"
     entries = [entry("copy0", [flagged, "secret seed: $HARNESS_SECRET_SEED", flagged]), entry("copy1", [])]
     assert measured_again(entries) == {"copy0": 2, "copy1": 0}
+
+
+def test_verdict_time_ab_runs_each_round_from_both_trees(tmp_path):
+    """--baseline-tree: every round runs one verdict from each tree, with one secret, and the comparison
+    pairs the rounds. The baseline copy says a different harness version, so each row shows which tree
+    really ran it."""
+    import shutil
+
+    base = tmp_path / "base"
+    for name in ("harness", "tasks", "fp4_reference", "submissions", "tests"):
+        shutil.copytree(ROOT / name, base / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    init = base / "harness" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "baseline-'))
+    out = tmp_path / "ab.json"
+    args = ["--quick", "--repeats", "2", "--copies", "0", "--examples", "torch_mxfp4"]
+    done = _run("verdict_time.py", *args, "--baseline-tree", str(base), "--baseline-commit", "abc", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    rows = data["verdicts"]["submissions/torch_mxfp4.py"]
+    assert [(r["round"], r["tree"]) for r in rows] == [(0, "this"), (0, "baseline"), (1, "baseline"), (1, "this")]
+    assert all(r["verdict"] == "pass" for r in rows), rows
+    for r in rows:
+        assert r["harness_version"].startswith("baseline-") == (r["tree"] == "baseline"), r
+    comparison = data["comparison"]["submissions/torch_mxfp4.py"]
+    assert comparison["paired_this_over_baseline"]["rounds"] == 2
+    assert data["baseline"] == {"tree": str(base), "commit": "abc"}
+
+
+def test_verdict_time_ab_refuses_a_folder_that_is_no_copy(tmp_path):
+    done = _run(
+        "verdict_time.py",
+        "--quick",
+        "--copies",
+        "0",
+        "--baseline-tree",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "x.json"),
+    )
+    assert done.returncode == 2 and "not a copy of this repository" in done.stderr, done.stderr
