@@ -7,11 +7,14 @@ to 15% between blocks while the largest stays within 2%: the sample counts the h
 Each child is a fresh interpreter (optionally pinned with ``sched_setaffinity`` before it imports
 torch) that times the nvfp4 batched protocol on every benchmark shape (50 distinct inputs, an L2
 clear, start event, 50 calls, end event, synchronize), ``--samples`` times, and prints the per-call
-median of each shape with the host's launch time per call. The parent runs the variants interleaved,
+median of each shape with the host's launch time per call (or, timed by the harness's own ``Sampler``,
+the launch time its gate left unhidden). The same 50 inputs serve every sample, unlike a ranked run's
+fresh ones. The parent runs the variants (``--variants``) interleaved,
 ``--rounds`` children each, in a fresh random order each round, and reports per variant and shape the
 children's medians and their spread (sd of the log medians).
 
   python bench/lab/cpu_pinning.py --out /tmp/cpu_pinning.json
+  python bench/lab/cpu_pinning.py --variants unpinned,sampler,sampler_touch,sampler_last_core --out /tmp/p.json
 """
 
 from __future__ import annotations
