@@ -106,16 +106,31 @@ def _wait_done(store: str, proc: subprocess.Popen, at_least: int) -> None:
         time.sleep(0.2)
 
 
-def _wait_running(store: str, proc: subprocess.Popen) -> None:
-    """Until the driver holds a job (it claims the next one a moment after the last ended: a kill in that
-    moment would find none running, and the fault would not fire)."""
+def _running(store: str) -> bool:
+    with open_store(store) as st:
+        return bool(JobTable(st).jobs(state="running"))
+
+
+def _kill_holding_a_job(store: str, proc: subprocess.Popen) -> None:
+    """SIGKILLs the driver while it holds a job. It claims the next job a moment after the last ended, and
+    a job can end between a look at the store and the kill: so the driver is stopped (SIGSTOP) before the
+    look that decides, and the kill follows only if a job is still running; else it goes on and the look
+    is repeated. A stopped driver writes nothing, so the job the look saw is still the driver's when it dies."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        with open_store(store) as st:
-            if JobTable(st).jobs(state="running"):
-                return
         assert proc.poll() is None, f"the driver ended (exit {proc.returncode}) with no job left running"
         assert time.monotonic() < deadline, f"no job running after {DEADLINE_S} s"
+        if _running(store):
+            proc.send_signal(signal.SIGSTOP)
+            try:
+                held = _running(store)
+            except Exception:  # a store the stopped driver held locked: look again
+                held = False
+            if held:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(30)
+                return
+            proc.send_signal(signal.SIGCONT)
         time.sleep(0.05)
 
 
@@ -174,9 +189,7 @@ def test_a_sigkilled_driver_leaves_stale_leases_that_the_rerun_takes_over(undist
     driver = _start(subs, store, tmp_path)
     try:
         _wait_done(store, driver, _random_point())
-        _wait_running(store, driver)
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(30)
+        _kill_holding_a_job(store, driver)
     finally:
         driver.kill()
     with open_store(store) as st:
@@ -199,9 +212,7 @@ def test_a_dead_drivers_jobs_are_released_by_the_jobs_command(undisturbed, tmp_p
     driver = _start(subs, store, tmp_path, "--lease", "600")  # a long lease: only --release frees them now
     try:
         _wait_done(store, driver, _random_point(1, 4))
-        _wait_running(store, driver)
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(30)
+        _kill_holding_a_job(store, driver)
     finally:
         driver.kill()
     with open_store(store) as st:
