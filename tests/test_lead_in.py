@@ -102,3 +102,11 @@ def test_on_a_gpu_the_case_setting_warms_up_before_each_cases_first_chunk_only(t
     first, cases_again = _warm_up_runs(tmp_path, "case")
     assert cases == cases_again and first >= cases  # each case's own warm-up, with its first chunk's lead-in
     assert every - first == cases * 3  # 4 chunks of one sample each: 3 more lead-ins a case and block
+
+
+def test_the_default_is_the_short_lead_in_before_every_chunk():
+    """The default since three H100 leases found no score it moved (docs/measurement.md): before every
+    chunk, 5 ms of the submission's calls and 5 ms of heat."""
+    policy = RunOptions().lead_in
+    assert policy == "short" and lead_in_ms(policy) == 5
+    assert all(lead_in_due(policy, a, b) for a in (True, False) for b in (True, False))

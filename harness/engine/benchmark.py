@@ -34,8 +34,8 @@ from harness.messages import Timed, WarmedUp
 from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
-CHUNK_WARMUP_MS = 20  # GPU: the lead-in before a chunk of timed calls: this long of each (see lead_in_due)
-SHORT_LEAD_IN_MS = 5  # the same under the "short" setting
+CHUNK_WARMUP_MS = 20  # GPU, the "chunk", "case" and "block" lead-ins: this long of each half (see lead_in_due)
+SHORT_LEAD_IN_MS = 5  # the same under the "short" setting, the default
 PER_CALL_CHUNK = 10  # GPU, per-call protocol: timed calls per chunk (one request, one reply, one check)
 BLOCK_WARMUP_MS = 100  # GPU: the submission's warm-up calls before a block's first case (later cases: 3 calls)
 GATE_MISSED = (
@@ -48,12 +48,12 @@ BLOCK_STRIDE = 1 << 32  # block b's inputs use seed indices from b * BLOCK_STRID
 
 def lead_in_due(policy: str, first_chunk: bool, first_case: bool) -> bool:
     """Whether a chunk of timed calls on a GPU gets the lead-in (the submission's own warm-up calls, then
-    the harness's heat, :func:`lead_in_ms` each) under ``RunOptions.lead_in``: "chunk" before every
-    chunk (the default), and "short" too, a quarter as long; "case" before each case's first chunk;
-    "block" before the first chunk of a block's first case. The others are measured against "chunk" by
+    the harness's heat, :func:`lead_in_ms` each) under ``RunOptions.lead_in``: "short" (the default)
+    and "chunk" before every chunk, 5 and 20 ms of each; "case" before each case's first chunk; "block"
+    before the first chunk of a block's first case. The others are measured against "chunk" by
     ``bench/lead_in.py``: what the lead-in buys is a clock and cache state that a gap between chunks (the
-    parent's checks and the next inputs) might have lost, and it costs 40 ms a chunk (10 s of a ranked
-    triton_nvfp4 verdict)."""
+    parent's checks and the next inputs) might have lost; "chunk" costs 40 ms a chunk (10 s of a ranked
+    triton_nvfp4 verdict), "short" a quarter of that, and neither moved a score measurably (docs/measurement.md)."""
     if policy in ("chunk", "short"):
         return True
     return first_chunk and (policy == "case" or first_case)

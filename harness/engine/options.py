@@ -24,9 +24,9 @@ class RunOptions:
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
     warmup_chunks: int = 0  # ranked: untimed chunks of fresh inputs before each case's timed chunks, every block
-    # GPU: the lead-in (warm-up calls, heat) before every chunk (short: a quarter as long), each case's
-    # first, or each block's first (harness.engine.benchmark.lead_in_due); measured by bench/lead_in.py
-    lead_in: str = "chunk"
+    # GPU: the lead-in (warm-up calls, heat) before every chunk, 5 ms of each (short) or 20 ms (chunk), each
+    # case's first, or each block's first (harness.engine.benchmark.lead_in_due); measured by bench/lead_in.py
+    lead_in: str = "short"
     # blocks measured again after the escaped-work check alone rejected them; default a third of the
     # blocks, at least 1 (harness.engine.blocks.max_remeasured); a final gives what its entry has left
     remeasure_limit: int | None = None
