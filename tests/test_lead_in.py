@@ -5,6 +5,7 @@ heat): before every chunk by default, or only before a case's, or a block's, fir
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from harness.api import RunOptions, run_submission
 from harness.engine.benchmark import lead_in_due, lead_in_ms
 from harness.errors import UsageError
 from harness.results import PASS, RunResult
-from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT
+from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, cli
 
 BLOCKS = 2
 
@@ -110,3 +111,22 @@ def test_the_default_is_the_short_lead_in_before_every_chunk():
     policy = RunOptions().lead_in
     assert policy == "short" and lead_in_ms(policy) == 5
     assert all(lead_in_due(policy, a, b) for a in (True, False) for b in (True, False))
+
+
+def test_the_cli_takes_the_lead_in_and_each_block_records_it(tmp_path):
+    """`--lead-in chunk` keeps the setting runs were stored with before `short` became the default (a board
+    ranks runs of one setting only); the run's JSON says which it used."""
+    out = tmp_path / "r.json"
+    sub = str(ROOT / "submissions" / "torch_mxfp4.py")
+    args = ["run", sub, "--task", MXFP4_SMALL, "--mode", "leaderboard", "--device", "cpu", "--max-repeats", "3"]
+    done = cli([*args, "--blocks", "2", "--lead-in", "chunk", "--json", str(out), "--quiet"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [b["lead_in"] for b in json.loads(out.read_text())["blocks"]] == ["chunk", "chunk"]
+
+
+@pytest.mark.parametrize("command", ["run", "run-all", "final"])
+def test_an_unknown_cli_lead_in_names_the_choices(command):
+    done = cli([command, "--help"])
+    assert done.returncode == 0 and "--lead-in {chunk,short,case,block}" in done.stdout, done.stdout[-500:]
+    bad = cli([command, str(ROOT / "submissions"), "--task", MXFP4_SMALL, "--lead-in", "never"])
+    assert bad.returncode == 2 and "--lead-in: invalid choice: 'never'" in bad.stderr, bad.stderr[-500:]

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.options import add_results_dir_argument, add_warmup_chunks_argument, positive
+from harness.cli.options import add_lead_in_argument, add_results_dir_argument, add_warmup_chunks_argument, positive
 from harness.errors import UsageError
 from harness.report.board import add_margin_argument, margin_fraction
 
@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-repeats", type=int, default=None, help="most samples per case in one block")
     parser.add_argument("--max-time", type=float, default=None, metavar="S", help="measured seconds per case a block")
     add_warmup_chunks_argument(parser)
+    add_lead_in_argument(parser)
     parser.add_argument(
         "--secret-file", metavar="FILE", help="the secret seed (else $HARNESS_SECRET_SEED, else random)"
     )
@@ -101,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         raise UsageError(f"unknown task {args.task!r} ({exc}); see 'python -m harness tasks'") from exc
     options = RunOptions(
-        device=args.device, max_repeats=args.max_repeats, max_time_s=args.max_time, warmup_chunks=args.warmup_chunks
+        device=args.device,
+        max_repeats=args.max_repeats,
+        max_time_s=args.max_time,
+        warmup_chunks=args.warmup_chunks,
+        lead_in=args.lead_in,
     ).validate()
     check_store_writable(args.results_dir)
     device = select_device(args.device)

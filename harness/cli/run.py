@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.api import RunOptions, run_submission
 from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
-from harness.cli.options import add_results_dir_argument, add_warmup_chunks_argument
+from harness.cli.options import add_lead_in_argument, add_results_dir_argument, add_warmup_chunks_argument
 from harness.engine.modes import MODES, Mode
 from harness.engine.pool import warm_shared_pool
 from harness.engine.preflight import check_output_file, check_store_writable
@@ -74,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "and the interval leaves out what differs between processes",
     )
     add_warmup_chunks_argument(p)
+    add_lead_in_argument(p)
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
     p.add_argument(
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         blocks=args.blocks,
         same_worker=args.same_worker,
         warmup_chunks=args.warmup_chunks,
+        lead_in=args.lead_in,
         timeout_scale=args.timeout_scale,
         memory_limit_gb=args.memory_limit_gb,
         drop_privileges=False if args.no_drop_privileges else None,
