@@ -3,8 +3,9 @@ heat) to fewer chunks of timed calls, or a shorter one to every chunk, does to a
 and wall time.
 
 Per task, ``--rounds`` rounds of whole ranked runs of the task's Triton example, one run per setting of
-``RunOptions.lead_in`` (harness.engine.benchmark.lead_in_due: ``chunk`` every chunk, the default; ``short``
-every chunk, 5 ms of each; ``case`` each case's first chunk; ``block`` the block's first chunk), the settings in a rotated order each round
+``RunOptions.lead_in`` (harness.engine.benchmark.lead_in_due: ``chunk`` every chunk, the default until
+2026-12-06 and the reference here; ``short`` every chunk, 5 ms of each, the default since; ``case`` each
+case's first chunk; ``block`` the block's first chunk), the settings in a rotated order each round
 and sharing the round's fresh secret, so a round's runs time the same inputs in the same shape orders and
 differ only in the lead-in. Per setting: the scores, wall times and the phases the lead-in costs
 (``warmup``, ``timing.heat``); against ``chunk``: the median score ratio and the paired log difference
