@@ -56,13 +56,14 @@ def rel(path: Path | str) -> str:
         return p.name
 
 
-def git_commit() -> str | None:
-    """The checkout's full commit hash, or None outside a git checkout; $HARNESS_COMMIT where set (a copy
-    of the tree whose git metadata is not the tree's, as on a device machine that copies the files)."""
-    if os.environ.get("HARNESS_COMMIT"):
+def git_commit(tree: Path | None = None) -> str | None:
+    """The checkout's full commit hash (``tree``: another checkout's), or None outside a git checkout; for
+    this checkout, $HARNESS_COMMIT where set (a copy of the tree whose git metadata is not the tree's, as
+    on a device machine that copies the files)."""
+    if tree is None and os.environ.get("HARNESS_COMMIT"):
         return os.environ["HARNESS_COMMIT"]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree or ROOT, capture_output=True, text=True, check=True)
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None

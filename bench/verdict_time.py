@@ -147,11 +147,6 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> d
     }
 
 
-def _commit_of(tree: str) -> str | None:
-    out = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def _environment(gpu: bool) -> dict:
     import torch
 
@@ -312,7 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         "verdicts": {},
     }
     if args.baseline_tree:
-        doc["baseline"] = {"tree": args.baseline_tree, "commit": args.baseline_commit or _commit_of(args.baseline_tree)}
+        doc["baseline"] = {
+            "tree": args.baseline_tree,
+            "commit": args.baseline_commit or git_commit(Path(args.baseline_tree)),
+        }
     rf = ResultsFile(Path(args.out), doc, args.budget_s)
     try:
         if args.server:
