@@ -33,15 +33,34 @@ def _chunks(task_name: str, case_index: int, chunk: int, n: int, start, out) -> 
     protocol.input_fingerprints([task.generate_input(dict(case, seed=s), dev) for s in range(chunk)])
     torch.cuda.synchronize()
     start.wait()
-    times = []
+    times, queued = [], []
     for i in range(n):
         t0 = time.perf_counter()
-        protocol.input_fingerprints([task.generate_input(dict(case, seed=i * chunk + s), dev) for s in range(chunk)])
+        inputs = [task.generate_input(dict(case, seed=i * chunk + s), dev) for s in range(chunk)]
+        queued.append(time.perf_counter() - t0)  # the host's launches of the generation, nothing waited for
+        protocol.input_fingerprints(inputs)  # reads the sums back: waits for the device
         times.append(time.perf_counter() - t0)
-    out.put(statistics.median(times))
+    gpu_ms = []  # the device's own time for a chunk: launched first, then timed by events
+    for i in range(min(n, 5)):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(200_000_000)  # keeps the device busy while the host queues the whole chunk
+        begin.record()
+        protocol.input_fingerprints(
+            [task.generate_input(dict(case, seed=(n + i) * chunk + s), dev) for s in range(chunk)]
+        )
+        end.record()
+        end.synchronize()
+        gpu_ms.append(begin.elapsed_time(end))
+    out.put(
+        {
+            "chunk_s": statistics.median(times),
+            "queued_s": statistics.median(queued),
+            "device_only_ms": statistics.median(gpu_ms),
+        }
+    )
 
 
-def measure(task_name: str, case_index: int, chunk: int, n: int, procs: int) -> list[float]:
+def measure(task_name: str, case_index: int, chunk: int, n: int, procs: int) -> list[dict[str, float]]:
     ctx = mp.get_context("spawn")
     start, out = ctx.Barrier(procs), ctx.Queue()
     ps = [ctx.Process(target=_chunks, args=(task_name, case_index, chunk, n, start, out)) for _ in range(procs)]
@@ -59,14 +78,23 @@ def main() -> int:
     p.add_argument("--n", type=int, default=30, help="chunks per process")
     args = p.parse_args()
     rows = []
-    for task_name, case_index, chunk in (("mxfp4_mm", 5, 10), ("nvfp4_gemm", 0, 50)):
+    for task_name, case_index, chunk in (
+        ("mxfp4_mm", 5, 10),
+        ("nvfp4_gemm", 0, 50),
+        ("nvfp4_gemm", 1, 50),
+        ("nvfp4_gemm", 2, 50),
+    ):
         for procs in (1, 2):
             medians = measure(task_name, case_index, chunk, args.n, procs)
             rows.append(
-                {"task": task_name, "case": case_index, "chunk": chunk, "processes": procs, "median_chunk_s": medians}
+                {"task": task_name, "case": case_index, "chunk": chunk, "processes": procs, "per_process": medians}
             )
             print(
-                f"{task_name} case {case_index}, chunk {chunk}, {procs} process(es): {[round(m * 1e3, 1) for m in medians]} ms",
+                f"{task_name} case {case_index}, chunk {chunk}, {procs} process(es): "
+                + "; ".join(
+                    f"chunk {m['chunk_s'] * 1e3:.1f} ms, queued {m['queued_s'] * 1e3:.1f} ms, device {m['device_only_ms']:.1f} ms"
+                    for m in medians
+                ),
                 file=sys.stderr,
             )
     Path(args.out).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
