@@ -21,16 +21,16 @@ or an error turns the kernel off for the process (``matmul._GpuKernel``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
 
 from .fp4 import _e4m3_table, as_uint8
 
-__all__ = ["BLOCK_K", "MAX_ROWS", "fused_nvfp4_gemm"]
+__all__ = ["BLOCK_K", "DEFAULT", "MAX_ROWS", "Config", "fused_nvfp4_gemm"]
 
-BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 128  # BLOCK_K values: 64 packed bytes and 8 scales a row
-NUM_WARPS = 4
 # Up to this many rows of A (every benchmark shape has 128): at 2304 rows the torch path's TF32 matmul was
 # faster on an H100 (results/h100_verdicts/reference_gpu_kernel.json), the kernel decoding each tile once
 # per column tile.
@@ -65,40 +65,75 @@ def load_operand(p_ptr, s_ptr, e4m3_ptr, rows, n_rows, k0, sp_r, sp_k, ss_r, ss_
 
 @triton.jit
 def nvfp4_gemm(
-    a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, e4m3_ptr, M, N, K,
-    sa_l, sa_r, sa_k, sb_l, sb_r, sb_k, ssa_l, ssa_r, ssa_k, ssb_l, ssb_r, ssb_k, sc_l, sc_m, sc_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    a_ptr, b_ptr, sfa_ptr, sfb_ptr, c_ptr, e4m3_ptr, M, N, K, k_split, n_split,
+    sa_l, sa_r, sa_k, sb_l, sb_r, sb_k, ssa_l, ssa_r, ssa_k, ssb_l, ssb_r, ssb_k, sc_s, sc_l, sc_m, sc_n,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PARTIAL: tl.constexpr,
 ):  # fmt: skip
-    pm, pn, l = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    """C's tile (pm, pn) of batch l over K values ``s * k_split ..`` (program 2 is ``l * n_split + s``):
+    float16, or with ``PARTIAL`` the float32 partial sum of split s, summed by the caller."""
+    pm, pn, ls = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    l, s = ls // n_split, ls % n_split
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     a_ptr, sfa_ptr = a_ptr + l * sa_l, sfa_ptr + l * ssa_l
     b_ptr, sfb_ptr = b_ptr + l * sb_l, sfb_ptr + l * ssb_l
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
+    for k0 in range(s * k_split, s * k_split + k_split, BK):
         a = load_operand(a_ptr, sfa_ptr, e4m3_ptr, rm, M, k0, sa_r, sa_k, ssa_r, ssa_k, BM, BK)
         b = load_operand(b_ptr, sfb_ptr, e4m3_ptr, rn, N, k0, sb_r, sb_k, ssb_r, ssb_k, BN, BK)
         acc = tl.dot(a, tl.trans(b), acc)
-    out = c_ptr + l * sc_l + rm[:, None] * sc_m + rn[None, :] * sc_n
-    tl.store(out, acc.to(tl.float16), mask=(rm < M)[:, None] & (rn < N)[None, :])
+    out = c_ptr + s * sc_s + l * sc_l + rm[:, None] * sc_m + rn[None, :] * sc_n
+    mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if PARTIAL:
+        tl.store(out, acc, mask=mask)
+    else:
+        tl.store(out, acc.to(tl.float16), mask=mask)
 
 
-def fused_nvfp4_gemm(a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor) -> torch.Tensor:
-    """``matmul.nvfp4_gemm_reference`` (same arguments, same result) in one kernel launch."""
+@dataclass(frozen=True)
+class Config:
+    """A launch of :func:`nvfp4_gemm`: tile sizes, warps, pipeline stages and how many parts K is split
+    into (each part's float32 sums are added by ``torch.sum``: the same exact sums in another order)."""
+
+    bm: int = 64
+    bn: int = 64
+    bk: int = 128
+    warps: int = 4
+    stages: int = 3
+    split: int = 1
+
+
+def fused_nvfp4_gemm(
+    a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor, config: Config | None = None
+) -> torch.Tensor:
+    """``matmul.nvfp4_gemm_reference`` (same arguments, same result) in one kernel launch (two with a
+    split K). ``config``: the launch, else :data:`DEFAULT`."""
+    cfg = config or DEFAULT
     a8, b8, sa8, sb8 = (as_uint8(t) for t in (a, b, sfa, sfb))
     m, kb, nl = a8.shape
-    n = b8.shape[0]
-    c = torch.empty((nl, m, n), dtype=torch.float16, device=a.device)
-    grid = ((m + BLOCK_M - 1) // BLOCK_M, (n + BLOCK_N - 1) // BLOCK_N, nl)
+    n, k = b8.shape[0], kb * 2
+    split = cfg.split if k % (cfg.split * cfg.bk) == 0 else 1
+    if split > 1:
+        c = torch.empty((split, nl, m, n), dtype=torch.float32, device=a.device)
+    else:
+        c = torch.empty((nl, m, n), dtype=torch.float16, device=a.device)
+    grid = ((m + cfg.bm - 1) // cfg.bm, (n + cfg.bn - 1) // cfg.bn, nl * split)
     strides = (
         *(a8.stride(2), a8.stride(0), a8.stride(1)),
         *(b8.stride(2), b8.stride(0), b8.stride(1)),
         *(sa8.stride(2), sa8.stride(0), sa8.stride(1)),
         *(sb8.stride(2), sb8.stride(0), sb8.stride(1)),
-        *c.stride(),
+        *((c.stride(0), *c.stride()[1:]) if split > 1 else (0, *c.stride())),
     )
     e4m3 = _e4m3_table(a.device)
     nvfp4_gemm[grid](
-        a8, b8, sa8, sb8, c, e4m3, m, n, kb * 2, *strides, BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K, num_warps=NUM_WARPS
-    )
+        *(a8, b8, sa8, sb8, c, e4m3, m, n, k, k // split, split, *strides),
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, PARTIAL=split > 1, num_warps=cfg.warps, num_stages=cfg.stages,
+    )  # fmt: skip
+    if split > 1:
+        c = c.sum(0).to(torch.float16)
     return c.permute(1, 2, 0)
+
+
+DEFAULT = Config()
+BLOCK_K = DEFAULT.bk  # K must be a multiple of it (128 values: 64 packed bytes and 8 scales a row)

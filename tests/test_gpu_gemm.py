@@ -21,7 +21,7 @@ TORCH_PATH = matmul._nvfp4_gemm_torch
 # Under the interpreter (set before Triton is imported: a fresh process). Prints one line per case.
 _INTERPRETED = """
 import torch
-from fp4_reference.gpu_gemm import fused_nvfp4_gemm
+from fp4_reference.gpu_gemm import Config, fused_nvfp4_gemm
 from fp4_reference.matmul import nvfp4_gemm_reference
 from tasks import load_task
 
@@ -31,6 +31,11 @@ cpu = torch.device("cpu")
 for case in ({"m": 128, "n": 128, "k": 256, "l": 1}, {"m": 80, "n": 200, "k": 512, "l": 2}):
     a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=7), cpu)
     print("generated", torch.equal(fused_nvfp4_gemm(a, b, sfa, sfb), nvfp4_gemm_reference(a, b, sfa, sfb)))
+# K split in two parts (float32 partial sums added by torch), 128-row tiles over 80 rows, l=2
+case = {"m": 80, "n": 200, "k": 512, "l": 2}
+a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=8), cpu)
+split = fused_nvfp4_gemm(a, b, sfa, sfb, Config(bm=128, bn=32, bk=128, split=2))
+print("split", torch.equal(split, nvfp4_gemm_reference(a, b, sfa, sfb)), split.dtype, split.shape == (80, 200, 2))
 
 # every packed byte and every finite e4m3 scale up to 1.875, signs included; one NaN scale byte
 g = torch.Generator().manual_seed(3)
@@ -55,13 +60,15 @@ def test_gpu_kernel_matches_the_torch_path_interpreted():
     )
     assert res.returncode == 0, res.stderr[-3000:]
     lines = res.stdout.splitlines()
-    assert lines[:2] == ["generated True", "generated True"], res.stdout
-    assert lines[2] == "nan rows True 64", res.stdout  # one NaN scale spoils its row's 64 outputs
-    assert int(lines[3].split()[-1]) <= 1, res.stdout  # other scales: float32 sums in another order
+    assert lines[:3] == ["generated True", "generated True", "split True torch.float16 True"], res.stdout
+    assert lines[3] == "nan rows True 64", res.stdout  # one NaN scale spoils its row's 64 outputs
+    assert int(lines[4].split()[-1]) <= 1, res.stdout  # other scales: float32 sums in another order
 
 
-def test_gpu_kernel_compiles_for_hopper():
-    """The kernel compiles for sm_90 on the CPU (the GPU run is tests below and bench/validate_reference_gpu.py)."""
+@pytest.mark.parametrize("partial", [False, True])
+def test_gpu_kernel_compiles_for_hopper(partial):
+    """The kernel compiles for sm_90 on the CPU, with and without a split K (the GPU run is tests below and
+    bench/validate_reference_gpu.py)."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
 
@@ -72,14 +79,16 @@ def test_gpu_kernel_compiles_for_hopper():
         "b_ptr": "*u8",
         "sfa_ptr": "*u8",
         "sfb_ptr": "*u8",
-        "c_ptr": "*fp16",
+        "c_ptr": "*fp32" if partial else "*fp16",
         "e4m3_ptr": "*fp32",
     }
-    ints = [p for p in gpu_gemm.nvfp4_gemm.arg_names if p not in pointers and p not in ("BM", "BN", "BK")]
-    sig = {**pointers, **dict.fromkeys(ints, "i32"), "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
-    consts = {"BM": gpu_gemm.BLOCK_M, "BN": gpu_gemm.BLOCK_N, "BK": gpu_gemm.BLOCK_K}
+    cfg = gpu_gemm.Config(split=2) if partial else gpu_gemm.DEFAULT
+    consts = {"BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "PARTIAL": partial}
+    ints = [p for p in gpu_gemm.nvfp4_gemm.arg_names if p not in pointers and p not in consts]
+    sig = {**pointers, **dict.fromkeys(ints, "i32"), **dict.fromkeys(consts, "constexpr")}
     src = triton.compiler.ASTSource(fn=gpu_gemm.nvfp4_gemm, signature=sig, constexprs=consts, attrs={})
-    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": gpu_gemm.NUM_WARPS}).asm["ptx"]
+    options = {"num_warps": cfg.warps, "num_stages": cfg.stages}
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
     assert "mma" in ptx  # the dot runs on tensor cores
 
 
