@@ -93,14 +93,16 @@ def nvfp4_gemm(
 @dataclass(frozen=True)
 class Config:
     """A launch of :func:`nvfp4_gemm`: tile sizes, warps, pipeline stages and how many parts K is split
-    into (each part's float32 sums are added by ``torch.sum``: the same exact sums in another order)."""
+    into where K is at least ``split_from_k`` (each part's float32 sums are added by ``torch.sum``:
+    the same exact sums in another order)."""
 
-    bm: int = 64
-    bn: int = 64
-    bk: int = 128
-    warps: int = 4
-    stages: int = 3
-    split: int = 1
+    bm: int
+    bn: int
+    bk: int
+    warps: int
+    stages: int
+    split: int
+    split_from_k: int = 4096  # a smaller K is not split
 
 
 def fused_nvfp4_gemm(
@@ -112,7 +114,7 @@ def fused_nvfp4_gemm(
     a8, b8, sa8, sb8 = (as_uint8(t) for t in (a, b, sfa, sfb))
     m, kb, nl = a8.shape
     n, k = b8.shape[0], kb * 2
-    split = cfg.split if k % (cfg.split * cfg.bk) == 0 else 1
+    split = cfg.split if k >= cfg.split_from_k and k % (cfg.split * cfg.bk) == 0 else 1
     if split > 1:
         c = torch.empty((split, nl, m, n), dtype=torch.float32, device=a.device)
     else:
@@ -123,7 +125,7 @@ def fused_nvfp4_gemm(
         *(b8.stride(2), b8.stride(0), b8.stride(1)),
         *(sa8.stride(2), sa8.stride(0), sa8.stride(1)),
         *(sb8.stride(2), sb8.stride(0), sb8.stride(1)),
-        *((c.stride(0), *c.stride()[1:]) if split > 1 else (0, *c.stride())),
+        *(c.stride() if split > 1 else (0, *c.stride())),
     )
     e4m3 = _e4m3_table(a.device)
     nvfp4_gemm[grid](
@@ -135,5 +137,8 @@ def fused_nvfp4_gemm(
     return c.permute(1, 2, 0)
 
 
-DEFAULT = Config()
+# On an H100 a sweep of 96 launches over the three benchmark shapes (bench/lab/reference_configs.py) found
+# 128x128 tiles with 8 warps and K in 4 parts the fastest single choice, one part below K = 4096; all gave
+# the torch path's bits. bench/validate_reference_gpu.py records each path's time per shape.
+DEFAULT = Config(bm=128, bn=128, bk=128, warps=8, stages=3, split=4)
 BLOCK_K = DEFAULT.bk  # K must be a multiple of it (128 values: 64 packed bytes and 8 scales a row)
