@@ -29,7 +29,7 @@ import triton.language as tl
 
 from .fp4 import _e4m3_table, as_uint8
 
-__all__ = ["BLOCK_K", "DEFAULT", "MAX_ROWS", "Config", "fused_nvfp4_gemm"]
+__all__ = ["BLOCK_K", "MAX_ROWS", "Config", "fused_nvfp4_gemm", "launch_for"]
 
 # Up to this many rows of A (every benchmark shape has 128): at 2304 rows the torch path's TF32 matmul was
 # faster on an H100 (results/h100_verdicts/reference_gpu_kernel.json), the kernel decoding each tile once
@@ -93,8 +93,7 @@ def nvfp4_gemm(
 @dataclass(frozen=True)
 class Config:
     """A launch of :func:`nvfp4_gemm`: tile sizes, warps, pipeline stages and how many parts K is split
-    into where K is at least ``split_from_k`` (each part's float32 sums are added by ``torch.sum``:
-    the same exact sums in another order)."""
+    into (each part's float32 sums are added by ``torch.sum``: the same exact sums in another order)."""
 
     bm: int
     bn: int
@@ -102,19 +101,18 @@ class Config:
     warps: int
     stages: int
     split: int
-    split_from_k: int = 4096  # a smaller K is not split
 
 
 def fused_nvfp4_gemm(
     a: torch.Tensor, b: torch.Tensor, sfa: torch.Tensor, sfb: torch.Tensor, config: Config | None = None
 ) -> torch.Tensor:
     """``matmul.nvfp4_gemm_reference`` (same arguments, same result) in one kernel launch (two with a
-    split K). ``config``: the launch, else :data:`DEFAULT`."""
-    cfg = config or DEFAULT
+    split K). ``config``: the launch, else :func:`launch_for` K."""
     a8, b8, sa8, sb8 = (as_uint8(t) for t in (a, b, sfa, sfb))
     m, kb, nl = a8.shape
     n, k = b8.shape[0], kb * 2
-    split = cfg.split if k >= cfg.split_from_k and k % (cfg.split * cfg.bk) == 0 else 1
+    cfg = config or launch_for(k)
+    split = cfg.split if k % (cfg.split * cfg.bk) == 0 else 1
     if split > 1:
         c = torch.empty((split, nl, m, n), dtype=torch.float32, device=a.device)
     else:
@@ -137,8 +135,13 @@ def fused_nvfp4_gemm(
     return c.permute(1, 2, 0)
 
 
-# On an H100 a sweep of 96 launches over the three benchmark shapes (bench/lab/reference_configs.py) found
-# 128x128 tiles with 8 warps and K in 4 parts the fastest single choice, one part below K = 4096; all gave
-# the torch path's bits. bench/validate_reference_gpu.py records each path's time per shape.
-DEFAULT = Config(bm=128, bn=128, bk=128, warps=8, stages=3, split=4)
-BLOCK_K = DEFAULT.bk  # K must be a multiple of it (128 values: 64 packed bytes and 8 scales a row)
+# On an H100, a sweep of 96 launches over the three benchmark shapes (bench/lab/reference_configs.py; all
+# gave the torch path's bits): from K = 4096 on, 128x128 tiles and K in 4 parts; below it, 128x64 tiles
+# and K whole. bench/validate_reference_gpu.py records each path's time on every shape.
+LONG_K = Config(bm=128, bn=128, bk=128, warps=8, stages=3, split=4)
+SHORT_K = Config(bm=128, bn=64, bk=128, warps=8, stages=3, split=1)
+BLOCK_K = 128  # K must be a multiple of it (128 values: 64 packed bytes and 8 scales a row)
+
+
+def launch_for(k: int) -> Config:
+    return LONG_K if k >= 4096 else SHORT_K

@@ -34,7 +34,7 @@ for case in ({"m": 128, "n": 128, "k": 256, "l": 1}, {"m": 80, "n": 200, "k": 51
 # K split in two parts (float32 partial sums added by torch), 128-row tiles over 80 rows, l=2
 case = {"m": 80, "n": 200, "k": 512, "l": 2}
 a, b, sfa, sfb, *_ = task.generate_input(dict(case, seed=8), cpu)
-split = fused_nvfp4_gemm(a, b, sfa, sfb, Config(bm=128, bn=32, bk=128, warps=4, stages=3, split=2, split_from_k=0))
+split = fused_nvfp4_gemm(a, b, sfa, sfb, Config(bm=128, bn=32, bk=128, warps=4, stages=3, split=2))
 print("split", torch.equal(split, nvfp4_gemm_reference(a, b, sfa, sfb)), split.dtype, split.shape == (80, 200, 2))
 
 # every packed byte and every finite e4m3 scale up to 1.875, signs included; one NaN scale byte
@@ -67,8 +67,8 @@ def test_gpu_kernel_matches_the_torch_path_interpreted():
 
 @pytest.mark.parametrize("partial", [False, True])
 def test_gpu_kernel_compiles_for_hopper(partial):
-    """The default launch compiles for sm_90 on the CPU, writing float16 or a split K's float32 parts (the
-    GPU run is tests below and bench/validate_reference_gpu.py)."""
+    """Both launches compile for sm_90 on the CPU, one writing float16, the other a split K's float32 parts
+    (the GPU run is tests below and bench/validate_reference_gpu.py)."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
 
@@ -82,7 +82,8 @@ def test_gpu_kernel_compiles_for_hopper(partial):
         "c_ptr": "*fp32" if partial else "*fp16",
         "e4m3_ptr": "*fp32",
     }
-    cfg = gpu_gemm.DEFAULT
+    cfg = gpu_gemm.launch_for(16384 if partial else 2048)
+    assert (cfg.split > 1) == partial
     consts = {"BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "PARTIAL": partial}
     ints = [p for p in gpu_gemm.nvfp4_gemm.arg_names if p not in pointers and p not in consts]
     sig = {**pointers, **dict.fromkeys(ints, "i32"), **dict.fromkeys(consts, "constexpr")}

@@ -2,7 +2,8 @@
 """Lab probe: does a chunk of input generation slow down when a second process generates on the same GPU
 at the same time, as the parent and the worker of a ranked verdict do (each generates its own copy of
 every input from the same seeds)? One process alone, then two at once, each timing chunks of inputs
-(generated, then fingerprinted together), on one benchmark shape of each task.
+(generated, then fingerprinted together), on benchmark shapes of both tasks; and what a fresh process's
+first chunk costs (a ranked run's every block is a fresh worker).
 
   python bench/lab/concurrent_generation.py --out /tmp/concurrent_generation.json
 """
@@ -30,8 +31,11 @@ def _chunks(task_name: str, case_index: int, chunk: int, n: int, start, out) -> 
     task = load_task(task_name)
     case = task.benchmarks[case_index]
     dev = torch.device("cuda")
-    protocol.input_fingerprints([task.generate_input(dict(case, seed=s), dev) for s in range(chunk)])
+    torch.empty(1, device=dev)  # the CUDA context, as a worker has it before its first input
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    protocol.input_fingerprints([task.generate_input(dict(case, seed=s), dev) for s in range(chunk)])
+    first = time.perf_counter() - t0  # a fresh process's first chunk: what a fresh worker pays
     start.wait()
     times, queued = [], []
     for i in range(n):
@@ -53,6 +57,7 @@ def _chunks(task_name: str, case_index: int, chunk: int, n: int, start, out) -> 
         gpu_ms.append(begin.elapsed_time(end))
     out.put(
         {
+            "first_chunk_s": first,
             "chunk_s": statistics.median(times),
             "queued_s": statistics.median(queued),
             "device_only_ms": statistics.median(gpu_ms),
@@ -92,7 +97,7 @@ def main() -> int:
             print(
                 f"{task_name} case {case_index}, chunk {chunk}, {procs} process(es): "
                 + "; ".join(
-                    f"chunk {m['chunk_s'] * 1e3:.1f} ms, queued {m['queued_s'] * 1e3:.1f} ms, device {m['device_only_ms']:.1f} ms"
+                    f"first {m['first_chunk_s'] * 1e3:.1f} ms, chunk {m['chunk_s'] * 1e3:.1f} ms, queued {m['queued_s'] * 1e3:.1f} ms, device {m['device_only_ms']:.1f} ms"
                     for m in medians
                 ),
                 file=sys.stderr,
