@@ -53,7 +53,7 @@ def _probe(task_name: str, case_index: int, out) -> None:
         gen_s = time.perf_counter() - t0
         mode = Timed()
         with mode:
-            data = task.generate_input(dict(case, seed=seed), dev, generator=gen)
+            data = task.module.generate_input(**dict(case, seed=seed), device=dev, generator=gen)
             protocol.input_fingerprints([data])
         rounds.append({"generator_s": gen_s, "ops": mode.rows, "total_s": time.perf_counter() - t0})
     out.put({"task": task_name, "case": case, "rounds": rounds})
