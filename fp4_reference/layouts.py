@@ -93,8 +93,10 @@ def to_blocked_scales(sf: torch.Tensor) -> torch.Tensor:
     u = as_uint8(sf)
     mn, sk, nl = u.shape
     rm, rk = _ceil_to(mn, 128) // 128, _ceil_to(sk, 4) // 4
-    buf = torch.zeros((nl, rm * 128, rk * 4), dtype=torch.uint8, device=u.device)
-    buf[:, :mn, :sk] = u.permute(2, 0, 1)
+    buf = u.permute(2, 0, 1)
+    if (rm * 128, rk * 4) != (mn, sk) or not buf.is_contiguous():  # padded, or another memory order: a copy
+        buf = torch.zeros((nl, rm * 128, rk * 4), dtype=torch.uint8, device=u.device)
+        buf[:, :mn, :sk] = u.permute(2, 0, 1)
     # (L, rm, i4, i32, rk, j4) -> (L, rm, rk, i32, i4, j4): the storage order
     store = buf.view(nl, rm, 4, 32, rk, 4).permute(0, 1, 4, 3, 2, 5).contiguous()
     return _like(store.permute(3, 4, 1, 5, 2, 0), sf)

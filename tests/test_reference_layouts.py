@@ -139,3 +139,17 @@ def test_blocked_roundtrip(mn, sk, l):
     back = R.from_blocked_scales(bl, mn, sk)
     assert back.shape == sf.shape and back.permute(2, 0, 1).is_contiguous()
     assert torch.equal(R.as_uint8(back), R.as_uint8(sf))
+
+
+@pytest.mark.parametrize("memory_order", ["l_mn_sk", "mn_sk_l"])
+def test_to_blocked_is_a_new_tensor_with_the_same_values_in_either_memory_order(memory_order):
+    """Aligned scales in the generators' memory order (L, MN, SK) are read in place, any other order
+    through a copy: the same blocked values either way, never sharing the scales' storage."""
+    g = torch.Generator().manual_seed(11)
+    sf = torch.randint(0, 256, (2, 256, 8), generator=g, dtype=torch.uint8).permute(1, 2, 0)
+    if memory_order == "mn_sk_l":
+        sf = sf.contiguous()
+    assert sf.permute(2, 0, 1).is_contiguous() == (memory_order == "l_mn_sk")
+    bl = R.to_blocked_scales(sf)
+    assert bl.untyped_storage().data_ptr() != sf.untyped_storage().data_ptr()
+    assert torch.equal(R.from_blocked_scales(bl, 256, 8), sf)
