@@ -28,9 +28,8 @@ def mxfp4_scale_exponents(amax: torch.Tensor) -> torch.Tensor:
     bits = amax.to(torch.float32).contiguous().view(torch.int32)
     bits = (bits + _ROUND_ADD) & _EXP_MASK
     exp_field = (bits >> 23) & 0xFF  # 0 means the rounded amax is 0
-    s = exp_field - 127 - 2
-    s = torch.where(exp_field == 0, torch.full_like(s, -127), s)
-    s = torch.where(exp_field == 255, torch.full_like(s, 127), s)
+    s = exp_field - 127 - 2  # a zero field gives -129, which the clamp makes -127
+    s = torch.where(exp_field == 255, 127, s)
     return s.clamp(-127, 127)
 
 
