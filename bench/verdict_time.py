@@ -21,7 +21,10 @@ every verdict is run twice, once from each tree, in an order swapped each round 
 shared by the round's two (the same inputs and shape orders): the A/B of a harness change. Each tree has
 its own compile cache. The file then gives, per example, each tree's median score and median wall time
 (filled cache) and the paired log difference of the scores (this tree over the baseline) with its 95% t
-interval.
+interval. --resume adds rounds to an A/B file of the same two commits (a device lease is short, and hosts
+differ from lease to lease: pairs are made within a round, rounds pooled over leases): each call's
+environment goes into ``sessions`` and each row names its session; a call's first round runs with empty
+caches.
 
 With --server, a verdict server (``python -m harness serve --detach``) is started first, in the same
 environment, and every verdict's ``harness run`` goes through it (what a competitor rehearsing with
@@ -35,6 +38,7 @@ Examples:
   python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --out results/h200_verdicts/run_all_mxfp4.json
   python bench/verdict_time.py --examples triton_mxfp4 --copies 0 --server --out results/h200_verdicts/verdict_time_server.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 4 --copies 0 --baseline-tree ../base --out /tmp/ab.json
+  python bench/verdict_time.py --examples triton_nvfp4 --repeats 3 --copies 0 --baseline-tree ../base --resume --out /tmp/ab.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
@@ -57,7 +61,7 @@ from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_lo
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
-VERSION = 3  # 1 - first version; 2 - each verdict's message (why it did not pass); 3 - --server
+VERSION = 4  # 1 - first version; 2 - each verdict's message (why it did not pass); 3 - --server; 4 - A/B sessions
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
@@ -201,18 +205,20 @@ def _measure_ab(
     """--baseline-tree: each round, one verdict from each tree (the order swapped each round, one secret
     shared), then each example's comparison (:func:`compare_trees`)."""
     trees = {"this": ROOT, "baseline": Path(args.baseline_tree).resolve()}
+    session = len(rf.doc["sessions"]) - 1
     for sub, task in examples:
-        rows = rf.doc["verdicts"][sub] = []
+        rows = rf.doc["verdicts"].setdefault(sub, [])  # --resume: the rounds of earlier sessions stay
+        first = 1 + max((r["round"] for r in rows), default=-1)
         for i in range(args.repeats):
-            secret = secrets.token_hex(16)
-            order = list(trees) if i % 2 == 0 else list(trees)[::-1]
+            secret, n = secrets.token_hex(16), first + i
+            order = list(trees) if n % 2 == 0 else list(trees)[::-1]
             for tree in order:
                 kind = "verdict-" + ("empty" if i == 0 else "filled")
                 if not rf.allows(f"{sub}: verdict {i + 1}/{args.repeats} ({tree})", kind):
                     return
                 cache = work / f"cache-{Path(sub).stem}-{tree}"  # empty before each tree's first verdict
                 row = one_verdict(sub, task, cache, work, _extra(not gpu, args.warmup_chunks), trees[tree], secret)
-                row.update(cache="empty" if i == 0 else "filled", tree=tree, round=i)
+                row.update(cache="empty" if i == 0 else "filled", tree=tree, round=n, session=session)
                 rows.append(row)
                 rf.doc["comparison"] = {s: compare_trees(rs) for s, rs in rf.doc["verdicts"].items()}
                 rf.done(kind, row["wall_s"])
@@ -266,6 +272,24 @@ def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: boo
         print(f"run-all of {args.copies} copies: {doc['run_all']['wall_s']:.1f} s", file=sys.stderr)
 
 
+def _resumed(out: Path, doc: dict, p: argparse.ArgumentParser) -> dict:
+    """The A/B file ``out`` with this call's environment added to its sessions; exit 2 where it is not an
+    A/B file of this version comparing the same two commits."""
+    try:
+        earlier = json.loads(out.read_text())
+        mine = (earlier["version"], earlier["environment"]["commit"], earlier["baseline"]["commit"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        p.error(f"--resume: {out} is not an A/B file of this script ({e!r}); choose another --out")
+    wanted = (doc["version"], doc["environment"]["commit"], doc["baseline"]["commit"])
+    if mine != wanted:
+        p.error(
+            f"--resume: {out} compares other trees (version, this commit, baseline commit = {mine}; this call: "
+            f"{wanted}); give the same two commits or another --out"
+        )
+    earlier["sessions"] = [*earlier.get("sessions", [earlier["environment"]]), doc["environment"]]
+    return earlier
+
+
 def main(argv: list[str] | None = None) -> int:
     p = doc_parser(__doc__)
     p.add_argument("--out", required=True, help="the results file (JSON)")
@@ -281,10 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline-tree", metavar="DIR", help="a copy of the repository at another commit: A/B each verdict"
     )
     p.add_argument("--baseline-commit", metavar="SHA", help="that copy's commit, for the file (default: git's)")
+    p.add_argument("--resume", action="store_true", help="with --baseline-tree: add rounds to the --out A/B file")
     add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
     if args.baseline_tree and (args.server or args.copies):
         p.error("--baseline-tree: give --copies 0 and no --server (only whole-process verdicts are compared)")
+    if args.resume and not args.baseline_tree:
+        p.error("--resume adds rounds to an A/B file: give --baseline-tree too")
     if args.baseline_tree and not (Path(args.baseline_tree) / "harness" / "__main__.py").is_file():
         p.error(f"--baseline-tree {args.baseline_tree}: not a copy of this repository (no harness/__main__.py)")
     import torch
@@ -311,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             "tree": args.baseline_tree,
             "commit": args.baseline_commit or git_commit(Path(args.baseline_tree)),
         }
+        doc["sessions"] = [doc["environment"]]
+        if args.resume and Path(args.out).exists():
+            doc = _resumed(Path(args.out), doc, p)
     rf = ResultsFile(Path(args.out), doc, args.budget_s)
     try:
         if args.server:

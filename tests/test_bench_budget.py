@@ -202,10 +202,10 @@ def test_a_board_counts_each_files_blocks_measured_again(bench):
     assert measured_again(entries) == {"copy0": 2, "copy1": 0}
 
 
-def test_verdict_time_ab_runs_each_round_from_both_trees(tmp_path):
+def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
     """--baseline-tree: every round runs one verdict from each tree, with one secret, and the comparison
     pairs the rounds. The baseline copy says a different harness version, so each row shows which tree
-    really ran it."""
+    really ran it. --resume adds a session's rounds to the file, and refuses a file of other trees."""
     import shutil
 
     base = tmp_path / "base"
@@ -226,6 +226,29 @@ def test_verdict_time_ab_runs_each_round_from_both_trees(tmp_path):
     comparison = data["comparison"]["submissions/torch_mxfp4.py"]
     assert comparison["paired_this_over_baseline"]["rounds"] == 2
     assert data["baseline"] == {"tree": str(base), "commit": "abc"}
+
+    # --resume: one more round, in a session of its own, paired with the earlier two
+    args[args.index("--repeats") + 1] = "1"
+    ab = ["--baseline-tree", str(base), "--out", str(out), "--resume"]
+    done = _run("verdict_time.py", *args, *ab, "--baseline-commit", "abc")
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    rows = data["verdicts"]["submissions/torch_mxfp4.py"]
+    assert [(r["round"], r["tree"], r["session"]) for r in rows[4:]] == [(2, "this", 1), (2, "baseline", 1)]
+    assert [r["session"] for r in rows[:4]] == [0, 0, 0, 0] and len(data["sessions"]) == 2
+    assert rows[4]["cache"] == "empty"  # each session starts with empty caches
+    assert data["comparison"]["submissions/torch_mxfp4.py"]["paired_this_over_baseline"]["rounds"] == 3
+
+    # other trees: refused, the file untouched
+    before = out.read_text()
+    done = _run("verdict_time.py", *args, *ab, "--baseline-commit", "def")
+    assert done.returncode == 2 and "compares other trees" in done.stderr, done.stderr[-2000:]
+    assert out.read_text() == before
+
+
+def test_verdict_time_resume_needs_an_ab(tmp_path):
+    done = _run("verdict_time.py", "--quick", "--copies", "0", "--resume", "--out", str(tmp_path / "x.json"))
+    assert done.returncode == 2 and "give --baseline-tree too" in done.stderr, done.stderr
 
 
 def test_verdict_time_ab_refuses_a_folder_that_is_no_copy(tmp_path):
