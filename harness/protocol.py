@@ -95,10 +95,11 @@ def _storage_sum(t: torch.Tensor) -> torch.Tensor:
     at most 2^31 per word. Where the storage is whole words of ``t``'s own elements (every tensor the
     tasks' generators make), one flat view of ``t`` over it is read: three ops instead of five for the
     same sum (the host's launches bound a chunk of small inputs)."""
-    nbytes, size = t.untyped_storage().nbytes(), t.element_size()
+    storage = t.untyped_storage()
+    nbytes, size = storage.nbytes(), t.element_size()
     if nbytes % 4 == 0 and nbytes % size == 0:
         return torch.as_strided(t, (nbytes // size,), (1,), 0).view(torch.int32).sum(dtype=torch.int64)
-    whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+    whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
     words = whole.numel() // 4
     total = whole[: 4 * words].view(torch.int32).sum(dtype=torch.int64)
     if whole.numel() > 4 * words:

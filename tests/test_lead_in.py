@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.api import RunOptions, run_submission
-from harness.engine.benchmark import lead_in_due, lead_in_ms
+from harness.engine.benchmark import lead_in_due
+from harness.engine.options import lead_in_ms
 from harness.errors import UsageError
 from harness.results import PASS, RunResult
 from tests.helpers import MXFP4_SMALL, NVFP4_SMALL, ROOT, cli

@@ -19,16 +19,16 @@ def add_results_dir_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_lead_in_argument(parser: argparse.ArgumentParser) -> None:
-    from harness.engine.options import LEAD_INS, RunOptions
+    from harness.engine.options import LEAD_INS, RunOptions, lead_in_ms
 
     parser.add_argument(
         "--lead-in",
         choices=LEAD_INS,
         default=RunOptions.lead_in,
         help="GPU: the lead-in before chunks of timed calls (the submission's warm-up calls, then the harness's "
-        "heat): short, 5 ms of each before every chunk (the default); chunk, 20 ms of each (the default before "
-        "2026-12-06: a board ranks runs of one setting only); case, each case's first chunk; block, the "
-        "block's first chunk",
+        f"heat): short, {lead_in_ms('short')} ms of each before every chunk (the default); chunk, "
+        f"{lead_in_ms('chunk')} ms of each (the default before 2026-12-06: a board ranks runs of one setting "
+        "only); case, each case's first chunk; block, the block's first chunk",
     )
 
 

@@ -25,6 +25,7 @@ from harness.engine.clocks import ClockReader, clock_warnings
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.inputs import WARMUP_INDEX, Inputs
 from harness.engine.kernel_only import KernelOnly
+from harness.engine.options import lead_in_ms
 from harness.engine.session import WorkerSession
 from harness.engine.stop_rule import StopRule
 from harness.engine.timing_checks import TimingJudge
@@ -34,8 +35,6 @@ from harness.messages import Timed, WarmedUp
 from harness.requests import Time, Warmup
 from harness.results import FAIL, PASS, CaseResult
 
-CHUNK_WARMUP_MS = 20  # GPU, the "chunk", "case" and "block" lead-ins: this long of each half (see lead_in_due)
-SHORT_LEAD_IN_MS = 5  # the same under the "short" setting, the default
 PER_CALL_CHUNK = 10  # GPU, per-call protocol: timed calls per chunk (one request, one reply, one check)
 BLOCK_WARMUP_MS = 100  # GPU: the submission's warm-up calls before a block's first case (later cases: 3 calls)
 GATE_MISSED = (
@@ -48,7 +47,7 @@ BLOCK_STRIDE = 1 << 32  # block b's inputs use seed indices from b * BLOCK_STRID
 
 def lead_in_due(policy: str, first_chunk: bool, first_case: bool) -> bool:
     """Whether a chunk of timed calls on a GPU gets the lead-in (the submission's own warm-up calls, then
-    the harness's heat, :func:`lead_in_ms` each) under ``RunOptions.lead_in``: "short" (the default)
+    the harness's heat, ``harness.engine.options.lead_in_ms`` each) under ``RunOptions.lead_in``: "short" (the default)
     and "chunk" before every chunk, 5 and 20 ms of each; "case" before each case's first chunk; "block"
     before the first chunk of a block's first case. The others are measured against "chunk" by
     ``bench/lead_in.py``: what the lead-in buys is a clock and cache state that a gap between chunks (the
@@ -57,11 +56,6 @@ def lead_in_due(policy: str, first_chunk: bool, first_case: bool) -> bool:
     if policy in ("chunk", "short"):
         return True
     return first_chunk and (policy == "case" or first_case)
-
-
-def lead_in_ms(policy: str) -> int:
-    """How long each half of a lead-in lasts under ``policy``."""
-    return SHORT_LEAD_IN_MS if policy == "short" else CHUNK_WARMUP_MS
 
 
 class EarlierCaseFailed(Exception):

@@ -11,7 +11,16 @@ if TYPE_CHECKING:
     from harness.errors import UsageError
 
 SCAN_POLICIES = ("warn", "reject", "off")
-LEAD_INS = ("chunk", "short", "case", "block")  # harness.engine.benchmark.lead_in_due, lead_in_ms
+LEAD_INS = ("chunk", "short", "case", "block")  # harness.engine.benchmark.lead_in_due, lead_in_ms below
+CHUNK_WARMUP_MS = 20  # GPU, the "chunk", "case" and "block" lead-ins: this long of each half
+SHORT_LEAD_IN_MS = 5  # the same under the "short" setting, the default
+
+
+def lead_in_ms(policy: str) -> int:
+    """How long each half of a lead-in lasts under ``policy``."""
+    return SHORT_LEAD_IN_MS if policy == "short" else CHUNK_WARMUP_MS
+
+
 MAX_WARMUP_CHUNKS = 10
 
 
