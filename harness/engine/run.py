@@ -28,7 +28,7 @@ from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.engine.pool import warm_shared_pool
 from harness.engine.sandbox import Sandbox, make_undumpable, memory_limit_bytes
-from harness.engine.scan import prescan
+from harness.engine.scan import BackgroundPrescan
 from harness.engine.session import WorkerSession
 from harness.engine.submission import submission_info
 from harness.engine.supervisor import WorkerFailure
@@ -82,11 +82,9 @@ class Run:
         )
         self._announce()
         warm_shared_pool(str(ctx.device))  # the pool's server imports torch while we scan and prepare
-        if ctx.ranked and ctx.opt.scan_policy != "off":
-            with ctx.phases.measure("scan"):
-                rejected = self._scan_rejects(result)
-            if rejected:
-                return result
+        scan = (
+            BackgroundPrescan(self.path, ctx.opt.scan_policy) if ctx.ranked and ctx.opt.scan_policy != "off" else None
+        )
         memory_limit = memory_limit_bytes(ctx.opt.memory_limit_gb)
         interrupted = False
         try:
@@ -100,7 +98,7 @@ class Run:
                 self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
             deadline = ctx.deadline(verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked))
             self.session.start(deadline)
-            if self._import(result, deadline):
+            if not self._scan_rejects(result, scan) and self._import(result, deadline):
                 self._run_cases(inputs, checker, deadline)
                 if self.blocks is None:
                     self.session.sync(deadline)
@@ -139,14 +137,18 @@ class Run:
                 "not a ranked result (fixed inputs, no integrity or background-work checks)"
             )
 
-    def _scan_rejects(self, result: RunResult) -> bool:
-        """Static pre-scan (harness.engine.scan); True when the policy rejects the run before any code runs."""
-        result.findings, rejection = prescan(self.path, self.ctx.opt.scan_policy, self.ctx.warnings)
+    def _scan_rejects(self, result: RunResult, scan: BackgroundPrescan | None) -> bool:
+        """The static pre-scan's outcome (harness.engine.scan), waited for after the worker's start and
+        before the import (phase ``scan``: the wait); True when the policy rejects the submission, whose
+        code then never runs."""
+        if scan is None:
+            return False
+        with self.ctx.phases.measure("scan"):
+            result.findings, rejection = scan.result(self.ctx.warnings)
         if rejection is None:
             return False
-        result.verdict, result.message = REJECTED, rejection
+        result.message = rejection
         self.cases.append(CaseResult("scan", {}, REJECTED, rejection))
-        result.cases, result.warnings, result.finished_at = self.cases, self.ctx.warnings, _now()
         return True
 
     def _import(self, result: RunResult, deadline: float) -> bool:

@@ -33,8 +33,9 @@ def first_timeout(task: Task, mode: Mode, ranked: bool) -> float:
 
 
 def not_run_cases(planned: Planned, done: list[CaseResult], case_spec: CaseSpec) -> list[CaseResult]:
-    """The planned cases after ``done``, as NOT_RUN (none when the import failed: nothing could run)."""
-    if done and done[0].kind == "import":
+    """The planned cases after ``done``, as NOT_RUN (none when the scan rejected the submission or its
+    import failed: nothing could run)."""
+    if done and done[0].kind in ("scan", "import"):
         return []
     return [
         CaseResult(kind, case_spec(case), NOT_RUN, "not run: an earlier case ended the run")
