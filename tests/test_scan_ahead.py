@@ -89,3 +89,29 @@ def test_a_serial_ranked_run_all_scans_each_file_once(tmp_path, analyzed):
     assert len(report.entries) == 4 and all(e.result.verdict == "pass" for e in report.entries)
     assert sorted(analyzed.sources) == sorted(p.read_text() for p in subs.glob("*.py"))  # each once, not twice
     assert analyzed.threads.count("scan-ahead") >= 2  # the later jobs' scans were done ahead, not by the job
+
+
+def test_kernelguard_runs_in_a_child_process_not_in_a_thread_of_the_run(monkeypatch):
+    """In a thread of the run's process the scan held the interpreter lock the run's own thread needed;
+    kernelguard in this process is made to fail, so a scan that ran here could not return findings."""
+    kernelguard = pytest.importorskip("kernelguard")
+
+    def not_here(*_a, **_k):
+        raise AssertionError("kernelguard ran in the run's own process")
+
+    monkeypatch.setattr(kernelguard, "analyze_code", not_here)
+    source = f"# {secrets.token_hex(8)}\n" + (ROOT / "submissions" / "torch_nvfp4.py").read_text()
+    findings, hacked = scan.scan_source(source)
+    assert not hacked and any(f["rule"] == "DECODE_MM_REF" for f in findings)  # the child's kernelguard found it
+
+
+def test_a_scan_that_does_not_finish_is_no_pass_under_reject_and_a_warning_otherwise(tmp_path, monkeypatch):
+    pytest.importorskip("kernelguard")
+    monkeypatch.setattr(scan, "SCAN_TIMEOUT_S", 0.01)  # no child finishes its imports that fast
+    sub = tmp_path / "sub.py"
+    sub.write_text(f"# {secrets.token_hex(8)}\ndef custom_kernel(data):\n    return data\n")
+    findings, rejection = scan.prescan(sub, "reject", [])
+    assert findings == [] and rejection and "did not finish in 0 s" in rejection
+    warnings: list[str] = []
+    assert scan.prescan(sub, "warn", warnings) == ([], None)
+    assert warnings == ["static scan skipped: kernelguard did not finish in 0 s"]

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,7 +69,41 @@ _LOCK = threading.Lock()
 _ACTIVE: set[ScanAhead] = set()  # the look-aheads the jobs' own scans move on
 
 
+SCAN_TIMEOUT_S = 60.0  # a source that keeps kernelguard busy longer is not vouched for
+_CHILD = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from harness.engine.scan import _child; _child()"
+
+
+class ScanFailed(RuntimeError):
+    """kernelguard did not finish on a source (it crashed, or ran past SCAN_TIMEOUT_S)."""
+
+
 def _analyze(source: str) -> tuple[list[Finding], bool]:
+    """kernelguard's analysis in a child process: 0.3-0.6 s of pure Python an example, which in a thread
+    of this process would hold the interpreter lock the run's own thread needs (on the device it made
+    the run's preparation 0.3-0.6 s longer), and which a crafted source could keep busy forever."""
+    _kernelguard()  # missing: ScanUnavailable, with the extra that installs it
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(sys.path)],
+            input=source,
+            capture_output=True,
+            text=True,
+            timeout=SCAN_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ScanFailed(f"kernelguard did not finish in {SCAN_TIMEOUT_S:.0f} s") from exc
+    if child.returncode != 0:
+        raise ScanFailed(f"kernelguard failed: {child.stderr.strip()[-300:]}")
+    findings, hacked = json.loads(child.stdout)
+    return findings, bool(hacked)
+
+
+def _child() -> None:
+    """The child process's side of :func:`_analyze`: the source on stdin, [findings, hacked] on stdout."""
+    json.dump(_analyze_here(sys.stdin.read()), sys.stdout)
+
+
+def _analyze_here(source: str) -> tuple[list[Finding], bool]:
     kernelguard = _kernelguard()
     report = kernelguard.analyze_code(source, compute_structural_hash=False)
     hacked = bool(report.get("should_filter"))
@@ -109,6 +146,11 @@ def prescan(path: str | os.PathLike[str], policy: str, warnings: list[str]) -> t
             raise  # RunOptions.validate checks first; a scanner that vanished since is still no pass
         warnings.append(f"static scan skipped: {exc}")
         return [], None
+    except ScanFailed as exc:
+        if policy == "reject":
+            return [], f"rejected: the static scan could not vouch for the source (--scan-policy reject): {exc}"
+        warnings.append(f"static scan skipped: {exc}")
+        return [], None
     for f in findings:
         warnings.append(f"static scan: {f['rule']} ({f['severity']}): {f['message']}")
     if hacked and policy == "reject":
@@ -120,8 +162,8 @@ def prescan(path: str | os.PathLike[str], policy: str, warnings: list[str]) -> t
 
 
 class BackgroundPrescan:
-    """:func:`prescan` in a thread, started before the worker and read before the submission is imported:
-    the scan (about 0.4 s of pure Python for an example) overlaps the worker's start instead of delaying
+    """:func:`prescan` in a thread (which waits on the scan's child process), started before the worker
+    and read before the submission is imported: the scan overlaps the worker's start instead of delaying
     it, and a rejected submission still never runs. Its warnings join the run's in :meth:`result`."""
 
     def __init__(self, path: str | os.PathLike[str], policy: str) -> None:
