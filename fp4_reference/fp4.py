@@ -26,6 +26,7 @@ __all__ = [
     "e8m0_to_float",
     "encode_e2m1",
     "from_uint8",
+    "magnitude",
     "pack_fp4",
     "unpack_fp4",
 ]
@@ -80,13 +81,19 @@ def _e4m3_table(device: torch.device) -> torch.Tensor:
     return torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float32).to(device)
 
 
+def magnitude(v: torch.Tensor) -> torch.Tensor:
+    """``abs`` of float32 ``v`` by clearing the sign bit (the same bits, NaNs included), with an integer
+    op the quantizer runs anyway: a fresh worker loads each distinct GPU kernel on its first use."""
+    return (v.view(torch.int32) & 0x7FFFFFFF).view(torch.float32)
+
+
 def encode_e2m1(v: torch.Tensor) -> torch.Tensor:
     """Round float values to e2m1 codes (uint8 in 0..15), ties to even, saturating at +-6.
 
     The sign bit is kept for every input, so -0.1 and -0.0 both give code 8 (-0).
     """
     v = v.float()
-    mag = v.abs()
+    mag = magnitude(v)
     down, up = _ties(v.device)
     # count of tie-down midpoints strictly below |v| + count of tie-up midpoints at or below |v|
     code = torch.bucketize(mag, down, right=False) + torch.bucketize(mag, up, right=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .fp4 import as_uint8, dequantize_blocks, e8m0_to_float, encode_e2m1, pack_fp4
+from .fp4 import as_uint8, dequantize_blocks, e8m0_to_float, encode_e2m1, magnitude, pack_fp4
 
 __all__ = ["MX_BLOCK", "dequantize_mxfp4", "mxfp4_scale_exponents", "quantize_mxfp4"]
 
@@ -28,8 +28,8 @@ def mxfp4_scale_exponents(amax: torch.Tensor) -> torch.Tensor:
     bits = amax.to(torch.float32).contiguous().view(torch.int32)
     bits = (bits + _ROUND_ADD) & _EXP_MASK
     exp_field = (bits >> 23) & 0xFF  # 0 means the rounded amax is 0
-    s = exp_field - 127 - 2  # a zero field gives -129, which the clamp makes -127
-    s = torch.where(exp_field == 255, 127, s)
+    # a zero field gives -129, which the clamp makes -127; field 255 (inf, NaN) gets one more: 127
+    s = exp_field - 129 + ((exp_field + 1) >> 8)
     return s.clamp(-127, 127)
 
 
@@ -48,11 +48,12 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"quantize_mxfp4 needs K % 32 == 0, got shape {tuple(x.shape)}")
     lead = x.shape[:-1]
     xb = x.to(torch.float32).reshape(*lead, K // MX_BLOCK, MX_BLOCK)
-    amax = xb.abs().amax(dim=-1)
+    amax = magnitude(xb).amax(dim=-1)
     s = mxfp4_scale_exponents(amax)
     # Multiply by 2**-s in two exact steps so no factor is a float32 subnormal (-s can be -127).
-    e1 = torch.div(-s, 2, rounding_mode="floor")
-    e2 = -s - e1
+    minus_s = s * -1
+    e1 = minus_s >> 1  # floor(-s / 2)
+    e2 = minus_s - e1
     v = xb * _pow2(e1).unsqueeze(-1) * _pow2(e2).unsqueeze(-1)
     codes = encode_e2m1(v).reshape(*lead, K)
     scales = (s + 127).to(torch.uint8)

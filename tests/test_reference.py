@@ -384,3 +384,15 @@ def test_decode_fp4_packed_matches_unpack_then_decode():
     got = R.decode_fp4_packed(packed.permute(1, 0).contiguous().permute(1, 0))  # strided input too
     assert got.shape == (4, 128) and torch.equal(got, want)
     assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+def test_magnitude_is_abs_bit_for_bit():
+    """The quantizer's abs by a cleared sign bit: torch.abs's bits on every float32 class (zeros, subnormals,
+    normals, infinities, NaNs with their payloads)."""
+    from fp4_reference.fp4 import magnitude
+
+    g = torch.Generator().manual_seed(4)
+    bits = torch.randint(-(2**31), 2**31, (1 << 16,), dtype=torch.int64, generator=g).to(torch.int32)
+    special = torch.tensor([0, -(2**31), 1, 0x7F800000, -8388608, 0x7FC00001, -1], dtype=torch.int32)
+    v = torch.cat([bits, special]).view(torch.float32)
+    assert torch.equal(magnitude(v).view(torch.int32), v.abs().view(torch.int32))
