@@ -292,6 +292,29 @@ def test_a_server_started_by_the_first_fork_is_not_taken_for_the_submissions_chi
         fresh.close()
 
 
+def test_a_fresh_servers_first_fork_reports_its_wait_and_tritons_key_is_ready_with_the_imports(tmp_path):
+    """The first worker of a process waits for the server's imports (the run's phase
+    worker_start.pool_ready); the next one does not. The server computes Triton's key in a thread beside
+    its imports and has it before it reports ready, with no other thread left to fork beside."""
+    from harness.engine.pool import WorkerPool
+    from harness.engine.supervisor import Supervisor
+
+    fresh = WorkerPool()
+    try:
+        waits = []
+        for i in range(2):
+            (tmp_path / str(i)).mkdir()
+            sup = Supervisor(_plain_worker_config(tmp_path / str(i)), memory_limit_bytes=8 << 30)
+            sup.start(time.monotonic() + 120, fresh)
+            assert sup.started_by == "pool", sup.pool_warning
+            waits.append(sup.pool_ready_wait_s)
+            sup.stop()
+        assert waits[0] > 0 and waits[1] == 0, waits
+        assert fresh.info is not None and fresh.info.loaded.get("triton_key") == "computed", fresh.info
+    finally:
+        fresh.close()
+
+
 def test_a_pooled_worker_that_dies_before_it_starts_is_replaced_by_a_spawned_one(tmp_path, pool, monkeypatch):
     """A pooled worker told to wait for a parent it never gets exits before its first message (before
     any submission code): the pool's failure, so a spawned worker runs the file and the verdict stands."""

@@ -107,6 +107,7 @@ class ForkedWorker:
     def __init__(self, pid: int):
         self.pid = pid
         self.exitcode: int | None = None
+        self.ready_wait_s = 0.0  # how long its fork waited for the server's imports
 
     def _reap(self, block: bool) -> None:
         if self.exitcode is not None:
@@ -230,9 +231,14 @@ class WorkerPool:
             if self.broken is not None or self._control is None:
                 return None
             try:
+                waited = 0.0
                 if self.info is None:
+                    t0 = time.monotonic()
                     self._await_ready()
-                return self._request(channel, config)
+                    waited = time.monotonic() - t0
+                worker = self._request(channel, config)
+                worker.ready_wait_s = waited
+                return worker
             except Exception as exc:  # whatever broke, the caller spawns the worker instead
                 self.broken = f"the worker pool's server failed ({type(exc).__name__}: {exc})"
                 self._shutdown()

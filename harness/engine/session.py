@@ -54,6 +54,8 @@ class WorkerSession:
         self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
         for step, seconds in ready.startup_s.items():  # parts of worker_start, as the worker timed them
             self.ctx.phases.add(f"worker_start.{step}", seconds)
+        if self.sup.pool_ready_wait_s:  # a process's first worker: the pool's server was still importing
+            self.ctx.phases.add("worker_start.pool_ready", self.sup.pool_ready_wait_s)
         # sent before the import, like the calibration: the submission cannot shape it
         self.sandbox = (
             ready.sandbox if ready.sandbox is not None else {"landlock_error": "the worker sent no sandbox report"}

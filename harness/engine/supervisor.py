@@ -84,6 +84,7 @@ class Supervisor:
         self._starting = False  # start() has begun
         self._pool: WorkerPool | None = None
         self.pool_warning: str | None = None  # why a pool given to start() was not used
+        self.pool_ready_wait_s = 0.0  # how long the pool's fork waited for its server's imports
         self.shared: SharedOutputs | None = None  # where the worker places its replies' outputs, if anywhere
         self._exit_sent = False  # retire() asked the worker to exit
         self._spared: set[int] = set()  # our children that stop() leaves alone (the next worker, the pool's server)
@@ -113,6 +114,7 @@ class Supervisor:
         forked = pool.fork(child, self.cfg)
         if forked is not None:
             self.proc, self.pid, self.started_by = forked, forked.pid, "pool"
+            self.pool_ready_wait_s = forked.ready_wait_s
         child.close()
         if pool.server_pid is not None:
             self._before.add(pool.server_pid)  # started just now, maybe: the harness's, not the submission's

@@ -27,6 +27,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -74,22 +75,35 @@ def _preload(names: list[str]) -> dict[str, str]:
     """Imports ``names``; what each gave (a version, or the error), for the harness's record. With
     Triton compiling for a GPU, also its key (a hash of all of Triton's files, which every worker's first
     kernel launch would otherwise compute again); it touches no GPU. The interpreter needs none."""
-    loaded = {}
+    loaded: dict[str, str] = {}
+    keying = None
+    if "triton" in names and os.environ.get("TRITON_INTERPRET") != "1":
+        # beside the other imports: reading and hashing Triton's files mostly releases the interpreter lock
+        keying = threading.Thread(target=_triton_key, args=(loaded,), name="triton-key", daemon=True)
+        keying.start()
     for name in names:
         try:
             module = importlib.import_module(name)
             loaded[name] = str(getattr(module, "__version__", "imported"))
         except Exception as exc:
             loaded[name] = f"error: {type(exc).__name__}: {exc}"
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-        try:
-            from triton.runtime.cache import triton_key
-
-            triton_key()  # cached in the server's memory, so in every worker forked from it
-            loaded["triton_key"] = "computed"
-        except Exception as exc:
-            loaded["triton_key"] = f"error: {type(exc).__name__}: {exc}"
+    if keying is not None:
+        keying.join()  # before the server reports ready: it forks nothing while another thread runs
     return loaded
+
+
+def _triton_key(loaded: dict[str, str]) -> None:
+    try:
+        import triton  # noqa: F401  (none: the server has no Triton, and no key)
+    except Exception:
+        return
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()  # cached in the server's memory, so in every worker forked from it
+        loaded["triton_key"] = "computed"
+    except Exception as exc:
+        loaded["triton_key"] = f"error: {type(exc).__name__}: {exc}"
 
 
 def _cuda_initialized() -> bool:
