@@ -48,7 +48,7 @@ def _timed_steps() -> dict[str, float]:
     wrap(sampler.Sampler, "_flush_ns", "sampler.flush_timing")
     wrap(gate.LaunchGate, "_why_it_does_not_hold", "sampler.gate_check")
     wrap(gate.LaunchGate, "__init__", "sampler.gate_build")
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", 0)
     t0 = time.perf_counter()
     torch.cuda.set_device(dev)
     torch.empty(1, device=dev)
@@ -85,8 +85,12 @@ def main() -> int:
         proc = ctx.Process(target=_child, args=(q,))
         t0 = time.perf_counter()
         proc.start()
-        row = q.get(timeout=300)
-        proc.join()
+        try:
+            row = q.get(timeout=60)
+        finally:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
         row["process_s"] = time.perf_counter() - t0
         rows.append(row)
         print(
