@@ -73,10 +73,18 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     p.add_argument("--processes", type=int, default=4)
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--no-key", action="store_true", help="do not compute Triton's key before the forks (each process then does)"
+    )
     args = p.parse_args()
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="worker-start-cache-")
     import torch  # noqa: F401  (imported before the forks, as in the pool's server)
     import triton  # noqa: F401
+
+    if not args.no_key:
+        from triton.runtime.cache import triton_key
+
+        triton_key()  # as the pool's server does: in memory before the forks
 
     ctx = mp.get_context("fork")
     rows = []
