@@ -1,0 +1,121 @@
+"""Lab probe: what a fresh worker's first call of a submission costs on each benchmark shape, with the
+compile cache already filled. In a ranked verdict every block's fresh worker pays it in its warm-up
+requests (counted in ``timing``, beside the timed requests' own ``timing.calls``); on an H100 a
+triton_mxfp4 verdict's ``timing`` was several times its ``timing.calls`` plus ``timing.heat``.
+
+Processes are forked from one that imported torch and Triton and computed Triton's key, as the
+warm-worker pool forks them. The first fills a temporary Triton cache; each later one creates its CUDA
+context, imports the submission, generates one input per benchmark shape and times the first call of
+each shape and a second one (synchronized), with the first calls profiled (cProfile): the functions
+where they spent the most time, to tell Triton's cache lookups, launcher loads and module loads apart.
+
+  python bench/lab/first_call.py --task mxfp4_mm --submission submissions/triton_mxfp4.py --out /tmp/first_call.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.util
+import io
+import json
+import multiprocessing as mp
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def _probe(task_name: str, submission: str, profile: bool, out) -> None:
+    import torch
+
+    from tasks import load_task
+
+    dev = torch.device("cuda", 0)
+    t0 = time.perf_counter()
+    torch.empty(1, device=dev)
+    row: dict = {"cuda_context_s": time.perf_counter() - t0}
+    task = load_task(task_name)
+    sys.path.insert(0, str(ROOT / "tasks" / task_name / "compat"))
+    t0 = time.perf_counter()
+    spec = importlib.util.spec_from_file_location("submission", submission)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    row["import_s"] = time.perf_counter() - t0
+    inputs = [
+        task.module.generate_input(**dict(case, seed=7 + i), device=dev) for i, case in enumerate(task.benchmarks)
+    ]
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile() if profile else None
+    shapes = []
+    for case, data in zip(task.benchmarks, inputs):
+        times = []
+        for call in range(2):
+            if profiler is not None and call == 0:
+                profiler.enable()
+            t0 = time.perf_counter()
+            module.custom_kernel(data)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            if profiler is not None and call == 0:
+                profiler.disable()
+        shapes.append(
+            {"case": {k: v for k, v in case.items() if k != "seed"}, "first_s": times[0], "second_s": times[1]}
+        )
+    row["shapes"] = shapes
+    if profiler is not None:
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(25)
+            row[f"profile_{order}"] = text.getvalue()
+    out.put(row)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
+    p.add_argument("--task", default="mxfp4_mm")
+    p.add_argument("--submission", default="submissions/triton_mxfp4.py")
+    p.add_argument("--processes", type=int, default=3, help="the first fills the compile cache")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="first-call-cache-")
+    import torch  # noqa: F401  (before the forks, as in the pool's server)
+    from triton.runtime.cache import triton_key
+
+    triton_key()
+    ctx = mp.get_context("fork")
+    rows = []
+    for i in range(args.processes):
+        q = ctx.Queue()
+        proc = ctx.Process(target=_probe, args=(args.task, str(Path(args.submission).resolve()), i > 0, q))
+        proc.start()
+        try:
+            row = q.get(timeout=120)
+        finally:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+        row["cache"] = "empty" if i == 0 else "filled"
+        rows.append(row)
+        firsts = ", ".join(f"{s['first_s'] * 1e3:.1f}/{s['second_s'] * 1e3:.2f}" for s in row["shapes"])
+        print(
+            f"process {i} ({row['cache']} cache): context {row['cuda_context_s'] * 1e3:.0f} ms, "
+            f"import {row['import_s'] * 1e3:.0f} ms, first/second call per shape (ms): {firsts}",
+            flush=True,
+        )
+    Path(args.out).write_text(
+        json.dumps({"task": args.task, "submission": args.submission, "processes": rows}, indent=1)
+    )
+    if rows and "profile_tottime" in rows[-1]:
+        print(rows[-1]["profile_tottime"][:3000])
+        print(rows[-1]["profile_cumulative"][:3000])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
