@@ -96,6 +96,9 @@ def custom_kernel(data):
     assert phases["timing"] >= timed_s, (phases, timed_s)
     # the worker's own split of the timed chunks: the calls hold the samples, and fit in the phase
     assert timed_s <= phases["timing.calls"] <= phases["timing"], (phases, timed_s)
+    # and the parent's wait for each case's warm-up request (at least one 20 ms call a case), beside them
+    assert phases["timing.warm_up_calls"] >= 0.02 * len(r.benchmark_cases()), phases
+    assert phases["timing.calls"] + phases["timing.warm_up_calls"] <= phases["timing"], phases
     assert phases["check"] > 0, phases
     assert "worker_start" in render_phases(r) and "95% CI" in render_run(r)
 

@@ -170,13 +170,14 @@ class BenchmarkLoop:
         else:
             c.fixed, c.fixed_items = self.inputs.make(self.inputs.specs(c.spec, c.offset, c.batch), deadline)
             data = 0
-        reply = self.session.request(
-            "timing",
-            Warmup(data=data, min_calls=3 if self.ctx.gpu else 1, min_ms=min_ms),
-            deadline,
-            f"warming up {c.label}",
-            WarmedUp,
-        )
+        with self.ctx.phases.measure("timing.warm_up_calls"):  # a fresh worker's first calls of the shape among them
+            reply = self.session.request(
+                "timing",
+                Warmup(data=data, min_calls=3 if self.ctx.gpu else 1, min_ms=min_ms),
+                deadline,
+                f"warming up {c.label}",
+                WarmedUp,
+            )
         if ranked and self.session.baseline_threads is None:
             self.session.baseline_threads = reply.integrity.threads
         reason = self.session.rejection(reply)
