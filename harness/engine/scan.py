@@ -78,9 +78,10 @@ class ScanFailed(RuntimeError):
 
 
 def _analyze(source: str) -> tuple[list[Finding], bool]:
-    """kernelguard's analysis in a child process: 0.3-0.6 s of pure Python an example, which in a thread
-    of this process would hold the interpreter lock the run's own thread needs (on the device it made
-    the run's preparation 0.3-0.6 s longer), and which a crafted source could keep busy forever."""
+    """kernelguard's analysis in a child process: a few tenths of a second of pure Python an example,
+    which in a thread of this process held the interpreter lock the run's own thread needed (on the
+    device the run's preparation then took about as long as the scan), and which a crafted source could
+    keep busy forever."""
     _kernelguard()  # missing: ScanUnavailable, with the extra that installs it
     try:
         child = subprocess.run(
