@@ -51,7 +51,7 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     amax = magnitude(xb).amax(dim=-1)
     s = mxfp4_scale_exponents(amax)
     # Multiply by 2**-s in two exact steps so no factor is a float32 subnormal (-s can be -127).
-    minus_s = s * -1
+    minus_s = s * -1  # not -s: a multiply, whose kernel the quantizer loads anyway, rather than neg's
     e1 = minus_s >> 1  # floor(-s / 2)
     e2 = minus_s - e1
     v = xb * _pow2(e1).unsqueeze(-1) * _pow2(e2).unsqueeze(-1)

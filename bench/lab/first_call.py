@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from _child import run_in_child  # noqa: E402  (beside this script)
+
 
 def _probe(task_name: str, submission: str, profile: bool, out) -> None:
     import torch
@@ -91,15 +93,7 @@ def main() -> int:
     ctx = mp.get_context("fork")
     rows = []
     for i in range(args.processes):
-        q = ctx.Queue()
-        proc = ctx.Process(target=_probe, args=(args.task, str(Path(args.submission).resolve()), i > 0, q))
-        proc.start()
-        try:
-            row = q.get(timeout=120)
-        finally:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
+        row = run_in_child(ctx, _probe, (args.task, str(Path(args.submission).resolve()), i > 0), 120)
         row["cache"] = "empty" if i == 0 else "filled"
         rows.append(row)
         firsts = ", ".join(f"{s['first_s'] * 1e3:.1f}/{s['second_s'] * 1e3:.2f}" for s in row["shapes"])

@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from _child import run_in_child  # noqa: E402  (beside this script)
+
 
 def _probe(task_name: str, case_index: int, out) -> None:
     import torch
@@ -68,11 +70,7 @@ def main() -> int:
     ctx = mp.get_context("spawn")
     results = []
     for task_name, case_index in (("mxfp4_mm", 5), ("nvfp4_gemm", 2)):
-        q = ctx.Queue()
-        proc = ctx.Process(target=_probe, args=(task_name, case_index, q))
-        proc.start()
-        r = q.get(timeout=300)
-        proc.join()
+        r = run_in_child(ctx, _probe, (task_name, case_index), 300)
         results.append(r)
         first, again = r["rounds"]
         print(

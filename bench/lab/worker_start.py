@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from _child import run_in_child  # noqa: E402  (beside this script)
+
 
 def _timed_steps() -> dict[str, float]:
     import torch
@@ -89,16 +91,8 @@ def main() -> int:
     ctx = mp.get_context("fork")
     rows = []
     for i in range(args.processes):
-        q = ctx.Queue()
-        proc = ctx.Process(target=_child, args=(q,))
         t0 = time.perf_counter()
-        proc.start()
-        try:
-            row = q.get(timeout=60)
-        finally:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
+        row = run_in_child(ctx, _child, (), 60)
         row["process_s"] = time.perf_counter() - t0
         rows.append(row)
         print(
