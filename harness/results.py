@@ -229,6 +229,8 @@ class RunResult:
     sandbox: dict[str, Any] | None = None  # what confined the worker (harness.worker.sandbox); optional
     blocks: list[BlockRecord] = field(default_factory=list)  # schema 2: the timed cases' blocks
     score_interval: ScoreInterval | None = None  # schema 2: the interval of score_us and how it was made
+    # the first calls made ahead in parallel workers (harness.engine.compile_ahead.AheadRecord); optional
+    compile_ahead: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

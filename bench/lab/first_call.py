@@ -9,6 +9,11 @@ context, imports the submission, generates one input per benchmark shape and tim
 each shape and a second one (synchronized), with the first calls profiled (cProfile): the functions
 where they spent the most time, to tell Triton's cache lookups, launcher loads and module loads apart.
 
+``--parallel``: then, with a second empty cache, one process per case (tests and benchmarks) started at
+once, each making its case's first call, and a last process making every case's first call with the
+cache they filled: whether compiling a new file's kernels in parallel processes before its verdict
+times anything would hide their compilation (the wall until all are done, against the serial sum).
+
   python bench/lab/first_call.py --task mxfp4_mm --submission submissions/triton_mxfp4.py --out /tmp/first_call.json
 """
 
@@ -78,11 +83,73 @@ def _probe(task_name: str, submission: str, profile: bool, out) -> None:
     out.put(row)
 
 
+def _compile_one(task_name: str, submission: str, kind: str, index: int, start_at: float, out) -> None:
+    """One case's first call in a fresh forked process (after its CUDA context, import and input), begun
+    at ``start_at`` (time.time) so that every process compiles at once."""
+    import torch
+
+    from tasks import load_task
+
+    dev = torch.device("cuda", 0)
+    torch.empty(1, device=dev)
+    task = load_task(task_name)
+    sys.path.insert(0, str(ROOT / "tasks" / task_name / "compat"))
+    spec = importlib.util.spec_from_file_location("submission", submission)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    case = getattr(task, kind)[index]
+    data = task.module.generate_input(**dict(case, seed=11 + index), device=dev)
+    torch.cuda.synchronize()
+    ready = time.time()
+    time.sleep(max(0.0, start_at - ready))
+    t0 = time.time()
+    module.custom_kernel(data)
+    torch.cuda.synchronize()
+    out.put(
+        {
+            "kind": kind,
+            "index": index,
+            "ready_late_s": max(0.0, ready - start_at),
+            "first_s": time.time() - t0,
+            "done_at": time.time(),
+        }
+    )
+
+
+def _parallel(ctx, task_name: str, submission: str) -> dict:
+    """Every case's first call at once, one process each, on an empty cache; then one process that makes
+    every case's first call with what they compiled."""
+    from tasks import load_task
+
+    task = load_task(task_name)
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="first-call-parallel-")
+    cases = [("tests", i) for i in range(len(task.tests))] + [("benchmarks", i) for i in range(len(task.benchmarks))]
+    queue = ctx.Queue()
+    start_at = time.time() + 15.0  # every process has its context, import and input by then
+    procs = [ctx.Process(target=_compile_one, args=(task_name, submission, k, i, start_at, queue)) for k, i in cases]
+    for proc in procs:
+        proc.start()
+    rows = [queue.get(timeout=180) for _ in procs]
+    for proc in procs:
+        proc.join(10)
+    wall = max(r["done_at"] for r in rows) - start_at
+    after = run_in_child(ctx, _probe, (task_name, submission, False), 180)
+    print(
+        f"parallel: {len(rows)} cases compiled at once in {wall:.2f} s (each {min(r['first_s'] for r in rows):.2f}"
+        f"-{max(r['first_s'] for r in rows):.2f} s); then a fresh process's first calls: "
+        + ", ".join(f"{s['first_s'] * 1e3:.1f}" for s in after["shapes"])
+        + " ms",
+        flush=True,
+    )
+    return {"cases": rows, "wall_s": wall, "after": after}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     p.add_argument("--task", default="mxfp4_mm")
     p.add_argument("--submission", default="submissions/triton_mxfp4.py")
     p.add_argument("--processes", type=int, default=3, help="the first fills the compile cache")
+    p.add_argument("--parallel", action="store_true", help="also compile every case at once, one process each")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="first-call-cache-")
@@ -102,8 +169,11 @@ def main() -> int:
             f"import {row['import_s'] * 1e3:.0f} ms, first/second call per shape (ms): {firsts}",
             flush=True,
         )
+    parallel = _parallel(ctx, args.task, str(Path(args.submission).resolve())) if args.parallel else None
     Path(args.out).write_text(
-        json.dumps({"task": args.task, "submission": args.submission, "processes": rows}, indent=1)
+        json.dumps(
+            {"task": args.task, "submission": args.submission, "processes": rows, "parallel": parallel}, indent=1
+        )
     )
     if rows and "profile_tottime" in rows[-1]:
         print(rows[-1]["profile_tottime"][:3000])

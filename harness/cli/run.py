@@ -104,6 +104,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "between runs in a folder of its own keyed by its content and the toolchain (default: the "
         "user's cache folder, e.g. ~/.cache/fp4-harness/compiled)",
     )
+    p.add_argument(
+        "--compile-ahead",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="make the file's first call on every shape in parallel workers before its run calls it, so "
+        "that its kernels compile at once (auto, the default: on a GPU, the first time the compile cache "
+        "meets the file)",
+    )
     p.add_argument("--verbose", action="store_true", help="also print where the wall time went, on stderr")
     p.add_argument(
         "--scan-policy",
@@ -143,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         kernel_only=not args.no_kernel_only,
         triton_cache_dir=args.triton_cache_dir,
         scan_policy=args.scan_policy,
+        compile_ahead=args.compile_ahead,
         defenses=not args.no_defenses,
     )  # checked with the file, the task and the mode by run_submission (harness.engine.preflight)
     check_output_file(args.json, "--json")

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from harness.errors import UsageError
 
 SCAN_POLICIES = ("warn", "reject", "off")
+COMPILE_AHEAD = ("auto", "on", "off")  # harness.engine.compile_ahead
 LEAD_INS = ("chunk", "short", "case", "block")  # harness.engine.benchmark.lead_in_due, lead_in_ms below
 CHUNK_WARMUP_MS = 20  # GPU, the "chunk", "case" and "block" lead-ins: this long of each half
 SHORT_LEAD_IN_MS = 5  # the same under the "short" setting, the default
@@ -52,6 +53,7 @@ class RunOptions:
     verify_timing: bool = False  # also the profiler's kernel sum, and the deviation between the two
     triton_cache_dir: str | None = None  # the compile cache's root (harness.engine.compile_cache; default: user cache)
     scan_policy: str = "warn"  # leaderboard: static scan (harness.engine.scan) warn | reject | off
+    compile_ahead: str = "auto"  # auto | on | off: first calls in parallel workers (harness.engine.compile_ahead)
     defenses: bool = True  # False: MEASUREMENT ONLY (bench/defense_overhead.py), see SECURITY.md
     extra_warnings: list[str] = field(default_factory=list)
 
@@ -86,6 +88,8 @@ class RunOptions:
             raise _bad("lead_in", None, f"one of {', '.join(LEAD_INS)}", self.lead_in)
         if self.scan_policy not in SCAN_POLICIES:
             raise _bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
+        if self.compile_ahead not in COMPILE_AHEAD:
+            raise _bad("compile_ahead", "--compile-ahead", f"one of {', '.join(COMPILE_AHEAD)}", self.compile_ahead)
         if self.scan_policy == "reject":
             from harness.engine.scan import require_scanner
 

@@ -7,6 +7,7 @@ submission. A bad submission never raises out of :meth:`Run.execute`; the result
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -17,10 +18,11 @@ import harness
 from harness.analysis import run_spread
 from harness.analysis.blocks import interval_from_blocks, spread_warning
 from harness.analysis.confidence import score_ci_us
-from harness.engine import verdicts
+from harness.engine import compile_ahead, verdicts
 from harness.engine.benchmark import BenchmarkLoop
 from harness.engine.blocks import TimedBlocks, default_blocks, renew_worker
 from harness.engine.checks import Checker
+from harness.engine.compile_ahead import CompileAhead
 from harness.engine.context import RunContext
 from harness.engine.device import device_info, select_device
 from harness.engine.inputs import Inputs
@@ -68,6 +70,7 @@ class Run:
         self.session: WorkerSession | None = None
         self.benchmarks: BenchmarkLoop | None = None
         self.blocks: TimedBlocks | None = None
+        self.ahead: CompileAhead | None = None
 
     def execute(self) -> RunResult:
         ctx, t0 = self.ctx, time.monotonic()
@@ -97,8 +100,13 @@ class Run:
                 inputs, checker = Inputs(ctx, self.session), Checker(ctx)
                 self.benchmarks = BenchmarkLoop(ctx, self.session, inputs, checker)
             deadline = ctx.deadline(verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked))
+            self._start_compile_ahead(memory_limit, deadline)
             self.session.start(deadline)
-            if not self._scan_rejects(result, scan) and self._import(result, deadline):
+            if (
+                not self._scan_rejects(result, scan)
+                and self._compiled_ahead(result, deadline)
+                and self._import(result, deadline)
+            ):
                 self._run_cases(inputs, checker, deadline)
                 if self.blocks is None:
                     self.session.sync(deadline)
@@ -150,6 +158,30 @@ class Run:
         result.message = rejection
         self.cases.append(CaseResult("scan", {}, REJECTED, rejection))
         return True
+
+    def _start_compile_ahead(self, memory_limit: int, deadline: float) -> None:
+        """Starts the compile-ahead workers beside the run's (harness.engine.compile_ahead) when the run
+        wants them; they wait for :meth:`_compiled_ahead` to let them import the file."""
+        assert self.sandbox is not None and self.session is not None
+        if compile_ahead.wanted(self.ctx.opt.compile_ahead, self.ctx.gpu, self.sandbox.cache):
+            self.ahead = CompileAhead(self.ctx, self.sandbox.config, memory_limit, self.sandbox.cache)
+            self.session.siblings = self.ahead.siblings
+            self.ahead.start(deadline)
+
+    def _compiled_ahead(self, result: RunResult, deadline: float) -> bool:
+        """Once the run's worker has started and the scan passed: the compile-ahead workers call the file
+        on every shape, and are all stopped before the run's worker imports it (phase ``compile_ahead``:
+        the wait). False (with the case) when one of those calls ran past its limit."""
+        if self.ahead is None:
+            return True
+        self.ahead.release()
+        result.compile_ahead = dataclasses.asdict(self.ahead.finish(deadline))
+        self._session().siblings = None  # all reaped: the next workers have none
+        if self.ahead.timeout is None:
+            return True
+        spec, message = self.ahead.timeout
+        self.cases.append(CaseResult("compile_ahead", spec, TIMEOUT, message))
+        return False
 
     def _import(self, result: RunResult, deadline: float) -> bool:
         """Imports the submission in the worker; False (with the import case) when that failed."""
@@ -227,6 +259,8 @@ class Run:
 
     def _clean_up(self, result: RunResult) -> None:
         try:
+            if self.ahead is not None:
+                self.ahead.close()
             if self.benchmarks is not None:
                 self.benchmarks.close()
             if self.session is not None:

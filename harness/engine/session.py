@@ -12,7 +12,7 @@ from harness.engine.context import RunContext
 from harness.engine.deadlines import CallDeadlines, first_call_budget
 from harness.engine.pool import shared_pool
 from harness.engine.sandbox import report_warning
-from harness.engine.supervisor import Supervisor, WorkerFailure
+from harness.engine.supervisor import Siblings, Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, OutputsShared, Ready, decode_reply
 from harness.protocol import ProtocolError
 from harness.requests import Generate, Load, Request, ShareOutputs
@@ -38,13 +38,14 @@ class WorkerSession:
         self.baseline_threads: int | None = None  # ranked: the worker's thread count after the first warm-up
         self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
         self.reply_bytes = 0  # the most output bytes one reply carried so far (sizes the next worker's region)
+        self.siblings: Siblings | None = None  # workers that start beside this one (harness.engine.compile_ahead)
         # per-call limits inside the task's timeout
         outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
         self.deadlines = CallDeadlines(ctx.opt.timeout_scale, first_call_budget(ctx.gpu, outer))
 
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
-        self.sup = Supervisor(self.config, self.memory_limit, frames_device=self.ctx.device)
+        self.sup = Supervisor(self.config, self.memory_limit, frames_device=self.ctx.device, siblings=self.siblings)
         self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
             header, payloads = self.sup.start(deadline, shared_pool(interpret=not self.ctx.gpu))

@@ -8,6 +8,7 @@ process group, and any process the submission started elsewhere, when it stops.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.reduction
 import multiprocessing.resource_tracker
@@ -63,12 +64,28 @@ class WorkerProcess(Protocol):
     def kill(self) -> None: ...
 
 
+class Siblings:
+    """Workers of one run that live at once (its compile-ahead workers, ``harness.engine.compile_ahead``):
+    none is another's stray. Each adds its pid under :attr:`lock` as it is forked, and a supervisor lists
+    its strays under the same lock, so that none ever sees a sibling before it is named here."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pids: set[int] = set()
+
+
 class Supervisor:
     def __init__(
-        self, cfg: WorkerConfig, memory_limit_bytes: int, poll_s: float = 0.5, frames_device: torch.device | None = None
+        self,
+        cfg: WorkerConfig,
+        memory_limit_bytes: int,
+        poll_s: float = 0.5,
+        frames_device: torch.device | None = None,
+        siblings: Siblings | None = None,
     ):
         """``frames_device``: where the tensors of the worker's replies land (the run's device)."""
         self.cfg = cfg
+        self._siblings = siblings
         self._frames = FrameReader(frames_device)
         self.memory_limit = memory_limit_bytes
         self.poll_s = poll_s
@@ -111,7 +128,10 @@ class Supervisor:
         pool's failure, never the submission's), so that a spawned worker takes over."""
         self.conn, child = multiprocessing.Pipe(duplex=True)
         self._pool = pool
-        forked = pool.fork(child, self.cfg)
+        with self._sibling_lock():
+            forked = pool.fork(child, self.cfg)
+            if forked is not None and self._siblings is not None:
+                self._siblings.pids.add(forked.pid)
         if forked is not None:
             self.proc, self.pid, self.started_by = forked, forked.pid, "pool"
             self.pool_ready_wait_s = forked.ready_wait_s
@@ -136,7 +156,10 @@ class Supervisor:
     def _start_spawned(self, deadline: float) -> protocol.Message:
         self.conn, child = multiprocessing.Pipe(duplex=True)
         spawned = mp.get_context("spawn").Process(target=worker_start, args=(child, self.cfg), name="harness-worker")
-        spawned.start()
+        with self._sibling_lock():
+            spawned.start()
+            if self._siblings is not None and spawned.pid:
+                self._siblings.pids.add(spawned.pid)
         child.close()
         self.proc, self.pid, self.started_by = spawned, int(spawned.pid or 0), "spawn"
         return self._receive(deadline, what="starting the worker")
@@ -205,8 +228,12 @@ class Supervisor:
     def _new_children(self, but: int | None) -> list[psutil.Process]:
         """Our children that were not ours when the worker started, ``but`` aside (the worker, or the
         pool's server), and those :meth:`stop` spares."""
-        skip = self._before | self._spared
-        return [p for p in process_tree.children(os.getpid()) if p.pid not in skip and p.pid != but]
+        with self._sibling_lock():
+            skip = self._before | self._spared | (self._siblings.pids if self._siblings is not None else set())
+            return [p for p in process_tree.children(os.getpid()) if p.pid not in skip and p.pid != but]
+
+    def _sibling_lock(self) -> contextlib.AbstractContextManager[object]:
+        return self._siblings.lock if self._siblings is not None else contextlib.nullcontext()
 
     def forget_gone(self) -> None:
         """Drops the processes that have ended from those that were ours before the worker started (the

@@ -34,12 +34,13 @@ def first_timeout(task: Task, mode: Mode, ranked: bool) -> float:
 
 def not_run_cases(planned: Planned, done: list[CaseResult], case_spec: CaseSpec) -> list[CaseResult]:
     """The planned cases after ``done``, as NOT_RUN (none when the scan rejected the submission or its
-    import failed: nothing could run)."""
+    import failed: nothing could run; all of them after a compile-ahead timeout)."""
     if done and done[0].kind in ("scan", "import"):
         return []
+    ran = [c for c in done if c.kind != "compile_ahead"]  # not a planned case (harness.engine.compile_ahead)
     return [
         CaseResult(kind, case_spec(case), NOT_RUN, "not run: an earlier case ended the run")
-        for kind, case in planned[len(done) :]
+        for kind, case in planned[len(ran) :]
     ]
 
 
