@@ -26,6 +26,12 @@ differ from lease to lease: pairs are made within a round, rounds pooled over le
 environment goes into ``sessions`` and each row names its session; a call's first round runs with empty
 caches.
 
+With --option-ab "OPTIONS" (harness run options, e.g. "--compile-ahead off"), the verdicts are an A/B of
+those options on a file seen for the first time: each of --repeats rounds runs two verdicts with a fresh,
+empty compile cache each, one with OPTIONS and one without (the order swapped each round, one fresh
+secret shared), then the run-all as usual (without OPTIONS). The file gives, per example, each side's
+median wall time and the paired log difference of the scores and of the wall times (without over with).
+
 With --server, a verdict server (``python -m harness serve --detach``) is started first, in the same
 environment, and every verdict's ``harness run`` goes through it (what a competitor rehearsing with
 one sees); the results file records the server's start time and how many runs it served.
@@ -39,6 +45,7 @@ Examples:
   python bench/verdict_time.py --examples triton_mxfp4 --copies 0 --server --out results/h200_verdicts/verdict_time_server.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 4 --copies 0 --baseline-tree ../base --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 3 --copies 0 --baseline-tree ../base --resume --out /tmp/ab.json
+  python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 3 --option-ab "--compile-ahead off" --out /tmp/ab.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
 
@@ -61,7 +68,7 @@ from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_lo
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
-VERSION = 4  # 1 - first version; 2 - each verdict's message (why it did not pass); 3 - --server; 4 - A/B sessions
+VERSION = 5  # 1 - first version; 2 - each verdict's message; 3 - --server; 4 - A/B sessions; 5 - --option-ab
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
@@ -244,6 +251,52 @@ def compare_trees(rows: list[dict]) -> dict:
     return out
 
 
+def _measure_option_ab(
+    examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile
+) -> None:
+    """--option-ab: each round, two first verdicts (empty caches), with and without the options (the order
+    swapped each round, one secret shared), then each example's comparison; then the run-all."""
+    options = args.option_ab.split()
+    for sub, task in examples:
+        rows = rf.doc["verdicts"][sub] = []
+        for n in range(args.repeats):
+            secret = secrets.token_hex(16)
+            for side in ("without", "with") if n % 2 == 0 else ("with", "without"):
+                if not rf.allows(f"{sub}: round {n + 1}/{args.repeats} ({side} {args.option_ab})", "verdict-empty"):
+                    return
+                cache = work / f"cache-{Path(sub).stem}-{n}-{side}"  # empty: a file seen for the first time
+                extra = _extra(not gpu, args.warmup_chunks) + (options if side == "with" else [])
+                row = one_verdict(sub, task, cache, work, extra, secret=secret)
+                row.update(cache="empty", side=side, round=n)
+                rows.append(row)
+                rf.doc["comparison"] = {x: compare_option(r) for x, r in rf.doc["verdicts"].items()}
+                rf.done("verdict-empty", row["wall_s"])
+                print(
+                    f"{sub} ({side} {args.option_ab}): {row.get('verdict')} in {row['wall_s']:.1f} s", file=sys.stderr
+                )
+    _run_all_step(examples, args, gpu, work, rf)
+
+
+def compare_option(rows: list[dict]) -> dict:
+    """Each side's median score and wall time, and the paired log differences (without over with) of the
+    scores and the wall times over the rounds both passed."""
+    out: dict = {}
+    by_side: dict[str, dict[int, dict]] = {}
+    for side in ("with", "without"):
+        by_side[side] = {r["round"]: r for r in rows if r.get("side") == side and r.get("verdict") == "pass"}
+        mine = list(by_side[side].values())
+        out[side] = {
+            "median_score_us": median([r["score_us"] for r in mine]),
+            "median_wall_s": median([r["wall_s"] for r in mine]),
+        }
+    rounds = sorted(set(by_side["with"]) & set(by_side["without"]))
+    for key in ("score_us", "wall_s"):
+        out[f"paired_{key}_without_over_with"] = paired_log_diff(
+            [by_side["with"][k][key] for k in rounds], [by_side["without"][k][key] for k in rounds]
+        )
+    return out
+
+
 def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile) -> None:
     """Every verdict, then the run-all: each a unit, the results file written after it, while the budget
     allows (``rf``)."""
@@ -260,6 +313,14 @@ def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: boo
             rows.append(row)
             rf.done(kind, row["wall_s"])
             print(f"{sub}: {row.get('verdict')} in {row['wall_s']:.1f} s ({row['cache']} cache)", file=sys.stderr)
+    _run_all_step(examples, args, gpu, work, rf)
+
+
+def _run_all_step(
+    examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile
+) -> None:
+    """The run-all of --copies copies of the first example, while the budget allows."""
+    doc = rf.doc
     if args.copies > 0:
         sub, task = examples[0]
         walls = [w for ws in rf.walls.values() for w in ws]
@@ -306,10 +367,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--baseline-commit", metavar="SHA", help="that copy's commit, for the file (default: git's)")
     p.add_argument("--resume", action="store_true", help="with --baseline-tree: add rounds to the --out A/B file")
+    p.add_argument(
+        "--option-ab",
+        metavar="OPTIONS",
+        help='A/B of harness run options on first verdicts, e.g. "--compile-ahead off"',
+    )
     add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
     if args.baseline_tree and (args.server or args.copies):
         p.error("--baseline-tree: give --copies 0 and no --server (only whole-process verdicts are compared)")
+    if args.option_ab and (args.baseline_tree or args.server):
+        p.error("--option-ab: give no --baseline-tree and no --server (one tree, whole-process verdicts)")
     if args.resume and not args.baseline_tree:
         p.error("--resume adds rounds to an A/B file: give --baseline-tree too")
     if args.baseline_tree and not (Path(args.baseline_tree) / "harness" / "__main__.py").is_file():
@@ -330,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "version": VERSION,
         "quick": not gpu,
         "warmup_chunks": args.warmup_chunks,
+        "option_ab": args.option_ab,
         "environment": _environment(gpu),
         "verdicts": {},
     }
@@ -346,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.server:
             doc["server"] = start_server(work, not gpu)
             print(f"verdict server started in {doc['server']['start_s']:.1f} s", file=sys.stderr)
-        (_measure_ab if args.baseline_tree else _measure)(examples, args, gpu, work, rf)
+        measure = _measure_ab if args.baseline_tree else _measure_option_ab if args.option_ab else _measure
+        measure(examples, args, gpu, work, rf)
     finally:
         if args.server:
             stop_server(doc["server"])
