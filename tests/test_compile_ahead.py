@@ -6,6 +6,8 @@ the run at the first call's limit once."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -142,3 +144,22 @@ def test_a_file_the_scan_rejects_is_imported_by_no_compile_ahead_worker(tmp_path
     assert not list(cache.glob("*/triton/events.jsonl")), "a compile-ahead worker imported a rejected file"
     warned = run_submission(sub, MXFP4_SMALL, "leaderboard", RunOptions(**{**vars(opts), "scan_policy": "warn"}))
     assert warned.compile_ahead is not None and _events(cache), "the same file is imported where the scan only warns"
+
+
+def test_a_sibling_worker_is_no_supervisors_stray_and_a_reused_id_is_one_again(tmp_path):
+    from harness.engine.supervisor import Siblings, Supervisor
+    from harness.worker.config import WorkerConfig
+
+    cfg = WorkerConfig("s.py", ".", "cpu", None, 0, str(tmp_path / "out"), str(tmp_path / "err"))
+    siblings = Siblings()
+    sup = Supervisor(cfg, 1 << 30, siblings=siblings)  # its _before is empty: every child of ours is new
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert other.pid in {p.pid for p in sup._new_children(but=None)}  # a child it did not start: a stray
+        siblings.pids.add(other.pid)  # what a sibling's fork does, under siblings.lock
+        assert other.pid not in {p.pid for p in sup._new_children(but=None)}
+        siblings.pids.clear()  # CompileAhead.close(), once they are reaped
+        assert other.pid in {p.pid for p in sup._new_children(but=None)}
+    finally:
+        other.kill()
+        other.wait()

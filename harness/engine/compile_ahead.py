@@ -14,8 +14,9 @@ while that worker waits between its start and the import, and none is alive when
 They time nothing (no launch gate) and their replies decide nothing, but for one rule: a call that runs
 past a shape's first-call limit (``harness.engine.deadlines``) ends the run with ``timeout``, as it
 would have in the run's worker, so a file that hangs is not given that limit twice. Any other failure
-(an import error, a crash, an exception in a call) is forgotten: the run's worker meets it and reports
-it.
+(an import error or an import that outlasts the run's time limit, a crash, an exception in a call) is
+forgotten: the run's worker meets it and reports it. Without the warm-worker pool nothing is compiled
+ahead: a spawned worker imports torch afresh, which takes longer than compiling in line.
 
 On by default on a GPU, for an entry not compiled ahead before (a marker beside the entry, where no
 worker can write); ``--compile-ahead on`` also on the CPU (tests), ``off`` never.
@@ -127,9 +128,14 @@ class CompileAhead:
             if self._closing:
                 return
             self._sups.append(sup)  # from here on finish() stops it, whatever this thread does
-        spec = group[0][1]  # the shape being worked on, named if it times out
+        pool = shared_pool(interpret=not self.ctx.gpu)
+        if pool is None or pool.broken:  # a spawned worker imports torch afresh: slower than compiling in line
+            with self._lock:
+                self.record.failures.append("no warm-worker pool to fork from: nothing compiled ahead")
+            return
+        spec, calling = group[0][1], False  # the shape being called, named if that call runs past its limit
         try:
-            sup.start(deadline, shared_pool(interpret=not self.ctx.gpu))
+            sup.start(deadline, pool)
             self._go.wait(max(0.0, deadline - time.monotonic()))
             if not self._ok(sup, Load(), deadline, "importing the submission to compile ahead"):
                 return
@@ -141,13 +147,15 @@ class CompileAhead:
                 limit = CallLimit(self.first_call_s, "the first call on a shape, compilation included")
                 late = limit.message(what) + "; or give --compile-ahead off"
                 end = min(deadline, time.monotonic() + self.first_call_s)
+                calling = True
                 if not self._ok(sup, Call(data=slot), end, what, late):
                     return
+                calling = False
                 with self._lock:
                     self.record.compiled += 1
         except WorkerFailure as failure:
             with self._lock:
-                if failure.verdict == TIMEOUT and self.timeout is None and not self._closing:
+                if calling and failure.verdict == TIMEOUT and self.timeout is None and not self._closing:
                     self.timeout = (spec, failure.message)
                     self.record.timed_out = True
                 elif not self._closing:
