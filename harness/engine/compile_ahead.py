@@ -36,13 +36,13 @@ from harness.engine import verdicts
 from harness.engine.compile_cache import CacheEntry
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.deadlines import CallLimit, first_call_budget, shape_key
-from harness.engine.pool import shared_pool
+from harness.engine.pool import WorkerPool, shared_pool
 from harness.engine.supervisor import Siblings, Supervisor, WorkerFailure
 from harness.requests import Call, Generate, Load, Request
 from harness.results import TIMEOUT
 from harness.worker.config import WorkerConfig
 
-MAX_WORKERS = 8
+MAX_WORKERS = 8  # and at most half the host's cores: compilation is the host's work
 MARKER_SUFFIX = ".ahead"  # <entry folder>.ahead: this entry was compiled ahead once
 STOP_GRACE_S = 10.0  # after the run's deadline, how long the workers' threads get to see their workers killed
 
@@ -59,16 +59,13 @@ def wanted(policy: str, gpu: bool, entry: CacheEntry | None) -> bool:
     return policy == "auto" and gpu and (entry is None or not marker(entry).exists())
 
 
-def shapes(ctx: RunContext) -> list[tuple[str, dict[str, Any]]]:
-    """(kind, spec) of each distinct shape the run calls, with the case's public seed."""
-    seen: set[str] = set()
-    out = []
-    for kind, case in verdicts.planned_cases(ctx.task, ctx.mode, ctx.ranked):
+def shapes(ctx: RunContext) -> list[dict[str, Any]]:
+    """The spec of each distinct shape the run calls (tests and timed cases), with the case's public seed."""
+    specs: dict[str, dict[str, Any]] = {}
+    for _kind, case in verdicts.planned_cases(ctx.task, ctx.mode, ctx.ranked):
         spec = ctx.case_spec(case)
-        if shape_key(spec) not in seen:
-            seen.add(shape_key(spec))
-            out.append((kind, spec))
-    return out
+        specs.setdefault(shape_key(spec), spec)
+    return list(specs.values())
 
 
 @dataclass
@@ -115,34 +112,33 @@ class CompileAhead:
         self._t0 = time.monotonic()
 
     def start(self, deadline: float) -> None:
-        self.ctx.progress(f"compiling ahead: {self.record.shapes} shapes in {self.record.workers} workers")
         self._t0 = time.monotonic()
+        pool = shared_pool(interpret=not self.ctx.gpu)
+        if pool is None or pool.broken:  # a spawned worker imports torch afresh: slower than compiling in line
+            self.record.failures.append("no warm-worker pool to fork from: nothing compiled ahead")
+            return
+        self.ctx.progress(f"compiling ahead: {self.record.shapes} shapes in {self.record.workers} workers")
         for i, group in enumerate(self.groups):
-            thread = threading.Thread(target=self._work, args=(i, group, deadline), name=f"ahead-{i}", daemon=True)
+            args = (i, group, pool, deadline)
+            thread = threading.Thread(target=self._work, args=args, name=f"ahead-{i}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
-    def _work(self, i: int, group: list[tuple[str, dict[str, Any]]], deadline: float) -> None:
+    def _work(self, i: int, group: list[dict[str, Any]], pool: WorkerPool, deadline: float) -> None:
         sup = Supervisor(self.configs[i], self.memory_limit, frames_device=self.ctx.device, siblings=self.siblings)
         with self._lock:
             if self._closing:
                 return
             self._sups.append(sup)  # from here on finish() stops it, whatever this thread does
-        pool = shared_pool(interpret=not self.ctx.gpu)
-        if pool is None or pool.broken:  # a spawned worker imports torch afresh: slower than compiling in line
-            with self._lock:
-                self.record.failures.append("no warm-worker pool to fork from: nothing compiled ahead")
-            return
-        spec, calling = group[0][1], False  # the shape being called, named if that call runs past its limit
+        spec, calling = group[0], False  # the shape being called, named if that call runs past its limit
         try:
             sup.start(deadline, pool)
             self._go.wait(max(0.0, deadline - time.monotonic()))
             if not self._ok(sup, Load(), deadline, "importing the submission to compile ahead"):
                 return
-            specs = [s for _, s in group]
-            if not self._ok(sup, Generate(specs=specs), deadline, "generating inputs to compile ahead"):
+            if not self._ok(sup, Generate(specs=group), deadline, "generating inputs to compile ahead"):
                 return
-            for slot, (_kind, spec) in enumerate(group):
+            for slot, spec in enumerate(group):
                 what = f"compiling ahead on {fmt_spec(spec)}"
                 limit = CallLimit(self.first_call_s, "the first call on a shape, compilation included")
                 late = limit.message(what) + "; or give --compile-ahead off"
