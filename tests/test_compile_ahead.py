@@ -163,3 +163,35 @@ def test_a_sibling_worker_is_no_supervisors_stray_and_a_reused_id_is_one_again(t
     finally:
         other.kill()
         other.wait()
+
+
+TUNES_AND_STORES_IT = """
+import json as _json
+import os as _os
+
+_STORED = _os.path.join(_os.environ["TRITON_CACHE_DIR"], "somekey", "_kernel.autotune.json")
+with open(_os.path.join(_os.environ["TRITON_CACHE_DIR"], "imports.jsonl"), "a") as _f:
+    _f.write(_json.dumps({"pid": _os.getpid(), "found_tuning": _os.path.exists(_STORED)}) + "\\n")
+
+
+def custom_kernel(data):
+    # what Triton's autotuner does with cache_results: the best config, measured here, kept on disk
+    _os.makedirs(_os.path.dirname(_STORED), exist_ok=True)
+    with open(_STORED, "w") as f:
+        f.write(_json.dumps({"pid": _os.getpid()}))
+    return _correct_kernel(data)
+"""
+
+
+def test_tuning_stored_while_compiling_ahead_is_deleted_before_the_run_imports_the_file(tmp_path):
+    sub = cheat_with_correct_kernel(tmp_path, TUNES_AND_STORES_IT, name="tunes")
+    cache = tmp_path / "cache"
+    opts = RunOptions(device="cpu", max_repeats=3, compile_ahead="on", triton_cache_dir=str(cache), blocks=1)
+    r = run_submission(sub, MXFP4_SMALL, "test+benchmark", opts)
+    assert r.verdict == PASS, r.message
+    assert r.compile_ahead is not None and r.compile_ahead["discarded_tunings"] == 1, r.compile_ahead
+    [log] = cache.glob("*/triton/imports.jsonl")
+    imports = [json.loads(line) for line in log.read_text().splitlines()]
+    assert not imports[-1]["found_tuning"], "the run's worker found a tuning measured beside the others"
+    [stored] = cache.glob("*/triton/somekey/_kernel.autotune.json")
+    assert json.loads(stored.read_text())["pid"] not in {i["pid"] for i in imports[:-1]}  # the run's own, kept

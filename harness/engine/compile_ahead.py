@@ -9,6 +9,11 @@ its share of the run's shapes, with the inputs of the cases' public seeds (never
 they are stopped, everything they started killed, and the run's worker imports the file and finds its
 kernels compiled.
 
+Only compiled code is shared: what the workers measure runs beside one another on one GPU, so no tuning
+of theirs may reach the run's worker. Each has Inductor's cache in a folder of its own (torch.compile's
+autotuning stays there), and the tuning results Triton's autotuner stores in the entry (``*.autotune.json``,
+``cache_results``) that appeared while they ran are deleted once they are stopped.
+
 Nothing of the submission runs beside the run's own worker: the compile-ahead workers run its code only
 while that worker waits between its start and the import, and none is alive when it imports the file.
 They time nothing (no launch gate) and their replies decide nothing, but for one rule: a call that runs
@@ -78,6 +83,7 @@ class AheadRecord:
     compiled: int = 0  # shapes whose first call returned
     failures: list[str] = field(default_factory=list)  # why a worker stopped early (the run reports the same)
     timed_out: bool = False
+    discarded_tunings: int = 0  # Triton autotuning results they stored, deleted (measured beside one another)
 
 
 class CompileAhead:
@@ -90,15 +96,19 @@ class CompileAhead:
         count = max(1, min(len(todo), MAX_WORKERS, (os.cpu_count() or 2) // 2))
         self.groups = [todo[i::count] for i in range(count)]
         folder = config.run_dir or os.path.dirname(config.stdout_path)
-        self.configs = [  # output of their own (discarded with the run's folder): not the run's capture
+        self.configs = [  # output and Inductor caches of their own (discarded with the run's folder)
             dataclasses.replace(
                 config,
                 hide_bytes=0,  # no launch gate: they time nothing, and the gate's check would slow their start
                 stdout_path=os.path.join(folder, f"ahead-{i}-stdout.txt"),
                 stderr_path=os.path.join(folder, f"ahead-{i}-stderr.txt"),
+                env=dict(config.env, TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, f"ahead-{i}-inductor")),
             )
             for i in range(count)
         ]
+        self.triton_dir = config.env.get("TRITON_CACHE_DIR")
+        self._tunings_before = self._tunings()
+        self._tunings_discarded = False
         outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
         self.first_call_s = first_call_budget(ctx.gpu, outer) * ctx.opt.timeout_scale
         self.record = AheadRecord(workers=count, shapes=len(todo))
@@ -188,6 +198,10 @@ class CompileAhead:
                 pass  # compiled ahead again next time
         return self.record
 
+    def _tunings(self) -> set[Path]:
+        """The autotuning results Triton's autotuner stored in the cache (``<key>/<kernel>.autotune.json``)."""
+        return set(Path(self.triton_dir).glob("*/*.autotune.json")) if self.triton_dir else set()
+
     def close(self) -> None:
         """Stops every worker (all asked to exit at once, then each stopped and its tree killed); safe to
         call more than once, and from the run's clean-up when the run ended early."""
@@ -203,4 +217,9 @@ class CompileAhead:
             thread.join(STOP_GRACE_S)
         for sup in sups:  # one whose start was under way above has its worker now
             sup.stop()
+        if not self._tunings_discarded:  # once: a second call comes after the run's worker may have tuned
+            self._tunings_discarded = True
+            for tuned in self._tunings() - self._tunings_before:  # measured beside the other workers: not kept
+                tuned.unlink(missing_ok=True)
+                self.record.discarded_tunings += 1
         self.siblings.pids.clear()  # they are reaped: a later process with one of their ids is nobody's sibling
