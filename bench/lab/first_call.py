@@ -38,6 +38,15 @@ sys.path.insert(0, str(ROOT))
 from _child import run_in_child  # noqa: E402  (beside this script)
 
 
+def _import_submission(task_name: str, submission: str):
+    """The submission's module, imported with the task's compat modules (``task``, ``utils``) on the path."""
+    sys.path.insert(0, str(ROOT / "tasks" / task_name / "compat"))
+    spec = importlib.util.spec_from_file_location("submission", submission)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _probe(task_name: str, submission: str, profile: bool, out) -> None:
     import torch
 
@@ -48,11 +57,8 @@ def _probe(task_name: str, submission: str, profile: bool, out) -> None:
     torch.empty(1, device=dev)
     row: dict = {"cuda_context_s": time.perf_counter() - t0}
     task = load_task(task_name)
-    sys.path.insert(0, str(ROOT / "tasks" / task_name / "compat"))
     t0 = time.perf_counter()
-    spec = importlib.util.spec_from_file_location("submission", submission)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _import_submission(task_name, submission)
     row["import_s"] = time.perf_counter() - t0
     inputs = [
         task.module.generate_input(**dict(case, seed=7 + i), device=dev) for i, case in enumerate(task.benchmarks)
@@ -93,10 +99,7 @@ def _compile_one(task_name: str, submission: str, kind: str, index: int, start_a
     dev = torch.device("cuda", 0)
     torch.empty(1, device=dev)
     task = load_task(task_name)
-    sys.path.insert(0, str(ROOT / "tasks" / task_name / "compat"))
-    spec = importlib.util.spec_from_file_location("submission", submission)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _import_submission(task_name, submission)
     case = getattr(task, kind)[index]
     data = task.module.generate_input(**dict(case, seed=11 + index), device=dev)
     torch.cuda.synchronize()

@@ -14,6 +14,7 @@ from harness.api import RunOptions, run_submission
 from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
 from harness.cli.options import add_lead_in_argument, add_results_dir_argument, add_warmup_chunks_argument
 from harness.engine.modes import MODES, Mode
+from harness.engine.options import COMPILE_AHEAD
 from harness.engine.pool import warm_shared_pool
 from harness.engine.preflight import check_output_file, check_store_writable
 from harness.engine.seeds import secret_notes, take_secret
@@ -106,7 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--compile-ahead",
-        choices=("auto", "on", "off"),
+        choices=COMPILE_AHEAD,
         default="auto",
         help="make the file's first call on every shape in parallel workers before its run calls it, so "
         "that its kernels compile at once (auto, the default: on a GPU, the first time the compile cache "
