@@ -195,3 +195,42 @@ def test_tuning_stored_while_compiling_ahead_is_deleted_before_the_run_imports_t
     assert not imports[-1]["found_tuning"], "the run's worker found a tuning measured beside the others"
     [stored] = cache.glob("*/triton/somekey/_kernel.autotune.json")
     assert json.loads(stored.read_text())["pid"] not in {i["pid"] for i in imports[:-1]}  # the run's own, kept
+
+
+@pytest.mark.parametrize(
+    "shapes, cores, gpus, expected",
+    [
+        (10, 16, 1, 8),  # one GPU: half the cores, at most 8
+        (6, 16, 1, 6),  # one worker a shape
+        (10, 64, 8, 4),  # eight GPUs, each running a job: 8 cores each, half of them
+        (10, 128, 8, 8),
+        (10, 2, 1, 1),  # always one
+        (10, 16, 16, 1),
+    ],
+)
+def test_the_workers_take_half_of_one_gpus_share_of_the_cores(shapes, cores, gpus, expected):
+    assert compile_ahead.worker_count(shapes, cores, gpus) == expected
+
+
+def test_the_host_gpu_count_includes_gpus_hidden_from_this_process(monkeypatch):
+    from harness.engine import device
+
+    class FakeNvml:
+        shut = False
+
+        @staticmethod
+        def nvmlInit():
+            pass
+
+        @staticmethod
+        def nvmlDeviceGetCount():
+            return 8
+
+        @classmethod
+        def nvmlShutdown(cls):
+            cls.shut = True
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml)
+    assert device.host_gpu_count() == 8 and FakeNvml.shut
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: torch's count, at least 1
+    assert device.host_gpu_count() == max(1, torch.cuda.device_count())

@@ -41,13 +41,14 @@ from harness.engine import verdicts
 from harness.engine.compile_cache import CacheEntry
 from harness.engine.context import RunContext, fmt_spec
 from harness.engine.deadlines import CallLimit, first_call_budget, shape_key
+from harness.engine.device import host_gpu_count, usable_cores
 from harness.engine.pool import WorkerPool, shared_pool
 from harness.engine.supervisor import Siblings, Supervisor, WorkerFailure
 from harness.requests import Call, Generate, Load, Request
 from harness.results import TIMEOUT
 from harness.worker.config import WorkerConfig
 
-MAX_WORKERS = 8  # and at most half the host's cores: compilation is the host's work
+MAX_WORKERS = 8  # and at most half of this GPU's share of the cores: compilation is the host's work
 MARKER_SUFFIX = ".ahead"  # <entry folder>.ahead: this entry was compiled ahead once
 STOP_GRACE_S = 10.0  # after the run's deadline, how long the workers' threads get to see their workers killed
 
@@ -73,6 +74,13 @@ def shapes(ctx: RunContext) -> list[dict[str, Any]]:
     return list(specs.values())
 
 
+def worker_count(shapes: int, cores: int, gpus: int) -> int:
+    """One worker a shape, at most :data:`MAX_WORKERS` and half of the cores that fall to one GPU of the
+    host: on a machine whose GPUs each run a job (run-all with Ray), the jobs that compile ahead at once
+    leave half the cores to the ones being timed."""
+    return max(1, min(shapes, MAX_WORKERS, cores // (2 * max(1, gpus))))
+
+
 @dataclass
 class AheadRecord:
     """What the compile-ahead step did (``RunResult.compile_ahead``)."""
@@ -93,7 +101,7 @@ class CompileAhead:
     def __init__(self, ctx: RunContext, config: WorkerConfig, memory_limit: int, entry: CacheEntry | None):
         self.ctx, self.entry, self.memory_limit = ctx, entry, memory_limit
         todo = shapes(ctx)
-        count = max(1, min(len(todo), MAX_WORKERS, (os.cpu_count() or 2) // 2))
+        count = worker_count(len(todo), usable_cores(), host_gpu_count() if ctx.gpu else 1)
         self.groups = [todo[i::count] for i in range(count)]
         folder = config.run_dir or os.path.dirname(config.stdout_path)
         self.configs = [  # output and Inductor caches of their own (discarded with the run's folder)

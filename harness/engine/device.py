@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 
 import torch
@@ -60,6 +61,29 @@ def _nvidia_driver() -> str | None:
             pynvml.nvmlShutdown()
     except Exception:
         return None
+
+
+def host_gpu_count() -> int:
+    """How many GPUs this host has, those hidden from this process included (a Ray task sees one of
+    several through ``CUDA_VISIBLE_DEVICES``): NVML's count, else torch's, at least 1."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return max(1, int(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return max(1, torch.cuda.device_count() if torch.cuda.is_available() else 1)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: a container's or a scheduler's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def device_info(device: torch.device) -> DeviceInfo:
