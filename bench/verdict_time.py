@@ -14,7 +14,7 @@ run-all of 10 distinct mxfp4 files at most 80 s.
 
 The results file is written after every verdict and after the run-all, ``"complete": false`` until the
 last; with --budget-s it starts no verdict or run-all that its estimate (the verdicts' wall times so far;
-the run-all: --copies times the slowest verdict) says would end past the budget, and exits 0.
+the run-all: --copies times the copied example's slowest verdict) says would end past the budget, and exits 0.
 
 With --baseline-tree DIR (a copy of this repository at another commit: ``git worktree add DIR COMMIT``),
 every verdict is run twice, once from each tree, in an order swapped each round and with one fresh secret
@@ -62,6 +62,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_log_diff, utc_now
@@ -316,6 +317,13 @@ def _measure(examples: list[tuple[str, str]], args: argparse.Namespace, gpu: boo
     _run_all_step(examples, args, gpu, work, rf)
 
 
+def run_all_estimate(copies: int, copied: list[dict[str, Any]], every_wall: list[float]) -> float | None:
+    """The run-all's seconds, guessed: every copy is new to the compile cache, so as slow as the copied
+    example's slowest verdict (``copied``: its rows), else the slowest of any example; None: nothing yet."""
+    walls = [row["wall_s"] for row in copied] or every_wall
+    return copies * max(walls) if walls else None
+
+
 def _run_all_step(
     examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile
 ) -> None:
@@ -323,8 +331,7 @@ def _run_all_step(
     doc = rf.doc
     if args.copies > 0:
         sub, task = examples[0]
-        walls = [w for ws in rf.walls.values() for w in ws]
-        guess = args.copies * max(walls) if walls else None  # every copy compiles: as slow as a first verdict
+        guess = run_all_estimate(args.copies, doc["verdicts"].get(sub, []), [w for ws in rf.walls.values() for w in ws])
         if not rf.allows(f"run-all of {args.copies} copies", "run-all", guess):
             return
         extra = _extra(not gpu, args.warmup_chunks)

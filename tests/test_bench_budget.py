@@ -263,3 +263,14 @@ def test_verdict_time_ab_refuses_a_folder_that_is_no_copy(tmp_path):
         str(tmp_path / "x.json"),
     )
     assert done.returncode == 2 and "not a copy of this repository" in done.stderr, done.stderr
+
+
+def test_verdict_time_guesses_the_run_all_from_the_copied_example(bench):
+    """The run-all copies the first example: its verdicts size the guess, not a slower example's (a guess
+    from triton_nvfp4's 32.7 s once left out a run-all of mxfp4 copies that took 134.6 s)."""
+    import verdict_time
+
+    mxfp4 = [{"wall_s": 17.7}, {"wall_s": 12.7}]
+    assert verdict_time.run_all_estimate(10, mxfp4, [17.7, 12.7, 32.7, 20.4]) == pytest.approx(177.0)
+    assert verdict_time.run_all_estimate(10, [], [17.7, 32.7]) == pytest.approx(327.0)  # none of its own yet
+    assert verdict_time.run_all_estimate(10, [], []) is None
