@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
 from harness.errors import DeviceError
 from harness.results import DeviceInfo
+
+T = TypeVar("T")
 
 
 def select_device(requested: str | None = None) -> torch.device:
@@ -49,33 +53,36 @@ def _triton_version() -> str | None:
         return None
 
 
-def _nvidia_driver() -> str | None:
+def _ask_nvml(query: Callable[[Any], T]) -> T | None:
+    """``query(pynvml)`` between NVML's init and shutdown (reference-counted: an open reader stays open),
+    or None when NVML is missing or the query fails."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            v = pynvml.nvmlSystemGetDriverVersion()
-            return v.decode() if isinstance(v, bytes) else v
+            return query(pynvml)
         finally:
             pynvml.nvmlShutdown()
     except Exception:
         return None
 
 
+def _nvidia_driver() -> str | None:
+    def version(nv: Any) -> str:
+        v = nv.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else v
+
+    return _ask_nvml(version)
+
+
 def host_gpu_count() -> int:
     """How many GPUs this host has, those hidden from this process included (a Ray task sees one of
     several through ``CUDA_VISIBLE_DEVICES``): NVML's count, else torch's, at least 1."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return max(1, int(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return max(1, torch.cuda.device_count() if torch.cuda.is_available() else 1)
+    count = _ask_nvml(lambda nv: int(nv.nvmlDeviceGetCount()))
+    if count is None:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 1
+    return max(1, count)
 
 
 def usable_cores() -> int:

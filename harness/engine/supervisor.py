@@ -66,8 +66,9 @@ class WorkerProcess(Protocol):
 
 class Siblings:
     """Workers of one run that live at once (its worker and its compile-ahead workers,
-    ``harness.engine.compile_ahead``): none is another's stray. Each adds its pid under :attr:`lock` as it is forked, and a supervisor lists
-    its strays under the same lock, so that none ever sees a sibling before it is named here."""
+    ``harness.engine.compile_ahead``): none is another's stray. Each adds its pid under :attr:`lock` as
+    it is forked, and a supervisor lists its strays under the same lock, so that none ever sees a sibling
+    before it is named here."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
