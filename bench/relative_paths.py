@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = ("bench", "docs", "fp4_reference", "harness", "results", "scripts", "submissions", "tasks", "tests")
 # an absolute path of the machine: one of these system folders at the start of a path (not inside a word, a URL
 # or a relative path such as results/x)
-MACHINE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:root|home|tmp|work|opt|usr)/[^\s\"'<>)\],;]*")
-_ROOT_PREFIX = re.compile(r"(?<![\w.~$/:-])((?:/[\w.+-]+)+/)(?=(?:" + "|".join(ENTRIES) + r")/)")
-_HOME = re.compile(r"(?<![\w.~$/:-])/(?:root|home/[\w.-]+)/")
-_TMP = re.compile(r"(?<![\w.~$/:-])/tmp/")
+MACHINE_PATH = re.compile(r"(?<![\w.~$/:])/(?:root|home|tmp|work|opt|usr)/[^\s\"'<>)\],;]*")
+_ROOT_PREFIX = re.compile(r"(?<![\w.~$/:])((?:/[\w.+-]+)+/)(?=(?:" + "|".join(ENTRIES) + r")/)")
+_HOME = re.compile(r"(?<![\w.~$/:])/(?:root|home/[\w.-]+)/")
+_TMP = re.compile(r"(?<![\w.~$/:])/tmp/")
 BINARY = {".png", ".gz", ".jpg", ".jpeg", ".gif", ".pdf"}
 
 
@@ -58,7 +58,7 @@ def checkout_prefixes(texts: list[str]) -> set[str]:
 def rewrite(text: str, prefixes: set[str]) -> str:
     """``text`` with the checkout prefixes stripped, temporary folders as $TMPDIR and home folders as ~."""
     for prefix in sorted(prefixes, key=len, reverse=True):  # the longest first: a nested checkout stays whole
-        text = re.sub(r"(?<![\w.~$/:-])" + re.escape(prefix), "", text)
+        text = re.sub(r"(?<![\w.~$/:])" + re.escape(prefix), "", text)
     return _HOME.sub("~/", _TMP.sub("$TMPDIR/", text))
 
 

@@ -74,9 +74,9 @@ def test_the_check_finds_machine_paths_and_leaves_relative_ones():
     text = (
         '{"path": "/work/main/submissions/x.py", "tmp": "PosixPath(\'/tmp/pytest-of-root/p0\')", '
         '"home": "/home/ann/out.json", "out": "/root/out/a.json", "lib": "/usr/local/cuda/bin/nvcc", '
-        '"opt": "/opt/gcc/lib"}'
+        '"opt": "/opt/gcc/lib", "id": "test_x[torch_mxfp4.py-/work/main/tests/fixtures/task.yml]"}'
     )
-    assert len(rp.find_machine_paths(text)) == 6
+    assert len(rp.find_machine_paths(text)) == 7  # the last one after a pytest id's '-' separator
     for clean in ("results/h200_runs/x.json", "submissions/x.py", "https://example.org/work/x", "us/call", "$TMPDIR/a"):
         assert rp.find_machine_paths(clean) == [], clean
 
@@ -86,10 +86,10 @@ def test_rewrite_makes_checkout_paths_repository_relative(tmp_path):
     a = tmp_path / "a.json"
     b = tmp_path / "b.xml"
     a.write_text('{"path": "/srv/ci/checkout/submissions/x.py", "copy": "/srv/ci/checkout/rank18/y.py"}\n')
-    b.write_text("<t name=\"t[/srv/ci/checkout/tests/fixtures/task.yml]\">PosixPath('/tmp/pytest-0/t0')</t>\n")
+    b.write_text("<t name=\"t[x.py-/srv/ci/checkout/tests/fixtures/task.yml]\">PosixPath('/tmp/pytest-0/t0')</t>\n")
     assert rp.main([str(a), str(b)]) == 0
     assert a.read_text() == '{"path": "submissions/x.py", "copy": "rank18/y.py"}\n'
-    assert b.read_text() == "<t name=\"t[tests/fixtures/task.yml]\">PosixPath('$TMPDIR/pytest-0/t0')</t>\n"
+    assert b.read_text() == "<t name=\"t[x.py-tests/fixtures/task.yml]\">PosixPath('$TMPDIR/pytest-0/t0')</t>\n"
     assert rp.main(["--check", str(a), str(b)]) == 0
     assert rp.main(["--check", str(tmp_path / "missing.json")]) == 2
 
