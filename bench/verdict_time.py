@@ -233,17 +233,30 @@ def _measure_ab(
                 print(f"{sub} ({tree}): {row.get('verdict')} in {row['wall_s']:.1f} s", file=sys.stderr)
 
 
+def half_width_pct(row: dict) -> float | None:
+    """A verdict's 95% half-width as a percentage of its score (from ``score_ci_us``), or None."""
+    ci, score = row.get("score_ci_us"), row.get("score_us")
+    if not ci or not score:
+        return None
+    return 100.0 * (ci[1] - ci[0]) / (2 * score)
+
+
 def compare_trees(rows: list[dict]) -> dict:
-    """Each tree's median score and median wall time (filled cache), and the paired log difference of the
-    scores, this tree over the baseline, over the rounds both passed."""
+    """Each tree's median score, median wall time (filled cache) and median half-width (what the tree
+    does to the blocks' spread), and the paired log difference of the scores, this tree over the
+    baseline, over the rounds both passed."""
     out: dict = {}
     scores: dict[str, dict[int, float]] = {}
     for tree in ("this", "baseline"):
         mine = [r for r in rows if r.get("tree") == tree]
-        scores[tree] = {r["round"]: r["score_us"] for r in mine if r.get("verdict") == "pass"}
+        passed = [r for r in mine if r.get("verdict") == "pass"]
+        scores[tree] = {r["round"]: r["score_us"] for r in passed}
+        widths = [w for w in map(half_width_pct, passed) if w is not None]
         out[tree] = {
             "median_score_us": median(list(scores[tree].values())),
             "median_wall_s": median([r["wall_s"] for r in mine if r.get("cache") == "filled"]),
+            "median_half_width_pct": median(widths),
+            "half_widths_pct": widths,
         }
     rounds = sorted(set(scores["this"]) & set(scores["baseline"]))
     out["paired_this_over_baseline"] = paired_log_diff(

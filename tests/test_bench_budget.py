@@ -225,6 +225,7 @@ def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
         assert r["harness_version"].startswith("baseline-") == (r["tree"] == "baseline"), r
     comparison = data["comparison"]["submissions/torch_mxfp4.py"]
     assert comparison["paired_this_over_baseline"]["rounds"] == 2
+    assert len(comparison["this"]["half_widths_pct"]) == 2 and comparison["this"]["median_half_width_pct"] > 0
     assert data["baseline"] == {"tree": str(base), "commit": "abc"}
 
     # --resume: one more round, in a session of its own, paired with the earlier two
@@ -274,3 +275,12 @@ def test_verdict_time_guesses_the_run_all_from_the_copied_example(bench):
     assert verdict_time.run_all_estimate(10, mxfp4, [17.7, 12.7, 32.7, 20.4]) == pytest.approx(177.0)
     assert verdict_time.run_all_estimate(10, [], [17.7, 32.7]) == pytest.approx(327.0)  # none of its own yet
     assert verdict_time.run_all_estimate(10, [], []) is None
+
+
+def test_verdict_time_half_width_is_a_percentage_of_the_score(bench):
+    """A/B comparisons carry each tree's half-widths: a change that widens the blocks' spread costs blocks."""
+    import verdict_time
+
+    assert verdict_time.half_width_pct({"score_us": 10.0, "score_ci_us": [9.95, 10.05]}) == pytest.approx(0.5)
+    assert verdict_time.half_width_pct({"score_us": 10.0, "score_ci_us": None}) is None
+    assert verdict_time.half_width_pct({"verdict": "fail"}) is None
