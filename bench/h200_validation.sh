@@ -9,6 +9,8 @@
 #   bash bench/h200_validation.sh checks-docs  # the documented commands that need a GPU
 #   bash bench/h200_validation.sh verdicts     # issue 49: whole-process verdict times through a verdict
 #                       # server and in processes of their own, and the parent's per-call costs
+#   bash bench/h200_validation.sh run-all      # issue 49: a ranked run-all of 10 byte-different copies of
+#                       # triton_mxfp4, each new to the compile cache (the target: 80 s)
 #   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the lead-in before every chunk against fewer
 #   bash bench/h200_validation.sh lead-in-nvfp4   # (bench/lead_in.py: interleaved whole ranked runs)
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
@@ -29,7 +31,7 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, lead-in-mxfp4, lead-in-nvfp4, boards, escape or ranked}
+stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, run-all, lead-in-mxfp4, lead-in-nvfp4, boards, escape or ranked}
 LOGS=$R/logs
 mkdir -p "$LOGS"
 # Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
@@ -113,6 +115,12 @@ if [ "$stage" = verdicts ]; then   # about 8 minutes
   step "check cost"
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
+fi
+if [ "$stage" = run-all ]; then   # about 3 minutes (134.6 s on an H100 at a0235e9)
+  step "run-all of 10 new mxfp4 files"
+  timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
+    --out $R/h200_verdicts/run_all_mxfp4.json > $LOGS/run_all_mxfp4.log 2>&1
+  tail -4 $LOGS/run_all_mxfp4.log
 fi
 if [ "$stage" = lead-in-mxfp4 ]; then   # about 4 minutes (one chunk a case and block: case is chunk there)
   step "lead-in A/B, mxfp4"
