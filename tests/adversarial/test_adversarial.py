@@ -484,6 +484,14 @@ def custom_kernel(data):
     assert time.monotonic() - t0 < REPLY_GRACE_S + 15
 
 
+def _cpu_run(path, tmp_path, mode: str = "test", *extra: str, env=None):
+    """``harness run`` of ``path`` on the CPU fixture task in ``mode``: (the process, the run's JSON)."""
+    out = tmp_path / "r.json"
+    args = ["run", str(path), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", mode, *extra]
+    p = cli([*args, "--json", str(out), "--quiet"], env=env)
+    return p, json.loads(out.read_text())
+
+
 def test_secret_seed_is_not_readable_from_environ_or_cmdline(cheat, tmp_path):
     """The cheat dumps what it can read of the secret's usual hiding places; the secret, given to the
     CLI through $HARNESS_SECRET_SEED, must not be in it (the parent scrubs its environment block)."""
@@ -504,27 +512,8 @@ print("PMEM", _read(f"/proc/{ppid}/mem")[:100])
 def custom_kernel(data):
     return _correct_kernel(data)
 """
-    out = tmp_path / "r.json"
     env = dict(os.environ, HARNESS_SECRET_SEED=SECRET)
-    p = cli(
-        [
-            "run",
-            str(cheat(body)),
-            "--task",
-            MXFP4_SMALL,
-            "--device",
-            "cpu",
-            "--mode",
-            "leaderboard",
-            "--max-repeats",
-            "3",
-            "--json",
-            str(out),
-            "--quiet",
-        ],
-        env=env,
-    )
-    doc = json.loads(out.read_text())
+    p, doc = _cpu_run(cheat(body), tmp_path, "leaderboard", "--max-repeats", "3", env=env)
     assert "PENV" in doc["stdout"], (p.stderr[-2000:], doc["stdout"][:500])
     assert SECRET not in doc["stdout"]
     assert doc["verdict"] == PASS, doc["message"]
@@ -544,24 +533,8 @@ for sig in (signal.SIGTERM, signal.SIGHUP):
 def custom_kernel(data):
     return _correct_kernel(data)
 """
-    out = tmp_path / "r.json"
-    p = cli(
-        [
-            "run",
-            str(cheat(body)),
-            "--task",
-            MXFP4_SMALL,
-            "--device",
-            "cpu",
-            "--mode",
-            "test",
-            "--json",
-            str(out),
-            "--quiet",
-        ]
-    )
+    p, doc = _cpu_run(cheat(body), tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
-    doc = json.loads(out.read_text())
     assert doc["verdict"] == PASS
     if doc["sandbox"]["scoped_signals"]:
         assert "DENIED SIGTERM" in doc["stdout"] and "DENIED SIGHUP" in doc["stdout"], doc["stdout"]
@@ -596,24 +569,8 @@ except PermissionError as exc:
 def custom_kernel(data):
     return _correct_kernel(data)
 """
-    out = tmp_path / "r.json"
-    p = cli(
-        [
-            "run",
-            str(cheat(body)),
-            "--task",
-            MXFP4_SMALL,
-            "--device",
-            "cpu",
-            "--mode",
-            "test",
-            "--json",
-            str(out),
-            "--quiet",
-        ]
-    )
+    p, doc = _cpu_run(cheat(body), tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
-    doc = json.loads(out.read_text())
     assert doc["verdict"] == PASS, doc["message"]
     assert "KILL-DENIED 1" in doc["stdout"], doc["stdout"][-2000:]  # attempted, and denied
 
