@@ -116,7 +116,7 @@ if [ "$stage" = verdicts ]; then   # about 8 minutes
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
 fi
-if [ "$stage" = run-all ]; then   # about 3 minutes (134.6 s on an H100 at a0235e9)
+if [ "$stage" = run-all ]; then   # about 3 minutes (130.1 s on an H100 at 7a75291)
   step "run-all of 10 new mxfp4 files"
   timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
     --out $R/h200_verdicts/run_all_mxfp4.json > $LOGS/run_all_mxfp4.log 2>&1
