@@ -489,6 +489,7 @@ def _cpu_run(path, tmp_path, mode: str = "test", *extra: str, env=None):
     out = tmp_path / "r.json"
     args = ["run", str(path), "--task", MXFP4_SMALL, "--device", "cpu", "--mode", mode, *extra]
     p = cli([*args, "--json", str(out), "--quiet"], env=env)
+    assert out.exists(), f"no JSON (exit {p.returncode}): {p.stderr[-2000:]}"
     return p, json.loads(out.read_text())
 
 
