@@ -178,9 +178,9 @@ def assert_window_brackets(kernel_only, kernel_sum, profiler_window):
     """The graph figure is the call's device window: within 10% of the profiler's window of the same
     graphs, and not far below the device time: the profiler's kernel sum or, where the call's kernels
     overlapped one another or the flush (a sum longer than the window: 8.83 against 7.97 us for cuBLAS on
-    an H100, ``git show adbef96:results/h100_verdicts/gpu_tests.xml``), the window. (It also holds the dispatch gaps the sum
-    leaves out, and its flush-only baseline is not quite the flush in the pairs, so for short calls it
-    strays from the sum by a few percent either way: results/h200_timing.json.)"""
+    an H100, ``git show adbef96:results/h100_verdicts/gpu_tests.xml``), the window. (It also holds the
+    dispatch gaps the sum leaves out, and its flush-only baseline is not quite the flush in the pairs, so
+    for short calls it strays from the sum by a few percent either way: results/h200_timing.json.)"""
     assert abs(kernel_only - profiler_window) <= 0.10 * profiler_window, (kernel_only, kernel_sum, profiler_window)
     busy = min(kernel_sum, profiler_window)
     assert kernel_only >= 0.90 * busy, (kernel_only, kernel_sum, profiler_window)
