@@ -390,6 +390,52 @@ def _ranked_rows(r: Path) -> list[list[str]]:
     ]
 
 
+def _verdict_time_rows(r: Path) -> list[list[str]]:
+    """Issue #49: the wall time of a whole-process ranked verdict once the file is compiled."""
+    rows = []
+    for name, how in (("verdict_time.json", "a process of its own"), ("verdict_time_server.json", "a verdict server")):
+        doc = _load(r / "h200_verdicts" / name)
+        if not doc:
+            continue
+        walls = [
+            f"{Path(sub).stem} {_range([v['wall_s'] for v in runs if v['cache'] == 'filled'], 1)} s"
+            for sub, runs in doc["verdicts"].items()
+        ]
+        commit = doc["environment"].get("commit") or "?"
+        rows.append(
+            [f"ranked verdict, compile cache filled, {how} ({commit[:7]})", ", ".join(walls), f"h200_verdicts/{name}"]
+        )
+    return rows
+
+
+def _ranks_rows(r: Path) -> list[list[str]]:
+    """Issue #50: boards of identical copies (all tied?) and final scorings (the slower variant below?)."""
+    rows = []
+    for path in sorted((r / "ranks").glob("ranks-h200-*.json")):
+        doc = _load(path)
+        for t in (doc or {}).get("tasks", []):
+            if t.get("boards"):
+                boards = t["boards"]
+                rows.append(
+                    [
+                        f"{t['task']}: boards of {len(boards[0]['ranks'])} identical copies ({doc['commit']})",
+                        f"{t['boards_all_tied']} of {len(boards)} all tied; median 95% half-width "
+                        f"{_f(100 * t['median_half_width_rel'])}%, median board {_f(t['median_board_wall_s'], 0)} s",
+                        f"ranks/{path.name}",
+                    ]
+                )
+            if t.get("finals"):
+                rows.append(
+                    [
+                        f"{t['task']}: final scoring of a copy, the file and a slower variant ({doc['commit']})",
+                        f"{t['finals_passed']} of {len(t['finals'])} ranked the variant "
+                        f"({_f(100 * t['median_final_slowdown'], 1)}% slower) below and tied the copies",
+                        f"ranks/{path.name}",
+                    ]
+                )
+    return rows
+
+
 # the GPU test files the summaries show, with the label of their row
 GPU_TEST_FILES = {
     "h200_gpu_tests_runs.xml": "GPU tests of the examples' runs",
@@ -439,6 +485,8 @@ def _check_rows(r: Path) -> list[list[str]]:
         *_crosscheck_rows(r),
         *_timing_rows(r),
         *_ranked_rows(r),
+        *_verdict_time_rows(r),
+        *_ranks_rows(r),
         *_gpu_test_rows(r),
         *_defense_rows(r),
         *_peak_rows(),

@@ -31,6 +31,7 @@ def test_readme_tables_are_the_scripts_output():
     results = ROOT / "results"
     short, long = mod.short_form(results), mod.long_form(results)
     assert "| mxfp4_mm" in short and "GPU tests" in short  # the files were found and read
+    assert "identical copies" in short and "ranked verdict" in short  # issue #50's boards, #49's verdict times
     assert _block(ROOT / "README.md", "short") == short, "run: python scripts/results_summary.py --update"
     assert _block(ROOT / "results" / "README.md", "long") == long, "run: python scripts/results_summary.py --update"
 
