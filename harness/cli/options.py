@@ -18,6 +18,22 @@ def add_results_dir_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a run measures (``run`` and ``run-all``): samples and seconds per case, blocks, warm-up
+    chunks and the lead-in."""
+    parser.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
+    parser.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
+    parser.add_argument(
+        "--blocks",
+        type=int,
+        metavar="B",
+        help="timed blocks, each a fresh worker with fresh inputs and its own shape order; the score's interval "
+        "comes from their spread (default: leaderboard 10 on a GPU, 3 on the CPU; other modes 1)",
+    )
+    add_warmup_chunks_argument(parser)
+    add_lead_in_argument(parser)
+
+
 def add_lead_in_argument(parser: argparse.ArgumentParser) -> None:
     from harness.engine.options import LEAD_INS, RunOptions, lead_in_ms
 

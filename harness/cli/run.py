@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.api import RunOptions, run_submission
 from harness.cli.main import EXIT_CODE_TEXT, EXIT_INTERRUPTED
-from harness.cli.options import add_lead_in_argument, add_results_dir_argument, add_warmup_chunks_argument
+from harness.cli.options import add_results_dir_argument, add_sampling_arguments
 from harness.engine.modes import MODES, Mode
 from harness.engine.options import COMPILE_AHEAD
 from harness.engine.pool import warm_shared_pool
@@ -60,22 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="leaderboard: read the secret seed from this file (else $HARNESS_SECRET_SEED, else a random one)",
     )
     p.add_argument("--device", help="auto (default), cpu, or cuda[:N]")
-    p.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
-    p.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
-    p.add_argument(
-        "--blocks",
-        type=int,
-        metavar="B",
-        help="timed blocks, each a fresh worker with fresh inputs and its own shape order; the score's interval comes from their spread (default: leaderboard 10 on a GPU, 3 on the CPU; other modes 1)",
-    )
+    add_sampling_arguments(p)
     p.add_argument(
         "--same-worker",
         action="store_true",
         help="the blocks share one worker (fresh inputs and shape order each, not a fresh process): faster, "
         "and the interval leaves out what differs between processes",
     )
-    add_warmup_chunks_argument(p)
-    add_lead_in_argument(p)
     p.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     p.add_argument("--memory-limit-gb", type=float, help="host memory the submission may use (default 75%% of RAM)")
     p.add_argument(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.api import RunOptions, run_folder
-from harness.cli.options import add_lead_in_argument, add_results_dir_argument, add_warmup_chunks_argument, positive
+from harness.cli.options import add_results_dir_argument, add_sampling_arguments, positive
 from harness.engine.modes import STORED_MODES
 from harness.errors import EXIT_OK, UsageError
 from harness.store.jobs import DEFAULT_LEASE_S
@@ -66,16 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode", choices=STORED_MODES, default="leaderboard", help="what to run (default: leaderboard)"
     )
     parser.add_argument("--device", default=None, help="auto (default), cpu, or cuda[:N] (serial executor)")
-    parser.add_argument("--max-repeats", type=int, help="most samples per benchmark case (default 100 GPU, 10 CPU)")
-    parser.add_argument("--max-time", type=float, metavar="S", help="measured seconds per case before stopping")
-    parser.add_argument(
-        "--blocks",
-        type=int,
-        metavar="B",
-        help="timed blocks, each a fresh worker with fresh inputs and its own shape order; the score's interval comes from their spread (default: leaderboard 10 on a GPU, 3 on the CPU; other modes 1)",
-    )
-    add_warmup_chunks_argument(parser)
-    add_lead_in_argument(parser)
+    add_sampling_arguments(parser)
     parser.add_argument("--timeout-scale", type=float, default=1.0, help="multiply the task's timeouts by this")
     parser.add_argument("--all", action="store_true", help="also run files whose header or name says another task")
     parser.add_argument(
