@@ -113,6 +113,41 @@ def test_links_and_named_paths_exist(page: Path):
     assert not missing, f"{page.relative_to(ROOT)} names what does not exist: {missing}"
 
 
+SECTION_LINK = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
+
+
+def _sections(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lowercased, punctuation but '-' and '_' dropped,
+    spaces as '-' (code blocks' comment lines are not headings)."""
+    anchors, fenced = set(), False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_links_to_a_section_name_a_heading_of_that_page(page: Path):
+    broken = []
+    for m in SECTION_LINK.finditer(page.read_text()):
+        target = (page.parent / m.group(1)).resolve() if m.group(1) else page
+        if target.suffix == ".md" and target.exists() and m.group(2) not in _sections(target):
+            broken.append(m.group(0))
+    assert not broken, f"{page.relative_to(ROOT)} links to sections that do not exist: {broken}"
+
+
+def test_a_link_to_a_missing_section_is_found(tmp_path):
+    """The check can fail: a link to a heading that is not there is reported, one that is there is not."""
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n## How long a job takes\n\n```bash\n# not a heading\n```\n")
+    assert _sections(page) == {"title", "how-long-a-job-takes"}
+    assert SECTION_LINK.search("[x](page.md#how-long-a-job-takes)").group(2) in _sections(page)
+    assert SECTION_LINK.search("[x](page.md#not-a-heading)").group(2) not in _sections(page)
+
+
 def test_the_runner_reports_a_failing_command(tmp_path):
     """The check can fail: a wrong exit code is reported, markers are honoured, file blocks are written."""
     text = "\n".join(
