@@ -4,13 +4,13 @@ For each task: ``python -m harness run-all submissions/ --task TASK --mode MODE`
 store, then, from the stored results, a JSON file (device, versions, date, per-shape times, SOL,
 % of SOL, geomeans) and the markdown leaderboard.
 
-    python bench/bench_examples.py --out results/h200_examples.json --markdown results/h200_leaderboard.md
+    python bench/bench_examples.py --out results/h200_examples.json --markdown results/logs/h200_leaderboard.md
     python bench/bench_examples.py --task tests/fixtures/tasks/mxfp4_small/task.yml --device cpu --quick \\
         --out /tmp/examples.json
     python bench/bench_examples.py --mode leaderboard --submissions DIR --out results/h200_ranked.json
         # DIR: a folder holding only the files to rank (e.g. copies of submissions/triton_*.py)
     python bench/bench_examples.py --from-runs results/h200_runs --out results/h200_examples.json \\
-        --markdown results/h200_leaderboard.md     # summarize a run that stopped before its summary
+        --markdown results/logs/h200_leaderboard.md     # summarize a run that stopped before its summary
 """
 
 from __future__ import annotations
@@ -175,6 +175,7 @@ def main(argv=None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text("\n".join(markdown))
     print("\n".join(markdown))
     return 0

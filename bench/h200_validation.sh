@@ -57,7 +57,7 @@ s = Sampler(torch.device('cuda'), d(torch.device('cuda')).l2_bytes, 64 << 30); p
 fi
 if [ "$stage" = a ]; then
   step examples
-  timeout 330 $PY bench/bench_examples.py --out $R/h200_examples.json --markdown $R/h200_leaderboard.md \
+  timeout 330 $PY bench/bench_examples.py --out $R/h200_examples.json --markdown $LOGS/h200_leaderboard.md \
     --runs-dir $RUNS >/dev/null
   for s in torch_mxfp4 triton_mxfp4; do
     step "$s cross-check"
