@@ -11,10 +11,10 @@
 #                       # server and in processes of their own, and the parent's per-call costs
 #   bash bench/h200_validation.sh run-all      # issue 49: a ranked run-all of 10 byte-different copies of
 #                       # triton_mxfp4, each new to the compile cache (the target: 80 s)
-#   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the lead-in before every chunk against fewer
-#   bash bench/h200_validation.sh lead-in-nvfp4   # (bench/lead_in.py: interleaved whole ranked runs)
+#   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the short lead-in (the default) against
+#   bash bench/h200_validation.sh lead-in-nvfp4   # chunk (bench/lead_in.py: interleaved whole ranked runs)
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
-#                       # rule 2, resumed from results/ranks/ when an earlier call left the file there
+#                       # rule 2 and the default lead-in, resumed from results/ranks/ (the file of 9715b61)
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
@@ -116,29 +116,29 @@ if [ "$stage" = verdicts ]; then   # about 8 minutes
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
 fi
-if [ "$stage" = run-all ]; then   # about 3 minutes (130.1 s on an H100 at 7a75291)
+if [ "$stage" = run-all ]; then   # about 3 minutes (145.4 s on an H200 at 9715b61)
   step "run-all of 10 new mxfp4 files"
   timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
     --out $R/h200_verdicts/run_all_mxfp4.json > $LOGS/run_all_mxfp4.log 2>&1
   tail -4 $LOGS/run_all_mxfp4.log
 fi
-if [ "$stage" = lead-in-mxfp4 ]; then   # about 4 minutes (one chunk a case and block: case is chunk there)
-  step "lead-in A/B, mxfp4"
-  timeout -k 5 230 $PY bench/lead_in.py --task mxfp4_mm --settings chunk,block --rounds 4 --budget-s 200 \
-    --out $R/h200_verdicts/lead_in_mxfp4.json > $LOGS/lead_in_mxfp4.log 2>&1
-  tail -3 $LOGS/lead_in_mxfp4.log
+if [ "$stage" = lead-in-mxfp4 ]; then   # about 2 minutes (90 s on an H200 at 9715b61)
+  step "lead-in A/B, mxfp4: short (the default) against chunk"
+  timeout -k 5 290 $PY bench/lead_in.py --task mxfp4_mm --settings chunk,short --rounds 4 --budget-s 270 \
+    --out $R/h200_verdicts/lead_in_short_mxfp4.json > $LOGS/lead_in_short_mxfp4.log 2>&1
+  tail -3 $LOGS/lead_in_short_mxfp4.log
 fi
-if [ "$stage" = lead-in-nvfp4 ]; then   # about 9 minutes
-  step "lead-in A/B, nvfp4"
-  timeout -k 5 560 $PY bench/lead_in.py --task nvfp4_gemm --rounds 3 --budget-s 530 \
-    --out $R/h200_verdicts/lead_in_nvfp4.json > $LOGS/lead_in_nvfp4.log 2>&1
-  tail -3 $LOGS/lead_in_nvfp4.log
+if [ "$stage" = lead-in-nvfp4 ]; then   # about 4 minutes (213 s on an H200 at 9715b61)
+  step "lead-in A/B, nvfp4: short (the default) against chunk"
+  timeout -k 5 330 $PY bench/lead_in.py --task nvfp4_gemm --settings chunk,short --rounds 4 --budget-s 300 \
+    --out $R/h200_verdicts/lead_in_short_nvfp4.json > $LOGS/lead_in_short_nvfp4.log 2>&1
+  tail -3 $LOGS/lead_in_short_nvfp4.log
 fi
-if [ "$stage" = boards ]; then   # one call: about 3 boards (BOARDS_BUDGET=S: S seconds, default 540)
-  f=$R/ranks/ranks-h200-nvfp4_gemm-boards-rule2.json
+if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S seconds, default 540)
+  f=$R/ranks/ranks-h200-nvfp4_gemm-boards-short.json   # 2 of 10 at 9715b61 (65-87 s a board)
   resume=""; [ -f "$f" ] && resume=--resume
   budget=${BOARDS_BUDGET:-540}
-  step "nvfp4 boards (rule 2)"
+  step "nvfp4 boards (rule 2, the short lead-in)"
   timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s "$budget" \
     $resume --out "$f" > $LOGS/boards.log 2>&1
   tail -4 $LOGS/boards.log
