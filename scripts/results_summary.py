@@ -330,6 +330,14 @@ def _example_table(doc) -> str:
     )
 
 
+def _days(dates) -> str:
+    """The day (or first and last days) of ISO timestamps: when a row's files were measured."""
+    days = sorted({d[:10] for d in dates if d})
+    if not days:
+        return "?"
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
 def _what_was_timed(devs) -> str:
     cublas = sum("cuBLAS" in t["what"] for t in devs)
     return f"{len(devs) - cublas} examples" + (" and cuBLAS" if cublas else "")
@@ -345,6 +353,7 @@ def _crosscheck_rows(r: Path) -> list[list[str]]:
             "harness / GPU MODE's own loop (" + ", ".join(Path(d["submission"]).stem for d in cc) + ")",
             f"{_range(ratios, 3)}; all within 10%: {all(d['all_within_10pct'] for d in cc)}",
             "h200_crosscheck_*.json",
+            _days(d.get("date") for d in cc),
         ]
     ]
 
@@ -361,6 +370,7 @@ def _timing_rows(r: Path) -> list[list[str]]:
                 "kernel-only vs the profiler's kernel sum (max over shapes)",
                 _range([t["max_dev"] for t in devs], 1, "%") + f" over {_what_was_timed(devs)}",
                 "h200_timing.json",
+                _days([tm.get("date")]),
             ]
         )
     rep = tm.get("repeatability") or {}
@@ -370,6 +380,7 @@ def _timing_rows(r: Path) -> list[list[str]]:
                 f"score of {len(rep['scores_us'])} ranked runs of {rep.get('submission')}",
                 f"{_range(rep['scores_us'])} us, CV {_f(rep.get('cv_pct'))}%",
                 "h200_timing.json",
+                _days([tm.get("date")]),
             ]
         )
     return rows
@@ -386,6 +397,7 @@ def _ranked_rows(r: Path) -> list[list[str]]:
             f"ranked runs of {len(rr)} examples, device-clock check on",
             f"{passed} of {len(rr)} pass; clock excess {_range([x / 1e3 for x in excess])} us per sample",
             "h200_runs/*.leaderboard_clock.json",
+            _days(d.get("started_at") for d in rr),
         ]
     ]
 
@@ -403,7 +415,12 @@ def _verdict_time_rows(r: Path) -> list[list[str]]:
         ]
         commit = doc["environment"].get("commit") or "?"
         rows.append(
-            [f"ranked verdict, compile cache filled, {how} ({commit[:7]})", ", ".join(walls), f"h200_verdicts/{name}"]
+            [
+                f"ranked verdict, compile cache filled, {how} ({commit[:7]})",
+                ", ".join(walls),
+                f"h200_verdicts/{name}",
+                _days([doc["environment"].get("date")]),
+            ]
         )
     return rows
 
@@ -422,6 +439,7 @@ def _ranks_rows(r: Path) -> list[list[str]]:
                         f"{t['boards_all_tied']} of {len(boards)} all tied; median 95% half-width "
                         f"{_f(100 * t['median_half_width_rel'])}%, median board {_f(t['median_board_wall_s'], 0)} s",
                         f"ranks/{path.name}",
+                        _days([doc.get("date")]),
                     ]
                 )
             if t.get("finals"):
@@ -431,6 +449,7 @@ def _ranks_rows(r: Path) -> list[list[str]]:
                         f"{t['finals_passed']} of {len(t['finals'])} ranked the variant "
                         f"({_f(100 * t['median_final_slowdown'], 1)}% slower) below and tied the copies",
                         f"ranks/{path.name}",
+                        _days([doc.get("date")]),
                     ]
                 )
     return rows
@@ -449,7 +468,8 @@ def _gpu_test_rows(r: Path) -> list[list[str]]:
     for xml, label in GPU_TEST_FILES.items():
         t = gpu_tests(r / xml)
         if t:
-            rows.append([label, f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped", xml])
+            result = f"{t['passed']} passed, {len(t['failed'])} failed, {t.get('skipped', 0)} skipped"
+            rows.append([label, result, xml, _days([t["date"]])])
     return rows
 
 
@@ -462,6 +482,7 @@ def _defense_rows(r: Path) -> list[list[str]]:
             "score with the defenses on / off",
             f"{_f(dov['ratio_on_over_off'], 3)} (median of {dov['runs_each']} each; within 5%: {dov['within_5_percent']})",
             "h200_defense_overhead.json",
+            _days([dov.get("date")]),
         ]
     ]
 
@@ -475,6 +496,7 @@ def _peak_rows() -> list[list[str]]:
             + ", ".join(f"{k} {_f(v / 1e12, 0)}" for k, v in row["matrix_flops_per_s"].items())
             + f" TFLOP/s, launch {_f(row['launch_floor_ns'] / 1e3)} us",
             "harness/data/device_peaks.json",
+            _days([row.get("date")]),
         ]
         for key, row in (peaks or {}).get("devices", {}).items()
     ]
@@ -509,7 +531,7 @@ def short_form(r: Path) -> str:
         )
     checks = _check_rows(r)
     if checks:
-        parts.append(format_rows(["check", "result", "file"], checks, "markdown"))
+        parts.append(format_rows(["check", "result", "file", "measured"], checks, "markdown"))
     return "\n".join(parts)
 
 

@@ -32,6 +32,7 @@ def test_readme_tables_are_the_scripts_output():
     short, long = mod.short_form(results), mod.long_form(results)
     assert "| mxfp4_mm" in short and "GPU tests" in short  # the files were found and read
     assert "identical copies" in short and "ranked verdict" in short  # issue #50's boards, #49's verdict times
+    assert "| measured " in short and re.search(r"\| 20\d\d-\d\d-\d\d +\|", short)  # each check row's day
     assert _block(ROOT / "README.md", "short") == short, "run: python scripts/results_summary.py --update"
     assert _block(ROOT / "results" / "README.md", "long") == long, "run: python scripts/results_summary.py --update"
 
