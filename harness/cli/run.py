@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
         options.extra_warnings += secret_notes(source)
     warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does (harness.engine.pool)
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
-    note = cpu_note(args.task, args.mode, args.device, options, [args.file])
+    # no note on how long a run takes before the error a missing file gets (harness.engine.preflight)
+    note = cpu_note(args.task, args.mode, args.device, options, [args.file]) if Path(args.file).is_file() else None
     if note:
         print(note, file=sys.stderr, flush=True)
     interrupted = False
