@@ -171,12 +171,13 @@ def test_output_paths_checked_by_preflight(tmp_path):
         check_store_writable(str(tmp_path / "file" / "sub"))
 
 
-def test_a_missing_file_gets_its_error_and_no_cpu_duration_note(capsys):
+@pytest.mark.parametrize("path, error", [("/nonexistent/kernel.py", "does not exist"), (".", "is a folder")])
+def test_a_bad_file_gets_its_error_and_no_cpu_duration_note(capsys, path, error):
     """The full mxfp4_mm shapes on the CPU draw a note on how long they take; a file that is not there
-    gets its usage error alone, not that note first."""
-    code = main(["run", "/nonexistent/kernel.py", "--task", "mxfp4_mm", "--device", "cpu"])
+    (or a folder) gets its usage error alone, not that note first."""
+    code = main(["run", path, "--task", "mxfp4_mm", "--device", "cpu"])
     err = capsys.readouterr().err
-    assert code == 2 and "does not exist" in err
+    assert code == 2 and error in err
     assert "note: on the CPU" not in err
     code = main(["run", SUB, "--task", "mxfp4_mm", "--device", "cpu", "--timeout-scale", "0"])
     assert code == 2 and "note: on the CPU" in capsys.readouterr().err  # the note itself still comes

@@ -16,7 +16,7 @@ from harness.cli.options import add_results_dir_argument, add_sampling_arguments
 from harness.engine.modes import MODES, Mode
 from harness.engine.options import COMPILE_AHEAD
 from harness.engine.pool import warm_shared_pool
-from harness.engine.preflight import check_output_file, check_store_writable
+from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
 from harness.engine.seeds import secret_notes, take_secret
 from harness.errors import RunInterrupted, UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         compile_ahead=args.compile_ahead,
         defenses=not args.no_defenses,
     )  # checked with the file, the task and the mode by run_submission (harness.engine.preflight)
+    check_submission_file(args.file)  # its error before the note below on how long the run takes
     check_output_file(args.json, "--json")
     if args.save:
         check_store_writable(args.results_dir)
@@ -154,8 +155,7 @@ def run(args: argparse.Namespace) -> int:
         options.extra_warnings += secret_notes(source)
     warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does (harness.engine.pool)
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
-    # no note on how long a run takes before the error a missing file gets (harness.engine.preflight)
-    note = cpu_note(args.task, args.mode, args.device, options, [args.file]) if Path(args.file).is_file() else None
+    note = cpu_note(args.task, args.mode, args.device, options, [args.file])
     if note:
         print(note, file=sys.stderr, flush=True)
     interrupted = False
