@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,30 @@ def test_newer_schema_is_refused(location):
             st.db.execute(f"PRAGMA user_version = {newer}")
     with pytest.raises(UsageError, match="upgrade the harness"):
         open_store(location)
+
+
+def test_a_client_stalled_holding_the_migration_lock_blocks_no_open_of_a_current_store(tmp_path):
+    """A client stopped (SIGSTOP, a debugger) while it holds PostgreSQL's migration lock: once the schema
+    is current, every other open goes ahead instead of waiting on that lock for ever."""
+    import psycopg
+
+    from harness.store.backends import MIGRATION_LOCK
+
+    location = fresh_location("postgresql", tmp_path)
+    open_store(location).close()  # created and migrated
+    opened: list = []
+    with psycopg.connect(location, autocommit=True) as holder, psycopg.connect(location, autocommit=True) as look:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        held = look.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted", (MIGRATION_LOCK,)
+        ).fetchall()
+        assert held == [(holder.info.backend_pid,)], "the stalled client does not hold the lock: nothing tested"
+        opener = threading.Thread(target=lambda: opened.append(open_store(location)), daemon=True)
+        opener.start()
+        opener.join(20)
+        assert opened, "opening a current store waited on the migration lock a stalled client holds"
+    opened[0].close()
 
 
 def _writer(location: str, worker: int, count: int) -> None:

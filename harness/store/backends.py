@@ -7,7 +7,8 @@ or a server that is down into a :class:`~harness.errors.UsageError` that says wh
 
 Concurrency: SQLite runs in WAL mode with a busy timeout and ``BEGIN IMMEDIATE`` transactions;
 PostgreSQL transactions are retried on serialization failures and deadlocks, and migrations hold an
-advisory lock so that many writers starting at once migrate the database once.
+advisory lock so that many writers starting at once migrate the database once (a store already at
+the current version is opened without that lock: one client stopped while holding it blocks no other).
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class PostgresBackend:
                 f"URL (postgresql://user:password@host:port/database) and that the server is "
                 f"running, or {FIX_HINT}"
             ) from exc
-        self.transaction(self._migrate)
+        if self.schema_version() != SCHEMA_VERSION:  # current: no lock, so a stalled client blocks nobody
+            self.transaction(self._migrate)
 
     def _connect(self) -> Any:
         return self._psycopg.connect(
