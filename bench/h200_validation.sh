@@ -14,7 +14,7 @@
 #   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the short lead-in (the default) against
 #   bash bench/h200_validation.sh lead-in-nvfp4   # chunk (bench/lead_in.py: interleaved whole ranked runs)
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
-#                       # rule 2 and the default lead-in, resumed from results/ranks/ (the file of 9715b61)
+#                       # rule 2 and the default lead-in, resumed from results/ranks/ (the GPU's own file)
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
@@ -135,7 +135,9 @@ if [ "$stage" = lead-in-nvfp4 ]; then   # about 4 minutes (213 s on an H200 at 9
   tail -3 $LOGS/lead_in_short_nvfp4.log
 fi
 if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S seconds, default 540)
-  f=$R/ranks/ranks-h200-nvfp4_gemm-boards-short.json   # 2 of 10 at 9715b61 (65-87 s a board)
+  # the file of the GPU that came (H200: 2 of 10 at 9715b61, 65-87 s a board)
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]00' | tr H h)
+  f=$R/ranks/ranks-${dev:-h200}-nvfp4_gemm-boards-short.json
   resume=""; [ -f "$f" ] && resume=--resume
   budget=${BOARDS_BUDGET:-540}
   step "nvfp4 boards (rule 2, the short lead-in)"
