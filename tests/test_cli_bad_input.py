@@ -181,3 +181,29 @@ def test_a_bad_file_gets_its_error_and_no_cpu_duration_note(capsys, path, error)
     assert "note: on the CPU" not in err
     code = main(["run", SUB, "--task", "mxfp4_mm", "--device", "cpu", "--timeout-scale", "0"])
     assert code == 2 and "note: on the CPU" in capsys.readouterr().err  # the note itself still comes
+
+
+@pytest.mark.parametrize(
+    "extra, error",
+    [
+        (["--results-dir", "/proc/nope"], "choose another --results-dir"),
+        (["--secret-file", "/nonexistent/secret"], "cannot read the secret seed file"),
+    ],
+)
+def test_run_all_says_a_bad_path_before_the_cpu_duration_note(capsys, monkeypatch, tmp_path, extra, error):
+    """run-all's paths (the folder, the store, the secret file) are checked before the note on how long
+    the CPU run would take, as run's are."""
+    base = ["run-all", str(ROOT / "submissions"), "--task", "mxfp4_mm", "--device", "cpu"]
+    code = main(["run-all", str(tmp_path / "missing"), "--task", "mxfp4_mm", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not a folder" in err and "note: on the CPU" not in err
+    code = main([*base, *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and error in err and "note: on the CPU" not in err
+
+    def no_run(*args, **kwargs):
+        raise UsageError("the run itself is not part of this test")
+
+    monkeypatch.setattr("harness.cli.run_all.run_folder", no_run)
+    code = main([*base, "--results-dir", str(tmp_path / "r")])
+    assert code == 2 and "note: on the CPU" in capsys.readouterr().err  # the note itself still comes

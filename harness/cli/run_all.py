@@ -9,7 +9,10 @@ from typing import Any
 
 from harness.api import RunOptions, run_folder
 from harness.cli.options import add_results_dir_argument, add_sampling_arguments, positive
-from harness.engine.modes import STORED_MODES
+from harness.engine.modes import STORED_MODES, Mode
+from harness.engine.preflight import check_store_writable
+from harness.engine.seeds import secret_notes, take_secret
+from harness.engine.submission import check_submissions_folder
 from harness.errors import EXIT_OK, UsageError
 from harness.store.jobs import DEFAULT_LEASE_S
 
@@ -145,6 +148,7 @@ def _ray_token(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_submissions_folder(args.folder)  # the paths' errors before the pool's warm-up and the CPU-duration note
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if not args.lease > 0:
@@ -160,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
         lead_in=args.lead_in,
         timeout_scale=args.timeout_scale,
     ).validate()
+    check_store_writable(args.results_dir)
+    if Mode(args.mode).ranked:  # taken here, so that a bad --secret-file is said before the note below
+        options.secret, source = take_secret(args.secret_file)
+        options.extra_warnings += secret_notes(source)
     if args.executor == "serial":
         from harness.engine.pool import warm_shared_pool
 
@@ -173,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
         args.mode,
         options,
         results_dir=args.results_dir,
-        secret_file=args.secret_file,
         everything=args.all,
         progress=say,
         executor=executor,

@@ -311,14 +311,15 @@ def run_folder(
             f"no submissions for task {task.name!r} in {folder} (looked for *.py; files starting with '_' are skipped)"
         )
     options = options or RunOptions()
-    if parsed_mode.ranked and options.secret is None:
-        secret, source = take_secret(secret_file)  # once, for every job, before any executor starts
+    if parsed_mode.ranked:
+        if options.secret is None:
+            secret, source = take_secret(secret_file)  # once, for every job, before any executor starts
+            options = dataclasses.replace(
+                options, secret=secret, extra_warnings=[*options.extra_warnings, *secret_notes(source)]
+            )
         from harness.engine.sandbox import make_undumpable
 
-        make_undumpable()  # the driver holds it now: its memory is root-only, whichever executor runs
-        options = dataclasses.replace(
-            options, secret=secret, extra_warnings=[*options.extra_warnings, *secret_notes(source)]
-        )
+        make_undumpable()  # the driver holds the secret: its memory is root-only, whichever executor runs
     sweep_temp_folders()
     location = resolve_location(results_dir)
     run = _FolderJob(folder, files, skipped, task, parsed_mode.value, options, say, live, rerun, lease_s, location)

@@ -67,13 +67,18 @@ def applies_to(path: str | Path, task: str | Iterable[str]) -> bool:
     return not hinted or bool(names & hinted)
 
 
+def check_submissions_folder(folder: str | Path) -> Path:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder; pass the folder that holds the submissions")
+    return folder
+
+
 def discover(
     folder: str | Path, task: str | Iterable[str], *, everything: bool = False
 ) -> tuple[list[Path], list[Path]]:
     """(files to run, files skipped as meant for another task), both sorted."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder; pass the folder that holds the submissions")
+    folder = check_submissions_folder(folder)
     files = sorted(
         p for p in folder.glob("*.py") if p.is_file() and p.name != "__init__.py" and not p.name.startswith("_")
     )
