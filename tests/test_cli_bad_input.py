@@ -207,3 +207,15 @@ def test_run_all_says_a_bad_path_before_the_cpu_duration_note(capsys, monkeypatc
     monkeypatch.setattr("harness.cli.run_all.run_folder", no_run)
     code = main([*base, "--results-dir", str(tmp_path / "r")])
     assert code == 2 and "note: on the CPU" in capsys.readouterr().err  # the note itself still comes
+
+
+def test_a_file_written_for_another_task_is_warned_about():
+    """A newcomer who runs an nvfp4 file on mxfp4_mm sees its unpacking error; the warning says why."""
+    from harness.engine.preflight import check_run_request
+
+    mine = RunOptions()
+    other = check_run_request(ROOT / "submissions" / "torch_nvfp4.py", "mxfp4_mm:small", "test", mine)
+    assert any("says another task than mxfp4_mm" in w for w in other.options.extra_warnings)
+    assert mine.extra_warnings == []  # the caller's options are left as they were
+    own = check_run_request(ROOT / "submissions" / "torch_mxfp4.py", "mxfp4_mm:small", "test", mine)
+    assert not any("another task" in w for w in own.options.extra_warnings)

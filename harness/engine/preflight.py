@@ -6,6 +6,7 @@ Torch-free; the store module is not touched (its location rule is read from it).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
+from harness.engine.submission import applies_to
 from harness.errors import UsageError
 from tasks.registry import Task, TaskSpecError, load_task
 
@@ -46,6 +48,9 @@ def check_run_request(
             task = load_task(task)
         except TaskSpecError as exc:
             raise UsageError(str(exc)) from exc
+    if not applies_to(checked_path, (task.name, task.compat_dir.parent.name)):
+        note = f"{checked_path.name}: its header or name says another task than {task.compat_dir.parent.name}; is --task the one it was written for?"
+        checked_options = dataclasses.replace(checked_options, extra_warnings=[*checked_options.extra_warnings, note])
     return RunRequest(checked_path, task, checked_mode, checked_options)
 
 
