@@ -91,6 +91,41 @@ def test_a_signal_inside_a_write_waits_for_its_end():
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the old handler is back
 
 
+@pytest.mark.parametrize("step", ["made", "removed"])
+def test_a_signal_while_a_jobs_folder_is_made_or_removed_leaves_no_folder(monkeypatch, tmp_path, step):
+    """SIGTERM lands inside the job folder's making (just after the folder exists) or its removal (just
+    before): the folder still goes. Its maker is alive, so the sweep would not remove it."""
+    import shutil
+    import tempfile
+
+    from harness.engine.executors.job import JobSpec, run_job
+    from harness.results import SubmissionInfo
+
+    def signal_here() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        str(0)  # a call: where Python runs the signal's handler
+
+    real_mkdtemp, real_rmtree = tempfile.mkdtemp, shutil.rmtree
+
+    def mkdtemp(*args, **kwargs):
+        folder = real_mkdtemp(*args, **kwargs)
+        signal_here()
+        return folder
+
+    def rmtree(*args, **kwargs):
+        signal_here()
+        return real_rmtree(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(*((tempfile, "mkdtemp", mkdtemp) if step == "made" else (shutil, "rmtree", rmtree)))
+    monkeypatch.setattr(runner, "run_submission", lambda *a, **k: make_result("x", (1.0,)))
+    info = SubmissionInfo(path="x.py", sha256="0" * 64, name="x")
+    spec = JobSpec(1, "x.py", b"def custom_kernel(data): pass\n", info, "x", TASK, "test")
+    with pytest.raises(Stopped), Signals() as signals:
+        run_job(spec, RunOptions(device="cpu"), critical=signals.critical)
+    assert list(tmp_path.glob("harness-job-*")) == []
+
+
 def test_migration_4_drops_duplicate_jobs_and_the_error_rows_of_failed_jobs(tmp_path):
     """A store written before leases: two jobs for one key (an old --rerun) and a failed job whose
     'error' run row was the harness's failure: after the migration, one job per key, no such row."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,9 @@ class _StoreSink(JobSink):
 
     def tick(self) -> None:
         self.progress.tick()
+
+    def critical(self) -> AbstractContextManager[object]:
+        return self.signals.critical()
 
 
 def _iso(t: float) -> str:
