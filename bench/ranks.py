@@ -30,6 +30,9 @@ Boards that do not fit one session (nvfp4_gemm: about 6 minutes a board) accumul
 several: --resume continues the --out file's boards up to --boards (each board records its commit and
 date, the file its sessions), on the same device only:
     python bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s 540 --resume --out results/ranks/ranks-h200-nvfp4_gemm-boards.json
+A call that started without the --out file's latest boards (the device tool copies the tree as it was)
+writes a file of its own; --merge adds its boards and sessions to --out's, measuring nothing:
+    python bench/ranks.py --merge SECOND.json --out results/ranks/ranks-h100-nvfp4_gemm-boards-short.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
 Writes results/ranks/ranks-<device>[-<task>].json (--out to choose).
@@ -49,7 +52,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from _common import GPU_FILES, QUICK_FILES, ROOT, ResultsFile, copy_file, machine, median, rel, say, utc_now
+from _common import (
+    GPU_FILES,
+    QUICK_FILES,
+    ROOT,
+    ResultsFile,
+    copy_file,
+    machine,
+    median,
+    rel,
+    say,
+    utc_now,
+    write_results,
+)
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
@@ -194,17 +209,22 @@ def boards(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entr
         }
         out.append(record | {"commit": rf.doc["commit"], "date": utc_now()})
         tied = out[-1]["all_tied"]
-        halves = [h for b in out for h in b["half_width_rel"] if h is not None]
-        entry.update(
-            boards_all_tied=sum(b["all_tied"] for b in out),
-            median_half_width_rel=median(halves),
-            median_board_wall_s=median([b["wall_s"] for b in out]),
-        )
+        _summarize_boards(entry)
         rf.done("board", wall)
         left = entry["median_board_wall_s"] * (args.boards - k - 1)
         say(
             f"{task}: board {k + 1}/{args.boards}: tied {tied} {out[-1]['ranks']} ({wall:.0f} s; boards left ~{left:.0f} s)"
         )
+
+
+def _summarize_boards(entry: dict[str, Any]) -> None:
+    out = entry["boards"]
+    halves = [h for b in out for h in b["half_width_rel"] if h is not None]
+    entry.update(
+        boards_all_tied=sum(b["all_tied"] for b in out),
+        median_half_width_rel=median(halves),
+        median_board_wall_s=median([b["wall_s"] for b in out]),
+    )
 
 
 def _board_record(section: Any, wall: float, copies: int) -> dict[str, Any]:
@@ -423,6 +443,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --finals 0: continue the boards of the --out file (same device) up to --boards",
     )
     p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="FILE",
+        help="measure nothing: add these board files' boards and sessions (same device) to --out's, as --resume "
+        "would have (for a device call that wrote to a file of its own)",
+    )
+    p.add_argument(
         "--budget-s",
         type=float,
         default=None,
@@ -487,6 +514,11 @@ def _one_task(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, e
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.merge:
+        if not args.out:
+            say("--merge: give --out, the board file the others join")
+            return 2
+        return merge(Path(args.out), [Path(m) for m in args.merge])
     files = _files(args)
     facts = machine(args.device)
     slug = re.sub(r"[^a-z0-9]+", "-", facts["device"].lower()).strip("-")
@@ -530,17 +562,7 @@ def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict
         except (OSError, ValueError) as e:
             why = f"--resume: {rel(out)} is not a readable results file ({e}); choose another --out"
         else:
-            if prev.get("script") != "bench/ranks.py" or prev.get("device") != facts["device"]:
-                why = (
-                    f"--resume: {rel(out)} is not a board file of bench/ranks.py on {facts['device']} (script "
-                    f"{prev.get('script')!r}, device {prev.get('device')!r}); boards of two devices are not pooled"
-                )
-            elif (prev.get("config") or {}).get("warmup_chunks", 0) != args.warmup_chunks:
-                why = (
-                    f"--resume: {rel(out)} was measured with --warmup-chunks "
-                    f"{(prev.get('config') or {}).get('warmup_chunks', 0)}, not {args.warmup_chunks}: "
-                    "give the same, or another --out"
-                )
+            why = _not_poolable(out, prev, facts["device"], args.warmup_chunks, "--resume")
     if why:
         say(why)
         raise SystemExit(2)
@@ -548,6 +570,54 @@ def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict
         return {}
     first = {k: prev.get(k) for k in SESSION_KEYS}
     return {"tasks": prev.get("tasks") or [], "sessions": prev.get("sessions") or [first]}
+
+
+def _not_poolable(path: Path, prev: dict[str, Any], device: str, warmup_chunks: int, flag: str) -> str | None:
+    """Why the boards of ``prev`` (read from ``path``) may not join a file of ``device``, or None."""
+    if prev.get("script") != "bench/ranks.py" or prev.get("device") != device:
+        return (
+            f"{flag}: {rel(path)} is not a board file of bench/ranks.py on {device} (script "
+            f"{prev.get('script')!r}, device {prev.get('device')!r}); boards of two devices are not pooled"
+        )
+    chunks = (prev.get("config") or {}).get("warmup_chunks", 0)
+    if chunks != warmup_chunks:
+        return f"{flag}: {rel(path)} was measured with --warmup-chunks {chunks}, not {warmup_chunks}: give the same, or another --out"
+    return None
+
+
+def merge(out: Path, others: list[Path]) -> int:
+    """Adds the boards and sessions of ``others`` to the --out file as --resume would have (a device call
+    that started from a copy of the tree without --out's latest boards wrote them to a file of its own);
+    nothing is measured. The file's ``merged`` lists what was added."""
+    try:
+        doc = json.loads(out.read_text())
+        extra = [(p, json.loads(p.read_text())) for p in others]
+    except (OSError, ValueError) as e:
+        say(f"--merge: {e}; give --out and --merge board files of this script")
+        return 2
+    for p, prev in extra:
+        why = _not_poolable(
+            p, prev, doc.get("device", "-"), (doc.get("config") or {}).get("warmup_chunks", 0), "--merge"
+        )
+        if why:
+            say(why)
+            return 2
+    for p, prev in extra:
+        for task in prev.get("tasks") or []:
+            entry = next((r for r in doc["tasks"] if r["task"] == task["task"]), None)
+            if entry is None:
+                doc["tasks"].append(entry := {k: v for k, v in task.items() if k != "boards"} | {"boards": []})
+            entry["boards"] += task.get("boards") or []
+            _summarize_boards(entry)
+        doc["sessions"] += prev.get("sessions") or []
+        doc["units_done"] += prev.get("units_done", 0)
+        doc["elapsed_s"] += prev.get("elapsed_s", 0.0)
+        doc["stopped"], doc["complete"] = prev.get("stopped"), prev.get("complete", False)
+        doc.setdefault("merged", []).append(f"{p.name}: {len(prev.get('sessions') or [])} session(s), added by --merge")
+    write_results(out, doc)
+    for r in doc["tasks"]:
+        say(_summary(r))
+    return 0
 
 
 def _summary(r: dict[str, Any]) -> str:

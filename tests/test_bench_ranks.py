@@ -127,6 +127,37 @@ def test_ranks_resume_of_another_scripts_file_is_a_usage_error(tmp_path):
     assert json.loads(out.read_text())["script"] == "bench/noise.py"  # left as it was
 
 
+def _board_file(path: Path, device: str, walls: list[float], halves: list[float], tied: list[bool]) -> Path:
+    boards = [
+        {"all_tied": t, "half_width_rel": [h, h], "wall_s": w, "commit": "c", "date": "d"}
+        for w, h, t in zip(walls, halves, tied)
+    ]
+    session = {"commit": "c", "date": f"{device} {walls}", "device": device}
+    doc = {"script": "bench/ranks.py", "device": device, "config": {"warmup_chunks": 0}, "sessions": [session]}
+    doc |= {"units_done": len(boards), "elapsed_s": sum(walls), "complete": False, "stopped": "budget: ..."}
+    doc["tasks"] = [{"task": "nvfp4_gemm", "file": "submissions/triton_nvfp4.py", "boards": boards}]
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_ranks_merge_adds_a_second_files_boards_as_resume_would(tmp_path):
+    """Two device calls on one lease, the second without the first's file: --merge joins them (no run)."""
+    out = _board_file(tmp_path / "boards.json", "H100", [80.0, 90.0], [0.07, 0.08], [True, True])
+    second = _board_file(tmp_path / "second.json", "H100", [70.0], [0.06], [False])
+    done = _run("ranks.py", "--merge", str(second), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    (task,) = data["tasks"]
+    assert [b["wall_s"] for b in task["boards"]] == [80.0, 90.0, 70.0] and len(data["sessions"]) == 2
+    assert task["boards_all_tied"] == 2 and task["median_board_wall_s"] == 80.0
+    assert task["median_half_width_rel"] == pytest.approx(0.07) and data["units_done"] == 3
+    assert data["merged"] == ["second.json: 1 session(s), added by --merge"]
+    other = _board_file(tmp_path / "h200.json", "H200", [60.0], [0.03], [True])
+    done = _run("ranks.py", "--merge", str(other), "--out", str(out))
+    assert done.returncode == 2 and "boards of two devices are not pooled" in done.stderr
+    assert len(json.loads(out.read_text())["tasks"][0]["boards"]) == 3  # left as it was
+
+
 def test_noise_from_stored_runs_finds_a_first_sample_that_is_slower(tmp_path):
     """--from-runs reads stored ranked runs (no run): here one whose every block's first sample of the first
     shape is 30% slower than the rest, and of the second shape not."""
