@@ -362,7 +362,7 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
 
 
 class _Interrupt(BaseException):
-    """What run-all's signal handler raises (harness.engine.lease.Stopped): a BaseException."""
+    """What run-all's signal handler raises (harness.engine.stop_signals.Stopped): a BaseException."""
 
 
 def test_a_signal_while_a_worker_is_forked_leaves_no_worker_and_the_next_fork_reads_its_own_reply(

@@ -14,8 +14,8 @@ import pytest
 import harness.engine.runner as runner
 from harness.engine.executors.cleanup import sweep_temp_folders
 from harness.engine.folder import run_folder
-from harness.engine.lease import Signals, Stopped
 from harness.engine.options import RunOptions
+from harness.engine.stop_signals import Signals, Stopped
 from harness.store.backends import StoreUnavailable
 from harness.store.database import open_store
 from harness.store.jobs import JobTable
@@ -91,15 +91,40 @@ def test_a_signal_inside_a_write_waits_for_its_end():
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the old handler is back
 
 
-@pytest.mark.parametrize("step", ["made", "removed"])
-def test_a_signal_while_a_jobs_folder_is_made_or_removed_leaves_no_folder(monkeypatch, tmp_path, step):
-    """SIGTERM lands inside the job folder's making (just after the folder exists) or its removal (just
-    before): the folder still goes. Its maker is alive, so the sweep would not remove it."""
-    import shutil
-    import tempfile
-
+def _job(tmp_path: Path) -> None:
     from harness.engine.executors.job import JobSpec, run_job
     from harness.results import SubmissionInfo
+
+    info = SubmissionInfo(path="x.py", sha256="0" * 64, name="x")
+    run_job(JobSpec(1, "x.py", b"def custom_kernel(data): pass\n", info, "x", TASK, "test"), RunOptions(device="cpu"))
+
+
+def _run_folder(tmp_path: Path) -> None:
+    import torch
+
+    from harness.engine.sandbox import Sandbox
+    from tasks.registry import load_task
+
+    sandbox = Sandbox(
+        ROOT / "submissions" / "torch_mxfp4.py",
+        load_task(TASK),
+        torch.device("cpu"),
+        None,
+        RunOptions(device="cpu"),
+        [],
+    )
+    sandbox.remove()
+
+
+@pytest.mark.parametrize("step", ["made", "removed"])
+@pytest.mark.parametrize("folder, make", [("harness-job-", _job), ("harness-run-", _run_folder)])
+def test_a_signal_while_a_temporary_folder_is_made_or_removed_leaves_no_folder(
+    monkeypatch, tmp_path, step, folder, make
+):
+    """SIGTERM lands inside the making of a job's or a run's folder (just after it exists) or inside its
+    removal (just before): the folder still goes. Its maker is alive, so the sweep would not remove it."""
+    import shutil
+    import tempfile
 
     def signal_here() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
@@ -108,9 +133,9 @@ def test_a_signal_while_a_jobs_folder_is_made_or_removed_leaves_no_folder(monkey
     real_mkdtemp, real_rmtree = tempfile.mkdtemp, shutil.rmtree
 
     def mkdtemp(*args, **kwargs):
-        folder = real_mkdtemp(*args, **kwargs)
+        made = real_mkdtemp(*args, **kwargs)
         signal_here()
-        return folder
+        return made
 
     def rmtree(*args, **kwargs):
         signal_here()
@@ -119,11 +144,9 @@ def test_a_signal_while_a_jobs_folder_is_made_or_removed_leaves_no_folder(monkey
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(*((tempfile, "mkdtemp", mkdtemp) if step == "made" else (shutil, "rmtree", rmtree)))
     monkeypatch.setattr(runner, "run_submission", lambda *a, **k: make_result("x", (1.0,)))
-    info = SubmissionInfo(path="x.py", sha256="0" * 64, name="x")
-    spec = JobSpec(1, "x.py", b"def custom_kernel(data): pass\n", info, "x", TASK, "test")
-    with pytest.raises(Stopped), Signals() as signals:
-        run_job(spec, RunOptions(device="cpu"), critical=signals.critical)
-    assert list(tmp_path.glob("harness-job-*")) == []
+    with pytest.raises(Stopped), Signals():
+        make(tmp_path)
+    assert list(tmp_path.glob(folder + "*")) == []
 
 
 def test_migration_4_drops_duplicate_jobs_and_the_error_rows_of_failed_jobs(tmp_path):

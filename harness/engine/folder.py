@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,12 @@ from harness.engine.diagnosis import diagnose_result
 from harness.engine.executors.cleanup import sweep_temp_folders
 from harness.engine.executors.job import JobSink, JobSpec, JobStart, load_task_or_usage_error
 from harness.engine.executors.serial import SerialExecutor
-from harness.engine.lease import Heartbeat, Signals, Stopped
+from harness.engine.lease import Heartbeat
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
 from harness.engine.progress import Progress
 from harness.engine.scan import ScanAhead
+from harness.engine.stop_signals import Signals, Stopped
 from harness.engine.submission import discover, display_name, submission_info
 from harness.errors import UsageError
 from harness.results import RunResult, SubmissionInfo
@@ -262,9 +262,6 @@ class _StoreSink(JobSink):
 
     def tick(self) -> None:
         self.progress.tick()
-
-    def critical(self) -> AbstractContextManager[object]:
-        return self.signals.critical()
 
 
 def _iso(t: float) -> str:

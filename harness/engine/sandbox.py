@@ -18,6 +18,7 @@ import torch
 
 from harness.engine.compile_cache import CacheEntry, Toolchain, entry_for, harness_kernels_source
 from harness.engine.privileges import first_blocking_folder, needed_paths
+from harness.engine.stop_signals import held
 from harness.results import DeviceInfo
 from harness.worker.config import WorkerConfig
 from harness.worker.sandbox import missing
@@ -60,8 +61,10 @@ class Sandbox:
         warnings: list[str],
         info: DeviceInfo | None = None,
     ):
-        self.folder = tempfile.mkdtemp(prefix=f"harness-run-{os.getpid()}-")  # pid: see executors/cleanup.py
+        self.folder = ""
         try:
+            with held():  # a Stopped raised once it exists lands in this try, which removes it
+                self.folder = tempfile.mkdtemp(prefix=f"harness-run-{os.getpid()}-")  # pid: see executors/cleanup.py
             sub_copy = os.path.join(self.folder, "submission.py")
             shutil.copyfile(submission, sub_copy)
             compat = str(task.compat_dir)  # used in place: its modules find tasks/_compat_common beside it
@@ -161,7 +164,9 @@ class Sandbox:
         return None
 
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder:
+            with held():  # a Stopped in the middle would leave part of it behind
+                shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _task_dirs(task: Any) -> list[str]:

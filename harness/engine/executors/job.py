@@ -19,13 +19,13 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness.engine.options import RunOptions
+from harness.engine.stop_signals import held
 from harness.errors import UsageError
 from harness.results import RunResult, SubmissionInfo
 
@@ -118,10 +118,6 @@ class JobSink:
 
     def tick(self) -> None: ...
 
-    def critical(self) -> AbstractContextManager[object]:
-        """Holds back a stop signal's exception until the block ends (the driver's Signals.critical)."""
-        return contextlib.nullcontext()
-
 
 def visible_gpu() -> str | None:
     """The GPU ids the scheduler gave this process (CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES)."""
@@ -136,36 +132,31 @@ def job_start(spec: JobSpec) -> JobStart:
 
 
 @contextlib.contextmanager
-def _job_folder(critical: Callable[[], AbstractContextManager[object]]) -> Iterator[str]:
-    """The job's private temporary folder. It is made and removed inside ``critical``: a stop signal's
-    exception raised in the middle of either would leave it behind while its maker lives, where
+def _job_folder() -> Iterator[str]:
+    """The job's private temporary folder, made and removed with the driver's stop signals held back: a
+    Stopped raised in the middle of either would leave it behind while its maker lives, where
     :func:`harness.engine.executors.cleanup.sweep_temp_folders` does not look."""
     folder = None
     try:
-        with critical():
+        with held():
             folder = tempfile.mkdtemp(prefix=temp_prefix())
         yield folder
     finally:
         if folder is not None:
-            with critical():
+            with held():
                 shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_job(
-    spec: JobSpec,
-    options: RunOptions,
-    start: JobStart | None = None,
-    on_usage_error: str = "raise",
-    critical: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    spec: JobSpec, options: RunOptions, start: JobStart | None = None, on_usage_error: str = "raise"
 ) -> JobReport:
     """Runs one job here. ``on_usage_error``: 'raise' (serial: the request is wrong, stop) or 'retry'
-    (a worker node: its GPU could not be attached or the node lacks something; another may work).
-    ``critical``: what holds back the driver's stop signals (serial: :meth:`JobSink.critical`)."""
+    (a worker node: its GPU could not be attached or the node lacks something; another may work)."""
     from harness.engine.runner import run_submission
     from harness.errors import HarnessError
 
     start = start or job_start(spec)
-    with _job_folder(critical) as tmp:
+    with _job_folder() as tmp:
         copy = Path(tmp) / Path(spec.path).name
         copy.write_bytes(spec.source)
         try:

@@ -36,7 +36,7 @@ class SerialExecutor:
             spec.submitted_at = time.time()
             start = job_start(spec)
             sink.started(spec, start)
-            report = run_job(spec, options, start, critical=sink.critical)  # a UsageError stops the whole run
+            report = run_job(spec, options, start)  # a UsageError stops the whole run
             if report.result is not None:
                 sink.finished(spec, report.result)
                 return
