@@ -100,9 +100,13 @@ def test_resubmitting_one_file_does_not_move_its_entry_down_by_selection(tmp_pat
 
 
 def test_other_content_is_another_submission(tmp_path):
+    """Two contents under one name are two entries; the board tells them apart by their content's hash."""
     results = [make_result("k", (10.0, 10.0), sha="a" * 64), make_result("k", (20.0, 20.0), sha="b" * 64)]
+    results.append(make_result("other", (30.0, 30.0), sha="c" * 64))
     (b,) = board_of(tmp_path, results).boards
-    assert [e.score_us for e in b.ranked] == pytest.approx([10.0, 20.0])
+    assert [e.score_us for e in b.ranked] == pytest.approx([10.0, 20.0, 30.0])
+    assert [e.name for e in b.ranked] == ["k #aaaaaaa", "k #bbbbbbb", "other"]
+    assert b.ranked[1].vs_leader["leader"] == "k #aaaaaaa"
 
 
 def test_test_only_submission_is_listed_with_reason(tmp_path):

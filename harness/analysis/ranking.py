@@ -30,6 +30,7 @@ of identical files show beyond their blocks.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -521,6 +522,15 @@ def rerun_from_blocks(block_scores: Sequence[float]) -> Rerun | None:
     return Rerun(math.log(combine(scores, "geom")), log_spread(scores) / math.sqrt(len(scores)), len(scores))
 
 
+def _tell_shared_names_apart(entries: list[Entry]) -> None:
+    """Entries of one board that share a display name (two versions of a file, or two competitors who
+    chose one name) get the first 7 hex digits of their content's sha256 after it: 'name #1a2b3c4'."""
+    counts = Counter(e.name for e in entries)
+    for e in entries:
+        if counts[e.name] > 1:
+            e.name = f"{e.name} #{e.sha256[:7]}"
+
+
 def _board(
     dev: str,
     task: str,
@@ -536,6 +546,7 @@ def _board(
     spreads = [p.spread(between) for p in pooled]
     leader = pooled[0].score.value_us if pooled else math.nan
     entries = [_entry(p, sp, leader, aliases[p.latest.submission_sha256]) for p, sp in zip(pooled, spreads)]
+    _tell_shared_names_apart(entries)
     for e, (rank, tied) in zip(entries, rank_groups(spreads, margin)):
         e.rank, e.tied = rank, tied
     leader_at = 0
