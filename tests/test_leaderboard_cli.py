@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib.util
 import io
 import json
@@ -93,6 +94,27 @@ def test_history(results, capsys):
     assert [r["mode"] for r in json.loads(out)["runs"]] == ["leaderboard", "benchmark"]
     code, _, err = cli(capsys, "history", "nope", "--task", TASK, "--results-dir", results)
     assert code == 2 and "'Fast Kernel'" in err
+
+
+def test_files_that_share_a_name_are_told_apart_by_history_and_compare(tmp_path, capsys, monkeypatch):
+    """Two files with one '# name:' header and different code: each file's history is its own runs, and
+    comparing the two files compares them (it said they were the same submission)."""
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "res")
+    files = []
+    with open_store(store) as st:
+        for stem, means in (("a", (10.0, 20.0)), ("b", (20.0, 40.0))):
+            f = tmp_path / f"{stem}.py"
+            f.write_text(f"# name: shared\n# {stem}\ndef custom_kernel(data): pass\n")
+            r = make_result(stem, means, sha=hashlib.sha256(f.read_bytes()).hexdigest())
+            r.submission.path = str(f)
+            st.record(r, display_name="shared")
+            files.append(str(f))
+    code, out, _ = cli(capsys, "history", files[0], "--task", TASK, "--results-dir", store, "--format", "json")
+    assert code == 0 and [r["current"] for r in json.loads(out)["runs"]] == [True]  # a's run alone
+    code, out, err = cli(capsys, "compare", *files, "--task", TASK, "--results-dir", store, "--format", "json")
+    assert code == 0, err
+    assert "2 \u00b1" in json.loads(out)["overall"]["text"]  # b's means are twice a's
 
 
 def test_compare(results, capsys):

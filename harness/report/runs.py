@@ -15,16 +15,15 @@ def file_sha(path: Path) -> str | None:
 
 
 def find_runs(st: Store, task: str, ref: str) -> list[RunRow]:
-    """Runs of ``task`` that belong to the submission ``ref`` (a file path or a name); oldest first."""
+    """Runs of ``task`` that belong to the submission ``ref`` (a file path or a name); oldest first. A
+    file's are those of its content or its path (its earlier versions); only where there are none, those
+    of its display name (a path recorded from another working folder), which other files may share."""
     runs = st.runs(task=task)
     path = Path(ref)
     if path.is_file():
         sha, resolved, name = file_sha(path), path.resolve(), display_name(path)
-        return [
-            r
-            for r in runs
-            if r.submission_sha256 == sha or r.display_name == name or Path(r.submission_path).resolve() == resolved
-        ]
+        own = [r for r in runs if r.submission_sha256 == sha or Path(r.submission_path).resolve() == resolved]
+        return own or [r for r in runs if r.display_name == name]
     ref_l = ref.lower()
     is_hex = len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref_l)
     return [
