@@ -234,3 +234,6 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
         out = capsys.readouterr().out
         assert "alpha" in out, command
     assert json.loads(out)["counts"]["done"] == 2
+    assert cli_main(["jobs", "--store", location]) == 0  # every job done: a note, not a table of headers alone
+    out, err = capsys.readouterr()
+    assert out == "" and "0 queued, 0 running, 2 done" in err and "--all lists the done ones" in err

@@ -164,5 +164,8 @@ def _show(jobs: list[Job], task: str | None, fmt: str, everything: bool, now: fl
         return
     if fmt in ("table", "markdown"):
         print(_summary(jobs, counts, now), file=sys.stderr, flush=True)
+        if not shown:  # no table of headers alone
+            print("no job is queued, running or failed; --all lists the done ones", file=sys.stderr)
+            return
     table = format_rows(HEADERS, [_row(j, place, now) for j in shown], fmt, right=[0, 2, 6])
     sys.stdout.write(table if table.endswith("\n") else table + "\n")
