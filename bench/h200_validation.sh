@@ -136,8 +136,9 @@ if [ "$stage" = lead-in-nvfp4 ]; then   # about 4 minutes (213 s on an H200 at 9
 fi
 if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S seconds, default 540)
   # the file of the GPU that came (H200: 2 of 10 at 9715b61, 65-87 s a board)
-  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]00' | tr H h)
-  f=$R/ranks/ranks-${dev:-h200}-nvfp4_gemm-boards-short.json
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)   # h200, h100; another GPU: its name, as a slug
+  f=$R/ranks/ranks-${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}-nvfp4_gemm-boards-short.json
   resume=""; [ -f "$f" ] && resume=--resume
   budget=${BOARDS_BUDGET:-540}
   step "nvfp4 boards (rule 2, the short lead-in)"
