@@ -17,7 +17,7 @@ from harness.engine.modes import MODES, Mode
 from harness.engine.options import COMPILE_AHEAD
 from harness.engine.pool import warm_shared_pool
 from harness.engine.preflight import check_output_file, check_store_writable, check_submission_file
-from harness.engine.seeds import secret_notes, take_secret
+from harness.engine.seeds import give_secret
 from harness.errors import RunInterrupted, UsageError, exit_code_for
 from harness.report.run_text import render_output_excerpt, render_phases, render_run, render_warnings
 from harness.results import RunResult
@@ -151,8 +151,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         check_store_writable(args.results_dir)
     if Mode(args.mode).ranked:
-        options.secret, source = take_secret(args.secret_file)
-        options.extra_warnings += secret_notes(source)
+        give_secret(options, args.secret_file)
     warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does (harness.engine.pool)
     progress = None if args.quiet else (lambda msg: print(f"[harness] {msg}", file=sys.stderr, flush=True))
     note = cpu_note(args.task, args.mode, args.device, options, [args.file])

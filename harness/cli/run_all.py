@@ -11,7 +11,7 @@ from harness.api import RunOptions, run_folder
 from harness.cli.options import add_results_dir_argument, add_sampling_arguments, positive
 from harness.engine.modes import STORED_MODES, Mode
 from harness.engine.preflight import check_store_writable
-from harness.engine.seeds import secret_notes, take_secret
+from harness.engine.seeds import give_secret
 from harness.engine.submission import check_submissions_folder
 from harness.errors import EXIT_OK, UsageError
 from harness.store.jobs import DEFAULT_LEASE_S
@@ -166,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
     ).validate()
     check_store_writable(args.results_dir)
     if Mode(args.mode).ranked:  # taken here, so that a bad --secret-file is said before the note below
-        options.secret, source = take_secret(args.secret_file)
-        options.extra_warnings += secret_notes(source)
+        give_secret(options, args.secret_file)
     if args.executor == "serial":
         from harness.engine.pool import warm_shared_pool
 

@@ -30,10 +30,9 @@ def run_submission(
     where it entered (``harness.api.run_submission``, or ``run_folder`` for the jobs of run-all)."""
     mode = Mode.parse(mode)  # a no-op on a Mode; a job's stored mode (JobSpec.mode) is its string value
     if mode.ranked and options.secret is None:
-        from harness.engine.seeds import secret_notes, take_secret
+        from harness.engine.seeds import give_secret
 
-        options.secret, source = take_secret()
-        options.extra_warnings += secret_notes(source)
+        give_secret(options)
     return Run(Path(path), task, mode, options, progress).execute()
 
 

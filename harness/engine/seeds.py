@@ -11,8 +11,12 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from harness.engine.options import RunOptions
 
 SECRET_ENV = "HARNESS_SECRET_SEED"
 
@@ -45,6 +49,12 @@ def take_secret(secret_file: str | None = None) -> tuple[str, str]:
 
 
 RANDOM_SOURCE = "random (no --secret-file or $" + SECRET_ENV + " given)"
+
+
+def give_secret(options: RunOptions, secret_file: str | None = None) -> None:
+    """Sets ``options.secret`` from :func:`take_secret` and adds what the run's warnings say of it."""
+    options.secret, source = take_secret(secret_file)
+    options.extra_warnings += secret_notes(source)
 
 
 def secret_notes(source: str) -> list[str]:
