@@ -16,6 +16,8 @@
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
 #                       # rule 2 and the default lead-in, resumed from results/ranks/ (the GPU's own file)
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
+#   bash bench/h200_validation.sh finals       # issue 50: nvfp4 final scorings of the file, a copy and a variant
+#                       # 4% slower, calibrated from that boards file, resumed from results/ranks/ (BOARDS_BUDGET too)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
 #                       # series the check reads (an H100 rejected some of these before blocks measured again)
@@ -31,7 +33,7 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, run-all, lead-in-mxfp4, lead-in-nvfp4, boards, escape or ranked}
+stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, run-all, lead-in-mxfp4, lead-in-nvfp4, boards, finals, escape or ranked}
 LOGS=$R/logs
 mkdir -p "$LOGS"
 # Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
@@ -134,17 +136,24 @@ if [ "$stage" = lead-in-nvfp4 ]; then   # about 4 minutes (213 s on an H200 at 9
     --out $R/h200_verdicts/lead_in_short_nvfp4.json > $LOGS/lead_in_short_nvfp4.log 2>&1
   tail -3 $LOGS/lead_in_short_nvfp4.log
 fi
-if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S seconds, default 540)
-  # the file of the GPU that came (H200: 2 of 10 at 9715b61, 65-87 s a board)
+if [ "$stage" = boards ] || [ "$stage" = finals ]; then   # the files of the GPU that came
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)   # h200, h100; another GPU: its name, as a slug
-  f=$R/ranks/ranks-${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}-nvfp4_gemm-boards-short.json
-  resume=""; [ -f "$f" ] && resume=--resume
+  boards=$R/ranks/ranks-${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}-nvfp4_gemm-boards-short.json
   budget=${BOARDS_BUDGET:-540}
+fi
+if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S seconds, default 540)
+  resume=""; [ -f "$boards" ] && resume=--resume
   step "nvfp4 boards (rule 2, the short lead-in)"
   timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s "$budget" \
-    $resume --out "$f" > $LOGS/boards.log 2>&1
+    $resume --out "$boards" > $LOGS/boards.log 2>&1
   tail -4 $LOGS/boards.log
+fi
+if [ "$stage" = finals ]; then   # issue 50: nvfp4 final scorings, resumed from the GPU's file (BOARDS_BUDGET too)
+  step "nvfp4 finals (a copy, the file and a variant 4% slower)"
+  timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 0 --finals 10 --budget-s "$budget" \
+    --resume --calibrate-from "$boards" --out "${boards%-boards-short.json}-finals.json" > $LOGS/finals.log 2>&1
+  tail -4 $LOGS/finals.log
 fi
 if [ "$stage" = escape ]; then   # about 3 minutes
   step "wall-gap series (fresh processes)"

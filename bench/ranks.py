@@ -30,8 +30,12 @@ Boards that do not fit one session (nvfp4_gemm: about 6 minutes a board) accumul
 several: --resume continues the --out file's boards up to --boards (each board records its commit and
 date, the file its sessions), on the same device only:
     python bench/ranks.py --task nvfp4_gemm --boards 10 --finals 0 --budget-s 540 --resume --out results/ranks/ranks-h200-nvfp4_gemm-boards.json
-A call that started without the --out file's latest boards (the device tool copies the tree as it was)
-writes a file of its own; --merge adds its boards and sessions to --out's, measuring nothing:
+Finals do the same with --boards 0: --resume continues the --out file's finals up to --finals with the
+variant its first call measured (not measured again), or starts them as above when it holds none:
+    python bench/ranks.py --task nvfp4_gemm --boards 0 --finals 10 --budget-s 540 --resume
+        --calibrate-from results/ranks/ranks-h100-nvfp4_gemm-boards-short.json --out results/ranks/ranks-h100-nvfp4_gemm-finals.json
+A call that started without the --out file's latest boards or finals (the device tool copies the tree as
+it was) writes a file of its own; --merge adds its boards, finals and sessions to --out's, measuring nothing:
     python bench/ranks.py --merge SECOND.json --out results/ranks/ranks-h100-nvfp4_gemm-boards-short.json
 CPU (plumbing only; a test runs it):
     python bench/ranks.py --quick
@@ -227,6 +231,14 @@ def _summarize_boards(entry: dict[str, Any]) -> None:
     )
 
 
+def _summarize_finals(entry: dict[str, Any]) -> None:
+    out = entry["finals"]
+    entry.update(
+        finals_passed=sum(f["pass"] for f in out),
+        median_final_slowdown=median([f["final_slowdown"] for f in out]),
+    )
+
+
 def _board_record(section: Any, wall: float, copies: int) -> dict[str, Any]:
     entries = section.ranked
     return {
@@ -322,22 +334,31 @@ def finals(
 
     spec = load_task(task)
     gpu = args.device != "cpu"
-    out: list[dict[str, Any]] = []
-    entry.update(slowdown_target=args.slowdown, finals=out, finals_passed=0, median_final_slowdown=None)
-    earlier = entry.get("calibrated_from") or {}  # an earlier call's (corrected) variant
-    start = (
-        Variant(earlier["extra_us"], earlier.get("every") or 1)
-        if earlier.get("extra_us")
-        else Variant(extra_per_call_us(shape_means, spec.ranking_by, args.slowdown))
-    )
-    chosen = calibrate(task, src, start, args, rf, entry)
+    chosen = _resumed_variant(entry)
+    if chosen is not None and entry.get("slowdown_target") != args.slowdown:
+        say(f"--resume: the finals there aim at --slowdown {entry.get('slowdown_target')}, not {args.slowdown}")
+        raise SystemExit(2)
     if chosen is None:
-        return
+        entry.update(slowdown_target=args.slowdown, finals=[], finals_passed=0, median_final_slowdown=None)
+        earlier = entry.get("calibrated_from") or {}  # an earlier call's (corrected) variant
+        start = (
+            Variant(earlier["extra_us"], earlier.get("every") or 1)
+            if earlier.get("extra_us")
+            else Variant(extra_per_call_us(shape_means, spec.ranking_by, args.slowdown))
+        )
+        chosen = calibrate(task, src, start, args, rf, entry)
+        if chosen is None:
+            return
+    out: list[dict[str, Any]] = entry["finals"]
     run_block = block_runner(spec, _options(args), gpu)
     device = machine(args.device)["device"]
 
-    block_wall = _one_block_wall(task, src, run_block, rf, entry, args) if "final" not in rf.walls else None
-    for k in range(args.finals):
+    block_wall = None
+    if out:  # --resume: the earlier finals' walls are the first estimate
+        rf.walls.setdefault("final", []).extend(f["final_wall_s"] for f in out)
+    elif "final" not in rf.walls:
+        block_wall = _one_block_wall(task, src, run_block, rf, entry, args)
+    for k in range(len(out), args.finals):
         # 3 entries, one block each a round, up to --max-rounds rounds (the worst case: a kill loses the final)
         guess = (
             rf.estimate("final") if "final" in rf.walls else 3 * args.max_rounds * (block_wall or _per_run(entry, args))
@@ -355,13 +376,19 @@ def finals(
             with open_store(str(folder / "store")) as st:
                 _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
             final_wall = time.monotonic() - t0
-        out.append(_final_outcome(ranking, variant, final_wall))
-        entry.update(
-            finals_passed=sum(f["pass"] for f in out),
-            median_final_slowdown=median([f["final_slowdown"] for f in out]),
-        )
+        out.append(_final_outcome(ranking, variant, final_wall) | {"commit": rf.doc["commit"], "date": utc_now()})
+        _summarize_finals(entry)
         rf.done("final", final_wall)
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
+
+
+def _resumed_variant(entry: dict[str, Any]) -> Variant | None:
+    """The variant of the finals an earlier call of --resume left in ``entry`` (measured separately there),
+    or None: no finals yet, or none measured."""
+    variant = (entry.get("slowdown_measured_separately") or {}).get("variant") or {}
+    if not entry.get("finals") or not variant.get("extra_us"):
+        return None
+    return Variant(variant["extra_us"], variant.get("every") or 1)
 
 
 def _one_block_wall(
@@ -414,7 +441,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", action="append", help="task name (repeatable; default both GPU tasks)")
     p.add_argument("--boards", type=int, default=10, help="boards per task (default 10)")
     p.add_argument("--copies", type=int, default=3, help="byte-different copies per board (default 3)")
-    p.add_argument("--finals", type=int, default=5, help="final scorings per task (default 5; 0: none)")
+    p.add_argument("--finals", type=int, default=None, help="final scorings per task (default 5, --quick 1; 0: none)")
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=10)
     p.add_argument("--slowdown", type=float, default=0.04, help="the variant's target slowdown (default 0.04)")
@@ -440,7 +467,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="with --finals 0: continue the boards of the --out file (same device) up to --boards",
+        help="continue the --out file (same device): with --finals 0 its boards up to --boards; with --boards 0 "
+        "its finals up to --finals, with the variant its first call measured",
     )
     p.add_argument(
         "--merge",
@@ -461,10 +489,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _files(args: argparse.Namespace) -> dict[str, str]:
     if args.quick:
-        args.device, args.boards, args.copies, args.finals = "cpu", min(args.boards, 1), 2, min(args.finals, 1)
+        args.device, args.boards, args.copies = "cpu", min(args.boards, 1), 2
+        args.finals = 1 if args.finals is None else args.finals
         args.blocks, args.max_repeats = args.blocks or 2, args.max_repeats or 4
         args.min_rounds, args.max_rounds = 2, 2
         return dict(QUICK_FILES)
+    args.finals = 5 if args.finals is None else args.finals
     return {t: GPU_FILES[t] for t in (args.task or GPU_FILES)}
 
 
@@ -499,7 +529,9 @@ def _calibrate_from(path: str, task: str, entry: dict[str, Any]) -> list[float]:
 def _one_task(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, entry: dict[str, Any]) -> None:
     t0 = time.monotonic()
     boards(task, src, args, rf, entry)
-    if args.finals and rf.doc["stopped"] is None:
+    if args.finals and rf.doc["stopped"] is None and _resumed_variant(entry) is not None:
+        finals(task, src, [], args, rf, entry)  # --resume: the earlier finals' variant, not calibrated again
+    elif args.finals and rf.doc["stopped"] is None:
         means = _shape_means(entry)
         if means is None and args.calibrate_from:
             means = _calibrate_from(args.calibrate_from, task, entry)
@@ -542,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         _one_task(task, ROOT / f, args, rf, entry)
     rf.finish()
     for r in results:
-        if r["boards"]:
+        if r.get("boards") or r.get("finals"):
             say(_summary(r))
     return 1 if rf.doc["stopped"] and not rf.doc["stopped"].startswith("budget:") else 0
 
@@ -554,8 +586,8 @@ def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict
     """The --out file whose boards --resume continues (nothing there: a new file); exit 2 on a misuse."""
     why = None
     prev: dict[str, Any] = {}
-    if args.finals:
-        why = "--resume continues boards only: give --finals 0 (finals start from --calibrate-from)"
+    if args.finals and args.boards:
+        why = "--resume continues boards (--finals 0) or finals (--boards 0), not both in one call"
     elif out.exists():
         try:
             prev = json.loads(out.read_text())
@@ -606,9 +638,12 @@ def merge(out: Path, others: list[Path]) -> int:
         for task in prev.get("tasks") or []:
             entry = next((r for r in doc["tasks"] if r["task"] == task["task"]), None)
             if entry is None:
-                doc["tasks"].append(entry := {k: v for k, v in task.items() if k != "boards"} | {"boards": []})
+                doc["tasks"].append(entry := task | {"boards": [], "finals": []})
             entry["boards"] += task.get("boards") or []
             _summarize_boards(entry)
+            if task.get("finals"):
+                entry["finals"] = (entry.get("finals") or []) + task["finals"]
+                _summarize_finals(entry)
         doc["sessions"] += prev.get("sessions") or []
         doc["units_done"] += prev.get("units_done", 0)
         doc["elapsed_s"] += prev.get("elapsed_s", 0.0)
@@ -621,11 +656,13 @@ def merge(out: Path, others: list[Path]) -> int:
 
 
 def _summary(r: dict[str, Any]) -> str:
-    hw = r["median_half_width_rel"]
-    line = (
-        f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
-        f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
-    )
+    line = f"{r['task']}: no boards"
+    if r.get("boards"):
+        hw = r["median_half_width_rel"]
+        line = (
+            f"{r['task']}: {r['boards_all_tied']}/{len(r['boards'])} boards all tied; median half-width "
+            f"{'-' if hw is None else f'{100 * hw:.2f}%'}; median board {r['median_board_wall_s']:.0f} s"
+        )
     if r.get("finals"):
         line += (
             f"; finals passed {r['finals_passed']}/{len(r['finals'])}, variant slowdown "

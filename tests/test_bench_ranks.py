@@ -89,6 +89,18 @@ def test_ranks_finals_start_from_an_earlier_boards_file(tmp_path):
     assert task["calibrated_from"]["median_board_wall_s"] == boards["tasks"][0]["median_board_wall_s"]
     assert len(task["finals"]) == 1 and task["slowdown_measured_separately"]["attempts"]
     assert data["complete"] is True
+    # --resume continues the finals with the variant measured there, which is not measured again
+    more = _bench("ranks.py", tmp_path / "finals.json", "--boards", "0", "--finals", "2", "--resume")
+    (again,) = more["tasks"]
+    assert again["slowdown_measured_separately"] == task["slowdown_measured_separately"]
+    assert again["finals"][0] == task["finals"][0] and len(again["finals"]) == 2
+    assert again["finals"][1]["variant"] == task["finals"][0]["variant"] and again["finals"][1]["commit"]
+    assert again["finals_passed"] == sum(f["pass"] for f in again["finals"])
+    assert more["units_done"] == 1 and len(more["sessions"]) == 2 and more["complete"] is True
+    other = _run(
+        "ranks.py", "--quick", "--boards", "0", "--resume", "--slowdown", "0.1", "--out", str(tmp_path / "finals.json")
+    )
+    assert other.returncode == 2 and "--slowdown 0.04, not 0.1" in other.stderr
 
 
 def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path):
@@ -178,3 +190,25 @@ def test_noise_from_stored_runs_finds_a_first_sample_that_is_slower(tmp_path):
     assert figures["first_sample_excess"] == pytest.approx([0.3, 0.0]) and figures["warmup_chunks"] == [0]
     bad = _run("noise.py", "--from-runs", str(tmp_path / "none.json"))
     assert bad.returncode == 2 and "--from-runs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_ranks_merge_adds_a_second_files_finals(tmp_path):
+    """A finals call that started without the first call's file: --merge adds its finals and recounts them."""
+
+    def finals_file(path: Path, passes: list[bool], slowdowns: list[float]) -> Path:
+        finals = [{"pass": p, "final_slowdown": s, "final_wall_s": 60.0} for p, s in zip(passes, slowdowns)]
+        doc = {"script": "bench/ranks.py", "device": "H100", "config": {"warmup_chunks": 0}, "sessions": [{}]}
+        doc |= {"units_done": len(finals), "elapsed_s": 60.0 * len(finals), "complete": True, "stopped": None}
+        task = {"task": "nvfp4_gemm", "boards": [], "finals": finals, "finals_passed": sum(passes)}
+        doc["tasks"] = [task | {"slowdown_measured_separately": {"slowdown": 0.04}}]
+        path.write_text(json.dumps(doc))
+        return path
+
+    out = finals_file(tmp_path / "finals.json", [True, True], [0.04, 0.05])
+    second = finals_file(tmp_path / "second.json", [False], [0.01])
+    done = _run("ranks.py", "--merge", str(second), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (task,) = json.loads(out.read_text())["tasks"]
+    assert [f["final_slowdown"] for f in task["finals"]] == [0.04, 0.05, 0.01]
+    assert task["finals_passed"] == 2 and task["median_final_slowdown"] == 0.04
+    assert "finals passed 2/3" in done.stderr
