@@ -78,7 +78,7 @@ def send_to_worker(conn: Connection, request: Encodable, seq: int | None = None)
 
 
 def input_fingerprints(inputs: Sequence[Sequence[object]]) -> list[list[int]]:
-    """The sum of each tensor's storage in each input tuple, read as 4-byte words (and its last bytes
+    """The sum of each tensor's storage in each input tuple, read as 8-byte words (and its last bytes
     one by one): cheap on any device, and enough to show that the worker generated the same inputs from
     the same seeds as the parent (a nondeterministic generator, or a submission that changed the inputs,
     shows as a difference). All are read back together: one wait for the device, not one per input."""
@@ -89,21 +89,22 @@ def input_fingerprints(inputs: Sequence[Sequence[object]]) -> list[list[int]]:
 
 
 def _storage_sum(t: torch.Tensor) -> torch.Tensor:
-    """The exact sum (int64, not read back) of ``t``'s whole storage as int32 words, plus its last
-    ``nbytes % 4`` bytes. Words, not bytes: summing a 58 MB operand byte by byte into int64 took about 4
-    times as long on the CPU (``bench/check_cost.py`` times ``fingerprint_s`` per shape). No overflow:
-    at most 2^31 per word. Where the storage is whole words of ``t``'s own elements (every tensor the
-    tasks' generators make), one flat view of ``t`` over it is read: three ops instead of five for the
-    same sum (the host's launches bound a chunk of small inputs)."""
+    """The sum (int64, wrapping modulo 2^64, not read back) of ``t``'s whole storage as int64 words, plus
+    its last ``nbytes % 8`` bytes. Integer addition modulo 2^64 gives one result in any order, on any
+    device. Words of 8 bytes summed as they are, not 4-byte words widened to int64 first: on the CPU
+    that widening made a 58 MB operand's sum about 40 times slower, and summing it byte by byte was
+    slower again (``bench/check_cost.py`` times ``fingerprint_s`` per shape). Where the storage is whole
+    words of ``t``'s own elements (every tensor the tasks' generators make), one flat view of ``t`` over
+    it is read: one op instead of several (the host's launches bound a chunk of small inputs)."""
     storage = t.untyped_storage()
     nbytes, size = storage.nbytes(), t.element_size()
-    if nbytes % 4 == 0 and nbytes % size == 0:
-        return torch.as_strided(t, (nbytes // size,), (1,), 0).view(torch.int32).sum(dtype=torch.int64)
+    if nbytes % 8 == 0 and nbytes % size == 0:
+        return torch.as_strided(t, (nbytes // size,), (1,), 0).view(torch.int64).sum()
     whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
-    words = whole.numel() // 4
-    total = whole[: 4 * words].view(torch.int32).sum(dtype=torch.int64)
-    if whole.numel() > 4 * words:
-        total = total + whole[4 * words :].sum(dtype=torch.int64)
+    words = whole.numel() // 8
+    total = whole[: 8 * words].view(torch.int64).sum()
+    if whole.numel() > 8 * words:
+        total = total + whole[8 * words :].sum(dtype=torch.int64)
     return total
 
 

@@ -216,11 +216,11 @@ def test_input_fingerprints_tell_inputs_apart():
     assert input_fingerprints([other]) != [same]
     assert input_fingerprints([one, (), other, again]) == [same, [], *input_fingerprints([other]), same]
     assert input_fingerprints([]) == []
-    # read as 4-byte words and then the last bytes: a change anywhere shows, in a word or in the tail
-    odd = torch.arange(4 * 1000 + 3, dtype=torch.int32).to(torch.uint8)
+    # read as 8-byte words and then the last bytes: a change anywhere shows, in a word or in the tail
+    odd = torch.arange(8 * 1000 + 3, dtype=torch.int32).to(torch.uint8)
     [[base]] = input_fingerprints([(odd,)])
-    assert base == int(odd.view(torch.uint8)[:4000].view(torch.int32).sum()) + int(odd[4000:].sum())
-    for i in (0, 1, 2001, 4000, 4002):
+    assert base == int(odd[:8000].view(torch.int64).sum()) + int(odd[8000:].sum())
+    for i in (0, 1, 4001, 8000, 8002):
         changed = odd.clone()
         changed[i] += 1
         assert input_fingerprints([(changed,)]) != [[base]], i

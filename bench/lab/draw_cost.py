@@ -5,7 +5,8 @@ ranked triton_nvfp4 verdict spends about 8 s generating (its parent's copies 6.8
 bench/lab/concurrent_generation.py found the largest shape bound by the device's work of drawing its
 58 MB operand. Per benchmark shape, in one process: the device time (CUDA events, the host's launches
 queued behind a sleep) of the task's whole ``generate_input`` with its fingerprints, of each of its
-steps, and of the packed operand drawn as int8 (today), int16 and int32 words.
+steps, and of the packed operand drawn as int8 (today), int16 and int32 words; and the fingerprints of
+an input as summed today (8-byte words) and before (4-byte words widened to int64).
 
   python bench/lab/draw_cost.py --out /tmp/draw_cost.json
 """
@@ -68,6 +69,18 @@ def _nvfp4_steps(spec: dict, data: tuple, dev, gen, reps: int) -> dict[str, floa
     return row
 
 
+def _int32_word_fingerprints(data: tuple) -> list[int]:
+    """The fingerprints before 2026-12-07, for comparison: 4-byte words widened to int64 and summed."""
+    import torch
+
+    sums = []
+    for t in data:
+        if isinstance(t, torch.Tensor):
+            n = t.untyped_storage().nbytes() // t.element_size()
+            sums.append(torch.as_strided(t, (n,), (1,), 0).view(torch.int32).sum(dtype=torch.int64))
+    return torch.stack(sums).tolist()
+
+
 def _case_row(task, spec: dict, dev, gen, reps: int) -> dict[str, object]:
     from harness import protocol
 
@@ -75,6 +88,7 @@ def _case_row(task, spec: dict, dev, gen, reps: int) -> dict[str, object]:
     row["generate_ms"] = _device_ms(lambda: task.module.generate_input(**spec, device=dev, generator=gen), reps)
     data = task.module.generate_input(**spec, device=dev, generator=gen)
     row["fingerprints_ms"] = _device_ms(lambda: protocol.input_fingerprints([data]), reps)
+    row["fingerprints_int32_words_ms"] = _device_ms(lambda: _int32_word_fingerprints(data), reps)
     if task.name == "nvfp4_gemm":
         row |= _nvfp4_steps(spec, data, dev, gen, reps)
     return row
