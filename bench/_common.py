@@ -62,11 +62,13 @@ def git_commit(tree: Path | None = None) -> str | None:
     on a device machine that copies the files)."""
     if tree is None and os.environ.get("HARNESS_COMMIT"):
         return os.environ["HARNESS_COMMIT"]
+    root = (tree or ROOT).resolve()
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree or ROOT, capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        git = ["git", "rev-parse", "--show-toplevel", "HEAD"]
+        top, head = subprocess.run(git, cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError, ValueError):
         return None
+    return head if Path(top).resolve() == root else None  # not the commit of a repository the tree sits in
 
 
 def doc_parser(doc: str) -> argparse.ArgumentParser:

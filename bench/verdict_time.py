@@ -385,7 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--baseline-tree", metavar="DIR", help="a copy of the repository at another commit: A/B each verdict"
     )
-    p.add_argument("--baseline-commit", metavar="SHA", help="that copy's commit, for the file (default: git's)")
+    p.add_argument(
+        "--baseline-commit",
+        metavar="SHA",
+        help="that copy's commit, for the file (default: its own git checkout's, if it is one)",
+    )
     p.add_argument("--resume", action="store_true", help="with --baseline-tree: add rounds to the --out A/B file")
     p.add_argument(
         "--option-ab",

@@ -284,3 +284,18 @@ def test_verdict_time_half_width_is_a_percentage_of_the_score(bench):
     assert verdict_time.half_width_pct({"score_us": 10.0, "score_ci_us": [9.95, 10.05]}) == pytest.approx(0.5)
     assert verdict_time.half_width_pct({"score_us": 10.0, "score_ci_us": None}) is None
     assert verdict_time.half_width_pct({"verdict": "fail"}) is None
+
+
+def test_a_baseline_tree_inside_another_repository_has_no_commit_of_its_own(bench, tmp_path, monkeypatch):
+    """A copy of the tree unpacked inside another checkout (as on a device machine) is not that checkout's
+    commit: git_commit says None (the A/B file then needs --baseline-commit), and a checkout's own is read."""
+    monkeypatch.delenv("HARNESS_COMMIT", raising=False)
+    repo = tmp_path / "repo"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (repo / "copy").mkdir()
+    assert bench.git_commit(repo) == head
+    assert bench.git_commit(repo / "copy") is None
+    assert bench.git_commit(tmp_path / "nowhere") is None
