@@ -9,8 +9,10 @@ import random
 
 import pytest
 
-from harness.analysis.final import FinalEntry, needs_more_rounds, rank_final
+from harness.analysis.compare import t_quantile
+from harness.analysis.final import FinalEntry, needs_more_rounds, rank_final, rounds_to_settle
 from harness.analysis.plausibility import ESCAPED_WORK
+from harness.analysis.ties import paired
 from harness.engine.blocks import REMEASURED
 from harness.engine.final import FinalPlan, run_final
 from harness.report.board import load_board, render_board
@@ -121,6 +123,47 @@ def test_rounds_are_added_while_a_pair_is_undecided():
     ranking = rank_final([e1, e2])
     assert ranking.undecided and needs_more_rounds(ranking, 3, 10)
     assert not needs_more_rounds(ranking, 3, 3)  # the budget is spent
+
+
+def _entries(diffs: list[float]) -> tuple[FinalEntry, FinalEntry]:
+    """Two entries whose per-round log differences (A over B) are ``diffs``."""
+    return (
+        FinalEntry("a", "a", "a", {r: 10.0 * math.exp(d) for r, d in enumerate(diffs)}),
+        FinalEntry("b", "b", "b", {r: 10.0 for r in range(len(diffs))}),
+    )
+
+
+@pytest.mark.parametrize("mean", [0.06, -0.06, 0.002])
+def test_rounds_to_settle_is_where_the_same_mean_and_spread_would_settle(mean):
+    """A 6% difference with a 10% spread a round, undecided after 10 rounds (nvfp4 on an H100 did that),
+    and two equal entries with a tight spread: the estimate is where the rule would settle such rounds."""
+    sd = 0.12 if abs(mean) > 0.01 else 0.02
+    diffs = [mean + sd * z for z in (1, -1, 0.5, -0.5, 1.2, -1.2, 0.3, -0.3, 0.8, -0.8)]
+    a, b = _entries(diffs)
+    assert not paired(list(a.scores.values()), list(b.scores.values())).settled
+    n = rounds_to_settle(a, b)
+    assert n is not None and n > len(diffs)
+    s = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+    room = abs(mean) if abs(mean) > math.log1p(0.01) else math.log1p(0.01) - abs(mean)
+    settled = lambda k: t_quantile(0.95, k - 1) * s / math.sqrt(k) < room  # noqa: E731
+    assert settled(n) and not settled(int(n / 1.06) - 1)  # within the estimate's 5% steps
+
+
+def test_rounds_to_settle_gives_none_where_no_number_of_rounds_would():
+    assert rounds_to_settle(*_entries([0.05])) is None  # one round: no spread yet
+    # just inside the margin: an equivalence would need the interval narrower than 0.01% (> 10,000 rounds)
+    near_the_margin = [math.log1p(0.01) - 1e-4 + 0.03 * z for z in (1, -1, 1, -1)]
+    assert rounds_to_settle(*_entries(near_the_margin)) is None
+
+
+def test_a_final_that_runs_out_of_rounds_says_how_many_would_settle_its_pairs(tmp_path):
+    lines: list[str] = []
+    with open_store(str(tmp_path)) as st:
+        _f, ranking, _ = run_final(st, plan(max_rounds=3), "s", FakeBlocks(seed=7), progress=lines.append)
+    assert ranking.rounds == 3 and ranking.undecided
+    [last] = [line for line in lines if "--max-rounds 3 reached" in line]
+    for a, b in ranking.undecided:
+        assert f"{a} / {b}: about " in last and "rounds in all would settle it" in last
 
 
 def _store_with_a_final(tmp_path) -> str:

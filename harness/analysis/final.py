@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.analysis.ties import DEFAULT_MARGIN, TIE_RULE_VERSION, Call, paired
+from harness.analysis.compare import t_quantile
+from harness.analysis.ties import CONFIDENCE, DEFAULT_MARGIN, TIE_RULE_VERSION, Call, paired
 
 FINAL_JSON_VERSION = 1  # 1 - first version: rounds, margin, places[{rank, tied, name, sha256, score_us, ...}]
 
@@ -135,6 +136,28 @@ def _undecided(live: Sequence[FinalEntry], rounds: Sequence[int], margin: float)
         if not paired([a.scores[r] for r in rounds], [b.scores[r] for r in rounds], margin).settled:
             out.append((a.name, b.name))
     return out
+
+
+def rounds_to_settle(a: FinalEntry, b: FinalEntry, margin: float = DEFAULT_MARGIN, most: int = 10_000) -> int | None:
+    """About how many rounds would settle A against B if their per-round log differences kept the mean and
+    spread they have now: a difference once its interval excludes 0 (beyond the margin), an equivalence
+    once its interval fits inside the margin; None where it would take more than ``most`` (a mean on the
+    margin itself), or where fewer than two common rounds give no spread."""
+    rounds = sorted(set(a.scores) & set(b.scores))
+    diffs = [math.log(a.scores[r] / b.scores[r]) for r in rounds]
+    if len(diffs) < 2:
+        return None
+    mean = math.fsum(diffs) / len(diffs)
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+    room = abs(mean) if abs(mean) > math.log1p(margin) else math.log1p(margin) - abs(mean)
+    if sd == 0:
+        return len(diffs)
+    if room <= 0 or (sd / room) ** 2 * 3.8 > most:  # t >= 1.96: never within ``most`` rounds
+        return None
+    n = max(2, len(diffs))
+    while t_quantile(CONFIDENCE, n - 1) * sd / math.sqrt(n) >= room:
+        n += max(1, n // 20)
+    return n
 
 
 def needs_more_rounds(ranking: FinalRanking, min_rounds: int, max_rounds: int) -> bool:
