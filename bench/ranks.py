@@ -374,14 +374,9 @@ def finals(
             plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
             t0 = time.monotonic()
             with open_store(str(folder / "store")) as st:
-                lines: list[str] = []
-                _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block, lines.append)
+                _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
             final_wall = time.monotonic() - t0
-        ran_out = [line.split("; ", 1)[-1] for line in lines if "--max-rounds" in line]  # rounds that would settle
-        out.append(
-            _final_outcome(ranking, variant, final_wall)
-            | {"to_settle": ran_out[-1] if ran_out else None, "commit": rf.doc["commit"], "date": utc_now()}
-        )
+        out.append(_final_outcome(ranking, variant, final_wall) | {"commit": rf.doc["commit"], "date": utc_now()})
         _summarize_finals(entry)
         rf.done("final", final_wall)
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
@@ -432,6 +427,7 @@ def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:
         "ranks": {p.name: p.rank_label for p in ranking.places},
         "rounds": ranking.rounds,
         "undecided": ranking.undecided,
+        "rounds_to_settle": ranking.rounds_to_settle,
         "final_scores_us": {p.name: p.score_us for p in ranking.places},
         "final_slowdown": ratio(slow.score_us, orig.score_us) if slow and orig else None,
         "variant": variant,

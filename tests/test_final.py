@@ -161,6 +161,8 @@ def test_a_final_that_runs_out_of_rounds_says_how_many_would_settle_its_pairs(tm
     with open_store(str(tmp_path)) as st:
         _f, ranking, _ = run_final(st, plan(max_rounds=3), "s", FakeBlocks(seed=7), progress=lines.append)
     assert ranking.rounds == 3 and ranking.undecided
+    assert len(ranking.rounds_to_settle) == len(ranking.undecided)
+    assert ranking.to_dict()["rounds_to_settle"] == ranking.rounds_to_settle
     [last] = [line for line in lines if "--max-rounds 3 reached" in line]
     for a, b in ranking.undecided:
         assert f"{a} / {b}: about " in last and "rounds in all would settle it" in last
@@ -185,7 +187,7 @@ def test_the_board_shows_the_latest_final(tmp_path):
     assert section.final is not None and section.final["places"][0]["rank_label"] == "=1"
     text = render_board(board, "table")
     assert "final scoring 1:" in text and "slow" in text.split("final scoring 1:")[1]
-    assert board.to_dict()["devices"][0]["final"]["version"] == 1
+    assert board.to_dict()["devices"][0]["final"]["version"] == 2
 
 
 def test_the_site_shows_the_latest_final(tmp_path):

@@ -20,7 +20,8 @@ from typing import Any
 from harness.analysis.compare import t_quantile
 from harness.analysis.ties import CONFIDENCE, DEFAULT_MARGIN, TIE_RULE_VERSION, Call, paired
 
-FINAL_JSON_VERSION = 1  # 1 - first version: rounds, margin, places[{rank, tied, name, sha256, score_us, ...}]
+FINAL_JSON_VERSION = 2  # 1 - first version: rounds, margin, places[{rank, tied, name, sha256, score_us, ...}]
+# 2 - rounds_to_settle beside undecided
 
 
 @dataclass
@@ -57,6 +58,7 @@ class FinalRanking:
     rounds: int  # the rounds every remaining entry completed
     undecided: list[tuple[str, str]]  # neighbours (by name) whose decision is not settled yet
     margin: float = DEFAULT_MARGIN
+    rounds_to_settle: list[int | None] = field(default_factory=list)  # per undecided pair (rounds_to_settle)
     rule_version: int = TIE_RULE_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +74,7 @@ class FinalRanking:
                 "margin": self.margin,
                 "tie_rule_version": self.rule_version,
                 "undecided": [list(u) for u in self.undecided],
+                "rounds_to_settle": self.rounds_to_settle,
                 "places": places,
             }
         )
@@ -123,10 +126,12 @@ def rank_final(entries: Sequence[FinalEntry], margin: float = DEFAULT_MARGIN) ->
                 leader = i
         places.append(place)
     undecided = _undecided(live, rounds, margin)
+    by_name = {e.name: e for e in live}
+    to_settle = [rounds_to_settle(by_name[a], by_name[b], margin) for a, b in undecided]
     for e in entries:
         if e.failed is not None:
             places.append(FinalPlace(0, False, e.name, e.sha256, None, len(e.scores), failed=e.failed))
-    return FinalRanking(places, len(rounds), undecided, margin)
+    return FinalRanking(places, len(rounds), undecided, margin, rounds_to_settle=to_settle)
 
 
 def _undecided(live: Sequence[FinalEntry], rounds: Sequence[int], margin: float) -> list[tuple[str, str]]:

@@ -25,7 +25,6 @@ from harness.analysis.final import (
     entries_from_blocks,
     needs_more_rounds,
     rank_final,
-    rounds_to_settle,
     take_block,
 )
 from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS, max_remeasured, remeasured_blocks
@@ -146,7 +145,7 @@ def run_final(
         if ranking.undecided:
             progress(f"final {final.id}: after {ranking.rounds} rounds, undecided: {_pairs(ranking)}")
     if ranking.undecided:
-        progress(f"final {final.id}: --max-rounds {plan.max_rounds} reached; {_to_settle(entries, ranking)}")
+        progress(f"final {final.id}: --max-rounds {plan.max_rounds} reached; {_to_settle(ranking)}")
     result = dict(ranking.to_dict(), config=plan.config())
     finish_final(st, final.id, result)
     return final, ranking, resumed
@@ -156,15 +155,12 @@ def _live(entries: list[FinalEntry]) -> list[FinalEntry]:
     return [e for e in entries if e.failed is None]
 
 
-def _to_settle(entries: list[FinalEntry], ranking: FinalRanking) -> str:
+def _to_settle(ranking: FinalRanking) -> str:
     """For the pairs left undecided: about how many rounds would settle each at its present spread."""
-    by_name = {e.name: e for e in entries}
-    parts = []
-    for a, b in ranking.undecided:
-        n = rounds_to_settle(by_name[a], by_name[b], ranking.margin)
-        parts.append(
-            f"{a} / {b}: " + (f"about {n} rounds in all would settle it" if n else "no number of rounds in sight")
-        )
+    parts = [
+        f"{a} / {b}: " + (f"about {n} rounds in all would settle it" if n else "no number of rounds in sight")
+        for (a, b), n in zip(ranking.undecided, ranking.rounds_to_settle)
+    ]
     return "at the spread of the rounds so far, " + "; ".join(parts) + " (shown tied meanwhile)"
 
 
