@@ -168,16 +168,29 @@ def test_a_final_that_runs_out_of_rounds_says_how_many_would_settle_its_pairs(tm
         assert f"{a} / {b}: about " in last and "rounds in all would settle it" in last
 
 
-def _store_with_a_final(tmp_path) -> str:
-    """A results folder holding ENTRIES' runs and one finished final scoring of them."""
+def _store_with_a_final(tmp_path, **kw) -> str:
+    """A results folder holding ENTRIES' runs and one finished final scoring of them (``kw``: the plan's)."""
     d = str(tmp_path / "res")
     with open_store(d) as st:
         for sha, name, path in ENTRIES:
             r = make_result(name, sha=sha)
             r.submission.path = path
             st.record(r)
-        run_final(st, plan(), "s", FakeBlocks(seed=1))
+        run_final(st, plan(**kw), "s", FakeBlocks(seed=7 if kw else 1))
     return d
+
+
+def test_the_board_and_the_site_say_how_many_rounds_would_settle_an_undecided_pair(tmp_path):
+    from harness.report.site import build_site
+
+    d = _store_with_a_final(tmp_path, max_rounds=3)  # seed 7: copy / orig undecided after 3 rounds
+    board, _ = load_board("mxfp4_mm", results_dir=d)
+    final = board.boards[0].final
+    assert final is not None and final["undecided"] and final["rounds_to_settle"][0]
+    wanted = f"copy / orig (about {final['rounds_to_settle'][0]} rounds in all would settle it)"
+    assert wanted in render_board(board, "table")
+    build_site(tmp_path / "site", ["mxfp4_mm"], results_dir=d)
+    assert wanted in (tmp_path / "site" / "index.html").read_text()
 
 
 def test_the_board_shows_the_latest_final(tmp_path):

@@ -165,6 +165,17 @@ def rounds_to_settle(a: FinalEntry, b: FinalEntry, margin: float = DEFAULT_MARGI
     return n
 
 
+def undecided_labels(final: Mapping[str, Any]) -> list[str]:
+    """The undecided pairs of a final's JSON as "a / b", with the rounds that would settle each where the
+    JSON has them (version 2 on)."""
+    settle = list(final.get("rounds_to_settle") or [])
+    labels = []
+    for i, pair in enumerate(final.get("undecided") or []):
+        n = settle[i] if i < len(settle) else None
+        labels.append(" / ".join(pair) + (f" (about {n} rounds in all would settle it)" if n else ""))
+    return labels
+
+
 def needs_more_rounds(ranking: FinalRanking, min_rounds: int, max_rounds: int) -> bool:
     """Another round is due: fewer than ``min_rounds``, or a neighbouring pair still undecided and the
     budget of ``max_rounds`` not spent."""

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.analysis.final import undecided_labels
 from harness.analysis.ranking import DeviceBoard, Entry, Leaderboard, RankRule, build_leaderboard, tie_rule_text
 from harness.analysis.ties import DEFAULT_MARGIN
 from harness.errors import UsageError
@@ -118,12 +119,8 @@ def render_final(final: dict[str, Any], fmt: str) -> str:
         f"final scoring {final.get('final_id', '')}: {final.get('rounds')} rounds, interleaved; ranked by paired "
         f"per-round differences (margin {100 * float(final.get('margin') or 0):.1f}%)"
     )
-    undecided = final.get("undecided") or []
-    tail = (
-        "undecided after the round budget (shown tied): " + ", ".join(" / ".join(u) for u in undecided) + "\n"
-        if undecided
-        else ""
-    )
+    undecided = undecided_labels(final)
+    tail = "undecided after the round budget (shown tied): " + ", ".join(undecided) + "\n" if undecided else ""
     head = f"**{title}**\n\n" if fmt == "markdown" else f"{title}\n"
     return head + format_rows(headers, rows, fmt, [0, 2, 3]) + tail
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.analysis.final import undecided_labels
 from harness.analysis.ranking import UNKNOWN_DEVICE, DeviceBoard, Entry, Leaderboard, RankRule, run_score, tie_rule_text
 from harness.report.board import interval_notes, load_board
 from harness.results import BlockRecord, CaseResult, RunResult, shape_label
@@ -374,7 +375,7 @@ def _final_view(final: dict[str, Any] | None) -> FinalView | None:
         float(final.get("margin") or 0.0),
         str(final.get("finished_at") or ""),
         rows,
-        [" / ".join(u) for u in final.get("undecided") or []],
+        undecided_labels(final),
     )
 
 
