@@ -164,8 +164,8 @@ def test_a_final_that_runs_out_of_rounds_says_how_many_would_settle_its_pairs(tm
     assert len(ranking.rounds_to_settle) == len(ranking.undecided)
     assert ranking.to_dict()["rounds_to_settle"] == ranking.rounds_to_settle
     [last] = [line for line in lines if "--max-rounds 3 reached" in line]
-    for a, b in ranking.undecided:
-        assert f"{a} / {b}: about " in last and "rounds in all would settle it" in last
+    for (a, b), n in zip(ranking.undecided, ranking.rounds_to_settle):
+        assert f"{a} / {b} (about {n} rounds in all would settle it)" in last
 
 
 def _store_with_a_final(tmp_path, **kw) -> str:

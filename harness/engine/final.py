@@ -26,6 +26,7 @@ from harness.analysis.final import (
     needs_more_rounds,
     rank_final,
     take_block,
+    undecided_labels,
 )
 from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS, max_remeasured, remeasured_blocks
 from harness.engine.options import RunOptions
@@ -145,7 +146,8 @@ def run_final(
         if ranking.undecided:
             progress(f"final {final.id}: after {ranking.rounds} rounds, undecided: {_pairs(ranking)}")
     if ranking.undecided:
-        progress(f"final {final.id}: --max-rounds {plan.max_rounds} reached; {_to_settle(ranking)}")
+        labels = ", ".join(undecided_labels(ranking.to_dict()))
+        progress(f"final {final.id}: --max-rounds {plan.max_rounds} reached; undecided (shown tied): {labels}")
     result = dict(ranking.to_dict(), config=plan.config())
     finish_final(st, final.id, result)
     return final, ranking, resumed
@@ -153,15 +155,6 @@ def run_final(
 
 def _live(entries: list[FinalEntry]) -> list[FinalEntry]:
     return [e for e in entries if e.failed is None]
-
-
-def _to_settle(ranking: FinalRanking) -> str:
-    """For the pairs left undecided: about how many rounds would settle each at its present spread."""
-    parts = [
-        f"{a} / {b}: " + (f"about {n} rounds in all would settle it" if n else "no number of rounds in sight")
-        for (a, b), n in zip(ranking.undecided, ranking.rounds_to_settle)
-    ]
-    return "at the spread of the rounds so far, " + "; ".join(parts) + " (shown tied meanwhile)"
 
 
 def _pairs(ranking: FinalRanking) -> str:
