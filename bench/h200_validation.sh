@@ -17,6 +17,7 @@
 #                       # rule 2 and the default lead-in, resumed from results/ranks/ (the GPU's own file)
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
 #   bash bench/h200_validation.sh finals       # issue 50: nvfp4 final scorings of the file, a copy and a variant
+#                       # (its slowdown measured first by 3 pairs of ranked runs, in a new file only)
 #                       # 4% slower, calibrated from that boards file, resumed from results/ranks/ (BOARDS_BUDGET too)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
@@ -151,7 +152,7 @@ if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S 
 fi
 if [ "$stage" = finals ]; then   # issue 50: nvfp4 final scorings, resumed from the GPU's file (BOARDS_BUDGET too)
   step "nvfp4 finals (a copy, the file and a variant 4% slower)"
-  timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 0 --finals 10 --budget-s "$budget" \
+  timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 0 --finals 10 --slowdown-pairs 3 --budget-s "$budget" \
     --resume --calibrate-from "$boards" --out "${boards%-boards-short.json}-finals.json" > $LOGS/finals.log 2>&1
   tail -4 $LOGS/finals.log
 fi

@@ -10,8 +10,9 @@ Finals: each is a final scoring (``harness.engine.final``) of the example, one c
 ``--slowdown`` slower (the example plus a calibrated ``torch.cuda._sleep`` per call on a GPU, a host spin
 on the CPU; calibrated from the first board's per-shape means so that the task's score grows by the
 slowdown). A final passes when the variant is ranked below the original (not tied with it) and the copy
-is tied with the original. The variant's slowdown is measured separately before the finals, by one ranked
-run of the original and one of the variant; when it is more than 2x off the target, it is corrected once
+is tied with the original. The variant's slowdown is measured separately before the finals, by ranked runs of
+the original and the variant (--slowdown-pairs pairs, default 1; with several, the file gives the ratio's
+95% interval too); when it is more than 2x off the target, it is corrected once
 and measured again (both attempts in the file), and the finals use the corrected variant: too slow, one
 call in ``every`` is slowed (a GPU sleep costs a kernel launch, about 2 us on the H200, however short);
 too fast, the extra time grows by target/measured (--cycles-per-us is only a guess of the GPU's clock).
@@ -256,16 +257,31 @@ def _board_record(section: Any, wall: float, copies: int) -> dict[str, Any]:
 
 
 def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """The variant's slowdown, measured apart from the finals: one ranked run of each (a fresh secret)."""
+    """The variant's slowdown, measured apart from the finals: ``--slowdown-pairs`` pairs of ranked runs, the
+    original and the variant (a fresh secret each run, the order alternating), their ratio the geometric
+    mean of the pairs'; with two pairs or more, its 95% t interval too (``interval``)."""
+    from harness.analysis.compare import t_quantile
     from harness.api import run_submission
 
-    scores = {}
-    for name, path in (("orig", orig), ("slow", slow)):
-        r = run_submission(str(path), task, "leaderboard", _options(args))
-        scores[name] = r.score_us
-        say(f"{task}: slowdown run of {name}: {r.verdict} {r.score_us}")
-    ratio = scores["slow"] / scores["orig"] - 1 if scores["slow"] and scores["orig"] else None
-    return {"scores_us": scores, "slowdown": ratio}
+    pairs: list[dict[str, float | None]] = []
+    for k in range(args.slowdown_pairs):
+        order = (("orig", orig), ("slow", slow)) if k % 2 == 0 else (("slow", slow), ("orig", orig))
+        scores: dict[str, float | None] = {}
+        for name, path in order:
+            r = run_submission(str(path), task, "leaderboard", _options(args))
+            scores[name] = r.score_us
+            say(f"{task}: slowdown run of {name} ({k + 1}/{args.slowdown_pairs}): {r.verdict} {r.score_us}")
+        pairs.append({"orig": scores["orig"], "slow": scores["slow"]})
+    logs = [math.log(p["slow"] / p["orig"]) for p in pairs if p["slow"] and p["orig"]]
+    out: dict[str, Any] = {"scores_us": pairs[-1], "pairs": pairs, "slowdown": None, "interval": None}
+    if len(logs) == len(pairs):  # every run passed
+        mean = math.fsum(logs) / len(logs)
+        out["slowdown"] = math.exp(mean) - 1
+        if len(logs) >= 2:
+            sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+            half = t_quantile(0.95, len(logs) - 1) * sd / math.sqrt(len(logs))
+            out["interval"] = [math.exp(mean - half) - 1, math.exp(mean + half) - 1]
+    return out
 
 
 def corrected_variant(v: Variant, target: float, measured: float | None) -> Variant | None:
@@ -294,7 +310,7 @@ def calibrate(
     sep: dict[str, Any] = {"attempts": attempts, "corrected": False}
     entry["slowdown_measured_separately"] = sep
     for attempt in (1, 2):
-        guess = rf.estimate("slowdown") if "slowdown" in rf.walls else _per_run(entry, args) * 2
+        guess = rf.estimate("slowdown") if "slowdown" in rf.walls else _per_run(entry, args) * 2 * args.slowdown_pairs
         if not rf.allows(f"{task} slowdown measurement {attempt}", "slowdown", guess):
             return None
         t0 = time.monotonic()
@@ -303,10 +319,13 @@ def calibrate(
             written = write_variant(src, Path(tmp) / "slow.py", variant, gpu, args.cycles_per_us)
             measured = measured_slowdown(task, orig, Path(tmp) / "slow.py", args)
         attempts.append({**measured, "variant": written})
-        sep.update(scores_us=measured["scores_us"], slowdown=measured["slowdown"], variant=written)
+        sep.update({k: measured[k] for k in ("scores_us", "pairs", "slowdown", "interval")}, variant=written)
         rf.done("slowdown", time.monotonic() - t0)
+        ci = measured["interval"]
         say(
-            f"{task}: variant slowdown measured separately: {_pct(measured['slowdown'])} (target {_pct(args.slowdown)})"
+            f"{task}: variant slowdown measured separately: {_pct(measured['slowdown'])}"
+            + (f" (95% {_pct(ci[0])} to {_pct(ci[1])})" if ci else "")
+            + f" (target {_pct(args.slowdown)})"
         )
         fixed = corrected_variant(variant, args.slowdown, measured["slowdown"])
         if fixed is None or attempt == 2:
@@ -446,6 +465,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-rounds", type=int, default=3)
     p.add_argument("--max-rounds", type=int, default=10)
     p.add_argument("--slowdown", type=float, default=0.04, help="the variant's target slowdown (default 0.04)")
+    p.add_argument(
+        "--slowdown-pairs",
+        type=int,
+        default=1,
+        help="pairs of ranked runs (the original, the variant) that measure the variant's slowdown apart from "
+        "the finals (default 1; nvfp4_gemm, whose runs spread a few percent, needs several)",
+    )
     p.add_argument(
         "--cycles-per-us",
         type=float,

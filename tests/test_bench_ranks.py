@@ -4,6 +4,7 @@ spreads far too much for the GPU's targets; the H200 figures come from the lead'
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,35 @@ def test_ranks_finals_start_from_an_earlier_boards_file(tmp_path):
         "ranks.py", "--quick", "--boards", "0", "--resume", "--slowdown", "0.1", "--out", str(tmp_path / "finals.json")
     )
     assert other.returncode == 2 and "--slowdown 0.04, not 0.1" in other.stderr
+
+
+@pytest.mark.slow
+def test_ranks_measures_the_slowdown_over_several_pairs_of_runs(tmp_path):
+    """--slowdown-pairs 2: the variant's slowdown from two pairs of ranked runs (the geometric mean of their
+    ratios) with its 95% interval, as nvfp4_gemm needs where one pair spreads a few percent."""
+    data = _bench("ranks.py", tmp_path / "ranks.json", "--boards", "1", "--finals", "0")
+    assert data["tasks"][0]["boards"]  # the board the variant is calibrated from; now its slowdown alone:
+    data = _bench(
+        "ranks.py",
+        tmp_path / "pairs.json",
+        "--boards",
+        "0",
+        "--finals",
+        "1",
+        "--slowdown-pairs",
+        "2",
+        "--max-rounds",
+        "2",
+        "--calibrate-from",
+        str(tmp_path / "ranks.json"),
+    )
+    for attempt in data["tasks"][0]["slowdown_measured_separately"]["attempts"]:
+        pairs = attempt["pairs"]
+        assert len(pairs) == 2 and all(p["orig"] and p["slow"] for p in pairs)
+        ratio = math.exp(sum(math.log(p["slow"] / p["orig"]) for p in pairs) / 2) - 1
+        assert attempt["slowdown"] == pytest.approx(ratio)
+        low, high = attempt["interval"]
+        assert low <= attempt["slowdown"] <= high
 
 
 def test_ranks_calibrate_from_a_file_without_the_task_is_a_usage_error(tmp_path):
