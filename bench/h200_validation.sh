@@ -17,8 +17,8 @@
 #                       # rule 2 and the default lead-in, resumed from results/ranks/ (the GPU's own file)
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
 #   bash bench/h200_validation.sh finals       # issue 50: nvfp4 final scorings of the file, a copy and a variant
-#                       # (its slowdown measured first by 3 pairs of ranked runs, in a new file only)
-#                       # 4% slower, calibrated from that boards file, resumed from results/ranks/ (BOARDS_BUDGET too)
+#                       # 4% slower, calibrated from that boards file, resumed from results/ranks/ (BOARDS_BUDGET too;
+#                       # in a new file the variant's slowdown is measured first, by 3 pairs of ranked runs)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
 #                       # series the check reads (an H100 rejected some of these before blocks measured again)
