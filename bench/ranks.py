@@ -260,7 +260,7 @@ def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespac
     """The variant's slowdown, measured apart from the finals: ``--slowdown-pairs`` pairs of ranked runs, the
     original and the variant (a fresh secret each run, the order alternating), their ratio the geometric
     mean of the pairs'; with two pairs or more, its 95% t interval too (``interval``)."""
-    from harness.analysis.compare import t_quantile
+    from harness.analysis.blocks import combine, interval_from_blocks
     from harness.api import run_submission
 
     pairs: list[dict[str, float | None]] = []
@@ -272,15 +272,13 @@ def measured_slowdown(task: str, orig: Path, slow: Path, args: argparse.Namespac
             scores[name] = r.score_us
             say(f"{task}: slowdown run of {name} ({k + 1}/{args.slowdown_pairs}): {r.verdict} {r.score_us}")
         pairs.append({"orig": scores["orig"], "slow": scores["slow"]})
-    logs = [math.log(p["slow"] / p["orig"]) for p in pairs if p["slow"] and p["orig"]]
+    ratios = [p["slow"] / p["orig"] for p in pairs if p["slow"] and p["orig"]]
     out: dict[str, Any] = {"scores_us": pairs[-1], "pairs": pairs, "slowdown": None, "interval": None}
-    if len(logs) == len(pairs):  # every run passed
-        mean = math.fsum(logs) / len(logs)
-        out["slowdown"] = math.exp(mean) - 1
-        if len(logs) >= 2:
-            sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-            half = t_quantile(0.95, len(logs) - 1) * sd / math.sqrt(len(logs))
-            out["interval"] = [math.exp(mean - half) - 1, math.exp(mean + half) - 1]
+    if len(ratios) == len(pairs):  # every run passed: the ratios' geometric mean and t interval, as blocks'
+        ratio = combine(ratios, "geom")
+        out["slowdown"] = ratio - 1
+        ci = interval_from_blocks(ratio, ratios)
+        out["interval"] = [ci.low_us - 1, ci.high_us - 1] if ci else None
     return out
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.analysis.blocks import log_spread
 from harness.analysis.compare import t_quantile
 from harness.analysis.ties import CONFIDENCE, DEFAULT_MARGIN, TIE_RULE_VERSION, Call, paired
 
@@ -148,18 +149,16 @@ def rounds_to_settle(a: FinalEntry, b: FinalEntry, margin: float = DEFAULT_MARGI
     spread they have now: a difference once its interval excludes 0 (beyond the margin), an equivalence
     once its interval fits inside the margin; None where it would take more than ``most`` (a mean on the
     margin itself), or where fewer than two common rounds give no spread."""
-    rounds = sorted(set(a.scores) & set(b.scores))
-    diffs = [math.log(a.scores[r] / b.scores[r]) for r in rounds]
-    if len(diffs) < 2:
+    ratios = [a.scores[r] / b.scores[r] for r in sorted(set(a.scores) & set(b.scores))]
+    if len(ratios) < 2:
         return None
-    mean = math.fsum(diffs) / len(diffs)
-    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+    mean, sd = math.log(_geomean(ratios)), log_spread(ratios)  # of the per-round log differences
     room = abs(mean) if abs(mean) > math.log1p(margin) else math.log1p(margin) - abs(mean)
     if sd == 0:
-        return len(diffs)
+        return len(ratios)
     if room <= 0 or (sd / room) ** 2 * 3.8 > most:  # t >= 1.96: never within ``most`` rounds
         return None
-    n = max(2, len(diffs))
+    n = len(ratios)
     while t_quantile(CONFIDENCE, n - 1) * sd / math.sqrt(n) >= room:
         n += max(1, n // 20)
     return n
