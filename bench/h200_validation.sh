@@ -18,7 +18,8 @@
 #                       # (BOARDS_BUDGET=S for a shorter call: the device call's limit must exceed S + 40)
 #   bash bench/h200_validation.sh finals       # issue 50: nvfp4 final scorings of the file, a copy and a variant
 #                       # 4% slower, calibrated from that boards file, resumed from results/ranks/ (BOARDS_BUDGET too;
-#                       # in a new file the variant's slowdown is measured first, by 3 pairs of ranked runs)
+#                       # in a new file the variant's slowdown is measured first, by 3 pairs of ranked runs;
+#                       # FINAL_ROUNDS=R: up to R rounds a final, in a file of their own unless R is 10)
 #   bash bench/h200_validation.sh escape       # (logs/ only) the escaped-work check on this host:
 #                       # whole-process ranked runs of triton_mxfp4, a fresh compile cache each, with the
 #                       # series the check reads (an H100 rejected some of these before blocks measured again)
@@ -150,10 +151,13 @@ if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S 
     $resume --out "$boards" > $LOGS/boards.log 2>&1
   tail -4 $LOGS/boards.log
 fi
-if [ "$stage" = finals ]; then   # issue 50: nvfp4 final scorings, resumed from the GPU's file (BOARDS_BUDGET too)
-  step "nvfp4 finals (a copy, the file and a variant 4% slower)"
+if [ "$stage" = finals ]; then   # issue 50: nvfp4 final scorings, resumed from the GPU's file (BOARDS_BUDGET too;
+  # FINAL_ROUNDS=R: finals of up to R rounds, default 10, in a file of their own when not 10)
+  rounds=${FINAL_ROUNDS:-10}
+  finals=${boards%-boards-short.json}-finals.json; [ "$rounds" = 10 ] || finals=${finals%.json}-r$rounds.json
+  step "nvfp4 finals (a copy, the file and a variant 4% slower; up to $rounds rounds)"
   timeout -k 5 $((budget + 30)) $PY bench/ranks.py --task nvfp4_gemm --boards 0 --finals 10 --slowdown-pairs 3 --budget-s "$budget" \
-    --resume --calibrate-from "$boards" --out "${boards%-boards-short.json}-finals.json" > $LOGS/finals.log 2>&1
+    --max-rounds "$rounds" --resume --calibrate-from "$boards" --out "$finals" > $LOGS/finals.log 2>&1
   tail -4 $LOGS/finals.log
 fi
 if [ "$stage" = escape ]; then   # about 3 minutes

@@ -18,6 +18,7 @@ import torch
 
 _perf_counter_ns = time.perf_counter_ns
 _empty = torch.empty
+_foreach_norm: Any = getattr(torch, "_foreach_norm", None)
 _thread_count = threading.active_count
 # CUDA's objects, captured whether or not this machine has CUDA (nothing calls them without it): asking
 # torch whether it has (torch.cuda.is_available()) would initialize CUDA's runtime here, and the worker

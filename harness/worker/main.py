@@ -313,8 +313,7 @@ class Worker:
 
         if request.protocol == "batched":
             if touch:
-                for data in inputs:
-                    step("touch", self.sampler.touch, data)
+                step("touch", self.sampler.touch, [t for data in inputs for t in data])
             ns, tail, outs = step("calls", self.sampler.batched, kernel, inputs)
             record(ns, tail)
             snapshots = step("outputs", lambda: [self._snapshot(o) for i, o in enumerate(outs) if i in returned])
