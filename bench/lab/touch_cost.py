@@ -1,11 +1,9 @@
 #!/usr/bin/env python
-"""Lab probe: what does the worker's touch of a batched sample's inputs cost, and would reading them in a
-few launches be cheaper? A ranked triton_nvfp4 verdict spends about 1.4 s in ``timing.touch``: before each
-batched sample the worker reads every tensor of its 50 inputs once on the device, one read op a tensor
-(``harness.worker.sampler.Sampler.touch``), about 350 launches a sample. Per nvfp4 benchmark shape, for one
-batch of 50 inputs: the host wall time (synchronized) of today's touch, and of one ``torch._foreach_norm``
-over the same storages viewed as float16 (every storage of the nvfp4 inputs is a whole number of 2-byte
-words; the norm's value is never used, only the reading).
+"""Lab probe: what does the worker's touch of a batched sample's inputs cost? A ranked triton_nvfp4 verdict
+spent about 1.4 s in ``timing.touch`` when the worker read every tensor of a sample's 50 inputs with one
+read op each (about 350 launches a sample); since b83ab58 ``harness.worker.sampler.Sampler.touch`` reads
+them all with one ``torch._foreach_norm`` over the storages viewed as float16. Per nvfp4 benchmark shape,
+for one batch of 50 inputs: the host wall time (synchronized) of each.
 
   python bench/lab/touch_cost.py --out /tmp/touch_cost.json
 """
@@ -38,23 +36,19 @@ def _probe(batch: int, reps: int, out) -> None:
 
     sampler = SimpleNamespace(device=dev)  # all that Sampler.touch reads of its sampler
 
-    def today(inputs: list) -> None:
+    def per_tensor(inputs: list) -> None:  # the touch before b83ab58: one read op a tensor
         for data in inputs:
-            Sampler.touch(sampler, data)  # type: ignore[arg-type]
+            for t in data:
+                torch.empty(0, dtype=torch.uint8, device=dev).set_(t.untyped_storage()).max()
 
-    def foreach(inputs: list) -> None:
-        views = [
-            torch.empty(0, dtype=torch.uint8, device=dev).set_(t.untyped_storage()).view(torch.float16)
-            for data in inputs
-            for t in data
-        ]
-        torch._foreach_norm(views)
+    def sampler_touch(inputs: list) -> None:  # today's: the whole sample's tensors at once
+        Sampler.touch(sampler, [t for data in inputs for t in data])  # type: ignore[arg-type]
 
     rows = []
     for case in task.benchmarks:
         inputs = [task.module.generate_input(**dict(case, seed=s), device=dev) for s in range(batch)]
         row: dict[str, object] = {"case": dict(case), "tensors": sum(len(d) for d in inputs)}
-        for name, fn in (("today", today), ("foreach_norm", foreach)):
+        for name, fn in (("per_tensor", per_tensor), ("sampler_touch", sampler_touch)):
             fn(inputs)  # first use
             torch.cuda.synchronize()
             walls = []
