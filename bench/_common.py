@@ -159,16 +159,21 @@ class ResultsFile:
     the median of the finished units of its kind, else of all finished units, else 0: the first unit
     starts whenever the budget is not already spent)."""
 
-    def __init__(self, out: Path, doc: dict[str, Any], budget_s: float | None) -> None:
+    def __init__(
+        self, out: Path, doc: dict[str, Any], budget_s: float | None, earlier_s: float = 0.0, earlier_units: int = 0
+    ) -> None:
+        """``earlier_s``, ``earlier_units``: what earlier calls that this one continues (a --resume)
+        spent and finished; the file's ``elapsed_s`` and ``units_done`` count them too, the budget not."""
         if budget_s is not None and not (budget_s > 0 and math.isfinite(budget_s)):
             raise SystemExit(f"--budget-s {budget_s}: give a positive number of seconds (or leave it out)")
-        self.out, self.doc, self.budget_s = out, doc, budget_s
+        self.out, self.doc, self.budget_s, self.earlier_s = out, doc, budget_s, earlier_s
         self.t0 = time.monotonic()
         self.walls: dict[str, list[float]] = {}
-        doc.update(complete=False, budget_s=budget_s, stopped=None, units_done=0)
+        doc.update(complete=False, budget_s=budget_s, stopped=None, units_done=earlier_units, elapsed_s=earlier_s)
         write_results(out, doc, quiet=True)  # a kill before the first unit still leaves a (marked) file
 
     def elapsed(self) -> float:
+        """This call's seconds so far (what the budget counts)."""
         return time.monotonic() - self.t0
 
     def estimate(self, kind: str) -> float:
@@ -199,11 +204,11 @@ class ResultsFile:
         """A unit finished: remember its wall time and write the file (still incomplete)."""
         self.walls.setdefault(kind, []).append(wall_s)
         self.doc["units_done"] += 1
-        self.doc["elapsed_s"] = self.elapsed()
+        self.doc["elapsed_s"] = self.earlier_s + self.elapsed()
         write_results(self.out, self.doc, quiet=True)
 
     def finish(self) -> None:
         """The last write: complete unless the budget stopped a unit from starting."""
         self.doc["complete"] = self.doc["stopped"] is None
-        self.doc["elapsed_s"] = self.elapsed()
+        self.doc["elapsed_s"] = self.earlier_s + self.elapsed()
         write_results(self.out, self.doc)

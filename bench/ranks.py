@@ -566,7 +566,7 @@ def _one_task(task: str, src: Path, args: argparse.Namespace, rf: ResultsFile, e
             say(why)
         else:
             finals(task, src, means, args, rf, entry)
-    entry["wall_s"] = time.monotonic() - t0
+    entry["wall_s"] = entry.get("wall_s", 0.0) + time.monotonic() - t0  # with an earlier call's, on --resume
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -589,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = list(earlier.get("tasks") or [])
     sessions = [*earlier.get("sessions", []), {k: facts[k] for k in SESSION_KEYS}]
     doc = {"script": "bench/ranks.py", "config": config, **facts, "sessions": sessions, "tasks": results}
-    rf = ResultsFile(out, doc, args.budget_s)
+    rf = ResultsFile(out, doc, args.budget_s, earlier.get("elapsed_s", 0.0), earlier.get("units_done", 0))
     for task, f in files.items():
         if rf.doc["stopped"] is not None:
             break
@@ -626,7 +626,12 @@ def _resumed(out: Path, facts: dict[str, Any], args: argparse.Namespace) -> dict
     if not prev:
         return {}
     first = {k: prev.get(k) for k in SESSION_KEYS}
-    return {"tasks": prev.get("tasks") or [], "sessions": prev.get("sessions") or [first]}
+    return {
+        "tasks": prev.get("tasks") or [],
+        "sessions": prev.get("sessions") or [first],
+        "elapsed_s": prev.get("elapsed_s") or 0.0,
+        "units_done": prev.get("units_done") or 0,
+    }
 
 
 def _not_poolable(path: Path, prev: dict[str, Any], device: str, warmup_chunks: int, flag: str) -> str | None:
@@ -663,8 +668,9 @@ def merge(out: Path, others: list[Path]) -> int:
         for task in prev.get("tasks") or []:
             entry = next((r for r in doc["tasks"] if r["task"] == task["task"]), None)
             if entry is None:
-                doc["tasks"].append(entry := task | {"boards": [], "finals": []})
+                doc["tasks"].append(entry := task | {"boards": [], "finals": [], "wall_s": 0.0})
             entry["boards"] += task.get("boards") or []
+            entry["wall_s"] = entry.get("wall_s", 0.0) + task.get("wall_s", 0.0)
             _summarize_boards(entry)
             if task.get("finals"):
                 entry["finals"] = (entry.get("finals") or []) + task["finals"]

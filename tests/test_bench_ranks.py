@@ -155,8 +155,12 @@ def test_ranks_resume_adds_boards_to_an_earlier_file_and_keeps_its_sessions(tmp_
     (board,) = task["boards"]
     assert board["commit"] == data["commit"] and board["date"] and len(data["sessions"]) == 2
     assert data["sessions"][0]["date"] == first["date"] and data["complete"] is True
+    assert data["units_done"] == 1 and data["elapsed_s"] > first["elapsed_s"]
     again = _bench("ranks.py", out, "--finals", "0", "--boards", "1", "--resume")  # nothing left to add
     assert again["tasks"][0]["boards"] == [board] and len(again["sessions"]) == 3
+    # the file's totals count every call: a --resume that added nothing keeps the earlier calls' time
+    assert again["units_done"] == 1 and again["elapsed_s"] >= data["elapsed_s"]
+    assert again["tasks"][0]["wall_s"] >= data["tasks"][0]["wall_s"] >= board["wall_s"]
     # boards of another warm-up are not added to these
     other_warmup = _run("ranks.py", "--quick", "--finals", "0", "--resume", "--warmup-chunks", "1", "--out", str(out))
     assert other_warmup.returncode == 2 and "--warmup-chunks 0, not 1" in other_warmup.stderr
@@ -179,7 +183,8 @@ def _board_file(path: Path, device: str, walls: list[float], halves: list[float]
     session = {"commit": "c", "date": f"{device} {walls}", "device": device}
     doc = {"script": "bench/ranks.py", "device": device, "config": {"warmup_chunks": 0}, "sessions": [session]}
     doc |= {"units_done": len(boards), "elapsed_s": sum(walls), "complete": False, "stopped": "budget: ..."}
-    doc["tasks"] = [{"task": "nvfp4_gemm", "file": "submissions/triton_nvfp4.py", "boards": boards}]
+    task = {"task": "nvfp4_gemm", "file": "submissions/triton_nvfp4.py", "boards": boards, "wall_s": sum(walls)}
+    doc["tasks"] = [task]
     path.write_text(json.dumps(doc))
     return path
 
@@ -195,6 +200,7 @@ def test_ranks_merge_adds_a_second_files_boards_as_resume_would(tmp_path):
     assert [b["wall_s"] for b in task["boards"]] == [80.0, 90.0, 70.0] and len(data["sessions"]) == 2
     assert task["boards_all_tied"] == 2 and task["median_board_wall_s"] == 80.0
     assert task["median_half_width_rel"] == pytest.approx(0.07) and data["units_done"] == 3
+    assert data["elapsed_s"] == pytest.approx(240.0) and task["wall_s"] == pytest.approx(240.0)
     assert data["merged"] == ["second.json: 1 session(s), added by --merge"]
     other = _board_file(tmp_path / "h200.json", "H200", [60.0], [0.03], [True])
     done = _run("ranks.py", "--merge", str(other), "--out", str(out))
