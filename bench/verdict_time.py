@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["sessions"] = [doc["environment"]]
         if args.resume and Path(args.out).exists():
             doc = _resumed(Path(args.out), doc, p)
-    rf = ResultsFile(Path(args.out), doc, args.budget_s)
+    rf = ResultsFile(Path(args.out), doc, args.budget_s, doc.get("elapsed_s") or 0.0, doc.get("units_done") or 0)
     try:
         if args.server:
             doc["server"] = start_server(work, not gpu)

@@ -227,6 +227,7 @@ def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
     assert comparison["paired_this_over_baseline"]["rounds"] == 2
     assert len(comparison["this"]["half_widths_pct"]) == 2 and comparison["this"]["median_half_width_pct"] > 0
     assert data["baseline"] == {"tree": str(base), "commit": "abc"}
+    first_units, first_s = data["units_done"], data["elapsed_s"]
 
     # --resume: one more round, in a session of its own, paired with the earlier two
     args[args.index("--repeats") + 1] = "1"
@@ -239,6 +240,7 @@ def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
     assert [r["session"] for r in rows[:4]] == [0, 0, 0, 0] and len(data["sessions"]) == 2
     assert rows[4]["cache"] == "empty"  # each session starts with empty caches
     assert data["comparison"]["submissions/torch_mxfp4.py"]["paired_this_over_baseline"]["rounds"] == 3
+    assert data["units_done"] == first_units + first_units // 2 and data["elapsed_s"] > first_s  # both calls'
 
     # other trees: refused, the file untouched
     before = out.read_text()
