@@ -347,6 +347,7 @@ def finals(
 
     from harness.engine.final import FinalPlan, block_runner, run_final
     from harness.store.database import open_store
+    from harness.store.finals import blocks
     from tasks import load_task
 
     spec = load_task(task)
@@ -391,9 +392,11 @@ def finals(
             plan = FinalPlan(spec.name, device, entries, args.min_rounds, args.max_rounds, args.margin / 100)
             t0 = time.monotonic()
             with open_store(str(folder / "store")) as st:
-                _final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
+                final, ranking, _ = run_final(st, plan, f"bench-{time.time_ns()}", run_block)
+                scores = _block_scores(blocks(st, final.id), entries)
             final_wall = time.monotonic() - t0
-        out.append(_final_outcome(ranking, variant, final_wall) | {"commit": rf.doc["commit"], "date": utc_now()})
+        outcome = _final_outcome(ranking, variant, final_wall) | {"block_scores_us": scores}
+        out.append(outcome | {"commit": rf.doc["commit"], "date": utc_now()})
         _summarize_finals(entry)
         rf.done("final", final_wall)
         say(f"{task}: final {k + 1}/{args.finals}: {out[-1]['ranks']} pass {out[-1]['pass']} ({final_wall:.0f} s)")
@@ -425,6 +428,18 @@ def _one_block_wall(
     rf.done("final_block", wall)
     say(f"{task}: one final block: {r.verdict} in {wall:.1f} s")
     return wall
+
+
+def _block_scores(stored: list[Any], entries: list[tuple[str, str, str]]) -> dict[str, list[float | None]]:
+    """Each entry's block score per round (None: its block did not pass), by the entry's name: the
+    paired differences a final ranked by, kept for the spread between rounds."""
+    names = {sha: name for sha, name, _path in entries}
+    rounds = 1 + max((b.round for b in stored), default=-1)
+    out: dict[str, list[float | None]] = {name: [None] * rounds for name in names.values()}
+    for b in stored:
+        if b.sha256 in names:
+            out[names[b.sha256]][b.round] = b.score_us
+    return out
 
 
 def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:

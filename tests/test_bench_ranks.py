@@ -99,7 +99,11 @@ def test_ranks_finals_start_from_an_earlier_boards_file(tmp_path):
     assert again["finals"][0] == task["finals"][0] and len(again["finals"]) == 2
     assert again["finals"][1]["variant"] == task["finals"][0]["variant"] and again["finals"][1]["commit"]
     assert again["finals_passed"] == sum(f["pass"] for f in again["finals"])
-    assert more["units_done"] == 1 and len(more["sessions"]) == 2 and more["complete"] is True
+    assert more["units_done"] == data["units_done"] + 1 and len(more["sessions"]) == 2 and more["complete"] is True
+    for final in again["finals"]:  # each entry's block score of every round the final ran
+        scores = final["block_scores_us"]
+        assert sorted(scores) == ["copy", "orig", "slow"] and all(len(v) == final["rounds"] for v in scores.values())
+        assert all(x is not None and x > 0 for v in scores.values() for x in v)
     other = _run(
         "ranks.py", "--quick", "--boards", "0", "--resume", "--slowdown", "0.1", "--out", str(tmp_path / "finals.json")
     )
