@@ -4,13 +4,14 @@ whose score is the entry's speed times the round's shared condition."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 
 import pytest
 
 from harness.analysis.compare import t_quantile
-from harness.analysis.final import FinalEntry, needs_more_rounds, rank_final, rounds_to_settle
+from harness.analysis.final import BoardPlace, FinalEntry, needs_more_rounds, outlook, rank_final, rounds_to_settle
 from harness.analysis.plausibility import ESCAPED_WORK
 from harness.analysis.ties import paired
 from harness.engine.blocks import REMEASURED
@@ -230,3 +231,49 @@ def test_the_final_command_refuses_what_it_cannot_score(tmp_path, capsys):
     assert "is gone" in err and "restore it" in err
     assert main([*argv, "--min-rounds", "5", "--max-rounds", "2", "--results-dir", d]) == 2
     assert "--max-rounds" in capsys.readouterr().err
+
+
+def test_the_outlook_says_which_neighbours_a_final_can_tell_apart_and_in_about_how_many_rounds():
+    """From the board: a gap within the margin can only end tied; a wider one needs the rounds at which a
+    paired t interval (the two entries' block spreads combined) would exclude it; no blocks, no estimate."""
+    t9 = t_quantile(0.95, 9)
+    half = 0.02  # each entry's 95% interval: +-2% in log, from 10 blocks
+    places = [
+        BoardPlace("a", 10.0, 10.0 * math.exp(-half), 10.0 * math.exp(half), 10),
+        BoardPlace("b", 10.05, 10.05 * math.exp(-half), 10.05 * math.exp(half), 10),  # 0.5% behind a
+        BoardPlace("c", 10.5, 10.5 * math.exp(-half), 10.5 * math.exp(half), 10),  # 4.5% behind b
+        BoardPlace("d", 11.0, None, None, 1),  # one process: no spread between blocks
+    ]
+    lines = outlook(places, margin=0.01)
+    assert len(lines) == 3
+    assert lines[0].startswith("a / b: 0.5% apart") and "within the 1.0% margin" in lines[0]
+    sd = math.hypot(*[half / t9 * math.sqrt(10)] * 2)  # one round's difference
+    gap = math.log(10.5 / 10.05)
+    wanted = next(n for n in range(2, 1000) if t_quantile(0.95, n - 1) * sd / math.sqrt(n) < gap)
+    assert f"about {wanted} rounds would tell them apart" in lines[1] and lines[1].startswith("b / c: 4.5% apart")
+    assert f"spreading about {sd:.1%}" in lines[1]
+    assert lines[2].startswith("c / d: 4.8% apart") and "no spread between blocks" in lines[2]
+
+
+def test_the_final_command_says_what_the_board_says_before_its_first_round(tmp_path, capsys, monkeypatch):
+    import harness.engine.final as engine_final
+    from harness.cli.main import main
+
+    d = str(tmp_path / "res")
+    with open_store(d) as st:
+        for name in ("one", "two"):
+            path = tmp_path / f"{name}.py"
+            path.write_text(f"# {name}\n")
+            r = make_result(name, sha=hashlib.sha256(path.read_bytes()).hexdigest())
+            r.submission.path = str(path)
+            st.record(r)
+
+    def no_rounds(*_args, **_kw):
+        raise KeyboardInterrupt  # stop before the first block: only what was said before it matters
+
+    monkeypatch.setattr(engine_final, "run_final", no_rounds)
+    argv = ["final", "--task", "mxfp4_mm", "--top", "2", "--device", "cpu", "--board-device", "NVIDIA H200"]
+    main([*argv, "--results-dir", d])
+    err = capsys.readouterr().err
+    assert "what the board says (this final runs 3 rounds at least, --max-rounds 10 at most)" in err
+    assert "apart on the board" in err and ("one / two" in err or "two / one" in err)

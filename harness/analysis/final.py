@@ -154,14 +154,65 @@ def rounds_to_settle(a: FinalEntry, b: FinalEntry, margin: float = DEFAULT_MARGI
         return None
     mean, sd = math.log(_geomean(ratios)), log_spread(ratios)  # of the per-round log differences
     room = abs(mean) if abs(mean) > math.log1p(margin) else math.log1p(margin) - abs(mean)
+    return _rounds_within(room, sd, len(ratios), most)
+
+
+def _rounds_within(room: float, sd: float, start: int, most: int = 10_000) -> int | None:
+    """The fewest rounds from ``start`` on whose interval half-width (t with rounds - 1 degrees of freedom
+    times ``sd`` / sqrt(rounds)) is below ``room``, a log ratio; None beyond ``most``."""
     if sd == 0:
-        return len(ratios)
+        return start
     if room <= 0 or (sd / room) ** 2 * 3.8 > most:  # t >= 1.96: never within ``most`` rounds
         return None
-    n = len(ratios)
+    n = start
     while t_quantile(CONFIDENCE, n - 1) * sd / math.sqrt(n) >= room:
         n += max(1, n // 20)
     return n
+
+
+@dataclass(frozen=True)
+class BoardPlace:
+    """What a final's outlook reads of one board entry: its score, its 95% interval and the blocks the
+    interval came from (``harness.analysis.ranking.Entry`` has these fields)."""
+
+    name: str
+    score_us: float
+    low_us: float | None
+    high_us: float | None
+    blocks: int
+
+
+def outlook(places: Sequence[BoardPlace], margin: float = DEFAULT_MARGIN) -> list[str]:
+    """Before a final: for each pair of neighbours on the board (best first), about how many rounds would
+    tell them apart if their blocks spread in the final as on the board and the board's gap held (the
+    spread of one round's difference taken as the two entries' block spreads combined: likely more than
+    the final sees, since a round's shared inputs and GPU state cancel in it). A gap within the margin
+    ends tied unless the final finds more; an entry whose interval does not come from blocks gives no
+    estimate."""
+    lines = []
+    for a, b in itertools.pairwise(places):
+        gap = b.score_us / a.score_us - 1
+        head = f"{a.name} / {b.name}: {gap:.1%} apart on the board"
+        sds = [_block_sd(p) for p in (a, b)]
+        if abs(math.log1p(gap)) <= math.log1p(margin):
+            lines.append(f"{head}, within the {margin:.1%} margin: the final ties them unless it finds more")
+        elif None in sds:
+            lines.append(f"{head}; no spread between blocks to estimate the rounds from")
+        else:
+            sd = math.hypot(*(x for x in sds if x is not None))
+            n = _rounds_within(abs(math.log1p(gap)), sd, 2)
+            about = f"about {n} rounds" if n is not None else "more rounds than a final runs"
+            lines.append(f"{head}, a round's difference spreading about {sd:.1%}: {about} would tell them apart")
+    return lines
+
+
+def _block_sd(p: BoardPlace) -> float | None:
+    """The sd of one block's log score, backed out of the entry's 95% interval (t with blocks - 1
+    degrees of freedom); None without an interval from two or more blocks."""
+    if p.blocks < 2 or not p.low_us or not p.high_us or p.high_us <= p.low_us:
+        return None
+    se = math.log(p.high_us / p.low_us) / (2 * t_quantile(CONFIDENCE, p.blocks - 1))
+    return se * math.sqrt(p.blocks)
 
 
 def undecided_labels(final: Mapping[str, Any]) -> list[str]:

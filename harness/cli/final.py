@@ -7,10 +7,14 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cli.options import add_lead_in_argument, add_results_dir_argument, add_warmup_chunks_argument, positive
 from harness.errors import UsageError
 from harness.report.board import add_margin_argument, margin_fraction
+
+if TYPE_CHECKING:
+    from harness.analysis.final import BoardPlace
 
 EXIT_CODES = {
     0: "the final scoring finished and was stored (whatever the verdicts of its blocks)",
@@ -56,8 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_results_dir_argument(parser)
 
 
-def _entries(task: str, board_device: str, top: int, results_dir: str | None) -> list[tuple[str, str, str]]:
-    """(sha256, name, path) of the board's top ``top`` entries; each file must still hold that content."""
+def _entries(
+    task: str, board_device: str, top: int, results_dir: str | None
+) -> tuple[list[tuple[str, str, str]], list[BoardPlace]]:
+    """(sha256, name, path) of the board's top ``top`` entries, each file still holding that content, and
+    their places on the board (for the final's outlook)."""
+    from harness.analysis.final import BoardPlace
     from harness.report.board import load_board
 
     board, _warnings = load_board(task, device=board_device, results_dir=results_dir, mode="leaderboard")
@@ -79,7 +87,7 @@ def _entries(task: str, board_device: str, top: int, results_dir: str | None) ->
                 "run-all on the current files first so that the board ranks them"
             )
         out.append((e.sha256, e.name, str(path)))
-    return out
+    return out, [BoardPlace(e.name, e.score_us, e.low_us, e.high_us, e.blocks) for e in ranked[:top]]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.engine.pool import warm_shared_pool
 
     warm_shared_pool(args.device)  # the warm-worker server imports torch while this process does
+    from harness.analysis.final import outlook
     from harness.engine.device import device_info, select_device
     from harness.engine.final import FinalPlan, block_runner, run_final
     from harness.engine.options import RunOptions
@@ -111,10 +120,15 @@ def run(args: argparse.Namespace) -> int:
     check_store_writable(args.results_dir)
     device = select_device(args.device)
     board_device = args.board_device or device_info(device).name
-    entries = _entries(task.name, board_device, args.top, args.results_dir)
+    entries, places = _entries(task.name, board_device, args.top, args.results_dir)
     secret, source = take_secret(args.secret_file)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     say(f"final scoring of {len(entries)} entries of {task.name} on {board_device} (secret: {source})")
+    say(
+        f"what the board says (this final runs {args.min_rounds} rounds at least, --max-rounds {args.max_rounds} at most):"
+    )
+    for line in outlook(places, margin):
+        say(f"  {line}")
 
     run_block = block_runner(task, options, device.type == "cuda")
     plan = FinalPlan(task.name, board_device, entries, args.min_rounds, args.max_rounds, margin)
