@@ -31,8 +31,9 @@ run again in rounds: each round runs one block of each entry (a fresh worker; th
 the same for every entry) in a fresh random order. An entry's final score is the geometric mean of its
 block scores; entries are ranked apart only when the 95% interval of their paired per-round ratio
 excludes 1 and the difference exceeds the margin (--margin, 1%). After --min-rounds rounds, rounds are
-added while a pair of neighbours is undecided, up to --max-rounds. A block that does not pass takes its
-entry out of the final. Every block is stored when measured; rerunning the same command after an
+added while a pair of neighbours is undecided, up to --max-rounds; before the first round the command
+says about how many rounds each pair's gap and spread on the board would need. A block that does not
+pass takes its entry out of the final. Every block is stored when measured; rerunning the same command after an
 interruption continues the final (its measured blocks are kept)."""
 
 
