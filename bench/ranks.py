@@ -433,13 +433,10 @@ def _one_block_wall(
 def _block_scores(stored: list[Any], entries: list[tuple[str, str, str]]) -> dict[str, list[float | None]]:
     """Each entry's block score per round (None: its block did not pass), by the entry's name: the
     paired differences a final ranked by, kept for the spread between rounds."""
-    names = {sha: name for sha, name, _path in entries}
-    rounds = 1 + max((b.round for b in stored), default=-1)
-    out: dict[str, list[float | None]] = {name: [None] * rounds for name in names.values()}
-    for b in stored:
-        if b.sha256 in names:
-            out[names[b.sha256]][b.round] = b.score_us
-    return out
+    from harness.analysis.final import entries_from_blocks
+
+    rounds = range(1 + max((b.round for b in stored), default=-1))
+    return {e.name: [e.scores.get(r) for r in rounds] for e in entries_from_blocks(entries, [vars(b) for b in stored])}
 
 
 def _final_outcome(ranking: Any, variant: dict, final_wall: float) -> dict:

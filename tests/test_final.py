@@ -236,18 +236,17 @@ def test_the_final_command_refuses_what_it_cannot_score(tmp_path, capsys):
 def test_the_outlook_says_which_neighbours_a_final_can_tell_apart_and_in_about_how_many_rounds():
     """From the board: a gap within the margin can only end tied; a wider one needs the rounds at which a
     paired t interval (the two entries' block spreads combined) would exclude it; no blocks, no estimate."""
-    t9 = t_quantile(0.95, 9)
-    half = 0.02  # each entry's 95% interval: +-2% in log, from 10 blocks
+    se = 0.009  # each entry's standard error of its log score, from 10 blocks
     places = [
-        BoardPlace("a", 10.0, 10.0 * math.exp(-half), 10.0 * math.exp(half), 10),
-        BoardPlace("b", 10.05, 10.05 * math.exp(-half), 10.05 * math.exp(half), 10),  # 0.5% behind a
-        BoardPlace("c", 10.5, 10.5 * math.exp(-half), 10.5 * math.exp(half), 10),  # 4.5% behind b
-        BoardPlace("d", 11.0, None, None, 1),  # one process: no spread between blocks
+        BoardPlace("a", 10.0, 10.0 * se, "blocks", 10),
+        BoardPlace("b", 10.05, 10.05 * se, "blocks", 10),  # 0.5% behind a
+        BoardPlace("c", 10.5, 10.5 * se, "blocks", 10),  # 4.5% behind b
+        BoardPlace("d", 11.0, 0.01, "samples", 1),  # one process: no spread between blocks
     ]
     lines = outlook(places, margin=0.01)
     assert len(lines) == 3
     assert lines[0].startswith("a / b: 0.5% apart") and "within the 1.0% margin" in lines[0]
-    sd = math.hypot(*[half / t9 * math.sqrt(10)] * 2)  # one round's difference
+    sd = math.hypot(*[se * math.sqrt(10)] * 2)  # one round's difference
     gap = math.log(10.5 / 10.05)
     wanted = next(n for n in range(2, 1000) if t_quantile(0.95, n - 1) * sd / math.sqrt(n) < gap)
     assert f"about {wanted} rounds would tell them apart" in lines[1] and lines[1].startswith("b / c: 4.5% apart")

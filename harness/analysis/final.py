@@ -172,13 +172,14 @@ def _rounds_within(room: float, sd: float, start: int, most: int = 10_000) -> in
 
 @dataclass(frozen=True)
 class BoardPlace:
-    """What a final's outlook reads of one board entry: its score, its 95% interval and the blocks the
-    interval came from (``harness.analysis.ranking.Entry`` has these fields)."""
+    """What a final's outlook reads of one board entry (``harness.analysis.ranking.Entry`` has these
+    fields): its score, its standard error, where that came from ("blocks", "samples" or "none") and
+    from how many blocks."""
 
     name: str
     score_us: float
-    low_us: float | None
-    high_us: float | None
+    stderr_us: float
+    interval_source: str
     blocks: int
 
 
@@ -207,12 +208,11 @@ def outlook(places: Sequence[BoardPlace], margin: float = DEFAULT_MARGIN) -> lis
 
 
 def _block_sd(p: BoardPlace) -> float | None:
-    """The sd of one block's log score, backed out of the entry's 95% interval (t with blocks - 1
-    degrees of freedom); None without an interval from two or more blocks."""
-    if p.blocks < 2 or not p.low_us or not p.high_us or p.high_us <= p.low_us:
+    """The sd of one block's log score: the standard error of the entry's log score (what the board's
+    tie rule uses) times sqrt(blocks); None where the board's spread does not come from two or more blocks."""
+    if p.interval_source != "blocks" or p.blocks < 2 or not (math.isfinite(p.stderr_us) and p.score_us > 0):
         return None
-    se = math.log(p.high_us / p.low_us) / (2 * t_quantile(CONFIDENCE, p.blocks - 1))
-    return se * math.sqrt(p.blocks)
+    return p.stderr_us / p.score_us * math.sqrt(p.blocks)
 
 
 def undecided_labels(final: Mapping[str, Any]) -> list[str]:

@@ -33,8 +33,8 @@ block scores; entries are ranked apart only when the 95% interval of their paire
 excludes 1 and the difference exceeds the margin (--margin, 1%). After --min-rounds rounds, rounds are
 added while a pair of neighbours is undecided, up to --max-rounds; before the first round the command
 says about how many rounds each pair's gap and spread on the board would need. A block that does not
-pass takes its entry out of the final. Every block is stored when measured; rerunning the same command after an
-interruption continues the final (its measured blocks are kept)."""
+pass takes its entry out of the final. Every block is stored when measured; rerunning the same command
+after an interruption continues the final (its measured blocks are kept)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +88,7 @@ def _entries(
                 "run-all on the current files first so that the board ranks them"
             )
         out.append((e.sha256, e.name, str(path)))
-    return out, [BoardPlace(e.name, e.score_us, e.low_us, e.high_us, e.blocks) for e in ranked[:top]]
+    return out, [BoardPlace(e.name, e.score_us, e.stderr_us, e.interval_source, e.blocks) for e in ranked[:top]]
 
 
 def run(args: argparse.Namespace) -> int:
