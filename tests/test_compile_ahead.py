@@ -94,6 +94,7 @@ def test_auto_compiles_ahead_only_on_a_gpu_and_only_for_an_entry_not_marked(tmp_
     assert not compile_ahead.wanted("off", gpu=True, entry=entry)
     compile_ahead.marker(entry).touch()
     assert not compile_ahead.wanted("auto", gpu=True, entry=entry)
+    assert not compile_ahead.wanted("on", gpu=False, entry=entry)  # compiled ahead once: a round's, say
 
 
 def test_a_failure_while_compiling_ahead_is_left_to_the_run_which_reports_it(tmp_path):

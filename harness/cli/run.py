@@ -102,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="make the file's first call on every shape in parallel workers before its run calls it, so "
         "that its kernels compile at once (auto, the default: on a GPU, the first time the compile cache "
-        "meets the file)",
+        "meets the file; on: the same, also on the CPU; off: never)",
     )
     p.add_argument("--verbose", action="store_true", help="also print where the wall time went, on stderr")
     p.add_argument(

@@ -58,11 +58,10 @@ def marker(entry: CacheEntry) -> Path:
 
 
 def wanted(policy: str, gpu: bool, entry: CacheEntry | None) -> bool:
-    """Whether a run compiles ahead: ``on``, or ``auto`` on a GPU for an entry not compiled ahead
-    before (no entry: the caches are in the run's folder, empty every time)."""
-    if policy == "on":
-        return True
-    return policy == "auto" and gpu and (entry is None or not marker(entry).exists())
+    """Whether a run compiles ahead: for an entry not compiled ahead before (no entry: the caches are in
+    the run's folder, empty every time), under ``auto`` on a GPU and under ``on`` anywhere."""
+    new = entry is None or not marker(entry).exists()
+    return new and (policy == "on" or (policy == "auto" and gpu))
 
 
 def shapes(ctx: RunContext) -> list[dict[str, Any]]:
@@ -98,10 +97,22 @@ class CompileAhead:
     """Started with the run's worker (:meth:`start`), let run the file once that worker has started and
     the scan passed (:meth:`release`), finished before that worker's import (:meth:`finish`)."""
 
-    def __init__(self, ctx: RunContext, config: WorkerConfig, memory_limit: int, entry: CacheEntry | None):
+    def __init__(
+        self,
+        ctx: RunContext,
+        config: WorkerConfig,
+        memory_limit: int,
+        entry: CacheEntry | None,
+        workers: int | None = None,
+        siblings: Siblings | None = None,
+    ):
+        """``workers``: how many (at most one a shape); default :func:`worker_count`'s. ``siblings``: the
+        workers that live beside these (a compile round's other files), else a set of their own."""
         self.ctx, self.entry, self.memory_limit = ctx, entry, memory_limit
         todo = shapes(ctx)
-        count = worker_count(len(todo), usable_cores(), host_gpu_count() if ctx.gpu else 1)
+        if workers is None:
+            workers = worker_count(len(todo), usable_cores(), host_gpu_count() if ctx.gpu else 1)
+        count = max(1, min(workers, len(todo)))
         self.groups = [todo[i::count] for i in range(count)]
         folder = config.run_dir or os.path.dirname(config.stdout_path)
         self.configs = [  # output and Inductor caches of their own (discarded with the run's folder)
@@ -117,17 +128,22 @@ class CompileAhead:
         self.triton_dir = config.env.get("TRITON_CACHE_DIR")
         self._tunings_before = self._tunings()
         self._tunings_discarded = False
-        outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
-        self.first_call_s = first_call_budget(ctx.gpu, outer) * ctx.opt.timeout_scale
+        self.first_call_s = self.first_call_limit(ctx)
         self.record = AheadRecord(workers=count, shapes=len(todo))
         self.timeout: tuple[dict[str, Any], str] | None = None  # (the shape's spec, the message)
-        self.siblings = Siblings()  # the run's worker joins them (WorkerSession.siblings)
+        self.siblings = siblings or Siblings()  # the run's worker joins them (WorkerSession.siblings)
         self._go = threading.Event()  # the run's worker has started and the scan let the file run
         self._sups: list[Supervisor] = []
         self._lock = threading.Lock()
         self._closing = False
         self._threads: list[threading.Thread] = []
         self._t0 = time.monotonic()
+
+    @staticmethod
+    def first_call_limit(ctx: RunContext) -> float:
+        """Seconds a worker's first call on a shape may take (compilation included), as in the run."""
+        outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
+        return first_call_budget(ctx.gpu, outer) * ctx.opt.timeout_scale
 
     def start(self, deadline: float) -> None:
         self._t0 = time.monotonic()
@@ -230,4 +246,5 @@ class CompileAhead:
             for tuned in self._tunings() - self._tunings_before:  # measured beside the other workers: not kept
                 tuned.unlink(missing_ok=True)
                 self.record.discarded_tunings += 1
-        self.siblings.pids.clear()  # they are reaped: a later process with one of their ids is nobody's sibling
+        with self.siblings.lock:  # they are reaped: a later process with one of their ids is nobody's sibling
+            self.siblings.pids -= {sup.pid for sup in sups}

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.engine.compile_round import CompileRounds, RoundRecord
 from harness.engine.diagnosis import diagnose_result
 from harness.engine.executors.cleanup import sweep_temp_folders
 from harness.engine.executors.job import JobSink, JobSpec, JobStart, load_task_or_usage_error
@@ -94,6 +95,7 @@ class FolderRun:
     stopped: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM), else None
     released: int = 0  # jobs this driver gave back to the queue when it ended
     lost: list[str] = field(default_factory=list)  # results not stored: another driver took the job over
+    compile_rounds: list[RoundRecord] = field(default_factory=list)  # serial: new files compiled between jobs
 
     @property
     def internal_errors(self) -> int:
@@ -136,6 +138,7 @@ class _Claimer:
         self.begin_run, self.lease_s, self.say, self.signals = begin_run, lease_s, say, signals
         self.hashes = list(subs)
         self.stopping = False
+        self.rounds: CompileRounds | None = None  # serial: compiles the next new files before a job
 
     def next(self) -> JobSpec | None:
         if self.stopping or not self.hashes:
@@ -156,6 +159,8 @@ class _Claimer:
         note = claim_note(job, sub.path.name)
         if note:
             self.say(note)
+        if self.rounds is not None:
+            self.rounds.before(job.submission_sha256)
         return JobSpec(job.id, str(sub.path), sub.source, sub.info, sub.name, _task_ref(self.task), self.report.mode)
 
     def exhausted(self) -> bool:
@@ -386,6 +391,7 @@ class _FolderJob:
             claimer = _Claimer(jobs, report, subs, self.task, begin_run, self.lease_s, self.say, signals)
             sink = _StoreSink(jobs, report, prog, signals, self.location, self.task.target_gpu)
             ahead = self._scan_ahead(executor, [sub.path for sub in subs.values()])
+            claimer.rounds = self._compile_rounds(executor, subs, device, prog.line)
             try:
                 executor.run(claimer, self.options, sink)
             except Stopped as stop:
@@ -397,6 +403,8 @@ class _FolderJob:
                 self._release(jobs, report)
                 if ahead is not None:
                     ahead.close()
+                if claimer.rounds is not None:
+                    report.compile_rounds = claimer.rounds.records
         prog.close()
         if report.stopped is not None:
             self.say(
@@ -418,6 +426,16 @@ class _FolderJob:
         if executor.name != "serial" or not Mode.parse(self.mode).ranked or self.options.scan_policy == "off":
             return None
         return ScanAhead(paths[1:]) if len(paths) > 1 else None
+
+    def _compile_rounds(
+        self, executor: Any, subs: dict[str, _Sub], device: Any, say: Callable[[str], None]
+    ) -> CompileRounds | None:
+        """Serial: the new files' kernels compiled together between jobs (harness.engine.compile_round);
+        other executors' jobs compile ahead one by one, beside other GPUs' timing."""
+        if executor.name != "serial" or device is None or not CompileRounds.useful(self.options, device.kind != "cpu"):
+            return None
+        queue = [(sha, sub.path.name, sub.source) for sha, sub in subs.items()]
+        return CompileRounds(queue, self.task, self.mode, self.options, say)
 
     def _enqueue(self, jobs: JobTable, report: FolderRun) -> tuple[dict[str, _Sub], int]:
         """Every file in the queue; returns the ones this driver may claim (by sha256) and how many

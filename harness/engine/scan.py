@@ -134,12 +134,16 @@ def scan_file(path: str | os.PathLike[str]) -> tuple[list[Finding], bool]:
     return scan_source(Path(path).read_text(errors="replace"))
 
 
-def prescan(path: str | os.PathLike[str], policy: str, warnings: list[str]) -> tuple[list[Finding], str | None]:
+def prescan(
+    path: str | os.PathLike[str], policy: str, warnings: list[str], job: bool = True
+) -> tuple[list[Finding], str | None]:
     """The static scan before a ranked run: (findings, the rejection message when ``policy`` is
     "reject" and kernelguard would filter the submission, else None). Findings become warnings; a
-    missing kernelguard is a warning too."""
-    for ahead in list(_ACTIVE):
-        ahead.consumed()
+    missing kernelguard is a warning too. ``job``: a job's own scan, which lets run-all's look-ahead
+    scan one more file (``harness.engine.compile_round`` asks without being one)."""
+    if job:
+        for ahead in list(_ACTIVE):
+            ahead.consumed()
     try:
         findings, hacked = scan_file(path)
     except ScanUnavailable as exc:
