@@ -155,6 +155,7 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> d
         "wall_s": wall,
         "exit_code": p.returncode,
         "stderr_tail": p.stderr[-3000:],
+        "compile_rounds": [line for line in p.stderr.splitlines() if "between jobs" in line],  # what run-all said
         "leaderboard": ranked,
     }
 
