@@ -21,7 +21,9 @@ every verdict is run twice, once from each tree, in an order swapped each round 
 shared by the round's two (the same inputs and shape orders): the A/B of a harness change. Each tree has
 its own compile cache. The file then gives, per example, each tree's median score and median wall time
 (filled cache) and the paired log difference of the scores (this tree over the baseline) with its 95% t
-interval. --resume adds rounds to an A/B file of the same two commits (a device lease is short, and hosts
+interval. With --repeats 0 and --copies N instead, it compares run-alls: --run-all-rounds rounds of one
+run-all from each tree (the order swapped each round, the same copies), each tree's median wall time and
+the paired log difference of the walls. --resume adds rounds to an A/B file of the same two commits (a device lease is short, and hosts
 differ from lease to lease: pairs are made within a round, rounds pooled over leases): each call's
 environment goes into ``sessions`` and each row names its session; a call's first round runs with empty
 caches.
@@ -45,6 +47,7 @@ Examples:
   python bench/verdict_time.py --examples triton_mxfp4 --copies 0 --server --out results/h200_verdicts/verdict_time_server.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 4 --copies 0 --baseline-tree ../base --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 3 --copies 0 --baseline-tree ../base --resume --out /tmp/ab.json
+  python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --baseline-tree ../base --run-all-rounds 2 --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 3 --option-ab "--compile-ahead off" --out /tmp/ab.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
@@ -69,7 +72,8 @@ from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_lo
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
-VERSION = 5  # 1 - first version; 2 - each verdict's message; 3 - --server; 4 - A/B sessions; 5 - --option-ab
+VERSION = 6  # 1 - first version; 2 - each verdict's message; 3 - --server; 4 - A/B sessions; 5 - --option-ab;
+# 6 - run-all A/B (--baseline-tree with --copies), compile rounds
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
@@ -114,19 +118,20 @@ def one_verdict(
     return record
 
 
-def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> dict:
-    """``run-all`` of ``copies`` byte-different copies of ``sub``: total wall time and the verdicts stored."""
-    folder, store = work / "copies", work / "store"
+def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str], root: Path = ROOT, tag: str = "") -> dict:
+    """``run-all`` of ``copies`` byte-different copies of ``sub`` from the tree ``root`` (in folders of
+    ``work`` named by ``tag``): total wall time and the verdicts stored."""
+    folder, store = work / f"copies{tag}", work / f"store{tag}"
     folder.mkdir()
-    source = (ROOT / sub).read_text()
+    source = (ROOT / sub).read_text()  # both trees of an A/B time the same bytes
     for i in range(copies):
         (folder / f"copy_{i:02d}_{Path(sub).name}").write_text(source + f"\n# verdict_time copy {i}\n")
     command = [sys.executable, "-m", "harness", "run-all", str(folder), "--task", task, "--mode", "leaderboard"]
     command += ["--results-dir", str(store), "--all", *extra]
-    env = _env(ROOT)
-    env["XDG_CACHE_HOME"] = str(work / "xdg-cache")  # an empty compile cache: every copy compiles
+    env = _env(root)
+    env["XDG_CACHE_HOME"] = str(work / f"xdg-cache{tag}")  # an empty compile cache: every copy compiles
     t0 = time.perf_counter()
-    p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    p = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     board = subprocess.run(
         [
@@ -141,7 +146,7 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str]) -> d
             "--format",
             "json",
         ],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         capture_output=True,
         text=True,
@@ -232,6 +237,54 @@ def _measure_ab(
                 rf.doc["comparison"] = {s: compare_trees(rs) for s, rs in rf.doc["verdicts"].items()}
                 rf.done(kind, row["wall_s"])
                 print(f"{sub} ({tree}): {row.get('verdict')} in {row['wall_s']:.1f} s", file=sys.stderr)
+
+
+def _measure_run_all_ab(
+    examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile
+) -> None:
+    """--baseline-tree with --copies: --run-all-rounds rounds of one run-all from each tree (the order
+    swapped each round), every copy new to a compile cache of its own; then the comparison."""
+    trees = {"this": ROOT, "baseline": Path(args.baseline_tree).resolve()}
+    sub, task = examples[0]
+    ab = rf.doc.setdefault("run_all_ab", {"submission": sub, "task": task, "files": args.copies, "rows": []})
+    first = 1 + max((r["round"] for r in ab["rows"]), default=-1)
+    session = len(rf.doc["sessions"]) - 1
+    for n in range(first, first + args.run_all_rounds):
+        for tree in list(trees) if n % 2 == 0 else list(trees)[::-1]:
+            walls = [r["wall_s"] for r in ab["rows"]]
+            if not rf.allows(
+                f"run-all of {args.copies} copies ({tree}, round {n})", "run-all", max(walls, default=None)
+            ):
+                return
+            record = run_all(
+                sub, task, args.copies, work, _extra(not gpu, args.warmup_chunks), trees[tree], f"-{n}-{tree}"
+            )
+            record["leaderboard"] = _board(record["leaderboard"])
+            record.update(tree=tree, round=n, session=session)
+            ab["rows"].append(record)
+            ab["comparison"] = compare_run_alls(ab["rows"])
+            rf.done("run-all", record["wall_s"])
+            print(f"run-all of {args.copies} copies ({tree}): {record['wall_s']:.1f} s", file=sys.stderr)
+
+
+def _board(board: dict) -> list | dict:
+    """A stored board, short: each ranked entry's name, score and rank label (the board itself otherwise)."""
+    try:
+        return [[e["name"], e["score_us"], e["rank_label"]] for d in board["devices"] for e in d["ranked"]]
+    except (KeyError, TypeError):
+        return board
+
+
+def compare_run_alls(rows: list[dict]) -> dict:
+    """Each tree's median run-all wall time and the paired log difference of the walls (this tree over
+    the baseline) over the rounds both trees ran."""
+    walls = {t: {r["round"]: r["wall_s"] for r in rows if r["tree"] == t} for t in ("this", "baseline")}
+    rounds = sorted(set(walls["this"]) & set(walls["baseline"]))
+    out: dict = {t: {"median_wall_s": median(list(w.values())), "walls_s": list(w.values())} for t, w in walls.items()}
+    out["paired_wall_this_over_baseline"] = paired_log_diff(
+        [walls["baseline"][k] for k in rounds], [walls["this"][k] for k in rounds]
+    )
+    return out
 
 
 def half_width_pct(row: dict) -> float | None:
@@ -393,14 +446,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--resume", action="store_true", help="with --baseline-tree: add rounds to the --out A/B file")
     p.add_argument(
+        "--run-all-rounds",
+        type=int,
+        default=1,
+        help="with --baseline-tree and --repeats 0: rounds of one run-all from each tree",
+    )
+    p.add_argument(
         "--option-ab",
         metavar="OPTIONS",
         help='A/B of harness run options on first verdicts, e.g. "--compile-ahead off"',
     )
     add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
-    if args.baseline_tree and (args.server or args.copies):
-        p.error("--baseline-tree: give --copies 0 and no --server (only whole-process verdicts are compared)")
+    if args.baseline_tree and (args.server or (args.copies and args.repeats)):
+        p.error(
+            "--baseline-tree compares whole-process verdicts (--copies 0) or run-alls (--repeats 0), without --server"
+        )
     if args.option_ab and (args.baseline_tree or args.server):
         p.error("--option-ab: give no --baseline-tree and no --server (one tree, whole-process verdicts)")
     if args.resume and not args.baseline_tree:
@@ -440,7 +501,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.server:
             doc["server"] = start_server(work, not gpu)
             print(f"verdict server started in {doc['server']['start_s']:.1f} s", file=sys.stderr)
-        measure = _measure_ab if args.baseline_tree else _measure_option_ab if args.option_ab else _measure
+        if args.baseline_tree:
+            measure = _measure_run_all_ab if args.copies else _measure_ab
+        else:
+            measure = _measure_option_ab if args.option_ab else _measure
         measure(examples, args, gpu, work, rf)
     finally:
         if args.server:
