@@ -249,6 +249,41 @@ def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
     assert out.read_text() == before
 
 
+@pytest.mark.slow
+def test_verdict_time_ab_of_run_alls_runs_each_round_from_both_trees(tmp_path):
+    """--baseline-tree with --copies: each round one run-all of the same copies from each tree, the order
+    swapped, each with both copies ranked, and the walls paired by round; with verdicts too, refused."""
+    import shutil
+
+    base = tmp_path / "base"
+    for name in ("harness", "tasks", "fp4_reference", "submissions", "tests"):
+        shutil.copytree(ROOT / name, base / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path / "ab.json"
+    args = ["--quick", "--repeats", "0", "--copies", "2", "--examples", "torch_mxfp4", "--run-all-rounds", "2"]
+    done = _run("verdict_time.py", *args, "--baseline-tree", str(base), "--baseline-commit", "abc", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    ab = json.loads(out.read_text())["run_all_ab"]
+    assert [(r["round"], r["tree"]) for r in ab["rows"]] == [(0, "this"), (0, "baseline"), (1, "baseline"), (1, "this")]
+    for row in ab["rows"]:
+        assert row["exit_code"] == 0 and len(row["leaderboard"]) == 2, row  # both copies ranked
+        assert all(label.startswith("=") for _name, _score, label in row["leaderboard"]), row["leaderboard"]
+    assert ab["comparison"]["paired_wall_this_over_baseline"]["rounds"] == 2
+    assert len(ab["comparison"]["this"]["walls_s"]) == len(ab["comparison"]["baseline"]["walls_s"]) == 2
+    refused = _run(
+        "verdict_time.py",
+        "--quick",
+        "--repeats",
+        "1",
+        "--copies",
+        "2",
+        "--baseline-tree",
+        str(base),
+        "--out",
+        str(tmp_path / "x.json"),
+    )
+    assert refused.returncode == 2 and "--baseline-tree compares" in refused.stderr, refused.stderr[-2000:]
+
+
 def test_verdict_time_resume_needs_an_ab(tmp_path):
     done = _run("verdict_time.py", "--quick", "--copies", "0", "--resume", "--out", str(tmp_path / "x.json"))
     assert done.returncode == 2 and "give --baseline-tree too" in done.stderr, done.stderr
