@@ -4,13 +4,16 @@ is remembered by the source's content, so a changed file is scanned again)."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.api import RunOptions, run_folder
@@ -115,3 +118,50 @@ def test_a_scan_that_does_not_finish_is_no_pass_under_reject_and_a_warning_other
     warnings: list[str] = []
     assert scan.prescan(sub, "warn", warnings) == ([], None)
     assert warnings == ["static scan skipped: kernelguard did not finish in 0 s"]
+
+
+def test_a_scan_ahead_child_living_during_a_ranked_run_is_no_stray_of_the_submission(monkeypatch, tmp_path):
+    """The look-ahead scans the next file in a child process while a job runs. On an H100 such a child
+    was counted as the job's submission's child process, and an honest file was rejected ("leaves 1 child
+    process(es) running during timed calls"). Here a scan's child lives through the run's timed calls."""
+    from harness.api import run_submission
+    from harness.engine import process_tree
+
+    monkeypatch.setattr(scan, "_kernelguard", lambda: None)
+    monkeypatch.setattr(scan, "_CHILD", "import sys, time; sys.stdin.read(); time.sleep(60)")
+    monkeypatch.setattr(scan, "SCAN_TIMEOUT_S", 90.0)
+    children: list[int] = []
+
+    def scan_ahead_once(message: str) -> None:  # the run's progress: start the scan once its cases run
+        if children or "benchmark" not in message:
+            return
+        before = set(process_tree.child_pids(os.getpid()) or [])
+        threading.Thread(target=lambda: _ignore(scan._analyze, "x = 1"), daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not children and time.monotonic() < deadline:
+            children.extend(set(process_tree.child_pids(os.getpid()) or []) - before)
+            time.sleep(0.05)
+
+    opts = RunOptions(device="cpu", secret="s3cret", max_repeats=3, scan_policy="off")  # its own scan aside
+    try:
+        r = run_submission(ROOT / "submissions" / "torch_mxfp4.py", MXFP4_SMALL, "leaderboard", opts, scan_ahead_once)
+        assert children, "the scan's child never started"
+        assert r.verdict == "pass", r.message
+        assert all(psutil_alive(pid) for pid in children), "the scan's child ended before the run did"
+    finally:
+        for pid in children:
+            _ignore(os.kill, pid, signal.SIGKILL)
+
+
+def psutil_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _ignore(fn, *args) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        pass

@@ -12,8 +12,14 @@ hide a later sibling from that one read (proc(5)), and the next reply's check re
 from __future__ import annotations
 
 import os
+import threading
 
 import psutil
+
+# The harness's own helper processes (the static scan's children, harness.engine.scan), named under the
+# lock before any supervisor lists its strays under it: none of them is a submission's stray.
+HELPERS_LOCK = threading.Lock()
+HELPER_PIDS: set[int] = set()
 
 
 def child_pids(pid: int) -> list[int] | None:

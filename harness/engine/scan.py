@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from harness.engine.process_tree import HELPER_PIDS, HELPERS_LOCK
 from harness.errors import UsageError
 from harness.optional import import_optional
 
@@ -83,19 +84,25 @@ def _analyze(source: str) -> tuple[list[Finding], bool]:
     device the run's preparation then took about as long as the scan), and which a crafted source could
     keep busy forever."""
     _kernelguard()  # missing: ScanUnavailable, with the extra that installs it
-    try:
-        child = subprocess.run(
-            [sys.executable, "-c", _CHILD, json.dumps(sys.path)],
-            input=source,
-            capture_output=True,
-            text=True,
-            timeout=SCAN_TIMEOUT_S,
+    pipe = subprocess.PIPE
+    with HELPERS_LOCK:  # named before any supervisor can list it: run-all scans ahead while a job runs
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, json.dumps(sys.path)], stdin=pipe, stdout=pipe, stderr=pipe, text=True
         )
+        HELPER_PIDS.add(child.pid)
+    try:
+        stdout, stderr = child.communicate(source, timeout=SCAN_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
         raise ScanFailed(f"kernelguard did not finish in {SCAN_TIMEOUT_S:.0f} s") from exc
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        with HELPERS_LOCK:  # reaped: a later process with its id is not the harness's
+            HELPER_PIDS.discard(child.pid)
     if child.returncode != 0:
-        raise ScanFailed(f"kernelguard failed: {child.stderr.strip()[-300:]}")
-    findings, hacked = json.loads(child.stdout)
+        raise ScanFailed(f"kernelguard failed: {stderr.strip()[-300:]}")
+    findings, hacked = json.loads(stdout)
     return findings, bool(hacked)
 
 

@@ -229,8 +229,9 @@ class Supervisor:
     def _new_children(self, but: int | None) -> list[psutil.Process]:
         """Our children that were not ours when the worker started, ``but`` aside (the worker, or the
         pool's server), and those :meth:`stop` spares."""
-        with self._sibling_lock():
-            skip = self._before | self._spared | (self._siblings.pids if self._siblings is not None else set())
+        with self._sibling_lock(), process_tree.HELPERS_LOCK:  # in this order (the scan takes the second alone)
+            skip = self._before | self._spared | process_tree.HELPER_PIDS
+            skip |= self._siblings.pids if self._siblings is not None else set()
             return [p for p in process_tree.children(os.getpid()) if p.pid not in skip and p.pid != but]
 
     def _sibling_lock(self) -> contextlib.AbstractContextManager[object]:
