@@ -123,9 +123,13 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str], root
     ``work`` named by ``tag``): total wall time and the verdicts stored."""
     folder, store = work / f"copies{tag}", work / f"store{tag}"
     folder.mkdir()
-    source = (ROOT / sub).read_text()  # both trees of an A/B time the same bytes
+    source = (ROOT / sub).read_text()
+    # bytes of this run-all's own (this call's work folder, and the tag of an A/B's run): where 'nobody'
+    # cannot enter the XDG cache below, the compile cache is a root shared by the machine
+    # (compile_cache.SHARED_ROOT_FOR_NOBODY), and a run-all of the same bytes found them compiled there
     for i in range(copies):
-        (folder / f"copy_{i:02d}_{Path(sub).name}").write_text(source + f"\n# verdict_time copy {i}\n")
+        mark = f"{i} {work.name}{tag}"
+        (folder / f"copy_{i:02d}_{Path(sub).name}").write_text(source + f"\n# verdict_time copy {mark}\n")
     command = [sys.executable, "-m", "harness", "run-all", str(folder), "--task", task, "--mode", "leaderboard"]
     command += ["--results-dir", str(store), "--all", *extra]
     env = _env(root)
