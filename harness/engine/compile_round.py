@@ -28,6 +28,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from harness.engine.device import device_info, select_device, usable_cores
 from harness.engine.executors.job import temp_prefix
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
+from harness.engine.pool import warm_shared_pool
 from harness.engine.sandbox import Sandbox, memory_limit_bytes
 from harness.engine.scan import prescan
 from harness.engine.stop_signals import held
@@ -167,9 +169,11 @@ class CompileRounds:
         try:
             with held():
                 folder = Path(tempfile.mkdtemp(prefix=temp_prefix()))
+            warm_shared_pool(str(self.device))  # the pool's server imports torch while the files are scanned
             for pending in batch:
                 members.append(_Member(pending, folder, self._context(), memory_limit))
-            chosen = [m for m in members if m.wanted()]
+            with ThreadPoolExecutor(max_workers=usable_cores()) as scans:  # each scan is a child process
+                chosen = [m for m, ok in zip(members, scans.map(_Member.wanted, members)) if ok]
             if chosen:
                 self.records.append(self._compile(chosen))
         finally:
