@@ -166,3 +166,27 @@ def test_a_file_that_hangs_in_a_round_is_not_marked_and_its_job_ends_as_timeout(
     assert verdicts["a_hang.py"].compile_ahead is not None  # its own job compiled ahead again and met the hang
     assert verdicts["b_good.py"].verdict == PASS and verdicts["b_good.py"].compile_ahead is None
     assert wall < 60, f"run-all took {wall:.1f} s"
+
+
+@needs_isolation
+def test_a_file_the_scan_rejects_runs_in_no_round(tmp_path):
+    pytest.importorskip("kernelguard")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    replays = LOGS.replace(
+        "def custom_kernel(data):",
+        "_cache = {}\n\n\ndef custom_kernel(data):\n    key = data[0].data_ptr()\n"
+        "    if key in _cache:\n        return _cache[key]\n    _cache[key] = _correct_kernel(data)",
+    )
+    cheat = cheat_with_correct_kernel(subs, replays, name="a_replays")
+    good = cheat_with_correct_kernel(subs, LOGS, name="b_good")
+    cache = tmp_path / "cache"
+    report = run_folder(
+        subs, MXFP4_SMALL, "leaderboard", _options(cache, scan_policy="reject"), results_dir=str(tmp_path / "store")
+    )
+    [round_] = report.compile_rounds
+    assert round_.files == round_.compiled == [good.name], round_
+    verdicts = {e.path.name: e.result for e in report.entries}
+    assert verdicts[cheat.name].verdict == "rejected" and [c.kind for c in verdicts[cheat.name].cases] == ["scan"]
+    assert verdicts[good.name].verdict == PASS, verdicts[good.name].message
+    assert len(list(cache.glob("*/triton/events.jsonl"))) == 1, "the rejected file ran somewhere"
