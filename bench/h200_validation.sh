@@ -11,6 +11,8 @@
 #                       # server and in processes of their own, and the parent's per-call costs
 #   bash bench/h200_validation.sh run-all      # issue 49: a ranked run-all of 10 byte-different copies of
 #                       # triton_mxfp4, each new to the compile cache (the target: 80 s)
+#   BASE=DIR BASE_COMMIT=SHA bash bench/h200_validation.sh run-all-ab   # issue 49: that run-all from this
+#                       # tree and from a copy of another commit (git archive SHA | tar -x -C DIR), 2 rounds
 #   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the short lead-in (the default) against
 #   bash bench/h200_validation.sh lead-in-nvfp4   # chunk (bench/lead_in.py: interleaved whole ranked runs)
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
@@ -35,7 +37,7 @@ PY=${PYTHON:-python3}
 R=results
 RUNS=$R/h200_runs
 mkdir -p "$RUNS"
-stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, run-all, lead-in-mxfp4, lead-in-nvfp4, boards, finals, escape or ranked}
+stage=${1:?stage smoke, a, b, checks, checks-runs, checks-docs, verdicts, run-all, run-all-ab, lead-in-mxfp4, lead-in-nvfp4, boards, finals, escape or ranked}
 LOGS=$R/logs
 mkdir -p "$LOGS"
 # Each step first saves what the earlier ones wrote: a call cut short by the device's limit still
@@ -125,6 +127,13 @@ if [ "$stage" = run-all ]; then   # about 3 minutes (145.4 s on an H200 at 9715b
   timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
     --out $R/h200_verdicts/run_all_mxfp4.json > $LOGS/run_all_mxfp4.log 2>&1
   tail -4 $LOGS/run_all_mxfp4.log
+fi
+if [ "$stage" = run-all-ab ]; then   # about 9 minutes: BASE=DIR (a copy of another commit) BASE_COMMIT=SHA
+  step "run-all of 10 new mxfp4 files, this tree against $BASE_COMMIT (2 rounds)"
+  timeout -k 5 560 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --run-all-rounds 2 \
+    --baseline-tree "${BASE:?BASE=DIR, a copy of the baseline commit}" --baseline-commit "${BASE_COMMIT:?}" \
+    --budget-s 530 --out $R/h200_verdicts/run_all_ab.json > $LOGS/run_all_ab.log 2>&1
+  tail -6 $LOGS/run_all_ab.log
 fi
 if [ "$stage" = lead-in-mxfp4 ]; then   # about 2 minutes (90 s on an H200 at 9715b61)
   step "lead-in A/B, mxfp4: short (the default) against chunk"
