@@ -145,8 +145,8 @@ class CompileRounds:
 
     @staticmethod
     def useful(options: RunOptions, gpu: bool) -> bool:
-        """Whether rounds can compile anything: compile-ahead is on, or automatic on a GPU."""
-        return options.compile_ahead == "on" or (options.compile_ahead == "auto" and gpu)
+        """Whether rounds can compile anything: a new file would be compiled ahead (on, or auto on a GPU)."""
+        return compile_ahead.wanted(options.compile_ahead, gpu, entry=None)
 
     def before(self, sha256: str) -> None:
         """Before the job of the file ``sha256``: unless that file was in a round already, a round over it
