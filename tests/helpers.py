@@ -26,6 +26,30 @@ CORRECT = {MXFP4_SMALL: ROOT / "submissions" / "torch_mxfp4.py", NVFP4_SMALL: RO
 SECRET = "adversarial-secret-7f3a9c"
 
 
+# a submission body (after cheat_with_correct_kernel's correct kernel) that logs its import and every call
+# (with the first operand's sum) to its compile-cache entry, the one folder that outlives a run and the
+# worker may write
+LOGS_EVERY_CALL = """
+import json as _json
+import os as _os
+import time as _time
+
+
+def _log(event, **fields):
+    # the compile-cache entry is the one folder that outlives the run and the worker may write
+    with open(_os.path.join(_os.environ["TRITON_CACHE_DIR"], "events.jsonl"), "a") as f:
+        f.write(_json.dumps({"pid": _os.getpid(), "event": event, "t": _time.time(), **fields}) + "\\n")
+
+
+_log("import")
+
+
+def custom_kernel(data):
+    _log("call", a=float(data[0].float().sum()), m=data[0].shape[0])
+    return _correct_kernel(data)
+"""
+
+
 def cheat_with_correct_kernel(tmp_path: Path, body: str, task: str = MXFP4_SMALL, name: str = "cheat") -> Path:
     """A submission file: the task's torch example with its entry point renamed ``_correct_kernel``,
     followed by ``body`` (which defines the cheating ``custom_kernel``)."""

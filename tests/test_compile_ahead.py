@@ -19,27 +19,7 @@ from harness.engine import compile_ahead
 from harness.engine.compile_cache import CacheEntry
 from harness.results import ERROR, NOT_RUN, PASS, TIMEOUT
 from tasks import load_task
-from tests.helpers import FIX, MXFP4_SMALL, SECRET, cheat_with_correct_kernel
-
-LOGS_EVERY_CALL = """
-import json as _json
-import os as _os
-import time as _time
-
-
-def _log(event, **fields):
-    # the compile-cache entry is the one folder that outlives the run and the worker may write
-    with open(_os.path.join(_os.environ["TRITON_CACHE_DIR"], "events.jsonl"), "a") as f:
-        f.write(_json.dumps({"pid": _os.getpid(), "event": event, "t": _time.time(), **fields}) + "\\n")
-
-
-_log("import")
-
-
-def custom_kernel(data):
-    _log("call", a=float(data[0].float().sum()), m=data[0].shape[0])
-    return _correct_kernel(data)
-"""
+from tests.helpers import FIX, LOGS_EVERY_CALL, MXFP4_SMALL, SECRET, cheat_with_correct_kernel
 
 
 def _events(cache_root: Path) -> list[dict]:

@@ -18,28 +18,9 @@ from harness.engine.folder import run_folder
 from harness.engine.options import RunOptions
 from harness.results import PASS, TIMEOUT
 from tasks import load_task
-from tests.helpers import FIX, MXFP4_SMALL, SECRET, cheat_with_correct_kernel
+from tests.helpers import FIX, LOGS_EVERY_CALL, MXFP4_SMALL, SECRET, cheat_with_correct_kernel
 
 needs_isolation = pytest.mark.skipif(not isolation_possible(), reason="needs Landlock (no compile cache without it)")
-
-LOGS = """
-import json as _json
-import os as _os
-import time as _time
-
-
-def _log(event, **fields):
-    with open(_os.path.join(_os.environ["TRITON_CACHE_DIR"], "events.jsonl"), "a") as f:
-        f.write(_json.dumps({"pid": _os.getpid(), "event": event, "t": _time.time(), **fields}) + "\\n")
-
-
-_log("import")
-
-
-def custom_kernel(data):
-    _log("call", a=float(data[0].float().sum()))
-    return _correct_kernel(data)
-"""
 
 
 @pytest.mark.parametrize(
@@ -71,7 +52,7 @@ def test_a_round_compiles_every_new_file_before_the_first_job_and_the_jobs_compi
     subs = tmp_path / "subs"
     subs.mkdir()
     for i in range(3):  # byte-different copies: three entries
-        cheat_with_correct_kernel(subs, LOGS + f"\n# copy {i}\n", name=f"copy{i}")
+        cheat_with_correct_kernel(subs, LOGS_EVERY_CALL + f"\n# copy {i}\n", name=f"copy{i}")
     cache = tmp_path / "cache"
     report = run_folder(subs, MXFP4_SMALL, "leaderboard", _options(cache), results_dir=str(tmp_path / "store"))
 
@@ -124,7 +105,7 @@ def custom_kernel(data):
 def test_a_file_in_a_round_cannot_write_into_another_files_entry(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
-    victim = cheat_with_correct_kernel(subs, LOGS, name="b_victim")
+    victim = cheat_with_correct_kernel(subs, LOGS_EVERY_CALL, name="b_victim")
     cache = tmp_path / "cache"
     # the victim's entry exists before the round (a run without compile-ahead), so the attacker can name it
     from harness.api import run_submission
@@ -151,7 +132,7 @@ def test_a_file_that_hangs_in_a_round_is_not_marked_and_its_job_ends_as_timeout(
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "a_hang.py").write_text((FIX / "submissions" / "hang.py").read_text())
-    good = cheat_with_correct_kernel(subs, LOGS, name="b_good")
+    good = cheat_with_correct_kernel(subs, LOGS_EVERY_CALL, name="b_good")
     cache = tmp_path / "cache"
     t0 = time.monotonic()
     report = run_folder(
@@ -173,13 +154,13 @@ def test_a_file_the_scan_rejects_runs_in_no_round(tmp_path):
     pytest.importorskip("kernelguard")
     subs = tmp_path / "subs"
     subs.mkdir()
-    replays = LOGS.replace(
+    replays = LOGS_EVERY_CALL.replace(
         "def custom_kernel(data):",
         "_cache = {}\n\n\ndef custom_kernel(data):\n    key = data[0].data_ptr()\n"
         "    if key in _cache:\n        return _cache[key]\n    _cache[key] = _correct_kernel(data)",
     )
     cheat = cheat_with_correct_kernel(subs, replays, name="a_replays")
-    good = cheat_with_correct_kernel(subs, LOGS, name="b_good")
+    good = cheat_with_correct_kernel(subs, LOGS_EVERY_CALL, name="b_good")
     cache = tmp_path / "cache"
     report = run_folder(
         subs, MXFP4_SMALL, "leaderboard", _options(cache, scan_policy="reject"), results_dir=str(tmp_path / "store")
