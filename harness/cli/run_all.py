@@ -50,6 +50,11 @@ submission's own failure is its verdict. A PostgreSQL store that restarts is rec
 $HARNESS_STORE_RECONNECT_S, default 120 s); a result it could not take is kept in $HARNESS_SPOOL_DIR
 (default ~/.local/state/harness/spool) and stored by the next run-all on that store.
 
+Compilation: each file's compiled kernels are kept between runs (a compile-cache entry of its own).
+With the serial executor on a GPU, before a job whose file is new to the cache, that file and up to
+15 more new files of the queue are compiled together (a compile round, between jobs: nothing is timed
+then), so that their jobs compile nothing; stderr says so. A round decides no verdict.
+
 Cluster: --address joins a running Ray cluster (HOST:6379, ray://HOST:10001 or 'auto'); a cluster
 started with Ray's token authentication (RAY_AUTH_MODE=token) is joined with the same token, given
 in $HARNESS_RAY_TOKEN or --ray-token-file FILE.
