@@ -265,8 +265,8 @@ def test_verdict_time_ab_of_run_alls_runs_each_round_from_both_trees(tmp_path):
     ab = json.loads(out.read_text())["run_all_ab"]
     assert [(r["round"], r["tree"]) for r in ab["rows"]] == [(0, "this"), (0, "baseline"), (1, "baseline"), (1, "this")]
     for row in ab["rows"]:
-        assert row["exit_code"] == 0 and len(row["leaderboard"]) == 2, row  # both copies ranked
-        assert all(label.startswith("=") for _name, _score, label in row["leaderboard"]), row["leaderboard"]
+        assert row["exit_code"] == 0 and len(row["leaderboard"]) == 2, row  # both copies ranked (on a loaded
+        # CPU even copies can be ranked apart: ties are not this test's question)
     assert ab["comparison"]["paired_wall_this_over_baseline"]["rounds"] == 2
     assert len(ab["comparison"]["this"]["walls_s"]) == len(ab["comparison"]["baseline"]["walls_s"]) == 2
     refused = _run(
