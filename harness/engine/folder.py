@@ -27,10 +27,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import harness
-from harness.engine.compile_round import CompileRounds, RoundRecord
 from harness.engine.diagnosis import diagnose_result
 from harness.engine.executors.cleanup import sweep_temp_folders
 from harness.engine.executors.job import JobSink, JobSpec, JobStart, load_task_or_usage_error
@@ -48,6 +47,9 @@ from harness.store import spool
 from harness.store.backends import StoreUnavailable
 from harness.store.database import Store, git_commit_of, open_store, resolve_location
 from harness.store.jobs import DEFAULT_LEASE_S, Job, JobTable, new_owner
+
+if TYPE_CHECKING:  # imported where used: it imports torch, which the CLI imports after warming the pool
+    from harness.engine.compile_round import CompileRounds, RoundRecord
 
 __all__ = ["FolderEntry", "FolderRun", "InfraFailure", "load_task_or_usage_error", "run_folder"]
 
@@ -432,6 +434,8 @@ class _FolderJob:
     ) -> CompileRounds | None:
         """Serial: the new files' kernels compiled together between jobs (harness.engine.compile_round);
         other executors' jobs compile ahead one by one, beside other GPUs' timing."""
+        from harness.engine.compile_round import CompileRounds
+
         if executor.name != "serial" or device is None or not CompileRounds.useful(self.options, device.kind != "cpu"):
             return None
         queue = [(sha, sub.path.name, sub.source) for sha, sub in subs.items()]
