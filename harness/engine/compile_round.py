@@ -4,10 +4,10 @@ A job whose file the compile cache has not met compiles it ahead (:mod:`harness.
 a few workers beside the job's own, at most half of the cores (on a host whose GPUs each run a job, the
 other jobs' timing needs the rest), while the job's worker waits: 4.8-5.5 s of each 17.6-19.6 s ranked
 triton_mxfp4 job of a run-all on an H100 (``results/h100_verdicts/compile_rounds.json``). Between two
-jobs of the serial executor nothing is timed, so
-before a job whose file is new, :class:`CompileRounds` compiles that file and the next new files of the
-queue (up to :data:`ROUND_FILES`) at once, each file its share of the usable cores in workers
-(:func:`share_workers`); their jobs then find the entries compiled and compile nothing ahead.
+jobs of the serial executor nothing is timed, so before a job whose file is new, :class:`CompileRounds`
+compiles that file and the next new files of the queue (up to :data:`ROUND_FILES`) at once, each file
+its share of the usable cores in workers (:func:`share_workers`); their jobs then find the entries
+compiled and compile nothing ahead.
 
 Each file's workers are its compile-ahead workers (:class:`~harness.engine.compile_ahead.CompileAhead`):
 a sandbox and a compile-cache entry of its own, the cases' public seeds, no launch gate, tuning results
