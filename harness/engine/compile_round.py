@@ -37,7 +37,7 @@ from typing import Any
 from harness.engine import compile_ahead
 from harness.engine.compile_ahead import CompileAhead
 from harness.engine.context import RunContext
-from harness.engine.device import device_info, select_device, usable_cores
+from harness.engine.device import select_device, usable_cores
 from harness.engine.executors.job import temp_prefix
 from harness.engine.modes import Mode
 from harness.engine.options import RunOptions
@@ -46,6 +46,7 @@ from harness.engine.sandbox import Sandbox, memory_limit_bytes
 from harness.engine.scan import prescan
 from harness.engine.stop_signals import held
 from harness.engine.supervisor import Siblings
+from harness.results import DeviceInfo
 
 ROUND_FILES = 16  # a round compiles the job's file and up to 15 more new files of the queue
 ROUND_LIMIT_CALLS = 2  # a round ends after this many first-call limits (its workers are then stopped)
@@ -134,14 +135,15 @@ class CompileRounds:
         mode: str,
         options: RunOptions,
         say: Callable[[str], None],
+        info: DeviceInfo,
     ):
-        """``queue``: (sha256, file name, source) of every job, in the order they are claimed."""
+        """``queue``: (sha256, file name, source) of every job, in the order they are claimed; ``info``:
+        the device the jobs run on, as run-all read it."""
         self.queue = [_Pending(*item) for item in queue]
         self.task, self.mode, self.options, self.say = task, Mode.parse(mode), options, say
         self.seen: set[str] = set()
         self.records: list[RoundRecord] = []
-        self.device = select_device(options.device)
-        self.info = device_info(self.device)
+        self.device, self.info = select_device(options.device), info
 
     @staticmethod
     def useful(options: RunOptions, gpu: bool) -> bool:

@@ -439,7 +439,7 @@ class _FolderJob:
         if executor.name != "serial" or device is None or not CompileRounds.useful(self.options, device.kind != "cpu"):
             return None
         queue = [(sha, sub.path.name, sub.source) for sha, sub in subs.items()]
-        return CompileRounds(queue, self.task, self.mode, self.options, say)
+        return CompileRounds(queue, self.task, self.mode, self.options, say, device)
 
     def _enqueue(self, jobs: JobTable, report: FolderRun) -> tuple[dict[str, _Sub], int]:
         """Every file in the queue; returns the ones this driver may claim (by sha256) and how many
