@@ -80,6 +80,30 @@ def test_it_stays_a_window_ahead_of_the_jobs_and_a_job_finds_its_scan_done(tmp_p
         ahead.close()
 
 
+def test_two_threads_scanning_one_source_at_once_analyze_it_once(monkeypatch):
+    """The look-ahead and run-all's first compile round can ask for the same file at the same moment:
+    the second waits for the first's analysis instead of starting its own."""
+    calls, started = [], threading.Event()
+
+    def slow_analyze(source):
+        calls.append(source)
+        started.set()
+        time.sleep(0.3)  # the other thread asks meanwhile
+        return [{"rule": "R", "severity": "low", "message": "m", "blocking": False}], False
+
+    monkeypatch.setattr(scan, "_analyze", slow_analyze)
+    monkeypatch.setattr(scan, "_SCANNED", {})
+    source = f"# {secrets.token_hex(8)}\n"
+    results = []
+    first = threading.Thread(target=lambda: results.append(scan.scan_source(source)))
+    first.start()
+    assert started.wait(5)
+    results.append(scan.scan_source(source))  # while the first analysis still runs
+    first.join()
+    assert calls == [source]
+    assert [r[0][0]["rule"] for r in results] == ["R", "R"] and scan._SCANNING == {}
+
+
 def test_a_serial_ranked_run_all_scans_each_file_once(tmp_path, analyzed):
     subs = tmp_path / "subs"
     subs.mkdir()

@@ -50,22 +50,33 @@ def require_scanner() -> None:
 
 def scan_source(source: str) -> tuple[list[Finding], bool]:
     """(findings, blocking): the rule matches, and whether kernelguard would filter the submission. A
-    source scanned before in this process (run-all's look-ahead, :class:`ScanAhead`) is not scanned again."""
+    source scanned before in this process (run-all's look-ahead, :class:`ScanAhead`) is not scanned again,
+    and one being scanned in another thread (the look-ahead and a compile round can meet on a file) is
+    waited for."""
     key = hashlib.sha256(source.encode()).hexdigest()
     with _LOCK:
-        known = _SCANNED.get(key)
-    if known is not None:
-        return copy.deepcopy(known[0]), known[1]
-    findings, hacked = _analyze(source)
-    with _LOCK:
-        if len(_SCANNED) >= MAX_REMEMBERED:
-            _SCANNED.clear()
-        _SCANNED[key] = (copy.deepcopy(findings), hacked)
-    return findings, hacked
+        scanning = _SCANNING.setdefault(key, threading.Lock())
+    try:
+        with scanning:  # a scan of the same source under way (the look-ahead's, a round's): its result
+            with _LOCK:
+                known = _SCANNED.get(key)
+            if known is not None:
+                return copy.deepcopy(known[0]), known[1]
+            findings, hacked = _analyze(source)
+            with _LOCK:
+                if len(_SCANNED) >= MAX_REMEMBERED:
+                    _SCANNED.clear()
+                _SCANNED[key] = (copy.deepcopy(findings), hacked)
+            return findings, hacked
+    finally:
+        with _LOCK:
+            if _SCANNING.get(key) is scanning and not scanning.locked():
+                del _SCANNING[key]
 
 
 MAX_REMEMBERED = 256  # sources whose scan this process keeps (by content)
 _SCANNED: dict[str, tuple[list[Finding], bool]] = {}
+_SCANNING: dict[str, threading.Lock] = {}  # per source: held while it is scanned, so it is scanned once
 _LOCK = threading.Lock()
 _ACTIVE: set[ScanAhead] = set()  # the look-aheads the jobs' own scans move on
 
