@@ -26,7 +26,8 @@ run-all from each tree (the order swapped each round, the same copies), each tre
 the paired log difference of the walls. --resume adds rounds to an A/B file of the same two commits (a device lease is short, and hosts
 differ from lease to lease: pairs are made within a round, rounds pooled over leases): each call's
 environment goes into ``sessions`` and each row names its session; a call's first round runs with empty
-caches.
+caches. --merge adds the rounds of run-all A/B files that calls wrote each to a file of their own to
+--out's, measuring nothing.
 
 With --option-ab "OPTIONS" (harness run options, e.g. "--compile-ahead off"), the verdicts are an A/B of
 those options on a file seen for the first time: each of --repeats rounds runs two verdicts with a fresh,
@@ -48,6 +49,7 @@ Examples:
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 4 --copies 0 --baseline-tree ../base --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 3 --copies 0 --baseline-tree ../base --resume --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --baseline-tree ../base --run-all-rounds 2 --out /tmp/ab.json
+  python bench/verdict_time.py --merge /tmp/ab2.json /tmp/ab3.json --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 3 --option-ab "--compile-ahead off" --out /tmp/ab.json
   python bench/verdict_time.py --quick --out /tmp/verdict_time.json           # CPU smoke test
 """
@@ -68,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_log_diff, utc_now
+from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_log_diff, utc_now, write_results
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
@@ -429,6 +431,46 @@ def _resumed(out: Path, doc: dict, p: argparse.ArgumentParser) -> dict:
     return earlier
 
 
+def _ab_key(doc: dict) -> tuple:
+    """What two run-all A/B files must share to be pooled: this script's version, both commits, the copied
+    example and the number of copies."""
+    ab = doc["run_all_ab"]
+    return doc["version"], doc["environment"]["commit"], doc["baseline"]["commit"], ab["submission"], ab["files"]
+
+
+def merge(out: Path, others: list[Path], p: argparse.ArgumentParser) -> int:
+    """Adds the run-all A/B rounds and sessions of ``others`` to ``out``'s, as --resume would have (calls
+    that each wrote a file of their own); nothing is measured. Their rounds are numbered after ``out``'s
+    and each row keeps its session; a file's rounds swap the trees' order only among themselves (each
+    file's first round ran this tree first). The file's ``merged`` lists what was added."""
+    try:
+        doc = json.loads(out.read_text())
+        extra = [(q, json.loads(q.read_text())) for q in others]
+        mine = _ab_key(doc)
+        for q, prev in extra:
+            if _ab_key(prev) != mine:
+                p.error(f"--merge: {q} compares other trees or copies ({_ab_key(prev)}, not {mine})")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        p.error(f"--merge: {e!r}; give --out and --merge run-all A/B files of this script")
+    rows = doc["run_all_ab"]["rows"]
+    for q, prev in extra:
+        sessions = doc.get("sessions") or [doc["environment"]]
+        first = 1 + max((r["round"] for r in rows), default=-1)
+        rows += [
+            r | {"round": r["round"] + first, "session": r["session"] + len(sessions)}
+            for r in prev["run_all_ab"]["rows"]
+        ]
+        doc["sessions"] = sessions + (prev.get("sessions") or [prev["environment"]])
+        doc["units_done"] = doc.get("units_done", 0) + prev.get("units_done", 0)
+        doc["elapsed_s"] = doc.get("elapsed_s", 0.0) + prev.get("elapsed_s", 0.0)
+        doc["stopped"], doc["complete"] = prev.get("stopped"), prev.get("complete", False)
+        date = prev["environment"].get("date", "?")
+        doc.setdefault("merged", []).append(f"{q.name} (a call of {date}): rounds from {first} on, added by --merge")
+    doc["run_all_ab"]["comparison"] = compare_run_alls(rows)
+    write_results(out, doc)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = doc_parser(__doc__)
     p.add_argument("--out", required=True, help="the results file (JSON)")
@@ -460,8 +502,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="OPTIONS",
         help='A/B of harness run options on first verdicts, e.g. "--compile-ahead off"',
     )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="FILE",
+        help="add these run-all A/B files' rounds to --out's (measures nothing)",
+    )
     add_warmup_chunks_argument(p)
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(Path(args.out), [Path(m) for m in args.merge], p)
     if args.baseline_tree and (args.server or (args.copies and args.repeats)):
         p.error(
             "--baseline-tree compares whole-process verdicts (--copies 0) or run-alls (--repeats 0), without --server"

@@ -284,6 +284,45 @@ def test_verdict_time_ab_of_run_alls_runs_each_round_from_both_trees(tmp_path):
     assert refused.returncode == 2 and "--baseline-tree compares" in refused.stderr, refused.stderr[-2000:]
 
 
+def test_verdict_time_merge_pools_run_all_ab_files_of_one_pair_of_trees(tmp_path):
+    """--merge: the rounds of A/B files that calls wrote each on its own are numbered after --out's, each
+    row keeps its call's session, and the walls are paired over all of them; a file of another baseline
+    is refused (exit 2) and --out left as it was."""
+
+    def ab_file(name: str, walls: tuple[float, float], baseline: str = "abc") -> Path:
+        env = {"commit": "c0ffee", "date": f"2026-12-07T{name}"}
+        rows = [
+            {"tree": "this", "round": 0, "session": 0, "wall_s": walls[0]},
+            {"tree": "baseline", "round": 0, "session": 0, "wall_s": walls[1]},
+        ]
+        doc = {
+            "version": 6, "environment": env, "sessions": [env], "baseline": {"commit": baseline},
+            "run_all_ab": {"submission": "s.py", "task": "t", "files": 10, "rows": rows},
+            "units_done": 2, "elapsed_s": sum(walls), "complete": False, "stopped": "budget",
+        }  # fmt: skip
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        return path
+
+    out, second, third = ab_file("1", (150.0, 200.0)), ab_file("2", (160.0, 210.0)), ab_file("3", (155.0, 205.0))
+    done = _run("verdict_time.py", "--merge", str(second), str(third), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    rows = data["run_all_ab"]["rows"]
+    assert [(r["round"], r["tree"], r["session"]) for r in rows] == [
+        (0, "this", 0), (0, "baseline", 0), (1, "this", 1), (1, "baseline", 1), (2, "this", 2), (2, "baseline", 2)
+    ]  # fmt: skip
+    comparison = data["run_all_ab"]["comparison"]
+    assert comparison["paired_wall_this_over_baseline"]["rounds"] == 3
+    assert comparison["this"]["walls_s"] == [150.0, 160.0, 155.0] and len(data["sessions"]) == 3
+    assert data["units_done"] == 6 and len(data["merged"]) == 2
+
+    before = out.read_text()
+    done = _run("verdict_time.py", "--merge", str(ab_file("4", (1.0, 2.0), baseline="def")), "--out", str(out))
+    assert done.returncode == 2 and "compares other trees" in done.stderr, done.stderr[-2000:]
+    assert out.read_text() == before
+
+
 def test_verdict_time_resume_needs_an_ab(tmp_path):
     done = _run("verdict_time.py", "--quick", "--copies", "0", "--resume", "--out", str(tmp_path / "x.json"))
     assert done.returncode == 2 and "give --baseline-tree too" in done.stderr, done.stderr
