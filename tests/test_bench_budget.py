@@ -6,6 +6,7 @@ in their CPU modes with and without a budget."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -206,8 +207,6 @@ def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
     """--baseline-tree: every round runs one verdict from each tree, with one secret, and the comparison
     pairs the rounds. The baseline copy says a different harness version, so each row shows which tree
     really ran it. --resume adds a session's rounds to the file, and refuses a file of other trees."""
-    import shutil
-
     base = tmp_path / "base"
     for name in ("harness", "tasks", "fp4_reference", "submissions", "tests"):
         shutil.copytree(ROOT / name, base / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -253,8 +252,6 @@ def test_verdict_time_ab_runs_each_round_from_both_trees_and_resumes(tmp_path):
 def test_verdict_time_ab_of_run_alls_runs_each_round_from_both_trees(tmp_path):
     """--baseline-tree with --copies: each round one run-all of the same copies from each tree, the order
     swapped, each with both copies ranked, and the walls paired by round; with verdicts too, refused."""
-    import shutil
-
     base = tmp_path / "base"
     for name in ("harness", "tasks", "fp4_reference", "submissions", "tests"):
         shutil.copytree(ROOT / name, base / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -321,6 +318,26 @@ def test_verdict_time_merge_pools_run_all_ab_files_of_one_pair_of_trees(tmp_path
     done = _run("verdict_time.py", "--merge", str(ab_file("4", (1.0, 2.0), baseline="def")), "--out", str(out))
     assert done.returncode == 2 and "compares other trees" in done.stderr, done.stderr[-2000:]
     assert out.read_text() == before
+
+
+def test_verdict_time_keeps_the_runs_of_a_run_all_that_did_not_pass(bench, tmp_path):
+    """A run-all's copies are one honest file, so a copy that did not pass is the harness's or the host's
+    false verdict: its whole stored run is kept (what an H100's escaped-work rejections are read from).
+    Here one file raises: its run is kept, the passing one's is not."""
+    import verdict_time
+
+    folder, store = tmp_path / "subs", tmp_path / "store"
+    folder.mkdir()
+    shutil.copy(ROOT / "submissions" / "torch_mxfp4.py", folder / "good.py")
+    (folder / "bad.py").write_text("def custom_kernel(data):\n    raise RuntimeError('boom')\n")
+    task = "tests/fixtures/tasks/mxfp4_small/task.yml"
+    command = [sys.executable, "-m", "harness", "run-all", str(folder), "--task", task, "--mode", "test"]
+    env = verdict_time._env(ROOT)
+    done = subprocess.run([*command, "--results-dir", str(store)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert "bad.py: error" in done.stderr, done.stderr[-2000:]
+    kept = verdict_time.runs_not_passed(task, store, ROOT, env)
+    assert [Path(r["result"]["submission"]["path"]).name for r in kept] == ["bad.py"], kept
+    assert "boom" in json.dumps(kept[0]["result"])
 
 
 def test_verdict_time_resume_needs_an_ab(tmp_path):
