@@ -12,7 +12,8 @@
 #   bash bench/h200_validation.sh run-all      # issue 49: a ranked run-all of 10 byte-different copies of
 #                       # triton_mxfp4, each new to the compile cache (the target: 80 s)
 #   BASE=DIR BASE_COMMIT=SHA bash bench/h200_validation.sh run-all-ab   # issue 49: that run-all from this
-#                       # tree and from a copy of another commit (git archive SHA | tar -x -C DIR), 2 rounds
+#                       # tree and from a copy of another commit (git archive SHA | tar -x -C DIR), 2 rounds,
+#                       # added to the GPU's own results/GPU_verdicts/run_all_ab.json (--resume)
 #   bash bench/h200_validation.sh lead-in-mxfp4   # issue 49: the short lead-in (the default) against
 #   bash bench/h200_validation.sh lead-in-nvfp4   # chunk (bench/lead_in.py: interleaved whole ranked runs)
 #   bash bench/h200_validation.sh boards       # issue 50: nvfp4 boards of identical copies under block
@@ -128,11 +129,19 @@ if [ "$stage" = run-all ]; then   # about 3 minutes (145.4 s on an H200 at 9715b
     --out $R/h200_verdicts/run_all_mxfp4.json > $LOGS/run_all_mxfp4.log 2>&1
   tail -4 $LOGS/run_all_mxfp4.log
 fi
+gpu_slug() {   # h200, h100; another GPU: its name, as a slug
+  local gpu dev
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)
+  echo "${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}"
+}
 if [ "$stage" = run-all-ab ]; then   # about 9 minutes: BASE=DIR (a copy of another commit) BASE_COMMIT=SHA
+  # (rounds resumed into the GPU's own file: a later call with the same two commits adds to it)
   step "run-all of 10 new mxfp4 files, this tree against $BASE_COMMIT (2 rounds)"
+  ab=$R/$(gpu_slug)_verdicts/run_all_ab.json
   timeout -k 5 560 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --run-all-rounds 2 \
     --baseline-tree "${BASE:?BASE=DIR, a copy of the baseline commit}" --baseline-commit "${BASE_COMMIT:?}" \
-    --budget-s 530 --out $R/h200_verdicts/run_all_ab.json > $LOGS/run_all_ab.log 2>&1
+    --budget-s 530 --resume --out "$ab" > $LOGS/run_all_ab.log 2>&1
   tail -6 $LOGS/run_all_ab.log
 fi
 if [ "$stage" = lead-in-mxfp4 ]; then   # about 2 minutes (90 s on an H200 at 9715b61)
@@ -148,9 +157,7 @@ if [ "$stage" = lead-in-nvfp4 ]; then   # about 4 minutes (213 s on an H200 at 9
   tail -3 $LOGS/lead_in_short_nvfp4.log
 fi
 if [ "$stage" = boards ] || [ "$stage" = finals ]; then   # the files of the GPU that came
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-  dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)   # h200, h100; another GPU: its name, as a slug
-  boards=$R/ranks/ranks-${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}-nvfp4_gemm-boards-short.json
+  boards=$R/ranks/ranks-$(gpu_slug)-nvfp4_gemm-boards-short.json
   budget=${BOARDS_BUDGET:-540}
 fi
 if [ "$stage" = boards ]; then   # one call: about 7 boards (BOARDS_BUDGET=S: S seconds, default 540)
