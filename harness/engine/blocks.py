@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from harness.analysis.blocks import combine
 from harness.analysis.plausibility import escaped_work
 from harness.engine.benchmark import BenchmarkLoop, EarlierCaseFailed
-from harness.engine.context import RunContext
+from harness.engine.context import RunContext, fmt_spec
 from harness.engine.seeds import derive_seed
 from harness.engine.session import WorkerSession
 from harness.engine.supervisor import WorkerFailure
@@ -204,8 +204,9 @@ class TimedBlocks:
         self.records.pop()
         self.remeasured += 1
         self.ctx.warnings.append(
-            f"block {b + 1} {REMEASURED}: {failed[0].message} (the host alone can cause this: its samples "
-            f"were dropped; more than {limit} such block{'s' if limit > 1 else ''} reject the run)"
+            f"block {b + 1} {REMEASURED}: {fmt_spec(failed[0].spec)}: {failed[0].message} (the host alone can "
+            f"cause this: its samples were dropped; more than {limit} such block{'s' if limit > 1 else ''} reject "
+            "the run)"
         )
         return True
 
