@@ -237,3 +237,19 @@ def test_run_all_then_rerun_skips_done_jobs_and_every_command_reads_the_store(lo
     assert cli_main(["jobs", "--store", location]) == 0  # every job done: a note, not a table of headers alone
     out, err = capsys.readouterr()
     assert out == "" and "0 queued, 0 running, 2 done" in err and "--all lists the done ones" in err
+
+
+def test_a_long_message_on_the_progress_line_is_cut_at_a_word():
+    """The progress line of a run that did not pass gives its message's first line; a long one is cut at
+    a word with ' ...' (it was cut at 100 characters, mid-word: 'after the end event, b)')."""
+    from harness.engine.folder import SUMMARY_CHARS, _summary
+
+    message = (
+        "9 pass, 1 rejected; first problem: the device was still busy 20.7 us per call after the end event, "
+        "beyond the normal gap: work escaped the timed region (another stream or thread)\nsecond line"
+    )
+    line = _summary(make_result(verdict="rejected", message=message))
+    note = line[line.index("(") + 1 : -1]
+    assert line.startswith("rejected (9 pass, 1 rejected; first problem: the device was still busy 20.7 us")
+    assert note.endswith(" ...") and len(note) <= SUMMARY_CHARS and message.startswith(note[: -len(" ...")]), line
+    assert _summary(make_result(verdict="error", message="short")) == "error (short)"

@@ -23,6 +23,7 @@ The secret of a ranked run is taken once, here, before any executor starts, and 
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -474,8 +475,13 @@ def _summary(result: RunResult) -> str:
     from harness.report.tables import us
 
     score = f" {us(result.score_us)} us" if result.score_us is not None else ""
-    note = f" ({result.message.splitlines()[0][:100]})" if result.verdict != "pass" and result.message else ""
+    note = ""
+    if result.verdict != "pass" and result.message:
+        note = f" ({textwrap.shorten(result.message.splitlines()[0], SUMMARY_CHARS, placeholder=' ...')})"
     return f"{result.verdict}{score}{note}"
+
+
+SUMMARY_CHARS = 160  # of a run's message on its progress line (cut at a word: the JSON has all of it)
 
 
 def claim_note(job: Job, name: str) -> str | None:
