@@ -1,4 +1,4 @@
-"""A block that only the escaped-work check rejected is measured again, up to a third of the blocks
+"""A block that only the escaped-work check rejected is measured again, up to half of the blocks
 (harness.engine.blocks).
 
 On an H100 host an honest triton_mxfp4 was rejected in some blocks by "host wall time exceeds the event
@@ -62,22 +62,25 @@ def test_one_block_that_only_the_wall_check_rejected_is_measured_again_and_its_s
     assert "more than 1 such block " in note, note
 
 
-def test_up_to_a_third_of_the_blocks_are_measured_again(monkeypatch, sub):
-    assert [blocks.max_remeasured(n) for n in (1, 3, 6, 10)] == [1, 1, 2, 3]
-    calls = _inject(monkeypatch, ESCAPE, {2, 5})  # the first case of block 1, then of block 2
+def test_up_to_half_of_the_blocks_are_measured_again(monkeypatch, sub):
+    """Half, not a third (the limit before): an H100 lease flagged about 1 block in 8 of honest files, and
+    a third then rejected 3 of 60 honest jobs (bench/lab/redraw_gain.py: about 6% against 0.6%)."""
+    assert [blocks.max_remeasured(n) for n in (1, 3, 6, 10)] == [1, 1, 3, 5]
+    assert [blocks.max_remeasured(n, blocks.FINAL_REMEASURED_SHARE) for n in (1, 6, 10)] == [1, 2, 3]
+    calls = _inject(monkeypatch, ESCAPE, {2, 5, 8})  # the first case of block 1, then of block 2, then of 3
     r = run(sub, blocks=6)
     assert r.verdict == PASS, (r.verdict, r.message)
-    assert len(calls) == 14, calls  # 6 kept blocks of 2 cases, and the two dropped blocks' first ones
-    assert [b.seed_index for b in r.blocks] == [0, 6, 7, 3, 4, 5], "each block measured again draws its own"
+    assert len(calls) == 15, calls  # 6 kept blocks of 2 cases, and the three dropped blocks' first ones
+    assert [b.seed_index for b in r.blocks] == [0, 6, 7, 8, 4, 5], "each block measured again draws its own"
     notes = [w for w in r.warnings if "measured again" in w]
-    assert len(notes) == 2 and all("more than 2 such blocks reject the run" in n for n in notes), notes
+    assert len(notes) == 3 and all("more than 3 such blocks reject the run" in n for n in notes), notes
 
 
 def test_one_block_more_than_the_limit_rejects_the_run(monkeypatch, sub):
     calls = _inject(monkeypatch, ESCAPE, set(range(100)))  # escaped work every time
     r = run(sub, blocks=6)
     assert r.verdict == REJECTED and plausibility.ESCAPED_WORK in r.message, (r.verdict, r.message)
-    assert len(calls) == 3, calls  # block 0's first case, then the same in each of its 2 measurements again
+    assert len(calls) == 4, calls  # block 0's first case, then the same in each of its 3 measurements again
 
 
 def test_a_final_round_with_no_redraw_left_rejects_at_once(monkeypatch, sub):

@@ -12,7 +12,7 @@ interval comes from their scores (``harness.analysis.blocks``).
 
 A block that the escaped-work check alone rejected (``plausibility.escaped_work``) is measured again,
 on inputs of its own, with its samples dropped: on H100 hosts that check rejected an honest file in
-some blocks, from a slow host. Up to a third of the blocks may be measured again (``max_remeasured``);
+some blocks, from a slow host. Up to half of the blocks may be measured again (``max_remeasured``);
 one more such block rejects the run.
 
 How many blocks (``default_blocks``): ranked on a GPU 10. Five whole-process ranked runs of
@@ -43,7 +43,8 @@ RANKED_GPU_BLOCKS = 10
 RANKED_CPU_BLOCKS = 3
 ORDER_SEED = 1 << 42  # the shapes' order of block b derives from (secret, ORDER_SEED, b)
 THROTTLE_FLAG = "measured while the GPU throttled"
-REMEASURED_SHARE = 3  # up to count // 3 blocks (at least 1) measured again after the escaped-work check alone
+REMEASURED_SHARE = 2  # up to count // 2 blocks (at least 1) measured again after the escaped-work check alone
+FINAL_REMEASURED_SHARE = 3  # a final's entry: up to a third of its rounds, over the whole final
 REMEASURED = "was measured again"  # in the warning that says so (bench/verdict_tally.py counts it)
 
 
@@ -56,14 +57,16 @@ def default_blocks(blocks: int | None, ranked: bool, gpu: bool) -> int:
     return RANKED_GPU_BLOCKS if gpu else RANKED_CPU_BLOCKS
 
 
-def max_remeasured(count: int) -> int:
-    """How many of a run's ``count`` blocks may be measured again after the escaped-work check alone
-    rejected them: a third (10 blocks: 3), at least one. Honest files on a slow host (an H100 lease: 3
-    of 27 ranked runs of triton_mxfp4 had two such blocks) then pass; a file that escapes the events
-    in every block is still rejected, a few blocks later; and a file that escapes on purpose in its
-    slow blocks, to have them drawn again, gains about 0.30 of the between-block sd (docs/security.md,
-    bench/lab/redraw_gain.py)."""
-    return max(1, count // REMEASURED_SHARE)
+def max_remeasured(count: int, share: int = REMEASURED_SHARE) -> int:
+    """How many of ``count`` blocks may be measured again after the escaped-work check alone rejected
+    them: ``count // share``, at least one. A ranked run's share is half (10 blocks: 5). A third (3 of
+    10), the limit before, rejected 3 of 60 honest jobs on an H100 lease that flagged about 1 block in
+    8; were blocks flagged independently at that rate, a third would reject about 6% of honest runs and
+    half about 0.6% (bench/lab/redraw_gain.py). A file that escapes the events in every block is still
+    rejected, a few blocks later; one that escapes on purpose in its slow blocks, to have them drawn
+    again, gains about 0.43 of the between-block sd instead of 0.30, inside a board's ties
+    (docs/security.md). A final, which decides closer differences, passes FINAL_REMEASURED_SHARE."""
+    return max(1, count // share)
 
 
 def remeasured_blocks(warnings: list[str]) -> int:

@@ -28,7 +28,13 @@ from harness.analysis.final import (
     take_block,
     undecided_labels,
 )
-from harness.engine.blocks import RANKED_CPU_BLOCKS, RANKED_GPU_BLOCKS, max_remeasured, remeasured_blocks
+from harness.engine.blocks import (
+    FINAL_REMEASURED_SHARE,
+    RANKED_CPU_BLOCKS,
+    RANKED_GPU_BLOCKS,
+    max_remeasured,
+    remeasured_blocks,
+)
 from harness.engine.options import RunOptions
 from harness.engine.seeds import derive_seed
 from harness.engine.stop_rule import StopRule
@@ -126,7 +132,7 @@ def run_final(
     stored = blocks(st, final.id)
     if resumed:
         progress(f"final {final.id}: continuing ({len(stored)} blocks already measured are kept)")
-    redraw_limit = max_remeasured(plan.max_rounds)  # over an entry's rounds, as over a ranked run's blocks
+    redraw_limit = max_remeasured(plan.max_rounds, FINAL_REMEASURED_SHARE)  # over an entry's rounds
     entries = entries_from_blocks(plan.entries, [vars(b) for b in stored])
     ranking = rank_final(entries, plan.margin)
     while needs_more_rounds(ranking, plan.min_rounds, plan.max_rounds) and _live(entries):

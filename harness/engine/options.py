@@ -37,7 +37,7 @@ class RunOptions:
     # GPU: the lead-in (warm-up calls, heat) before every chunk, 5 ms of each (short) or 20 ms (chunk), each
     # case's first, or each block's first (harness.engine.benchmark.lead_in_due); measured by bench/lead_in.py
     lead_in: str = "short"
-    # blocks measured again after the escaped-work check alone rejected them; default a third of the
+    # blocks measured again after the escaped-work check alone rejected them; default half of the
     # blocks, at least 1 (harness.engine.blocks.max_remeasured); a final gives what its entry has left
     remeasure_limit: int | None = None
     max_time_s: float | None = None  # measured time per case; default 10 s (leaderboard 30 s), CPU 2 s
