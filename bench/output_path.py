@@ -15,7 +15,7 @@ Three paths, measured alike in the same processes:
   ``torch.frombuffer`` in the parent, then ``.to(device)``).
 
 A ranked triton_nvfp4 verdict on the H200 returned 13,300 outputs of 1.8 MB and spent 35 s of its
-144 s copying them to the host (``timing.outputs``, results/h200_verdicts/triton_nvfp4.warmup2.json).
+144 s copying them to the host (``timing.outputs``, ``git show 7c52e05:results/h200_verdicts/triton_nvfp4.warmup2.json``).
 
 Examples:
   python bench/output_path.py --out results/h200_output_path.json        # on the GPU
