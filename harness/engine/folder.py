@@ -471,6 +471,9 @@ class _FolderJob:
         return subs, todo
 
 
+SUMMARY_CHARS = 160  # of a run's message on its progress line (cut at a word: the JSON has all of it)
+
+
 def _summary(result: RunResult) -> str:
     from harness.report.tables import us
 
@@ -479,9 +482,6 @@ def _summary(result: RunResult) -> str:
     if result.verdict != "pass" and result.message:
         note = f" ({textwrap.shorten(result.message.splitlines()[0], SUMMARY_CHARS, placeholder=' ...')})"
     return f"{result.verdict}{score}{note}"
-
-
-SUMMARY_CHARS = 160  # of a run's message on its progress line (cut at a word: the JSON has all of it)
 
 
 def claim_note(job: Job, name: str) -> str | None:
