@@ -32,7 +32,7 @@ from typing import Any
 
 from _common import ROOT, doc_parser, git_commit, utc_now, write_results  # _common puts the repository root on sys.path
 
-VERSION = 1  # 1 - first version
+VERSION = 2  # 1 - first version; 2 - crowd_alive (the crowd's children alive at the looks)
 FIXTURE = "tests/fixtures/tasks/mxfp4_small/task.yml"
 # a process that starts N sleeping children, says so, and waits
 CROWD = (
@@ -97,6 +97,7 @@ def measure(others: int, reps: int, verdict: bool) -> dict[str, Any]:
             **(_verdict() if verdict else {}),
             "other_processes": others,
             "processes_on_machine": len(psutil.pids()),
+            "crowd_alive": len(psutil.Process(crowd.pid).children()),
             "psutil_ms": _median_ms(lambda: psutil.Process(worker.pid).children(recursive=True), reps),
             "process_tree_ms": _median_ms(lambda: process_tree.descendants(worker.pid), reps),
             "same_processes_found": found_psutil == found_tree and len(found_tree) == 1,

@@ -68,4 +68,5 @@ def test_the_stray_scan_benchmark_finds_the_same_processes_both_ways(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["other_processes"] for r in rows] == [0, 20]
     assert all(r["same_processes_found"] and r["process_tree_ms"] > 0 for r in rows), rows
-    assert rows[1]["processes_on_machine"] >= rows[0]["processes_on_machine"] + 20
+    # the crowd was there (counted among the crowd's own children: the machine's count moves with other work)
+    assert [r["crowd_alive"] for r in rows] == [0, 20]
