@@ -136,6 +136,22 @@ class Clocks:
 
 
 @dataclass
+class TailCheck:
+    """GPU, cases whose timed calls passed: ``excess_ns`` (``tail_excess_ns``) is the escaped-work check's
+    figure, the median per call of the samples' tails (the end event seen complete -> the device idle)
+    less the tail of an honest trivial call calibrated when the worker started (above max(20 us, half the
+    median sample) the case is rejected in ranked runs: ``plausibility.implausible``); ``idle_sync_ns``:
+    the median per call of a second synchronize right after each tail, of the idle device, which a slow
+    host lengthens and work left running does not (None when not read)."""
+
+    excess_ns: float | None = None
+    idle_sync_ns: float | None = None
+
+    def to_extra(self) -> dict:
+        return {"tail_excess_ns": self.excess_ns, "idle_sync_ns": self.idle_sync_ns}
+
+
+@dataclass
 class DeviceClockCheck:
     """GPU behind the launch gate, cases that passed: ``excess_ns`` (``device_clock_excess_ns``) is the
     median per call of (the device clock's window from just before the start event to just after the

@@ -294,8 +294,8 @@ class WarmedUp:
 @dataclass(frozen=True)
 class Timed:
     """A chunk of timed calls: per sample its event time, its tail (host time from the end event seen
-    complete to the device idle), device-clock window (or None),
-    whether the launch gate held, the host time nothing hid (or None); the outputs asked for."""
+    complete to the device idle), device-clock window (or None), whether the launch gate held, the host
+    time nothing hid (or None), a second synchronize's host time (or None); the outputs asked for."""
 
     ok: ClassVar[bool] = True
     samples_ns: list
@@ -303,6 +303,7 @@ class Timed:
     window_ns: list
     gate_held: list
     unhidden_host_ns: list
+    idle_sync_ns: list
     gate_misses: int
     outputs: list
     integrity: Integrity
@@ -320,6 +321,7 @@ class Timed:
             "window_ns": _list_of(_optional_number),
             "gate_held": _list_of(_flag),
             "unhidden_host_ns": _list_of(_optional_number),
+            "idle_sync_ns": _list_of(_optional_number),
         }
         series = {k: _field(header, k, valid[k], what) for k in TIMING_SERIES}
         outputs = decode_outputs(header, payloads, what)

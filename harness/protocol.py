@@ -31,8 +31,9 @@ MAX_MESSAGE_BYTES = 4 << 30  # all of one message's tensors (a ranked nvfp4 chun
 Message = tuple[dict[str, Any], list[torch.Tensor]]  # a reply as it arrives: its header, its tensors' bytes
 # A timing reply's per-sample lists, one entry per sample each: event time, the tail (host time from the
 # end event seen complete to the device idle), the device clock's window (or None), whether the launch
-# gate held, the host time nothing hid (or None).
-TIMING_SERIES = ("samples_ns", "tail_ns", "window_ns", "gate_held", "unhidden_host_ns")
+# gate held, the host time nothing hid (or None), a second synchronize's host time right after the
+# tail's, the device idle (or None; a diagnostic of the host).
+TIMING_SERIES = ("samples_ns", "tail_ns", "window_ns", "gate_held", "unhidden_host_ns", "idle_sync_ns")
 # where a chunk of timed calls spends the worker's time: the harness's heat before it, reading each
 # input, the timed calls (flush and sample included), copying the returned outputs to the host
 TIMING_STEPS = ("heat", "touch", "calls", "outputs")

@@ -27,6 +27,17 @@ def test_the_escaped_work_check_reads_the_tail_not_the_samples():
     assert implausible(short, [0.5e3] * 10, gap_ns=4e3, floor_ns=None, gpu=True, inputs_per_sample=8) is None
 
 
+def test_the_escaped_work_finding_names_the_idle_devices_synchronize():
+    """The second synchronize of each sample, right after the tail's, is in the finding: a slow host
+    lengthens both, work left running the tail alone. It decides nothing: the same tails are rejected
+    with or without it, and an honest tail passes whatever it says."""
+    short = Stats.from_samples([10e3] * 10)
+    found = implausible(short, [29e3] * 10, 4e3, None, True, idle_syncs_ns=[21e3] * 8 + [None] * 2)
+    assert "escaped" in found and "of the idle device, took 21.0 us" in found
+    assert "idle device" not in implausible(short, [29e3] * 10, 4e3, None, True, idle_syncs_ns=[21e3] + [None] * 9)
+    assert implausible(short, [4e3] * 10, 4e3, None, True, idle_syncs_ns=[50e3] * 10) is None
+
+
 def test_faster_than_physics_is_impossible():
     stats = Stats.from_samples([1e3, 1.1e3, 0.9e3])
     assert "physical floor" in implausible(stats, [], 0.0, floor_ns=5e3, gpu=True)
@@ -109,11 +120,11 @@ def test_device_window_knows_whether_the_gate_held():
 def test_host_bound_is_said_when_the_gpu_waited_for_the_host():
     """triton_nvfp4 at k=2048 on the H200: 32 us of kernel-only time per call, batched samples of
     35-59 us: the host's launch of 50 calls outlasts the GPU's work once the gate's cap is spent."""
-    from harness.analysis.plausibility import host_bound_warnings, unhidden_host_ns
+    from harness.analysis.plausibility import host_bound_warnings, median_measured
 
-    assert unhidden_host_ns([45e3, 47e3, None]) == 46e3  # the median of the two measured
-    assert unhidden_host_ns([45e3, 47e3, 52e3, None]) == 47e3
-    assert unhidden_host_ns([45e3, None, None]) is None  # measured on too few samples
+    assert median_measured([45e3, 47e3, None]) == 46e3  # the median of the two measured
+    assert median_measured([45e3, 47e3, 52e3, None]) == 47e3
+    assert median_measured([45e3, None, None]) is None  # measured on too few samples
     assert "host-bound" in host_bound_warnings(47e3, 32e3)[0]
     assert host_bound_warnings(20e3, 32e3) == []  # the GPU was the slower one
     assert host_bound_warnings(0.0, 5e3) == []  # the gate hid all of it
@@ -141,8 +152,11 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
         now[0] += 1_000  # 1 us a query: the device is still busy with the timed call
         return len(polls) % 3 == 0
 
-    def sync():  # 7 us until the device is idle after the end event
-        now[0] += 7_000
+    syncs = []
+
+    def sync():  # 7 us until the device is idle after the end event; then 2 us, what the host charges for one
+        syncs.append(now[0])
+        now[0] += 7_000 if len(syncs) % 2 else 2_000
 
     monkeypatch.setattr(timing, "_event_query", query, raising=False)
     monkeypatch.setattr(timing, "_c_sync", sync, raising=False)
@@ -156,6 +170,7 @@ def test_sampler_counts_the_host_time_the_gate_did_not_hide(monkeypatch):
     _, tail, _ = s.per_call(slow_call, None)
     assert s.unhidden_host_ns == 30_000 - 15_000
     assert tail == 7_000 and polls == [s.end] * 3  # neither the call's host time nor the polls count
+    assert s.idle_sync_ns == 2_000 and len(syncs) == 2  # the second synchronize, of the idle device
     _, tail, _ = s.batched(slow_call, [None] * 5)
     assert s.unhidden_host_ns == (5 * 30_000 - 15_000) / 5
-    assert tail == 7_000 / 5
+    assert tail == 7_000 / 5 and s.idle_sync_ns == 2_000 / 5

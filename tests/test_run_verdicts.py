@@ -262,6 +262,7 @@ def test_a_timing_reply_must_carry_what_was_asked():
         "window_ns": [None, 2.5],
         "gate_held": [False, True],
         "unhidden_host_ns": [None, 0.0],
+        "idle_sync_ns": [None, 2.0],
         "outputs": [obj, obj],
         "gate_misses": 0,
         "tampered": [],

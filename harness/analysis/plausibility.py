@@ -47,6 +47,12 @@ def device_clock_excess_ns(
     return statistics.median(excess)
 
 
+def tail_excess_ns(tails_ns: Sequence[float], gap_ns: float, inputs_per_sample: int = 1) -> float | None:
+    """The escaped-work check's figure: the median per input of the samples' tails beyond the tail of a
+    trivial honest call (``gap_ns``, per sample); None without tails."""
+    return statistics.median(tails_ns) - gap_ns / inputs_per_sample if tails_ns else None
+
+
 def implausible(
     stats: Stats,
     tails_ns: Sequence[float],
@@ -57,6 +63,7 @@ def implausible(
     held: Sequence[bool | None] = (),
     window_gap_ns: dict | None = None,
     inputs_per_sample: int = 1,
+    idle_syncs_ns: Sequence[float | None] = (),
 ) -> str | None:
     """``tails_ns``: per sample, the host time from the end event seen complete to the device idle
     (``harness.worker.sampler``), and ``gap_ns`` its median for a trivial honest call;
@@ -65,7 +72,9 @@ def implausible(
     until the host had enqueued everything; ``window_gap_ns``: {"held", "opened"}: what the window
     exceeds the events by for an honest trivial call in each case, measured before the import.
     Samples, tails and windows are per input (a batched sample's divided by its ``inputs_per_sample``
-    inputs); ``gap_ns`` and ``window_gap_ns`` are per sample, and are divided the same way."""
+    inputs); ``gap_ns`` and ``window_gap_ns`` are per sample, and are divided the same way.
+    ``idle_syncs_ns``: per sample (per input), a second synchronize right after the tail's: named in the
+    escaped-work finding, it tells a slow host (both long) from work left running (the tail alone)."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (
             f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
@@ -79,13 +88,18 @@ def implausible(
                 f"the device's own clock saw {excess / 1e3:.1f} us more per call than the timing events: "
                 "the events were re-recorded or moved, not the work timed"
             )
-    if gpu and tails_ns:
-        escaped = statistics.median(tails_ns) - gap_ns / inputs_per_sample
-        if escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
-            return (
-                f"the device was still busy {escaped / 1e3:.1f} us per call after the end event, beyond the "
-                f"normal gap: {ESCAPED_WORK} (another stream or thread)"
+    escaped = tail_excess_ns(tails_ns, gap_ns, inputs_per_sample) if gpu else None
+    if escaped is not None and escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
+        idle = median_measured(idle_syncs_ns)
+        return (
+            f"the device was still busy {escaped / 1e3:.1f} us per call after the end event, beyond the "
+            f"normal gap: {ESCAPED_WORK} (another stream or thread)"
+            + (
+                ""
+                if idle is None
+                else f"; a second synchronize right after, of the idle device, took {idle / 1e3:.1f} us"
             )
+        )
     return None
 
 
@@ -133,9 +147,10 @@ def noise_warnings(stats: Stats, gpu: bool, strict_per_call: bool) -> list[str]:
     return out
 
 
-def unhidden_host_ns(per_sample: Sequence[float | None]) -> float | None:
-    """Median over the samples of the host's launch time that the launch gate did not hide (all of it
-    without a gate), per input; None when measured on half the samples or fewer (on the CPU: never)."""
+def median_measured(per_sample: Sequence[float | None]) -> float | None:
+    """Median over the samples of a figure not every sample has (None where it was not measured), per
+    input; None when measured on half the samples or fewer (on the CPU: never). The host's launch time
+    that the launch gate did not hide (all of it without a gate) is one (``unhidden_host_ns``)."""
     measured = [u for u in per_sample if u is not None]
     return statistics.median(measured) if measured and len(measured) * 2 > len(per_sample) else None
 

@@ -9,7 +9,7 @@ from typing import Any
 from harness.analysis import peaks, plausibility, sol
 from harness.engine.context import RunContext
 from harness.engine.session import WorkerSession
-from harness.extras import DeviceClockCheck
+from harness.extras import DeviceClockCheck, TailCheck
 from harness.results import PASS, REJECTED, CaseResult, Stats
 
 
@@ -45,6 +45,12 @@ class TimingJudge:
                     )
                 )
             )
+            result.record(
+                TailCheck(
+                    plausibility.tail_excess_ns(series["tail_ns"], self.session.gap_ns, batch),
+                    plausibility.median_measured(series["idle_sync_ns"]),
+                )
+            )
         reason = plausibility.implausible(
             stats,
             series["tail_ns"],
@@ -55,6 +61,7 @@ class TimingJudge:
             series["gate_held"],
             window_gap_ns,
             batch,
+            series["idle_sync_ns"],
         )
         if reason and ctx.ranked:
             result.verdict, result.message = REJECTED, reason

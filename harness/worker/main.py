@@ -308,7 +308,8 @@ class Worker:
 
         def record(ns: float, tail: float) -> None:
             s = self.sampler
-            for k, v in zip(protocol.TIMING_SERIES, (ns, tail, s.window_ns, s.window_held, s.unhidden_host_ns)):
+            values = (ns, tail, s.window_ns, s.window_held, s.unhidden_host_ns, s.idle_sync_ns)
+            for k, v in zip(protocol.TIMING_SERIES, values, strict=True):
                 series[k].append(v)
 
         if request.protocol == "batched":

@@ -78,6 +78,7 @@ class Sampler:
         self._stamp: Any = None  # the timestamp kernel (Triton), once compiled
         self._closing_cap: int | None = None
         self.unhidden_host_ns: float | None = None  # per sample: the host's launch time that showed in the event time
+        self.idle_sync_ns: float | None = None  # per sample: a synchronize of the idle device after the tail's
         self.window_gap_ns: dict[str, float | None] = {"held": None, "opened": None}  # set by calibrate()
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
@@ -160,18 +161,23 @@ class Sampler:
         """The host time from the end event seen complete to the device idle: work left running past the
         events (another stream) shows here. A slow host delays both ends alike, so its hiccups before the
         end event (the sync's wake-up, the gate's release, a descheduled thread) are not counted; the
-        whole host wall time of a sample counted them (25-49 us a call on some H100 hosts)."""
+        whole host wall time of a sample counted them (25-49 us a call on some H100 hosts).
+        Also sets ``idle_sync_ns``: a second synchronize right after, of a device known idle, which costs
+        what the host charges for one at that moment (a diagnostic: escaped work lengthens the first only)."""
         while not _event_query(self.end):
             pass
         seen = _perf_counter_ns()
         _c_sync()
-        return float(_perf_counter_ns() - seen)
+        synced = _perf_counter_ns()
+        _c_sync()
+        self.idle_sync_ns = float(_perf_counter_ns() - synced)
+        return float(synced - seen)
 
     def _timed(self, body: Callable[[], T]) -> Sample[T]:
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, tail_ns, result)."""
         self.persisting.reset()
         self.flush()
-        self.window_ns, self.window_held, self.unhidden_host_ns = None, False, None
+        self.window_ns, self.window_held, self.unhidden_host_ns, self.idle_sync_ns = None, False, None, None
         if self.gate is not None:
             if self.gate.close(self._closing_cap):
                 host0 = _perf_counter_ns()
@@ -215,6 +221,8 @@ class Sampler:
             self.window_ns /= len(inputs)
         if self.unhidden_host_ns is not None:
             self.unhidden_host_ns /= len(inputs)
+        if self.idle_sync_ns is not None:
+            self.idle_sync_ns /= len(inputs)
         return ns / len(inputs), tail / len(inputs), outs
 
     def calibrate(self, n: int = 20) -> float:

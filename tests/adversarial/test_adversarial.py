@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import psutil
@@ -785,6 +786,10 @@ def custom_kernel(data):
 """
     r = run(cheat(body), device="cuda", max_repeats=20)
     assert r.verdict == REJECTED and ESCAPED_WORK in r.message, r.message
+    # the diagnostic beside it: a second synchronize right after, of the idle device, is the host's
+    # own cost, far below the work left running (a slow host would lengthen both)
+    busy, idle = (float(x) for x in re.findall(r"(?:still busy|took) ([0-9.]+) us", r.message))
+    assert idle < busy / 10, r.message
 
 
 @pytest.mark.gpu

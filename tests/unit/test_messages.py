@@ -36,6 +36,7 @@ SERIES = {
     "window_ns": [None, 2.5],
     "gate_held": [False, True],
     "unhidden_host_ns": [None, 0.0],
+    "idle_sync_ns": [None, 2.0],
 }
 
 # (reply class, the honest header, its payloads, what the decoder checks it against)
@@ -108,6 +109,8 @@ MALFORMED = (
         (Timed, "gate_held", [1, 0]),
         (Timed, "unhidden_host_ns", None),
         (Timed, "unhidden_host_ns", [INF, 1.0]),
+        (Timed, "idle_sync_ns", [1.0]),
+        (Timed, "idle_sync_ns", [INF, 1.0]),
         (Timed, "gate_misses", -2),
         (Timed, "outputs", [TENSOR_META]),  # 1 output of 2 asked
         (Profiled, "table", None),
