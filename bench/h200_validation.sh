@@ -123,18 +123,18 @@ if [ "$stage" = verdicts ]; then   # about 8 minutes
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
 fi
-if [ "$stage" = run-all ]; then   # about 3 minutes (145.4 s on an H200 at 9715b61)
-  step "run-all of 10 new mxfp4 files"
-  timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
-    --out $R/h200_verdicts/run_all_mxfp4.json > $LOGS/run_all_mxfp4.log 2>&1
-  tail -4 $LOGS/run_all_mxfp4.log
-fi
 gpu_slug() {   # h200, h100; another GPU: its name, as a slug
   local gpu dev
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)
   echo "${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}"
 }
+if [ "$stage" = run-all ]; then   # about 3 minutes (145.4 s on an H200 at 9715b61), into the GPU's own file
+  step "run-all of 10 new mxfp4 files"
+  timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
+    --out "$R/$(gpu_slug)_verdicts/run_all_mxfp4.json" > $LOGS/run_all_mxfp4.log 2>&1
+  tail -4 $LOGS/run_all_mxfp4.log
+fi
 if [ "$stage" = run-all-ab ]; then   # about 9 minutes: BASE=DIR (a copy of another commit) BASE_COMMIT=SHA
   # (rounds resumed into the GPU's own file: a later call with the same two commits adds to it)
   step "run-all of 10 new mxfp4 files, this tree against $BASE_COMMIT (2 rounds)"
