@@ -7,8 +7,9 @@ cache (a file seen for the first time), the rest with the cache the first one fi
 wall time (outside, around the process), the run's own phases (``phases_s`` from its JSON), verdict
 and score go into the results file, with the device, the versions, the commit and the date. Then one
 ``run-all`` of ``--copies`` copies of the first example (a comment appended to each, so each is a
-distinct job and a distinct compile-cache entry), timed as a whole; the stored verdicts are counted, and
-the stored runs of copies that did not pass are kept whole (one honest file: each is a false verdict).
+distinct job and a distinct compile-cache entry), timed as a whole; each stored run's wall time and phases
+are kept (``jobs``), and the stored runs of copies that did not pass whole (one honest file: each is a
+false verdict).
 
 Issue 49's targets on the H200: triton_mxfp4 at most 10 s a verdict, triton_nvfp4 at most 20 s, and
 run-all of 10 distinct mxfp4 files at most 80 s.
@@ -169,13 +170,14 @@ def run_all(sub: str, task: str, copies: int, work: Path, extra: list[str], root
         "stderr_tail": p.stderr[-3000:],
         "compile_rounds": [line for line in p.stderr.splitlines() if "between jobs" in line],  # what run-all said
         "leaderboard": ranked,
-        "runs_not_passed": runs_not_passed(task, store, root, env),
+        **stored_runs(task, store, root, env),
     }
 
 
-def runs_not_passed(task: str, store: Path, root: Path, env: dict[str, str]) -> list[dict]:
-    """The stored runs of a run-all that did not pass, whole (``harness export``): the copies are one
-    honest file, so each is a false verdict of the harness or the host, and its blocks and warnings
+def stored_runs(task: str, store: Path, root: Path, env: dict[str, str]) -> dict[str, list[dict]]:
+    """What a run-all stored (``harness export``): ``jobs``, each run's file, verdict, wall time and phases
+    (where a job's time went), and ``runs_not_passed``, the runs that did not pass, whole: the copies are
+    one honest file, so each is a false verdict of the harness or the host, and its blocks and warnings
     (which blocks were measured again, and why) are what it is read from."""
     out = store / "export.json"
     command = [sys.executable, "-m", "harness", "export", "--task", task, "--format", "json"]
@@ -183,10 +185,20 @@ def runs_not_passed(task: str, store: Path, root: Path, env: dict[str, str]) -> 
         [*command, "--results-dir", str(store), "-o", str(out)], cwd=root, env=env, capture_output=True, text=True
     )
     try:
-        runs = json.loads(out.read_text())["runs"]
+        rows = json.loads(out.read_text())["runs"]
+        runs = [row.get("result") or {} for row in rows]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        return [{"error": f"harness export: {e!r}: {done.stderr[-1000:]}"}]
-    return [r for r in runs if (r.get("result") or {}).get("verdict") != "pass"]
+        return {"jobs": [], "runs_not_passed": [{"error": f"harness export: {e!r}: {done.stderr[-1000:]}"}]}
+    jobs = [
+        {
+            "file": Path((r.get("submission") or {}).get("path") or "?").name,
+            "verdict": r.get("verdict"),
+            "wall_s": r.get("wall_s"),
+            "phases_s": r.get("phases_s"),
+        }
+        for r in runs
+    ]
+    return {"jobs": jobs, "runs_not_passed": [row for row, r in zip(rows, runs) if r.get("verdict") != "pass"]}
 
 
 def _environment(gpu: bool) -> dict:

@@ -323,7 +323,7 @@ def test_verdict_time_merge_pools_run_all_ab_files_of_one_pair_of_trees(tmp_path
 def test_verdict_time_keeps_the_runs_of_a_run_all_that_did_not_pass(bench, tmp_path):
     """A run-all's copies are one honest file, so a copy that did not pass is the harness's or the host's
     false verdict: its whole stored run is kept (what an H100's escaped-work rejections are read from).
-    Here one file raises: its run is kept, the passing one's is not."""
+    Here one file raises: its run is kept, the passing one's is not. Every job's phases are kept."""
     import verdict_time
 
     folder, store = tmp_path / "subs", tmp_path / "store"
@@ -335,9 +335,13 @@ def test_verdict_time_keeps_the_runs_of_a_run_all_that_did_not_pass(bench, tmp_p
     env = verdict_time._env(ROOT)
     done = subprocess.run([*command, "--results-dir", str(store)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert "bad.py: error" in done.stderr, done.stderr[-2000:]
-    kept = verdict_time.runs_not_passed(task, store, ROOT, env)
+    stored = verdict_time.stored_runs(task, store, ROOT, env)
+    kept = stored["runs_not_passed"]
     assert [Path(r["result"]["submission"]["path"]).name for r in kept] == ["bad.py"], kept
     assert "boom" in json.dumps(kept[0]["result"])
+    jobs = {j["file"]: j for j in stored["jobs"]}
+    assert jobs.keys() == {"bad.py", "good.py"} and jobs["good.py"]["verdict"] == "pass", stored["jobs"]
+    assert jobs["good.py"]["wall_s"] > 0 and jobs["good.py"]["phases_s"]["worker_start"] > 0, jobs
 
 
 def test_verdict_time_resume_needs_an_ab(tmp_path):
