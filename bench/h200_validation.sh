@@ -2,6 +2,8 @@
 # The H200 validation, in stages that each fit one device call (run from the repository root).
 # Every number lands in results/ (written by the scripts, never typed in) and, on the device tool,
 # in $OUT/results-<stage>.tar. Each step has its own time limit, so one stuck step cannot eat the call.
+# The stages that time verdicts, run-alls, boards and finals write to the files of the GPU that came
+# (results/h100_verdicts/... on an H100, lent when an H200 was asked for); the others are the H200's.
 #   bash bench/h200_validation.sh a   # examples + leaderboard table, protocol cross-check, all modes
 #   bash bench/h200_validation.sh b   # timing trust (kernel-only, repeatability, wall time), defense overhead
 #   bash bench/h200_validation.sh checks       # the GPU-marked tests but the runs and the docs (JUnit XML)
@@ -49,6 +51,12 @@ step() {
   echo "=== $* ($(date -u +%H:%M:%S))" >&2
 }
 
+gpu_slug() {   # h200, h100; another GPU: its name, as a slug
+  local gpu dev
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)
+  echo "${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}"
+}
 if [ "$stage" = smoke ]; then   # a few minutes: the launch gate and one example per task
   step "launch gate"
   timeout 60 $PY -c "import torch; from harness.worker.sampler import Sampler; from harness.engine.device import device_info as d; \
@@ -113,22 +121,16 @@ fi
 if [ "$stage" = verdicts ]; then   # about 8 minutes
   step "verdict times through a verdict server"
   timeout -k 5 240 $PY bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 2 --copies 0 --server \
-    --budget-s 210 --out $R/h200_verdicts/verdict_time_server.json > $LOGS/verdict_time_server.log 2>&1
+    --budget-s 210 --out "$R/$(gpu_slug)_verdicts/verdict_time_server.json" > $LOGS/verdict_time_server.log 2>&1
   tail -4 $LOGS/verdict_time_server.log
   step "verdict times"
   timeout -k 5 330 $PY bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --repeats 2 --copies 0 \
-    --budget-s 300 --out $R/h200_verdicts/verdict_time.json > $LOGS/verdict_time.log 2>&1
+    --budget-s 300 --out "$R/$(gpu_slug)_verdicts/verdict_time.json" > $LOGS/verdict_time.log 2>&1
   tail -4 $LOGS/verdict_time.log
   step "check cost"
   timeout -k 5 90 $PY bench/check_cost.py --out $R/h200_check_cost.json > $LOGS/check_cost.log 2>&1
   tail -4 $LOGS/check_cost.log
 fi
-gpu_slug() {   # h200, h100; another GPU: its name, as a slug
-  local gpu dev
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-  dev=$(echo "$gpu" | grep -o 'H[0-9]00' | tr H h)
-  echo "${dev:-$(printf %s "$gpu" | tr -cs 'A-Za-z0-9' '-' | tr A-Z a-z)}"
-}
 if [ "$stage" = run-all ]; then   # about 3 minutes (145.4 s on an H200 at 9715b61), into the GPU's own file
   step "run-all of 10 new mxfp4 files"
   timeout -k 5 400 $PY bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --budget-s 360 \
@@ -147,13 +149,13 @@ fi
 if [ "$stage" = lead-in-mxfp4 ]; then   # about 2 minutes (90 s on an H200 at 9715b61)
   step "lead-in A/B, mxfp4: short (the default) against chunk"
   timeout -k 5 290 $PY bench/lead_in.py --task mxfp4_mm --settings chunk,short --rounds 4 --budget-s 270 \
-    --out $R/h200_verdicts/lead_in_short_mxfp4.json > $LOGS/lead_in_short_mxfp4.log 2>&1
+    --out "$R/$(gpu_slug)_verdicts/lead_in_short_mxfp4.json" > $LOGS/lead_in_short_mxfp4.log 2>&1
   tail -3 $LOGS/lead_in_short_mxfp4.log
 fi
 if [ "$stage" = lead-in-nvfp4 ]; then   # about 4 minutes (213 s on an H200 at 9715b61)
   step "lead-in A/B, nvfp4: short (the default) against chunk"
   timeout -k 5 330 $PY bench/lead_in.py --task nvfp4_gemm --settings chunk,short --rounds 4 --budget-s 300 \
-    --out $R/h200_verdicts/lead_in_short_nvfp4.json > $LOGS/lead_in_short_nvfp4.log 2>&1
+    --out "$R/$(gpu_slug)_verdicts/lead_in_short_nvfp4.json" > $LOGS/lead_in_short_nvfp4.log 2>&1
   tail -3 $LOGS/lead_in_short_nvfp4.log
 fi
 if [ "$stage" = boards ] || [ "$stage" = finals ]; then   # the files of the GPU that came
