@@ -9,7 +9,8 @@ and score go into the results file, with the device, the versions, the commit an
 ``run-all`` of ``--copies`` copies of the first example (a comment appended to each, so each is a
 distinct job and a distinct compile-cache entry), timed as a whole; each stored run's wall time and phases
 are kept (``jobs``), and the stored runs of copies that did not pass whole (one honest file: each is a
-false verdict).
+false verdict). --run-all-rounds R runs R such run-alls, each of copies with bytes of their own (each new
+to the compile cache), one after another: ``run_alls`` lists them.
 
 Issue 49's targets on the H200: triton_mxfp4 at most 10 s a verdict, triton_nvfp4 at most 20 s, and
 run-all of 10 distinct mxfp4 files at most 80 s.
@@ -47,6 +48,7 @@ test of the script, not a measurement).
 Examples:
   python bench/verdict_time.py --examples triton_mxfp4,triton_nvfp4 --copies 0 --out results/h200_verdicts/verdict_time.json
   python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --out results/h200_verdicts/run_all_mxfp4.json
+  python bench/verdict_time.py --examples triton_mxfp4 --repeats 0 --copies 10 --run-all-rounds 3 --out /tmp/run_alls.json
   python bench/verdict_time.py --examples triton_mxfp4 --copies 0 --server --out results/h200_verdicts/verdict_time_server.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 4 --copies 0 --baseline-tree ../base --out /tmp/ab.json
   python bench/verdict_time.py --examples triton_nvfp4 --repeats 3 --copies 0 --baseline-tree ../base --resume --out /tmp/ab.json
@@ -76,8 +78,9 @@ from _common import ROOT, ResultsFile, doc_parser, git_commit, median, paired_lo
 
 from harness.cli.options import add_warmup_chunks_argument  # after _common, which puts the root on sys.path
 
-VERSION = 6  # 1 - first version; 2 - each verdict's message; 3 - --server; 4 - A/B sessions; 5 - --option-ab;
-# 6 - run-all A/B (--baseline-tree with --copies), compile rounds
+VERSION = 7  # 1 - first version; 2 - each verdict's message; 3 - --server; 4 - A/B sessions; 5 - --option-ab;
+# 6 - run-all A/B (--baseline-tree with --copies), compile rounds; 7 - run_alls, a list (--run-all-rounds
+# run-alls of one tree), in place of run_all
 GPU_EXAMPLES = [("submissions/triton_mxfp4.py", "mxfp4_mm"), ("submissions/triton_nvfp4.py", "nvfp4_gemm")]
 CPU_EXAMPLES = [
     ("submissions/torch_mxfp4.py", "tests/fixtures/tasks/mxfp4_small/task.yml"),
@@ -430,17 +433,28 @@ def run_all_estimate(copies: int, copied: list[dict[str, Any]], every_wall: list
 def _run_all_step(
     examples: list[tuple[str, str]], args: argparse.Namespace, gpu: bool, work: Path, rf: ResultsFile
 ) -> None:
-    """The run-all of --copies copies of the first example, while the budget allows."""
+    """--run-all-rounds run-alls of --copies copies of the first example, each of copies new to the
+    compile cache, while the budget allows (a round after the first is guessed from the ones before)."""
     doc = rf.doc
-    if args.copies > 0:
-        sub, task = examples[0]
-        guess = run_all_estimate(args.copies, doc["verdicts"].get(sub, []), [w for ws in rf.walls.values() for w in ws])
-        if not rf.allows(f"run-all of {args.copies} copies", "run-all", guess):
+    if args.copies <= 0:
+        return
+    sub, task = examples[0]
+    extra = _extra(not gpu, args.warmup_chunks)
+    done: list[dict] = []
+    for k in range(args.run_all_rounds):
+        guess = None
+        if not done:
+            guess = run_all_estimate(
+                args.copies, doc["verdicts"].get(sub, []), [w for ws in rf.walls.values() for w in ws]
+            )
+        if not rf.allows(f"run-all {k + 1}/{args.run_all_rounds} of {args.copies} copies", "run-all", guess):
             return
-        extra = _extra(not gpu, args.warmup_chunks)
-        doc["run_all"] = dict(run_all(sub, task, args.copies, work, extra), submission=sub, task=task)
-        rf.done("run-all", doc["run_all"]["wall_s"])
-        print(f"run-all of {args.copies} copies: {doc['run_all']['wall_s']:.1f} s", file=sys.stderr)
+        done.append(
+            dict(run_all(sub, task, args.copies, work, extra, tag=f"-{k}" if k else ""), submission=sub, task=task)
+        )
+        doc["run_alls"] = done
+        rf.done("run-all", done[-1]["wall_s"])
+        print(f"run-all of {args.copies} copies: {done[-1]['wall_s']:.1f} s", file=sys.stderr)
 
 
 def _resumed(out: Path, doc: dict, p: argparse.ArgumentParser) -> dict:
@@ -525,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         "--run-all-rounds",
         type=int,
         default=1,
-        help="with --baseline-tree and --repeats 0: rounds of one run-all from each tree",
+        help="run-alls of new copies (with --baseline-tree and --repeats 0: rounds of one run-all from each tree)",
     )
     p.add_argument(
         "--option-ab",

@@ -138,8 +138,24 @@ def test_verdict_time_budget_keeps_what_fit(tmp_path):
     data = json.loads(out.read_text())
     assert data["complete"] is False and data["stopped"].startswith("budget:")
     rows = data["verdicts"]["submissions/torch_mxfp4.py"]
-    assert len(rows) == data["units_done"] <= 1 and "run_all" not in data  # a CPU verdict takes seconds
+    assert len(rows) == data["units_done"] <= 1 and "run_alls" not in data  # a CPU verdict takes seconds
     assert all(r["verdict"] == "pass" for r in rows)
+
+
+def test_verdict_time_run_all_rounds_are_new_files_each(tmp_path):
+    """--run-all-rounds without a baseline: run-alls one after another, each of copies with bytes of their
+    own (so each is new to the compile cache, as the first), all in one file."""
+    out = tmp_path / "vt.json"
+    args = ["--quick", "--repeats", "0", "--copies", "2", "--run-all-rounds", "2", "--examples", "torch_mxfp4"]
+    done = _run("verdict_time.py", *args, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["complete"] is True and data["version"] >= 7 and len(data["run_alls"]) == 2
+    shas = []
+    for run in data["run_alls"]:
+        assert run["exit_code"] == 0 and [j["verdict"] for j in run["jobs"]] == ["pass", "pass"], run["jobs"]
+        shas += [row["sha256"] for row in run["leaderboard"]["devices"][0]["ranked"]]
+    assert len(set(shas)) == 4, shas  # four distinct files over the two run-alls
 
 
 def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
