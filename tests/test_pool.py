@@ -406,6 +406,24 @@ def test_a_signal_while_a_worker_is_forked_leaves_no_worker_and_the_next_fork_re
     assert pool.server_pid == server
 
 
+def test_a_worker_whose_run_folder_is_gone_exits_quietly(tmp_path):
+    """A worker forked while a signal stopped the harness may start after the run's folder was removed
+    (seen in CI: a run-all stopped by SIGINT, then a worker's FileNotFoundError traceback on its
+    terminal). It finds nowhere to write its output and nobody waiting: it exits, printing nothing."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "harness-run-gone"
+    code = (
+        "from harness.worker.config import WorkerConfig; from harness.worker.entry import start; "
+        f"start(None, WorkerConfig('{gone}/s.py', '{tmp_path}', 'cpu', None, 0, '{gone}/stdout.txt', "
+        f"'{gone}/stderr.txt', run_dir='{gone}'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert not gone.exists()  # and it made no folder of its own
+
+
 def test_a_server_whose_imports_leave_cuda_unusable_in_a_fork_is_refused_at_once(tmp_path, monkeypatch):
     """On a GPU, a preloaded module that asks ``torch.cuda.is_available()`` leaves torch refusing CUDA in
     every forked child (so the server's modules must not ask: the test below). The server's

@@ -100,7 +100,15 @@ def _change_user(cfg: WorkerConfig, report: dict, confine: bool) -> str:
 
 def start(conn: Connection, cfg: WorkerConfig) -> None:
     t0 = time.perf_counter()
-    confinement = _isolate(cfg)
+    try:
+        confinement = _isolate(cfg)
+    except FileNotFoundError:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(cfg.stdout_path))):
+            # the run this worker was started for is over: its folder is gone (the harness, stopped by a
+            # signal while this worker was being forked, removed it). Nobody waits for it: a quiet exit,
+            # not a traceback on the stopped harness's terminal
+            os._exit(1)
+        raise
     t1 = time.perf_counter()
     from harness.worker.main import worker_main
 
