@@ -6,8 +6,8 @@ call beyond the normal gap"; it now reads the sample's tail, end event seen comp
 It runs ``run_submission`` ranked, with a fresh secret and a fresh compile cache per run, in this
 process or (``--fresh-processes``, as ``python -m harness run`` does) each run in a process of its own,
 and records what ``TimingJudge.finish`` is given: every sample's event time, its tail,
-device-clock window, whether the gate held, the host time it did not hide and a second synchronize of
-the idle device right after the tail's, with the block's own calibrated gaps. One JSON line per judged
+device-clock window, whether the gate held, the host time it did not hide, a second synchronize of
+the idle device right after the tail's and the device clock's tail, with the block's own calibrated gaps. One JSON line per judged
 case, after a first line with the machine (device, versions, date, commit):
 
   python bench/wall_gap.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
@@ -32,7 +32,7 @@ from _common import machine  # puts the repository root on sys.path
 from harness.api import RunOptions, run_submission
 from harness.engine import timing_checks
 
-SERIES = ("tail_ns", "window_ns", "gate_held", "unhidden_host_ns", "idle_sync_ns")
+SERIES = ("tail_ns", "window_ns", "gate_held", "unhidden_host_ns", "idle_sync_ns", "device_tail_ns")
 
 
 def main() -> int:

@@ -142,13 +142,20 @@ class TailCheck:
     less the tail of an honest trivial call calibrated when the worker started (above max(20 us, half the
     median sample) the case is rejected in ranked runs: ``plausibility.implausible``); ``idle_sync_ns``:
     the median per call of a second synchronize right after each tail, of the idle device, which a slow
-    host lengthens and work left running does not (None when not read)."""
+    host lengthens and work left running does not; ``device_tail_ns``: the median per call of the device
+    clock's time from the end stamp until every SM had room for a block again (behind the launch gate),
+    which work left running lengthens and the host does not (None when not read). Both decide nothing."""
 
     excess_ns: float | None = None
     idle_sync_ns: float | None = None
+    device_tail_ns: float | None = None
 
     def to_extra(self) -> dict:
-        return {"tail_excess_ns": self.excess_ns, "idle_sync_ns": self.idle_sync_ns}
+        return {
+            "tail_excess_ns": self.excess_ns,
+            "idle_sync_ns": self.idle_sync_ns,
+            "device_tail_ns": self.device_tail_ns,
+        }
 
 
 @dataclass

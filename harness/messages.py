@@ -295,7 +295,8 @@ class WarmedUp:
 class Timed:
     """A chunk of timed calls: per sample its event time, its tail (host time from the end event seen
     complete to the device idle), device-clock window (or None), whether the launch gate held, the host
-    time nothing hid (or None), a second synchronize's host time (or None); the outputs asked for."""
+    time nothing hid (or None), a second synchronize's host time (or None), the device clock's tail (or
+    None); the outputs asked for."""
 
     ok: ClassVar[bool] = True
     samples_ns: list
@@ -304,6 +305,7 @@ class Timed:
     gate_held: list
     unhidden_host_ns: list
     idle_sync_ns: list
+    device_tail_ns: list
     gate_misses: int
     outputs: list
     integrity: Integrity
@@ -322,6 +324,7 @@ class Timed:
             "gate_held": _list_of(_flag),
             "unhidden_host_ns": _list_of(_optional_number),
             "idle_sync_ns": _list_of(_optional_number),
+            "device_tail_ns": _list_of(_optional_number),
         }
         series = {k: _field(header, k, valid[k], what) for k in TIMING_SERIES}
         outputs = decode_outputs(header, payloads, what)

@@ -32,8 +32,17 @@ Message = tuple[dict[str, Any], list[torch.Tensor]]  # a reply as it arrives: it
 # A timing reply's per-sample lists, one entry per sample each: event time, the tail (host time from the
 # end event seen complete to the device idle), the device clock's window (or None), whether the launch
 # gate held, the host time nothing hid (or None), a second synchronize's host time right after the
-# tail's, the device idle (or None; a diagnostic of the host).
-TIMING_SERIES = ("samples_ns", "tail_ns", "window_ns", "gate_held", "unhidden_host_ns", "idle_sync_ns")
+# tail's, the device idle (or None; a diagnostic of the host), the device clock's time from the end
+# stamp until every SM had room again (or None; the tail without the host).
+TIMING_SERIES = (
+    "samples_ns",
+    "tail_ns",
+    "window_ns",
+    "gate_held",
+    "unhidden_host_ns",
+    "idle_sync_ns",
+    "device_tail_ns",
+)
 # where a chunk of timed calls spends the worker's time: the harness's heat before it, reading each
 # input, the timed calls (flush and sample included), copying the returned outputs to the host
 TIMING_STEPS = ("heat", "touch", "calls", "outputs")

@@ -35,6 +35,8 @@ def test_the_escaped_work_finding_names_the_idle_devices_synchronize():
     found = implausible(short, [29e3] * 10, 4e3, None, True, idle_syncs_ns=[21e3] * 8 + [None] * 2)
     assert "escaped" in found and "of the idle device, took 21.0 us" in found
     assert "idle device" not in implausible(short, [29e3] * 10, 4e3, None, True, idle_syncs_ns=[21e3] + [None] * 9)
+    found = implausible(short, [29e3] * 10, 4e3, None, True, device_tails_ns=[24e3] * 10)
+    assert "every SM was free 24.0 us after the end" in found  # the device's own clock: no host in it
     assert implausible(short, [4e3] * 10, 4e3, None, True, idle_syncs_ns=[50e3] * 10) is None
 
 
@@ -107,9 +109,13 @@ def test_device_window_knows_whether_the_gate_held():
     from harness.worker.sampler import Sampler
 
     s = Sampler(torch.device("cpu"), None)
-    s._stamp, s._stamps, s.gate = object(), torch.tensor([1_000, 51_000]), SimpleNamespace(cap_ns=21.5e6)
+    s._stamp, s._stamps, s.gate = object(), torch.tensor([1_000, 51_000, 53_000]), SimpleNamespace(cap_ns=21.5e6)
     s._device_window(200e3)  # the host enqueued the call in 0.2 ms: well inside the cap
     assert (s.window_ns, s.window_held) == (50e3, True)
+    assert s.device_tail_ns is None  # no occupancy stamp: not read
+    s._occupancy = object()
+    s._device_window(200e3)
+    assert s.device_tail_ns == 2e3  # the end stamp -> the last SM free for the occupancy stamp's blocks
     s._device_window(20e6)  # 20 ms: close to the cap, the gate may have opened by itself
     assert (s.window_ns, s.window_held) == (50e3, False)
     s._closing_cap = 1  # calibration of the opened case: a gate that opens at once

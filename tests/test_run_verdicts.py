@@ -263,6 +263,7 @@ def test_a_timing_reply_must_carry_what_was_asked():
         "gate_held": [False, True],
         "unhidden_host_ns": [None, 0.0],
         "idle_sync_ns": [None, 2.0],
+        "device_tail_ns": [None, 1.5],
         "outputs": [obj, obj],
         "gate_misses": 0,
         "tampered": [],

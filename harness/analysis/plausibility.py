@@ -64,6 +64,7 @@ def implausible(
     window_gap_ns: dict | None = None,
     inputs_per_sample: int = 1,
     idle_syncs_ns: Sequence[float | None] = (),
+    device_tails_ns: Sequence[float | None] = (),
 ) -> str | None:
     """``tails_ns``: per sample, the host time from the end event seen complete to the device idle
     (``harness.worker.sampler``), and ``gap_ns`` its median for a trivial honest call;
@@ -74,7 +75,9 @@ def implausible(
     Samples, tails and windows are per input (a batched sample's divided by its ``inputs_per_sample``
     inputs); ``gap_ns`` and ``window_gap_ns`` are per sample, and are divided the same way.
     ``idle_syncs_ns``: per sample (per input), a second synchronize right after the tail's: named in the
-    escaped-work finding, it tells a slow host (both long) from work left running (the tail alone)."""
+    escaped-work finding, it tells a slow host (both long) from work left running (the tail alone);
+    ``device_tails_ns``: per sample (per input), the device clock's time from the end stamp until every
+    SM had room again, also named: work left running lengthens it, the host does not."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (
             f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "
@@ -90,7 +93,7 @@ def implausible(
             )
     escaped = tail_excess_ns(tails_ns, gap_ns, inputs_per_sample) if gpu else None
     if escaped is not None and escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
-        idle = median_measured(idle_syncs_ns)
+        idle, device = median_measured(idle_syncs_ns), median_measured(device_tails_ns)
         return (
             f"the device was still busy {escaped / 1e3:.1f} us per call after the end event, beyond the "
             f"normal gap: {ESCAPED_WORK} (another stream or thread)"
@@ -98,6 +101,11 @@ def implausible(
                 ""
                 if idle is None
                 else f"; a second synchronize right after, of the idle device, took {idle / 1e3:.1f} us"
+            )
+            + (
+                ""
+                if device is None
+                else f"; by the device's clock every SM was free {device / 1e3:.1f} us after the end"
             )
         )
     return None

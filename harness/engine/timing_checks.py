@@ -49,6 +49,7 @@ class TimingJudge:
                 TailCheck(
                     plausibility.tail_excess_ns(series["tail_ns"], self.session.gap_ns, batch),
                     plausibility.median_measured(series["idle_sync_ns"]),
+                    plausibility.median_measured(series["device_tail_ns"]),
                 )
             )
         reason = plausibility.implausible(
@@ -62,6 +63,7 @@ class TimingJudge:
             window_gap_ns,
             batch,
             series["idle_sync_ns"],
+            series["device_tail_ns"],
         )
         if reason and ctx.ranked:
             result.verdict, result.message = REJECTED, reason

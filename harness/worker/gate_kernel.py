@@ -1,5 +1,5 @@
 """The launch gate's kernel (see ``harness.worker.gate``): fills every thread slot of every SM and spins until
-the host releases it or the cap passes; and the sampler's timestamp kernel, which reads the same device
+the host releases it or the cap passes; and the sampler's timestamp kernels, which read the same device
 clock. Imported only on a GPU, when a gate is built."""
 
 import triton
@@ -52,3 +52,11 @@ def gate_kernel(count_ptr, open_ptr, started_ptr, release_ptr, seq, nblocks, cap
 def stamp_kernel(ptr, slot):
     """Writes the device's global timer (ns) to ``ptr[slot]``: the sampler's own clock, beside the events."""
     tl.store(ptr + slot, _now())
+
+
+@triton.jit(do_not_specialize=["slot"])
+def occupancy_stamp_kernel(ptr, slot):
+    """Launched on the gate's grid (every thread slot of every SM): each block keeps in ``ptr[slot]`` the
+    latest time a block started, so the value is when the last SM had room for it: on an idle device at
+    once, else when work another stream left running there ended. Times only grow, so no reset is needed."""
+    tl.atomic_max(ptr + slot, _now(), sem="relaxed", scope="gpu")

@@ -308,7 +308,7 @@ class Worker:
 
         def record(ns: float, tail: float) -> None:
             s = self.sampler
-            values = (ns, tail, s.window_ns, s.window_held, s.unhidden_host_ns, s.idle_sync_ns)
+            values = (ns, tail, s.window_ns, s.window_held, s.unhidden_host_ns, s.idle_sync_ns, s.device_tail_ns)
             for k, v in zip(protocol.TIMING_SERIES, values, strict=True):
                 series[k].append(v)
 

@@ -76,9 +76,11 @@ class Sampler:
         self.window_ns: float | None = None
         self.window_held = False
         self._stamp: Any = None  # the timestamp kernel (Triton), once compiled
+        self._occupancy: Any = None  # the occupancy timestamp kernel, once compiled
         self._closing_cap: int | None = None
         self.unhidden_host_ns: float | None = None  # per sample: the host's launch time that showed in the event time
         self.idle_sync_ns: float | None = None  # per sample: a synchronize of the idle device after the tail's
+        self.device_tail_ns: float | None = None  # per sample: the device clock's end stamp -> every SM free
         self.window_gap_ns: dict[str, float | None] = {"held": None, "opened": None}  # set by calibrate()
         if device.type == "cuda":
             self.start = _Event(enable_timing=True)
@@ -94,7 +96,7 @@ class Sampler:
                     else f"strict (launch gate unavailable: {why})"
                 )
             if self.gate is not None:
-                self._stamps = torch.zeros(2, dtype=torch.int64, device=device)
+                self._stamps = torch.zeros(3, dtype=torch.int64, device=device)
                 try:
                     from harness.worker.gate_kernel import stamp_kernel
 
@@ -103,17 +105,35 @@ class Sampler:
                     self._stamp = stamp_kernel
                 except Exception:
                     self._stamp = None
+                try:
+                    from harness.worker.gate_kernel import occupancy_stamp_kernel
+
+                    self._occupy(occupancy_stamp_kernel)  # compiles it now, outside any sample
+                    _c_sync()
+                    self._occupancy = occupancy_stamp_kernel
+                except Exception:
+                    self._occupancy = None
+
+    def _occupy(self, kernel: Any) -> None:
+        """The occupancy timestamp on the gate's grid, after the end stamp (``_stamps[2]``)."""
+        assert self.gate is not None
+        kernel[(self.gate.nblocks,)](self._stamps, 2, num_warps=self.gate.threads // 32)
 
     def _device_window(self, host_ns: int) -> None:
         """Sets ``window_ns``: the device clock's time from just before the start event to just after
         the end event, read after a gated sample; and ``window_held``: whether the gate surely held
         until the host had enqueued everything. Where it may have opened by itself (host time near its
-        cap) the window also holds the host's launch of the second timestamp kernel, a few us."""
+        cap) the window also holds the host's launch of the second timestamp kernel, a few us. Also
+        ``device_tail_ns``: from the end stamp until the last SM had room for a block of the occupancy
+        stamp (a diagnostic: work another stream left running holds its SMs, and the host's clock plays
+        no part)."""
         if self._stamp is None or self.gate is None:
             return
-        t0, t1 = self._stamps.tolist()
+        t0, t1, t2 = self._stamps.tolist()
         cap = self.gate.cap_ns if self._closing_cap is None else self._closing_cap
         self.window_ns, self.window_held = float(t1 - t0), host_ns <= 0.8 * cap - 10e3
+        if self._occupancy is not None:
+            self.device_tail_ns = float(t2 - t1)
 
     def _flush_ns(self) -> float:
         """Median device time of one L2 flush."""
@@ -178,6 +198,7 @@ class Sampler:
         self.persisting.reset()
         self.flush()
         self.window_ns, self.window_held, self.unhidden_host_ns, self.idle_sync_ns = None, False, None, None
+        self.device_tail_ns = None
         if self.gate is not None:
             if self.gate.close(self._closing_cap):
                 host0 = _perf_counter_ns()
@@ -189,6 +210,8 @@ class Sampler:
                     _event_record(self.end)
                     if self._stamp is not None:
                         self._stamp[(1,)](self._stamps, 1, num_warps=1)
+                        if self._occupancy is not None:
+                            self._occupy(self._occupancy)
                 finally:
                     enqueued = _perf_counter_ns()
                     self.gate.open()
@@ -223,6 +246,8 @@ class Sampler:
             self.unhidden_host_ns /= len(inputs)
         if self.idle_sync_ns is not None:
             self.idle_sync_ns /= len(inputs)
+        if self.device_tail_ns is not None:
+            self.device_tail_ns /= len(inputs)
         return ns / len(inputs), tail / len(inputs), outs
 
     def calibrate(self, n: int = 20) -> float:

@@ -37,6 +37,7 @@ SERIES = {
     "gate_held": [False, True],
     "unhidden_host_ns": [None, 0.0],
     "idle_sync_ns": [None, 2.0],
+    "device_tail_ns": [None, 1.5],
 }
 
 # (reply class, the honest header, its payloads, what the decoder checks it against)
@@ -111,6 +112,8 @@ MALFORMED = (
         (Timed, "unhidden_host_ns", [INF, 1.0]),
         (Timed, "idle_sync_ns", [1.0]),
         (Timed, "idle_sync_ns", [INF, 1.0]),
+        (Timed, "device_tail_ns", [1.0]),
+        (Timed, "device_tail_ns", ["x", 1.0]),
         (Timed, "gate_misses", -2),
         (Timed, "outputs", [TENSOR_META]),  # 1 output of 2 asked
         (Profiled, "table", None),
