@@ -46,6 +46,8 @@ from harness.worker.persisting_l2 import PersistingL2
 T = TypeVar("T")
 Kernel = Callable[[Any], Any]
 Sample = tuple[float, float, T]  # (device ns, tail ns, what the timed body returned)
+# a sample's figures beside its time, set by each sample (None where not read); a batched sample's are per input
+SAMPLE_FIGURES = ("window_ns", "unhidden_host_ns", "idle_sync_ns", "device_tail_ns")
 
 
 class L2Flusher:
@@ -197,8 +199,9 @@ class Sampler:
         """Runs ``body()`` between the protocol's clocks; returns (device_ns, tail_ns, result)."""
         self.persisting.reset()
         self.flush()
-        self.window_ns, self.window_held, self.unhidden_host_ns, self.idle_sync_ns = None, False, None, None
-        self.device_tail_ns = None
+        for name in SAMPLE_FIGURES:
+            setattr(self, name, None)
+        self.window_held = False
         if self.gate is not None:
             if self.gate.close(self._closing_cap):
                 host0 = _perf_counter_ns()
@@ -240,14 +243,10 @@ class Sampler:
     def batched(self, fn: Kernel, inputs: Sequence[Any]) -> Sample[list[Any]]:
         """One sample: one call on each of ``inputs``; the time per input. Returns (ns, tail_ns, outputs)."""
         ns, tail, outs = self._timed(lambda: [fn(d) for d in inputs])
-        if self.window_ns is not None:
-            self.window_ns /= len(inputs)
-        if self.unhidden_host_ns is not None:
-            self.unhidden_host_ns /= len(inputs)
-        if self.idle_sync_ns is not None:
-            self.idle_sync_ns /= len(inputs)
-        if self.device_tail_ns is not None:
-            self.device_tail_ns /= len(inputs)
+        for name in SAMPLE_FIGURES:
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value / len(inputs))
         return ns / len(inputs), tail / len(inputs), outs
 
     def calibrate(self, n: int = 20) -> float:
