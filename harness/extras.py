@@ -144,7 +144,8 @@ class TailCheck:
     the median per call of a second synchronize right after each tail, of the idle device, which a slow
     host lengthens and work left running does not; ``device_tail_ns``: the median per call of the device
     clock's time from the end stamp until every SM had room for a block again (behind the launch gate),
-    which work left running lengthens and the host does not (None when not read). Both decide nothing."""
+    which a kernel left running lengthens until it ends and the host does not (None when not read). Both
+    decide nothing."""
 
     excess_ns: float | None = None
     idle_sync_ns: float | None = None

@@ -33,7 +33,7 @@ Message = tuple[dict[str, Any], list[torch.Tensor]]  # a reply as it arrives: it
 # end event seen complete to the device idle), the device clock's window (or None), whether the launch
 # gate held, the host time nothing hid (or None), a second synchronize's host time right after the
 # tail's, the device idle (or None; a diagnostic of the host), the device clock's time from the end
-# stamp until every SM had room again (or None; the tail without the host).
+# stamp until every SM had room again (or None; the running kernel's rest, without the host).
 TIMING_SERIES = (
     "samples_ns",
     "tail_ns",

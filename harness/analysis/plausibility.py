@@ -77,7 +77,9 @@ def implausible(
     ``idle_syncs_ns``: per sample (per input), a second synchronize right after the tail's: named in the
     escaped-work finding, it tells a slow host (both long) from work left running (the tail alone);
     ``device_tails_ns``: per sample (per input), the device clock's time from the end stamp until every
-    SM had room again, also named: work left running lengthens it, the host does not."""
+    SM had room again, also named: a kernel left running lengthens it until it ends, the host does not.
+    Neither decides: a thread of the submission can lengthen the one, and side-stream work made of short
+    kernels leaves the other at an honest call's figure (docs/security.md)."""
     if floor_ns is not None and stats.mean < floor_ns:
         return (
             f"measured {stats.mean / 1e3:.3f} us is below the physical floor of {floor_ns / 1e3:.3f} us "

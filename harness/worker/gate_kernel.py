@@ -58,5 +58,6 @@ def stamp_kernel(ptr, slot):
 def occupancy_stamp_kernel(ptr, slot):
     """Launched on the gate's grid (every thread slot of every SM): each block keeps in ``ptr[slot]`` the
     latest time a block started, so the value is when the last SM had room for it: on an idle device at
-    once, else when work another stream left running there ended. Times only grow, so no reset is needed."""
+    once, else when the blocks another stream had running there ended (not the kernels queued behind them:
+    its blocks take the first free slots). Times only grow, so no reset is needed."""
     tl.atomic_max(ptr + slot, _now(), sem="relaxed", scope="gpu")

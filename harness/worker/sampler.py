@@ -127,8 +127,8 @@ class Sampler:
         until the host had enqueued everything. Where it may have opened by itself (host time near its
         cap) the window also holds the host's launch of the second timestamp kernel, a few us. Also
         ``device_tail_ns``: from the end stamp until the last SM had room for a block of the occupancy
-        stamp (a diagnostic: work another stream left running holds its SMs, and the host's clock plays
-        no part)."""
+        stamp (a diagnostic: a kernel another stream left running holds its SMs until it ends, though not
+        the kernels queued behind it, and the host's clock plays no part)."""
         if self._stamp is None or self.gate is None:
             return
         t0, t1, t2 = self._stamps.tolist()
