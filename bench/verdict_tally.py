@@ -47,23 +47,31 @@ def _row(group: str, source: str, doc: dict[str, Any], cache: str | None, outer_
 
 
 def _wall_gap_rows(group: str, path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A ``bench/wall_gap.py`` output: one row per run, its verdict the first case's that did not pass
+    """A ``bench/wall_gap.py`` output (or several joined, each from its machine line): one row per run, its
+    verdict the run's own (``run_result``), or in files written before it the first case's that did not pass
     (else pass), and the largest median beyond the block's calibrated gap of what the escaped-work check
     reads: a sample's tail (end event seen complete -> device idle), or in files written before the tail,
     its host wall time minus its event time."""
-    machine = lines[0]["machine"]
+    parts: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for line in lines:
+        if "machine" in line:
+            parts.append((line["machine"], []))
+        else:
+            parts[-1][1].append(line)
     rows = []
-    for run in dict.fromkeys(c["run"] for c in lines[1:]):
-        cases = [c for c in lines[1:] if c["run"] == run]
-        bad = [c for c in cases if c["verdict"] != "pass"]
-        row = _row(group, path.name, bad[0] if bad else {"verdict": "pass"}, None, None)
-        excess = [
-            (c.get("median_tail_ns", c.get("median_wall_minus_event_ns", 0.0)) - c["gap_ns"]) / 1e3
-            for c in cases
-            if c.get("gap_ns") is not None
-        ]
-        row["beyond_gap_us_max"] = max(excess, default=None)
-        rows.append(dict(row, device=machine.get("device"), date=machine.get("date")))
+    for machine, part in parts:
+        ends = {line["run"]: line["run_result"] for line in part if "run_result" in line}
+        for run in dict.fromkeys(line["run"] for line in part):
+            cases = [c for c in part if c["run"] == run and "run_result" not in c]
+            bad = [c for c in cases if c["verdict"] != "pass"]
+            row = _row(group, path.name, ends.get(run) or (bad[0] if bad else {"verdict": "pass"}), None, None)
+            excess = [
+                (c.get("median_tail_ns", c.get("median_wall_minus_event_ns", 0.0)) - c["gap_ns"]) / 1e3
+                for c in cases
+                if c.get("gap_ns") is not None
+            ]
+            row["beyond_gap_us_max"] = max(excess, default=None)
+            rows.append(dict(row, device=machine.get("device"), date=machine.get("date")))
     return rows
 
 

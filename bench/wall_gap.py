@@ -8,7 +8,9 @@ process or (``--fresh-processes``, as ``python -m harness run`` does) each run i
 and records what ``TimingJudge.finish`` is given: every sample's event time, its tail,
 device-clock window, whether the gate held, the host time it did not hide, a second synchronize of
 the idle device right after the tail's and the device clock's tail, with the block's own calibrated gaps. One JSON line per judged
-case, after a first line with the machine (device, versions, date, commit):
+case, after a first line with the machine (device, versions, date, commit), and after each run's cases a line with
+the run's own verdict (``run_result``: a block rejected by the escaped-work check alone is measured again, so a run
+may pass with a case that did not):
 
   python bench/wall_gap.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
   python bench/wall_gap.py --runs 4 --fresh-processes --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
@@ -86,6 +88,8 @@ def main() -> int:
                 Path(cache).chmod(0o711)  # a worker that runs as 'nobody' reaches its entry beneath it
                 opts = RunOptions(device=args.device, secret=secrets.token_hex(16), triton_cache_dir=cache)
                 result = run_submission(args.file, args.task, "leaderboard", opts)
+                end = {"verdict": result.verdict, "message": result.message, "warnings": list(result.warnings)}
+                out.write(json.dumps({"run": run_no, "run_result": end}) + "\n")
                 print(f"run {run_no}: {result.verdict} {result.message or ''}"[:300], file=sys.stderr)
     return 0
 

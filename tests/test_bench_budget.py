@@ -180,6 +180,13 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
         dict(case, median_wall_minus_event_ns=46000.0),
         {"run": 1, "verdict": "rejected", "message": "still busy", "gap_ns": 5000.0, "median_tail_ns": 30000.0},
     ]  # bench/wall_gap.py: the machine, then one line per judged case (run 0 as written before the tail)
+    flagged = {"run": 0, "verdict": "rejected", "message": "still busy", "gap_ns": 5000.0, "median_tail_ns": 27000.0}
+    probe += [
+        {"machine": {"device": "NVIDIA H200", "date": "2026-12-07"}},
+        flagged,
+        dict(flagged, verdict="pass", message="", gap_ns=10000.0, median_tail_ns=12000.0),
+        {"run": 0, "run_result": {"verdict": "pass", "message": "", "warnings": [again]}},
+    ]  # a second part joined after the first, written with each run's own verdict: its flagged block measured again
     (tmp_path / "t.json").write_text(json.dumps(timed))
     (tmp_path / "r.json").write_text(json.dumps(run))
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(line) + "\n" for line in probe))
@@ -191,7 +198,7 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
     assert doc["groups"] == {
         "fresh": {"pass": 2, "measured_again": 1},
         "plain": {"rejected": 1, "measured_again": 0},
-        "probe": {"pass": 1, "rejected": 1, "measured_again": 0},
+        "probe": {"pass": 2, "rejected": 1, "measured_again": 1},
     }
     rows = doc["rows"]
     assert [r["measured_again"] for r in rows[:3]] == [[again], [], []]
@@ -199,7 +206,28 @@ def test_verdict_tally_counts_the_blocks_measured_again(tmp_path):
     assert [(r["verdict"], r["beyond_gap_us_max"], r["device"]) for r in rows[3:]] == [
         ("pass", 3.0, "NVIDIA H100 80GB HBM3"),
         ("rejected", 25.0, "NVIDIA H100 80GB HBM3"),
-    ]  # one row per probe run: the worst case's verdict, the largest excess beyond the gap
+        ("pass", 22.0, "NVIDIA H200"),
+    ]  # one row per probe run: its own verdict where written (else the worst case's), the largest excess
+    assert rows[5]["measured_again"] == [again]
+
+
+def test_the_wall_gap_probe_writes_each_runs_own_verdict_after_its_cases(tmp_path):
+    """bench/wall_gap.py on the CPU fixture task: the machine line, one line per judged case, then the run's
+    own verdict (a run may pass with a flagged case, its block measured again), which verdict_tally reads."""
+    out, tally = tmp_path / "probe.jsonl", tmp_path / "tally.json"
+    probe = [sys.executable, str(ROOT / "bench" / "wall_gap.py"), "--runs", "1", "--out", str(out), "--device", "cpu"]
+    probe += [
+        "--task",
+        str(ROOT / "tests/fixtures/tasks/mxfp4_small/task.yml"),
+        str(ROOT / "submissions/torch_mxfp4.py"),
+    ]
+    subprocess.run(probe, check=True, cwd=ROOT, capture_output=True)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "machine" in lines[0] and all("spec" in line for line in lines[1:-1]) and len(lines) > 2, lines[:2]
+    assert lines[-1]["run"] == 0 and lines[-1]["run_result"]["verdict"] == "pass", lines[-1]
+    argv = [sys.executable, str(ROOT / "bench" / "verdict_tally.py"), "--out", str(tally), f"cpu={out}"]
+    subprocess.run(argv, check=True, cwd=ROOT, capture_output=True)
+    assert json.loads(tally.read_text())["groups"] == {"cpu": {"pass": 1, "measured_again": 0}}
 
 
 def test_a_board_counts_each_files_blocks_measured_again(bench):
