@@ -10,7 +10,7 @@ device-clock window, whether the gate held, the host time it did not hide, a sec
 the idle device right after the tail's and the device clock's tail, with the block's own calibrated gaps. One JSON line per judged
 case, after a first line with the machine (device, versions, date, commit), and after each run's cases a line with
 the run's own verdict (``run_result``: a block rejected by the escaped-work check alone is measured again, so a run
-may pass with a case that did not):
+may pass with a case that did not), score, wall time and phases (among them what each worker's start cost):
 
   python bench/wall_gap.py --runs 4 --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
   python bench/wall_gap.py --runs 4 --fresh-processes --out probe.jsonl submissions/triton_mxfp4.py --task mxfp4_mm
@@ -89,6 +89,7 @@ def main() -> int:
                 opts = RunOptions(device=args.device, secret=secrets.token_hex(16), triton_cache_dir=cache)
                 result = run_submission(args.file, args.task, "leaderboard", opts)
                 end = {"verdict": result.verdict, "message": result.message, "warnings": list(result.warnings)}
+                end |= {"wall_s": result.wall_s, "phases_s": result.phases_s, "score_us": result.score_us}
                 out.write(json.dumps({"run": run_no, "run_result": end}) + "\n")
                 print(f"run {run_no}: {result.verdict} {result.message or ''}"[:300], file=sys.stderr)
     return 0

@@ -224,7 +224,9 @@ def test_the_wall_gap_probe_writes_each_runs_own_verdict_after_its_cases(tmp_pat
     subprocess.run(probe, check=True, cwd=ROOT, capture_output=True)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert "machine" in lines[0] and all("spec" in line for line in lines[1:-1]) and len(lines) > 2, lines[:2]
-    assert lines[-1]["run"] == 0 and lines[-1]["run_result"]["verdict"] == "pass", lines[-1]
+    end = lines[-1]["run_result"]
+    assert lines[-1]["run"] == 0 and end["verdict"] == "pass" and end["score_us"] > 0, lines[-1]
+    assert end["phases_s"]["worker_start"] > 0 and end["wall_s"] >= end["phases_s"]["worker_start"], end
     argv = [sys.executable, str(ROOT / "bench" / "verdict_tally.py"), "--out", str(tally), f"cpu={out}"]
     subprocess.run(argv, check=True, cwd=ROOT, capture_output=True)
     assert json.loads(tally.read_text())["groups"] == {"cpu": {"pass": 1, "measured_again": 0}}
