@@ -95,21 +95,16 @@ def implausible(
             )
     escaped = tail_excess_ns(tails_ns, gap_ns, inputs_per_sample) if gpu else None
     if escaped is not None and escaped > max(ESCAPE_MIN_NS, ESCAPE_FRACTION * stats.median):
-        idle, device = median_measured(idle_syncs_ns), median_measured(device_tails_ns)
-        return (
+        finding = [
             f"the device was still busy {escaped / 1e3:.1f} us per call after the end event, beyond the "
             f"normal gap: {ESCAPED_WORK} (another stream or thread)"
-            + (
-                ""
-                if idle is None
-                else f"; a second synchronize right after, of the idle device, took {idle / 1e3:.1f} us"
-            )
-            + (
-                ""
-                if device is None
-                else f"; by the device's clock every SM was free {device / 1e3:.1f} us after the end"
-            )
-        )
+        ]
+        idle, device = median_measured(idle_syncs_ns), median_measured(device_tails_ns)
+        if idle is not None:
+            finding.append(f"a second synchronize right after, of the idle device, took {idle / 1e3:.1f} us")
+        if device is not None:
+            finding.append(f"by the device's clock every SM was free {device / 1e3:.1f} us after the end")
+        return "; ".join(finding)
     return None
 
 
