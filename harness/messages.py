@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness.protocol import TIMING_SERIES, TIMING_STEPS, ProtocolError, accepts_dtype, dtype_itemsize
+from harness.requests import HELD_STEP
 
 if TYPE_CHECKING:
     import torch
@@ -125,7 +126,7 @@ class Ready:
         )
 
 
-STARTUP_STEPS = ("isolate", "imports", "cuda_context", "sampler", "calibrate", "task")
+STARTUP_STEPS = ("isolate", "imports", "cuda_context", HELD_STEP, "sampler", "calibrate", "task")  # in order
 
 
 def _step_seconds(steps: object, names: tuple[str, ...]) -> dict[str, float]:

@@ -82,6 +82,17 @@ class Exit(Request):
     OP: ClassVar[str] = "exit"
 
 
+HELD_STEP = "held"  # the start-up step (Ready.startup_s) a worker started ahead spent waiting for Proceed
+
+
+@dataclass(frozen=True)
+class Proceed(Request):
+    """A worker started ahead (``WorkerConfig.hold``) goes on with its start: the launch gate, the
+    calibration and the ready message (no reply of its own)."""
+
+    OP: ClassVar[str] = "proceed"
+
+
 @dataclass(frozen=True)
 class Generate(Request):
     """Generate the inputs of ``specs`` (a case with its seed each) as slots, keeping the first ``keep``."""
@@ -155,7 +166,7 @@ class ShareOutputs(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {
-    cls.OP: cls for cls in (Load, Exit, Generate, Call, Warmup, Time, Profile, MeasureKernelOnly, ShareOutputs)
+    cls.OP: cls for cls in (Load, Exit, Proceed, Generate, Call, Warmup, Time, Profile, MeasureKernelOnly, ShareOutputs)
 }
 
 

@@ -585,11 +585,12 @@ time.sleep(0.5)                        # the orphan has written its pid
 """
 
 
-def test_what_a_blocks_worker_left_running_is_gone_before_the_next_worker_imports(tmp_path, pool):
+@pytest.mark.parametrize("start_ahead", ["off", "on"])
+def test_what_a_blocks_worker_left_running_is_gone_before_the_next_worker_imports(tmp_path, pool, start_ahead):
     """A worker of block b leaves an orphan; the worker of block b + 1, started while the last one
-    exits, finds it dead when the submission is imported again: the last worker's stop ends before
-    any submission code runs in the next."""
-    opts = RunOptions(device="cpu", max_repeats=3, blocks=3)
+    exits (or ahead, while it worked), finds it dead when the submission is imported again: the last
+    worker's stop ends before any submission code runs in the next."""
+    opts = RunOptions(device="cpu", max_repeats=3, blocks=3, start_ahead=start_ahead)
     r = run_submission(_submission(tmp_path, "orphans.py", LEAVES_AN_ORPHAN), MXFP4_SMALL, "benchmark", opts)
     assert r.verdict == PASS, r.message
     reports = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"at_import"')]
@@ -642,3 +643,81 @@ def test_a_renewal_cut_short_while_the_last_worker_stops_leaves_it_to_the_sessio
     last.proc.join(5.0)
     following.proc.join(5.0)
     assert not last.proc.is_alive() and not following.proc.is_alive()
+
+
+def _session(tmp_path: Path, start_ahead: str = "on"):
+    import torch
+
+    from harness.engine.context import RunContext
+    from harness.engine.device import device_info
+    from harness.engine.modes import Mode
+    from harness.engine.session import WorkerSession
+    from tasks.registry import load_task
+
+    device = torch.device("cpu")
+    opts = RunOptions(device="cpu", start_ahead=start_ahead)
+    ctx = RunContext(load_task(MXFP4_SMALL), Mode("benchmark"), opts, device, device_info(device), lambda _m: None)
+    return WorkerSession(ctx, _plain_worker_config(tmp_path), 8 << 30)
+
+
+def test_a_worker_started_ahead_waits_after_its_context_until_the_renewal(tmp_path, pool):
+    """WorkerSession.start_next_ahead: the next worker is forked and makes its CUDA context while the
+    current one works, then waits; its sampler and calibration (its first work on the GPU) come only
+    once renew() lets it go on, and what it did ahead is not counted in the run's worker_start."""
+    session = _session(tmp_path)
+    deadline = time.monotonic() + 120
+    session.start(deadline)
+    try:
+        first = session.sup
+        session.start_next_ahead()
+        ahead = session._ahead
+        assert ahead is not None
+        time.sleep(1.0)
+        assert ahead._first is None and ahead._failure is None, "it went on before it was told to"
+        assert ahead.sup.proc is not None and ahead.sup.proc.is_alive()
+        assert first is not None and first.strays() == [], "the current worker took the next one for its stray"
+        session.renew(deadline)
+        assert session.sup is ahead.sup and session._ahead is None
+        assert first.proc is not None and not first.proc.is_alive()
+        phases = session.ctx.phases.seconds
+        assert "worker_ahead.isolate" in phases and "worker_start.held" not in phases, phases
+        assert phases["worker_start"] < 0.9, "the wait ahead was counted as the renewal's start"
+        reply = session.load(deadline)
+        assert reply.ok
+    finally:
+        session.stop()
+
+
+def test_a_worker_started_ahead_for_a_block_that_never_comes_is_stopped_with_the_session(tmp_path, pool):
+    session = _session(tmp_path)
+    session.start(time.monotonic() + 120)
+    current = session.sup
+    session.start_next_ahead()
+    ahead = session._ahead
+    assert ahead is not None and current is not None
+    for _ in range(100):  # until it is forked
+        if ahead.sup.proc is not None:
+            break
+        time.sleep(0.05)
+    assert ahead.sup.proc is not None, "the worker ahead was never forked"
+    session.stop()
+    for sup in (current, ahead.sup):
+        assert sup.proc is not None
+        sup.proc.join(5.0)
+        assert not sup.proc.is_alive()
+    assert not ahead._thread.is_alive()
+
+
+@pytest.mark.parametrize("start_ahead", ["on", "off"])
+def test_blocks_whose_workers_start_ahead_rank_like_those_that_do_not(tmp_path, pool, start_ahead):
+    """A ranked run in three blocks with each block's worker started ahead: three fresh workers, none
+    taken for a process the submission left running (which a ranked run rejects), and the parts of
+    their start done ahead named as such."""
+    opts = RunOptions(device="cpu", max_repeats=3, blocks=3, start_ahead=start_ahead, secret="s3cret")
+    path = _submission(tmp_path, "pids.py", "import os\nprint('{\"at_import\": %d}' % os.getpid(), flush=True)\n")
+    r = run_submission(path, MXFP4_SMALL, "leaderboard", opts)
+    assert r.verdict == PASS, r.message
+    pids = {json.loads(line)["at_import"] for line in r.stdout.splitlines() if line.startswith('{"at_import"')}
+    assert len(pids) == 3, r.stdout
+    ahead = {k for k in r.phases_s if k.startswith("worker_ahead.")}
+    assert bool(ahead) == (start_ahead == "on"), r.phases_s

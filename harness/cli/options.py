@@ -32,6 +32,20 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_warmup_chunks_argument(parser)
     add_lead_in_argument(parser)
+    add_start_ahead_argument(parser)
+
+
+def add_start_ahead_argument(parser: argparse.ArgumentParser) -> None:
+    from harness.engine.options import START_AHEAD
+
+    parser.add_argument(
+        "--start-ahead",
+        choices=START_AHEAD,
+        default="auto",
+        help="blocks: start each block's fresh worker (its sandbox and CUDA context) while the last block is "
+        "measured, and let it touch the GPU only once that block is done (auto, the default: on a GPU; on: "
+        "also on the CPU; off: each worker starts after the last one)",
+    )
 
 
 def add_lead_in_argument(parser: argparse.ArgumentParser) -> None:

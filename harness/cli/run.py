@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         same_worker=args.same_worker,
         warmup_chunks=args.warmup_chunks,
         lead_in=args.lead_in,
+        start_ahead=args.start_ahead,
         timeout_scale=args.timeout_scale,
         memory_limit_gb=args.memory_limit_gb,
         drop_privileges=False if args.no_drop_privileges else None,

@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         blocks=args.blocks,
         warmup_chunks=args.warmup_chunks,
         lead_in=args.lead_in,
+        start_ahead=args.start_ahead,
         timeout_scale=args.timeout_scale,
     ).validate()
     check_store_writable(args.results_dir)

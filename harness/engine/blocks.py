@@ -2,7 +2,8 @@
 
 Block 0 runs in the worker that ran the tests; every later block first replaces it
 (``WorkerSession.renew``: the next worker starts while the last one exits, then imports the submission;
-with a warm worker pool behind the start that is a fraction of a second), then times
+with a warm worker pool behind the start that is a fraction of a second; on a GPU it was started ahead,
+while the last block was measured, up to its CUDA context, ``WorkerSession.start_next_ahead``), then times
 every shape once, in an order of its own, on inputs whose seeds derive from the secret and the block
 (``BLOCK_STRIDE``), and reads the GPU's clocks, temperature, power and throttle reasons before and after.
 Each case of a block takes 1/B of the stop rule (``StopRule.for_blocks``), so a ranked run takes about
@@ -137,6 +138,7 @@ class TimedBlocks:
     loop: BenchmarkLoop
     count: int
     renew: Callable[[float], None]
+    start_ahead: Callable[[], None] | None = None  # starts the next renewal's worker now (None: renew starts it)
     parts: list[list[CaseResult]] = field(default_factory=list)
     records: list[BlockRecord] = field(default_factory=list)
     worker_lost: bool = False  # a WorkerFailure ended the run (no last exchange with the worker)
@@ -177,6 +179,8 @@ class TimedBlocks:
                 t0 = time.monotonic()
                 self.renew(self.deadline)
                 self.deadline += time.monotonic() - t0
+            if self.start_ahead is not None and b + 1 < self.count:
+                self.start_ahead()  # its start overlaps this block; it touches the GPU after the block
             if self._block(b, shape_order(n, seed, secret), self.deadline, seed):
                 b = seed = b + 1
             elif self._remeasure(b):

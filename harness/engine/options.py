@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 SCAN_POLICIES = ("warn", "reject", "off")
 COMPILE_AHEAD = ("auto", "on", "off")  # harness.engine.compile_ahead
+START_AHEAD = ("auto", "on", "off")  # harness.engine.session.WorkerSession.starts_ahead
 LEAD_INS = ("chunk", "short", "case", "block")  # harness.engine.benchmark.lead_in_due, lead_in_ms below
 CHUNK_WARMUP_MS = 20  # GPU, the "chunk", "case" and "block" lead-ins: this long of each half
 SHORT_LEAD_IN_MS = 5  # the same under the "short" setting, the default
@@ -33,6 +34,7 @@ class RunOptions:
     max_repeats: int | None = None  # per benchmark case; default 100 on a GPU, 10 on the CPU
     blocks: int | None = None  # timed blocks (fresh worker and inputs each); default: harness.engine.blocks
     same_worker: bool = False  # the blocks share one worker: fresh inputs and shape order, not a fresh process
+    start_ahead: str = "auto"  # auto (on a GPU) | on | off: each block's worker starts while the last one works
     warmup_chunks: int = 0  # ranked: untimed chunks of fresh inputs before each case's timed chunks, every block
     # GPU: the lead-in (warm-up calls, heat) before every chunk, 5 ms of each (short) or 20 ms (chunk), each
     # case's first, or each block's first (harness.engine.benchmark.lead_in_due); measured by bench/lead_in.py
@@ -90,6 +92,8 @@ class RunOptions:
             raise _bad("scan_policy", "--scan-policy", f"one of {', '.join(SCAN_POLICIES)}", self.scan_policy)
         if self.compile_ahead not in COMPILE_AHEAD:
             raise _bad("compile_ahead", "--compile-ahead", f"one of {', '.join(COMPILE_AHEAD)}", self.compile_ahead)
+        if self.start_ahead not in START_AHEAD:
+            raise _bad("start_ahead", "--start-ahead", f"one of {', '.join(START_AHEAD)}", self.start_ahead)
         if self.scan_policy == "reject":
             from harness.engine.scan import require_scanner
 

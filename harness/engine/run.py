@@ -211,7 +211,8 @@ class Run:
                 deadline = self.ctx.deadline(task.benchmark_timeout)
             count = default_blocks(self.ctx.opt.blocks, self.ctx.ranked, self.ctx.gpu)
             assert self.session is not None and self.benchmarks is not None
-            self.blocks = TimedBlocks(self.ctx, self.session, self.benchmarks, count, self._renew)
+            ahead = None if self.ctx.opt.same_worker or not self.session.starts_ahead else self.session.start_next_ahead
+            self.blocks = TimedBlocks(self.ctx, self.session, self.benchmarks, count, self._renew, ahead)
             self.cases += self.blocks.run(deadline)
             if self.blocks.interrupted:
                 raise KeyboardInterrupt  # after keeping what the blocks measured

@@ -3,20 +3,23 @@ reply, replaced after it broke its CUDA context, and stopped."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from harness import protocol
 from harness.engine import verdicts
 from harness.engine.context import RunContext
 from harness.engine.deadlines import CallDeadlines, first_call_budget
-from harness.engine.pool import shared_pool
+from harness.engine.pool import WorkerPool, shared_pool
 from harness.engine.sandbox import report_warning
 from harness.engine.supervisor import Siblings, Supervisor, WorkerFailure
 from harness.messages import Failed, Generated, Loaded, OutputsShared, Ready, decode_reply
 from harness.protocol import ProtocolError
-from harness.requests import Generate, Load, Request, ShareOutputs
-from harness.results import ERROR, REJECTED
+from harness.requests import HELD_STEP, Generate, Load, Request, ShareOutputs
+from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.shared_outputs import SharedOutputs
 from harness.worker import persisting_l2
 from harness.worker.config import WorkerConfig
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 SHARED_MIN_BYTES = 16 * MIB  # a worker's output region at first (a ranked mxfp4_mm chunk's 10 outputs: 16 MB)
 SHARED_MAX_BYTES = 256 * MIB  # and at most (a batched nvfp4_gemm reply: 92 MB); more comes as frames
+AHEAD_WAIT_S = 24 * 3600.0  # a worker started ahead waits this long at most (AheadStart.finish bounds it)
+AHEAD_STOP_GRACE_S = 10.0  # how long a cancelled start's thread gets to see its worker killed
 
 
 class WorkerSession:
@@ -39,29 +44,59 @@ class WorkerSession:
         self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
         self.reply_bytes = 0  # the most output bytes one reply carried so far (sizes the next worker's region)
         self.siblings: Siblings | None = None  # workers that start beside this one (harness.engine.compile_ahead)
+        self._ahead: AheadStart | None = None  # the next worker, started ahead (start_next_ahead)
         # per-call limits inside the task's timeout
         outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
         self.deadlines = CallDeadlines(ctx.opt.timeout_scale, first_call_budget(ctx.gpu, outer))
 
+    @property
+    def starts_ahead(self) -> bool:
+        """Whether each block's fresh worker starts ahead (``RunOptions.start_ahead``: auto is on a GPU)."""
+        policy = self.ctx.opt.start_ahead
+        return policy == "on" or (policy == "auto" and self.ctx.gpu)
+
     def start(self, deadline: float) -> None:
         """Starts a worker and keeps its calibration, sent before the submission is imported."""
-        self.sup = Supervisor(self.config, self.memory_limit, frames_device=self.ctx.device, siblings=self.siblings)
+        self.sup = Supervisor(
+            self.config, self.memory_limit, frames_device=self.ctx.device, siblings=self.siblings or Siblings()
+        )
         self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
             header, payloads = self.sup.start(deadline, shared_pool(interpret=not self.ctx.gpu))
-        if self.sup.pool_warning and self.sup.pool_warning not in self.ctx.warnings:
-            self.ctx.warnings.append(self.sup.pool_warning)
+        self._started(header, payloads, deadline)
+
+    def start_next_ahead(self) -> None:
+        """Starts the worker that the next :meth:`renew` will put in place of this one, now, in a thread of
+        its own (:class:`AheadStart`): it is forked and confined and makes its CUDA context while this one
+        goes on (times), then waits; :meth:`renew` lets it launch its first GPU work (the launch gate, the
+        calibration) only once this one is done. Does nothing when one is ahead already."""
+        siblings = self._supervisor().siblings  # the current worker must not take the next for a stray of its own
+        if self._ahead is None and siblings is not None:
+            config = dataclasses.replace(self.config, hold=True)
+            sup = Supervisor(config, self.memory_limit, frames_device=self.ctx.device, siblings=siblings)
+            self._ahead = AheadStart(sup, shared_pool(interpret=not self.ctx.gpu))
+
+    def _started(self, header: dict[str, Any], payloads: list[torch.Tensor], deadline: float) -> None:
+        """Takes the new worker's first message: its calibration, the parts of its start, its sandbox."""
+        sup = self._supervisor()
+        if sup.pool_warning and sup.pool_warning not in self.ctx.warnings:
+            self.ctx.warnings.append(sup.pool_warning)
         ready = self._decode(header, payloads, Ready, "starting the worker", expect={}, plain=True)
         self.gap_ns, self.window_gap_ns = ready.gap_ns, dict(ready.window_gap_ns)
-        for step, seconds in ready.startup_s.items():  # parts of worker_start, as the worker timed them
-            self.ctx.phases.add(f"worker_start.{step}", seconds)
-        if self.sup.pool_ready_wait_s:  # a process's first worker: the pool's server was still importing
-            self.ctx.phases.add("worker_start.pool_ready", self.sup.pool_ready_wait_s)
+        steps = list(ready.startup_s.items())  # parts of worker_start, as the worker timed them, in order
+        held = next((i for i, (step, _) in enumerate(steps) if step == HELD_STEP), None)
+        for i, (step, seconds) in enumerate(steps):
+            if held is None or i > held:
+                self.ctx.phases.add(f"worker_start.{step}", seconds)
+            elif i < held:  # done ahead, beside the last worker: not on the run's path
+                self.ctx.phases.add(f"worker_ahead.{step}", seconds)
+        if sup.pool_ready_wait_s:  # a process's first worker: the pool's server was still importing
+            self.ctx.phases.add("worker_start.pool_ready", sup.pool_ready_wait_s)
         # sent before the import, like the calibration: the submission cannot shape it
         self.sandbox = (
             ready.sandbox if ready.sandbox is not None else {"landlock_error": "the worker sent no sandbox report"}
         )
-        self.sandbox["started_by"] = self.sup.started_by  # the parent's own fact, not the worker's report
+        self.sandbox["started_by"] = sup.started_by  # the parent's own fact, not the worker's report
         warning = report_warning(self.sandbox)
         if warning and warning not in self.ctx.warnings:
             self.ctx.warnings.append(warning)
@@ -162,13 +197,30 @@ class WorkerSession:
         retiring = self._retiring = self._supervisor()
         retiring.retire()
         try:
-            self.start(deadline)
+            if self._ahead is not None:
+                self._take_ahead(deadline)
+            else:
+                self.start(deadline)
         finally:
             spare = (self.sup.pid,) if self.sup is not None and self.sup is not retiring and self.sup.pid else ()
             with self.ctx.phases.measure("worker_stop"):
                 retiring.stop(spare=spare)
             self._retiring = None  # only once that stop is done: a Ctrl-C inside it leaves the worker to stop()
+            if retiring.siblings is not None:
+                with retiring.siblings.lock:  # reaped: a later process with its id is nobody's sibling
+                    retiring.siblings.pids.discard(retiring.pid)
         self._supervisor().forget_gone()
+
+    def _take_ahead(self, deadline: float) -> None:
+        """The worker started ahead takes the place of the current one, which has been asked to exit: it
+        goes on with its start (its first GPU work), and its first message is taken as :meth:`start` does."""
+        ahead, self._ahead = self._ahead, None
+        assert ahead is not None
+        self.sup = ahead.sup
+        self.deadlines.restart()
+        with self.ctx.phases.measure("worker_start"):
+            header, payloads = ahead.finish(deadline)
+        self._started(header, payloads, deadline)
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -254,8 +306,51 @@ class WorkerSession:
             if self._retiring is not None:  # a renewal cut short: the worker it was replacing
                 self._retiring.stop()
                 self._retiring = None
+            if self._ahead is not None:  # started for a block that did not come
+                self._ahead.cancel()
+                self._ahead = None
             self.sup.stop()
         return self.sup.captured_output()
+
+
+class AheadStart:
+    """A worker's :meth:`Supervisor.start` in a thread of its own, for a worker configured to hold
+    (``WorkerConfig.hold``): it waits there, its CUDA context made, until :meth:`finish`."""
+
+    def __init__(self, sup: Supervisor, pool: WorkerPool | None):
+        self.sup = sup
+        self._first: protocol.Message | None = None
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, args=(pool,), name="worker-ahead", daemon=True)
+        self._thread.start()
+
+    def _start(self, pool: WorkerPool | None) -> None:
+        try:
+            self._first = self.sup.start(time.monotonic() + AHEAD_WAIT_S, pool)
+        except BaseException as exc:  # taken up by finish()
+            self._failure = exc
+
+    def finish(self, deadline: float) -> protocol.Message:
+        """Lets the worker go on and returns its first message; the start's failure, or a timeout at
+        ``deadline`` (the worker then killed), as :meth:`Supervisor.start` would raise them."""
+        self.sup.proceed()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            self.cancel()
+            raise WorkerFailure(
+                TIMEOUT,
+                "timed out while starting the worker: the task's time limit for this mode ran out",
+            )
+        if self._failure is not None:
+            raise self._failure
+        assert self._first is not None
+        return self._first
+
+    def cancel(self) -> None:
+        """Stops the worker (and the start's thread, which then sees it gone)."""
+        self.sup.stop()
+        self._thread.join(AHEAD_STOP_GRACE_S)
+        self.sup.stop()  # a start that was forking above has its worker now
 
 
 DIFFERENT_INPUTS = (

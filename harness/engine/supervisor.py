@@ -28,7 +28,7 @@ from harness import protocol
 from harness.channel import REPLY_GRACE_S, FrameReader, ReplyStalled
 from harness.engine import process_tree
 from harness.engine.pool import WorkerPool, become_subreaper
-from harness.requests import Exit, Request
+from harness.requests import Exit, Proceed, Request
 from harness.results import ERROR, REJECTED, TIMEOUT
 from harness.shared_outputs import SharedOutputs
 from harness.worker.config import WorkerConfig
@@ -106,6 +106,11 @@ class Supervisor:
         self.shared: SharedOutputs | None = None  # where the worker places its replies' outputs, if anywhere
         self._exit_sent = False  # retire() asked the worker to exit
         self._spared: set[int] = set()  # our children that stop() leaves alone (the next worker, the pool's server)
+        self._go = threading.Event()  # a worker started ahead (cfg.hold) may go on: proceed() or stop()
+
+    @property
+    def siblings(self) -> Siblings | None:
+        return self._siblings
 
     # -- life cycle ----------------------------------------------------------------------------------
     def start(self, deadline: float, pool: WorkerPool | None = None) -> protocol.Message:
@@ -144,6 +149,7 @@ class Supervisor:
             self.conn.close()
             return None
         try:
+            self._release_held(deadline)
             return self._receive(deadline, what="starting the worker")
         except WorkerFailure as failure:
             if failure.verdict == TIMEOUT:
@@ -163,7 +169,24 @@ class Supervisor:
                 self._siblings.pids.add(spawned.pid)
         child.close()
         self.proc, self.pid, self.started_by = spawned, int(spawned.pid or 0), "spawn"
+        self._release_held(deadline)
         return self._receive(deadline, what="starting the worker")
+
+    def proceed(self) -> None:
+        """Lets a worker started ahead (``WorkerConfig.hold``: :meth:`start` runs in a thread of its own and
+        waits here) go on from its CUDA context to its sampler, calibration and first message."""
+        self._go.set()
+
+    def _release_held(self, deadline: float) -> None:
+        """For a worker started ahead: waits for :meth:`proceed` (or :meth:`stop`), then tells the worker."""
+        if not self.cfg.hold:
+            return
+        self._go.wait(max(0.0, deadline - time.monotonic()))
+        if self._go.is_set() and not self._stop.is_set() and self.conn is not None:
+            try:
+                protocol.send_to_worker(self.conn, Proceed())
+            except (OSError, ValueError):
+                pass  # dead already: _receive says so
 
     def retire(self) -> None:
         """Asks the worker to exit and returns at once, so that the next worker can start while this one
@@ -181,6 +204,7 @@ class Supervisor:
         """Ends the worker and everything it started; safe to call more than once. ``spare``: our
         children that are not this worker's to kill (the next worker, started after :meth:`retire`)."""
         self._stop.set()
+        self._go.set()  # a start that waits for proceed() ends (its worker is killed below)
         self._spared.update(spare)
         if self._pool is not None and self._pool.server_pid is not None:
             self._spared.add(self._pool.server_pid)  # the pool's server may have been replaced since start()

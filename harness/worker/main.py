@@ -28,11 +28,13 @@ import torch
 from harness import protocol
 from harness.protocol import ProtocolError
 from harness.requests import (
+    HELD_STEP,
     Call,
     Exit,
     Generate,
     Load,
     MeasureKernelOnly,
+    Proceed,
     Profile,
     Request,
     ShareOutputs,
@@ -150,6 +152,9 @@ class Worker:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # the CUDA context, created here rather than in the sampler
         took("cuda_context")
+        if cfg.hold:
+            _wait_to_proceed(conn)
+            took(HELD_STEP)  # not a cost: the parent names the steps before it as done ahead
         with _own_kernels_cache(cfg):  # the gate's and the clock's kernels compile here, not in the submission's
             self.sampler = Sampler(self.device, cfg.l2_bytes, cfg.hide_bytes)
         took("sampler")
@@ -408,6 +413,18 @@ class Worker:
         if reply is not None:
             protocol.send(self.conn, reply)
         return True
+
+
+def _wait_to_proceed(conn: Connection) -> None:
+    """A worker started ahead (``WorkerConfig.hold``) waits here, its CUDA context made and nothing launched
+    on the GPU, while the worker it will replace may still be timing; it goes on at the parent's
+    :class:`Proceed` and ends quietly at anything else (an Exit, a closed channel)."""
+    try:
+        request = decode_request(protocol.receive_from_parent(conn))
+    except (EOFError, OSError, ProtocolError):
+        os._exit(0)
+    if not isinstance(request, Proceed):
+        os._exit(0)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from harness.requests import (
     Generate,
     Load,
     MeasureKernelOnly,
+    Proceed,
     Profile,
     ShareOutputs,
     Time,
@@ -26,6 +27,7 @@ from harness.requests import (
 EXAMPLES = [
     Load(),
     Exit(),
+    Proceed(),
     Generate(specs=[{"m": 4, "n": 8, "k": 64, "seed": 3}], keep=1),
     Call(data=2),
     Warmup(data=0, min_calls=3, min_ms=100),

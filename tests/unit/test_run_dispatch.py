@@ -50,6 +50,11 @@ class FakeSession:
     def renew(self, deadline):
         self.renewals = getattr(self, "renewals", 0) + 1
 
+    starts_ahead = True  # each renewal's worker started while the block before it runs
+
+    def start_next_ahead(self):
+        self.started_ahead = getattr(self, "started_ahead", 0) + 1
+
     def load(self, deadline, what=""):
         return SimpleNamespace(ok=True)
 
@@ -135,6 +140,7 @@ def test_a_ranked_run_times_every_shape_in_fresh_workers_block_after_block():
     run = _run(Mode.LEADERBOARD, session=session, benchmarks=benchmarks)
     assert benchmarks.blocks == 3 and benchmarks.blocks_seen == 3  # the CPU's ranked default
     assert session.renewals == 2  # a fresh worker for blocks 2 and 3
+    assert session.started_ahead == 2  # each started during the block before it, none after the last
     assert [r.index for r in run.blocks.records] == [0, 1, 2]
     assert all(sorted(r.order) == [0, 1] for r in run.blocks.records)
 
