@@ -70,8 +70,8 @@ class WorkerSession:
         its own (:class:`AheadStart`): it is forked and confined and makes its CUDA context while this one
         goes on (times), then waits; :meth:`renew` lets it launch its first GPU work (the launch gate, the
         calibration) only once this one is done. Does nothing when one is ahead already."""
-        siblings = self._supervisor().siblings  # the current worker must not take the next for a stray of its own
-        if self._ahead is None and siblings is not None:
+        if self._ahead is None:
+            siblings = self._supervisor().siblings  # the current worker must not take the next for its stray
             config = dataclasses.replace(self.config, hold=True)
             sup = Supervisor(config, self.memory_limit, frames_device=self.ctx.device, siblings=siblings)
             self._ahead = AheadStart(sup, shared_pool(interpret=not self.ctx.gpu))
