@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 SHARED_MIN_BYTES = 16 * MIB  # a worker's output region at first (a ranked mxfp4_mm chunk's 10 outputs: 16 MB)
 SHARED_MAX_BYTES = 256 * MIB  # and at most (a batched nvfp4_gemm reply: 92 MB); more comes as frames
-AHEAD_WAIT_S = 24 * 3600.0  # a worker started ahead waits this long at most (AheadStart.finish bounds it)
-AHEAD_STOP_GRACE_S = 10.0  # how long a cancelled start's thread gets to see its worker killed
+HELD_WAIT_S = 24 * 3600.0  # a held worker waits this long at most (HeldStart.finish bounds the wait)
+HELD_STOP_GRACE_S = 10.0  # how long a cancelled start's thread gets to see its worker killed
 
 
 class WorkerSession:
@@ -44,7 +44,7 @@ class WorkerSession:
         self.sandbox: dict[str, Any] | None = None  # what confined the worker (RunResult.sandbox)
         self.reply_bytes = 0  # the most output bytes one reply carried so far (sizes the next worker's region)
         self.siblings: Siblings | None = None  # workers that start beside this one (harness.engine.compile_ahead)
-        self._ahead: AheadStart | None = None  # the next worker, started ahead (start_next_ahead)
+        self._next: HeldStart | None = None  # the next worker, started and held (start_next_ahead, renew)
         # per-call limits inside the task's timeout
         outer = verdicts.first_timeout(ctx.task, ctx.mode, ctx.ranked)
         self.deadlines = CallDeadlines(ctx.opt.timeout_scale, first_call_budget(ctx.gpu, outer))
@@ -67,17 +67,26 @@ class WorkerSession:
 
     def start_next_ahead(self) -> None:
         """Starts the worker that the next :meth:`renew` will put in place of this one, now, in a thread of
-        its own (:class:`AheadStart`): it is forked and confined and makes its CUDA context while this one
-        goes on (times), then waits; :meth:`renew` lets it launch its first GPU work (the launch gate, the
-        calibration) only once this one is done. Does nothing when one is ahead already."""
-        if self._ahead is None:
-            siblings = self._supervisor().siblings  # the current worker must not take the next for its stray
-            config = dataclasses.replace(self.config, hold=True)
-            sup = Supervisor(config, self.memory_limit, frames_device=self.ctx.device, siblings=siblings)
-            self._ahead = AheadStart(sup, shared_pool(interpret=not self.ctx.gpu))
+        its own (:class:`HeldStart`): it is forked and confined and makes its CUDA context while this one
+        goes on (times, with ``--start-ahead``), then waits; :meth:`renew` lets it launch its first GPU work
+        (the launch gate, the calibration) only once this one is reaped. Does nothing when one is ahead
+        already."""
+        if self._next is None:
+            self._next = self._held_start(during_block=True)
 
-    def _started(self, header: dict[str, Any], payloads: list[torch.Tensor], deadline: float) -> None:
-        """Takes the new worker's first message: its calibration, the parts of its start, its sandbox."""
+    def _held_start(self, during_block: bool) -> HeldStart:
+        """The next worker, started now in a thread of its own; it holds before its first GPU work."""
+        siblings = self._supervisor().siblings  # the current worker must not take the next for its stray
+        config = dataclasses.replace(self.config, hold=True)
+        sup = Supervisor(config, self.memory_limit, frames_device=self.ctx.device, siblings=siblings)
+        return HeldStart(sup, shared_pool(interpret=not self.ctx.gpu), during_block)
+
+    def _started(
+        self, header: dict[str, Any], payloads: list[torch.Tensor], deadline: float, ahead: bool = False
+    ) -> None:
+        """Takes the new worker's first message: its calibration, the parts of its start, its sandbox.
+        ``ahead``: it was started during the block before, and held; what it did before it held was then
+        not on the run's path (``worker_ahead.*``)."""
         sup = self._supervisor()
         if sup.pool_warning and sup.pool_warning not in self.ctx.warnings:
             self.ctx.warnings.append(sup.pool_warning)
@@ -86,10 +95,9 @@ class WorkerSession:
         steps = list(ready.startup_s.items())  # parts of worker_start, as the worker timed them, in order
         held = next((i for i, (step, _) in enumerate(steps) if step == HELD_STEP), None)
         for i, (step, seconds) in enumerate(steps):
-            if held is None or i > held:
-                self.ctx.phases.add(f"worker_start.{step}", seconds)
-            elif i < held:  # done ahead, beside the last worker: not on the run's path
-                self.ctx.phases.add(f"worker_ahead.{step}", seconds)
+            if step != HELD_STEP:
+                ahead_step = ahead and held is not None and i < held  # done beside the last block's work
+                self.ctx.phases.add(f"worker_{'ahead' if ahead_step else 'start'}.{step}", seconds)
         if sup.pool_ready_wait_s:  # a process's first worker: the pool's server was still importing
             self.ctx.phases.add("worker_start.pool_ready", sup.pool_ready_wait_s)
         # sent before the import, like the calibration: the submission cannot shape it
@@ -190,37 +198,36 @@ class WorkerSession:
         return self.request("import", Load(), deadline, what, Loaded)
 
     def renew(self, deadline: float) -> None:
-        """A fresh worker in place of the current one. The current one is asked to exit and the next one
-        starts meanwhile (fork, sandbox, CUDA context: the two overlap); then the current one is reaped
-        and everything it started killed, the next one spared, before the next one runs any submission
-        code (its import comes after this returns)."""
+        """A fresh worker in place of the current one. The next one was started ahead during the block
+        (:meth:`start_next_ahead`), or starts now: fork, sandbox, CUDA context, while the current one is
+        asked to exit. The current one is then reaped and everything it started killed, the next one
+        spared; only after that does the next one launch its first GPU work (the launch gate's check, the
+        calibration), so nothing the last worker left running can skew its calibration, and none of it
+        runs when the next one imports the submission (after this returns)."""
         retiring = self._retiring = self._supervisor()
+        if self._next is None:
+            self._next = self._held_start(during_block=False)
         retiring.retire()
-        try:
-            if self._ahead is not None:
-                self._take_ahead(deadline)
-            else:
-                self.start(deadline)
-        finally:
-            spare = (self.sup.pid,) if self.sup is not None and self.sup is not retiring and self.sup.pid else ()
-            with self.ctx.phases.measure("worker_stop"):
-                retiring.stop(spare=spare)
-            self._retiring = None  # only once that stop is done: a Ctrl-C inside it leaves the worker to stop()
-            if retiring.siblings is not None:
-                with retiring.siblings.lock:  # reaped: a later process with its id is nobody's sibling
-                    retiring.siblings.pids.discard(retiring.pid)
+        spare = (self._next.sup.pid,) if self._next.sup.pid else ()  # not yet forked: a sibling once it is
+        with self.ctx.phases.measure("worker_stop"):
+            retiring.stop(spare=spare)
+        self._retiring = None  # only once that stop is done: a Ctrl-C inside it leaves the worker to stop()
+        if retiring.siblings is not None:
+            with retiring.siblings.lock:  # reaped: a later process with its id is nobody's sibling
+                retiring.siblings.pids.discard(retiring.pid)
+        self._take_next(deadline)
         self._supervisor().forget_gone()
 
-    def _take_ahead(self, deadline: float) -> None:
-        """The worker started ahead takes the place of the current one, which has been asked to exit: it
-        goes on with its start (its first GPU work), and its first message is taken as :meth:`start` does."""
-        ahead, self._ahead = self._ahead, None
-        assert ahead is not None
-        self.sup = ahead.sup
+    def _take_next(self, deadline: float) -> None:
+        """The held worker takes the place of the one just reaped: it goes on with its start (its first
+        GPU work), and its first message is taken as :meth:`start` does."""
+        held, self._next = self._next, None
+        assert held is not None
+        self.sup = held.sup
         self.deadlines.restart()
         with self.ctx.phases.measure("worker_start"):
-            header, payloads = ahead.finish(deadline)
-        self._started(header, payloads, deadline)
+            header, payloads = held.finish(deadline)
+        self._started(header, payloads, deadline, ahead=held.during_block)
 
     def replace(self, deadline: float) -> None:
         """A new worker (re-imports the submission) so that the remaining cases still run."""
@@ -306,19 +313,20 @@ class WorkerSession:
             if self._retiring is not None:  # a renewal cut short: the worker it was replacing
                 self._retiring.stop()
                 self._retiring = None
-            if self._ahead is not None:  # started for a block that did not come
-                self._ahead.cancel()
-                self._ahead = None
+            if self._next is not None:  # started for a block that did not come, or a renewal cut short
+                self._next.cancel()
+                self._next = None
             self.sup.stop()
         return self.sup.captured_output()
 
 
-class AheadStart:
+class HeldStart:
     """A worker's :meth:`Supervisor.start` in a thread of its own, for a worker configured to hold
-    (``WorkerConfig.hold``): it waits there, its CUDA context made, until :meth:`finish`."""
+    (``WorkerConfig.hold``): it waits there, its CUDA context made, until :meth:`finish`.
+    ``during_block``: started while the block before it was measured (``--start-ahead``)."""
 
-    def __init__(self, sup: Supervisor, pool: WorkerPool | None):
-        self.sup = sup
+    def __init__(self, sup: Supervisor, pool: WorkerPool | None, during_block: bool):
+        self.sup, self.during_block = sup, during_block
         self._first: protocol.Message | None = None
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._start, args=(pool,), name="worker-ahead", daemon=True)
@@ -326,7 +334,7 @@ class AheadStart:
 
     def _start(self, pool: WorkerPool | None) -> None:
         try:
-            self._first = self.sup.start(time.monotonic() + AHEAD_WAIT_S, pool)
+            self._first = self.sup.start(time.monotonic() + HELD_WAIT_S, pool)
         except BaseException as exc:  # taken up by finish()
             self._failure = exc
 
@@ -349,7 +357,7 @@ class AheadStart:
     def cancel(self) -> None:
         """Stops the worker (and the start's thread, which then sees it gone)."""
         self.sup.stop()
-        self._thread.join(AHEAD_STOP_GRACE_S)
+        self._thread.join(HELD_STOP_GRACE_S)
         self.sup.stop()  # a start that was forking above has its worker now
 
 
