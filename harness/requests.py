@@ -82,13 +82,13 @@ class Exit(Request):
     OP: ClassVar[str] = "exit"
 
 
-HELD_STEP = "held"  # the start-up step (Ready.startup_s) a worker started ahead spent waiting for Proceed
+HELD_STEP = "held"  # the start-up step (Ready.startup_s) a held worker spent waiting for Proceed
 
 
 @dataclass(frozen=True)
 class Proceed(Request):
-    """A worker started ahead (``WorkerConfig.hold``) goes on with its start: the launch gate, the
-    calibration and the ready message (no reply of its own)."""
+    """A held worker (``WorkerConfig.hold``) goes on with its start: the launch gate, the calibration and
+    the ready message (no reply of its own)."""
 
     OP: ClassVar[str] = "proceed"
 

@@ -43,8 +43,8 @@ def add_start_ahead_argument(parser: argparse.ArgumentParser) -> None:
         choices=START_AHEAD,
         default="auto",
         help="blocks: start each block's fresh worker (its sandbox and CUDA context) while the last block is "
-        "measured, and let it touch the GPU only once that block is done (auto, the default: on a GPU; on: "
-        "also on the CPU; off: each worker starts after the last one)",
+        "measured; it launches nothing on the GPU until the last block's worker is reaped (auto, the default: "
+        "on a GPU; on: also on the CPU; off: each worker starts once the last block is done)",
     )
 
 

@@ -1,9 +1,9 @@
 """The timed cases in blocks: each block renews what changes between runs.
 
 Block 0 runs in the worker that ran the tests; every later block first replaces it
-(``WorkerSession.renew``: the next worker starts while the last one exits, then imports the submission;
-with a warm worker pool behind the start that is a fraction of a second; on a GPU it was started ahead,
-while the last block was measured, up to its CUDA context, ``WorkerSession.start_next_ahead``), then times
+(``WorkerSession.renew``: the next worker, forked by the warm worker pool and held after its CUDA
+context, goes on once the last one and everything it left running are reaped, then imports the
+submission; on a GPU it was started during the last block, ``WorkerSession.start_next_ahead``), then times
 every shape once, in an order of its own, on inputs whose seeds derive from the secret and the block
 (``BLOCK_STRIDE``), and reads the GPU's clocks, temperature, power and throttle reasons before and after.
 Each case of a block takes 1/B of the stop rule (``StopRule.for_blocks``), so a ranked run takes about
@@ -180,7 +180,7 @@ class TimedBlocks:
                 self.renew(self.deadline)
                 self.deadline += time.monotonic() - t0
             if self.start_ahead is not None and b + 1 < self.count:
-                self.start_ahead()  # its start overlaps this block; it touches the GPU after the block
+                self.start_ahead()  # its start overlaps this block; it launches nothing on the GPU before renew()
             if self._block(b, shape_order(n, seed, secret), self.deadline, seed):
                 b = seed = b + 1
             elif self._remeasure(b):

@@ -1,5 +1,6 @@
-"""The run's worker: one :class:`Supervisor` at a time, started, asked, checked for tampering on every
-reply, replaced after it broke its CUDA context, and stopped."""
+"""The run's worker: one :class:`Supervisor` at a time (and the next one, held before its first GPU work,
+while it is replaced), started, asked, checked for tampering on every reply, replaced after it broke its
+CUDA context or for a new block, and stopped."""
 
 from __future__ import annotations
 

@@ -173,12 +173,12 @@ class Supervisor:
         return self._receive(deadline, what="starting the worker")
 
     def proceed(self) -> None:
-        """Lets a worker started ahead (``WorkerConfig.hold``: :meth:`start` runs in a thread of its own and
-        waits here) go on from its CUDA context to its sampler, calibration and first message."""
+        """Lets a held worker (``WorkerConfig.hold``: :meth:`start` runs in a thread of its own and waits
+        here) go on from its CUDA context to its sampler, calibration and first message."""
         self._go.set()
 
     def _release_held(self, deadline: float) -> None:
-        """For a worker started ahead: waits for :meth:`proceed` (or :meth:`stop`), then tells the worker."""
+        """For a held worker: waits for :meth:`proceed` (or :meth:`stop`), then tells the worker."""
         if not self.cfg.hold:
             return
         self._go.wait(max(0.0, deadline - time.monotonic()))

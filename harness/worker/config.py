@@ -28,7 +28,7 @@ class WorkerConfig:
     # worker starts, before the submission is imported, then sealed read-only (harness.worker.sandbox.seal)
     harness_kernels_dir: str | None = None
     hide_harness: bool = False  # ranked runs: the harness's own packages fenced off (harness.worker.imports)
-    # started ahead, beside a worker that may be timing: it creates its CUDA context, then waits for the
-    # parent's Proceed before anything that launches work on the GPU (its sampler, the calibration)
+    # held: it creates its CUDA context, then waits for the parent's Proceed (sent once the worker it replaces
+    # is reaped) before anything that launches work on the GPU (its sampler, the calibration)
     hold: bool = False
     confine: bool = True  # False only in bench/sandbox_overhead.py (no CLI/option)

@@ -416,8 +416,8 @@ class Worker:
 
 
 def _wait_to_proceed(conn: Connection) -> None:
-    """A worker started ahead (``WorkerConfig.hold``) waits here, its CUDA context made and nothing launched
-    on the GPU, while the worker it will replace may still be timing; it goes on at the parent's
+    """A held worker (``WorkerConfig.hold``) waits here, its CUDA context made and nothing launched on the
+    GPU, while the worker it replaces still works or is being reaped; it goes on at the parent's
     :class:`Proceed` and ends quietly at anything else (an Exit, a closed channel)."""
     try:
         request = decode_request(protocol.receive_from_parent(conn))
