@@ -695,8 +695,10 @@ def test_a_worker_started_ahead_for_a_block_that_never_comes_is_stopped_with_the
                 break
             time.sleep(0.05)
         assert ahead.sup.proc is not None, "the worker ahead was never forked"
+        time.sleep(0.5)  # held
     finally:
         session.stop()
+    assert ahead.sup.started_by == "pool" and not pool.broken, (ahead.sup.pool_warning, pool.broken)
     for sup in (current, ahead.sup):
         assert sup.proc is not None
         sup.proc.join(5.0)

@@ -152,7 +152,7 @@ class Supervisor:
             self._release_held(deadline)
             return self._receive(deadline, what="starting the worker")
         except WorkerFailure as failure:
-            if failure.verdict == TIMEOUT:
+            if failure.verdict == TIMEOUT or self._stop.is_set():  # stopped while it started: not the pool's fault
                 raise
             pool.discard(f"a worker it forked died before it started ({failure.message})")
             self.pool_warning = f"the warm-worker pool was not used: {pool.broken}; the worker was spawned"
@@ -182,7 +182,10 @@ class Supervisor:
         if not self.cfg.hold:
             return
         self._go.wait(max(0.0, deadline - time.monotonic()))
-        if self._go.is_set() and not self._stop.is_set() and self.conn is not None:
+        if self._stop.is_set():  # cancelled while held: it never goes on, and no other worker replaces it
+            self._kill_everything()
+            raise WorkerFailure(ERROR, "the worker was stopped while it was held, before its start went on")
+        if self._go.is_set() and self.conn is not None:
             try:
                 protocol.send_to_worker(self.conn, Proceed())
             except (OSError, ValueError):
