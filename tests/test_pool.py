@@ -625,15 +625,19 @@ def test_a_renewal_cut_short_while_the_last_worker_stops_leaves_it_to_the_sessio
         session.renew(deadline)
     following = session._next
     assert cut and following is not None
-    for _ in range(100):  # until it is forked
-        if following.sup.proc is not None:
-            break
-        time.sleep(0.05)
+    _wait_until_forked(following)
     session.stop()
     assert last.proc is not None and following.sup.proc is not None, "the next worker was never forked"
     last.proc.join(5.0)
     following.sup.proc.join(5.0)
     assert not last.proc.is_alive() and not following.sup.proc.is_alive()
+
+
+def _wait_until_forked(held, timeout_s: float = 5.0) -> None:
+    """Until the held start's worker is forked (its supervisor has its process), at most ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while held.sup.proc is None and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def _session(tmp_path: Path, start_ahead: str = "on"):
@@ -690,10 +694,7 @@ def test_a_worker_started_ahead_for_a_block_that_never_comes_is_stopped_with_the
         session.start_next_ahead()
         ahead = session._next
         assert ahead is not None and current is not None
-        for _ in range(100):  # until it is forked
-            if ahead.sup.proc is not None:
-                break
-            time.sleep(0.05)
+        _wait_until_forked(ahead)
         assert ahead.sup.proc is not None, "the worker ahead was never forked"
         time.sleep(0.5)  # held
     finally:

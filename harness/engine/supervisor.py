@@ -106,7 +106,7 @@ class Supervisor:
         self.shared: SharedOutputs | None = None  # where the worker places its replies' outputs, if anywhere
         self._exit_sent = False  # retire() asked the worker to exit
         self._spared: set[int] = set()  # our children that stop() leaves alone (the next worker, the pool's server)
-        self._go = threading.Event()  # a worker started ahead (cfg.hold) may go on: proceed() or stop()
+        self._go = threading.Event()  # a held worker (cfg.hold) may go on: proceed(), or stop() to end its start
 
     @property
     def siblings(self) -> Siblings | None:
