@@ -126,7 +126,16 @@ class Ready:
         )
 
 
-STARTUP_STEPS = ("isolate", "imports", "cuda_context", HELD_STEP, "sampler", "calibrate", "task")  # in order
+STARTUP_STEPS = (
+    "isolate",
+    "imports",
+    "cuda_context",
+    "own_kernels",
+    HELD_STEP,
+    "sampler",
+    "calibrate",
+    "task",
+)  # in order
 
 
 def _step_seconds(steps: object, names: tuple[str, ...]) -> dict[str, float]:

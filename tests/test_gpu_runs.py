@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -37,7 +41,6 @@ def test_torch_compile_submission_runs_as_nobody(tmp_path):
     as that user): the run's own cache directory must be used, or Inductor fails with EACCES."""
     import getpass
     import tempfile
-    import textwrap
 
     from harness.engine.runner import _privilege_drop_possible
 
@@ -241,3 +244,50 @@ def test_triton_nvfp4_operands_not_aligned_for_tma_are_right():
             assert task.check(data, data[6])[0], case
         aligned[6].fill_(float("nan"))
         assert task.check(aligned, sub.custom_kernel(aligned))[0], case
+
+
+def test_the_harness_kernels_loaded_ahead_are_the_ones_the_sampler_launches(tmp_path):
+    """A worker loads the launch gate's and the timestamps' kernels before it waits for its block
+    (gate.load_ahead), so that its sampler's first launches after the wait find them loaded.
+    Triton compiles one kernel per specialization of the arguments (dtypes, pointer alignment, int
+    widths, warps): were the arguments loaded ahead not the sampler's, the sampler would compile and
+    load another on its first launch, after the wait. In a fresh process, after load_ahead, building the
+    sampler and calibrating it (every kind of launch it makes) adds no kernel and loads none."""
+    script = tmp_path / "loaded_ahead.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from harness.worker import gate, gate_kernel
+            from harness.worker.sampler import Sampler
+
+            device = torch.device("cuda", torch.cuda.current_device())
+            kernels = (gate_kernel.gate_kernel, gate_kernel.stamp_kernel, gate_kernel.occupancy_stamp_kernel)
+
+            def compiled():
+                return {k.fn.__name__: dict(k.device_caches[device.index][0]) for k in kernels}
+
+            torch.empty(1, device=device)
+            gate.load_ahead(device)
+            ahead = compiled()
+            assert all(len(cache) == 1 for cache in ahead.values()), ahead
+            assert all(c.module is not None for cache in ahead.values() for c in cache.values()), "not loaded"
+            sampler = Sampler(device, None, hide_bytes=1 << 30)
+            assert sampler.gate is not None and sampler._occupancy is not None, sampler.method
+            sampler.calibrate()
+            after = compiled()
+            assert after == ahead, {name: sorted(map(str, cache)) for name, cache in after.items()}
+            print("same kernels")
+            """
+        )
+    )
+    res = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert res.returncode == 0 and "same kernels" in res.stdout, res.stderr[-3000:]

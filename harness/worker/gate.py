@@ -31,6 +31,35 @@ from typing import Any
 import torch
 
 _START_TIMEOUT_S = 1.0  # blocks not all resident by then: something else occupies the GPU
+_FLAG_STRIDE = 4  # int32 words from one flag to the next: 16 bytes
+
+
+def grid_that_fills(device: torch.device) -> tuple[int, int]:
+    """(threads per block, blocks): blocks that exactly fill every SM's thread slots, 2 x 1024 on an
+    H100/H200 (2048 threads per SM), 3 x 512 where an SM holds 1536."""
+    props = torch.cuda.get_device_properties(device)
+    slots = props.max_threads_per_multi_processor
+    threads = 1024 if slots % 1024 == 0 else 512
+    return threads, props.multi_processor_count * max(1, slots // threads)
+
+
+def load_ahead(device: torch.device) -> None:
+    """Compiles (or reads from Triton's cache) the gate's and the sampler's two timestamp kernels for the
+    arguments the sampler launches them with, and loads them into this process's CUDA context, launching
+    nothing: a held worker does this before it waits, so its first samples find them loaded. The
+    tensors are only allocated (never written): aligned as every pointer the sampler passes is."""
+    from harness.worker.gate_kernel import gate_kernel, occupancy_stamp_kernel, stamp_kernel
+
+    threads, nblocks = grid_that_fills(device)
+    flag = torch.empty(1, dtype=torch.int32, device=device)
+    host_flag = torch.empty(1, dtype=torch.int32, pin_memory=True)
+    stamps = torch.empty(3, dtype=torch.int64, device=device)
+    for kernel, grid, args, warps in (
+        (gate_kernel, (nblocks,), (flag, flag, host_flag, host_flag, 1, nblocks, 1), threads // 32),
+        (stamp_kernel, (1,), (stamps, 0), 1),
+        (occupancy_stamp_kernel, (nblocks,), (stamps, 2), threads // 32),
+    ):
+        kernel.warmup(*args, grid=grid, num_warps=warps)._init_handles()
 
 
 class LaunchGate:
@@ -39,18 +68,15 @@ class LaunchGate:
     def __init__(self, device: torch.device, cap_ns: float, kernel: Any):
         """``kernel``: :func:`harness.worker.gate_kernel.gate_kernel` (a Triton kernel, launched by grid)."""
         self._kernel = kernel
-        props = torch.cuda.get_device_properties(device)
         self.device = device
         self.cap_ns = int(cap_ns)
-        # blocks that exactly fill an SM's thread slots: 2 x 1024 on an H100/H200 (2048 threads per SM),
-        # 3 x 512 where an SM holds 1536
-        slots = props.max_threads_per_multi_processor
-        self.threads = 1024 if slots % 1024 == 0 else 512
-        self.nblocks = props.multi_processor_count * max(1, slots // self.threads)
-        device_flags = torch.zeros(2, dtype=torch.int32, device=device)
-        self._count, self._open = device_flags[0:1], device_flags[1:2]
-        host = torch.zeros(2, dtype=torch.int32, pin_memory=True)
-        self._started, self._release = host[0:1], host[1:2]
+        self.threads, self.nblocks = grid_that_fills(device)
+        # each flag on its own 16 bytes: Triton compiles a kernel for its pointers' alignment, and the
+        # kernel a held worker loaded ahead (load_ahead) was compiled for aligned ones
+        device_flags = torch.zeros(2 * _FLAG_STRIDE, dtype=torch.int32, device=device)
+        self._count, self._open = (device_flags[i : i + 1] for i in (0, _FLAG_STRIDE))
+        host = torch.zeros(2 * _FLAG_STRIDE, dtype=torch.int32, pin_memory=True)
+        self._started, self._release = (host[i : i + 1] for i in (0, _FLAG_STRIDE))
         self._flags = host.numpy()  # the host side of both flags, no CUDA call to read
         self._seq = 0
 
@@ -93,7 +119,7 @@ class LaunchGate:
         return True
 
     def open(self) -> None:
-        self._flags[1] = self._seq
+        self._flags[_FLAG_STRIDE] = self._seq
 
     def _why_it_does_not_hold(self) -> str:
         """While the gate is closed for 2 ms, a one-block kernel on another stream must not run;

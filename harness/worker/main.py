@@ -152,6 +152,8 @@ class Worker:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # the CUDA context, created here rather than in the sampler
         took("cuda_context")
+        _load_own_kernels_ahead(cfg, self.device)
+        took("own_kernels")
         if cfg.hold:
             _wait_to_proceed(conn)
             took(HELD_STEP)  # not a cost: the parent names the steps before it as done ahead
@@ -425,6 +427,21 @@ def _wait_to_proceed(conn: Connection) -> None:
         os._exit(0)
     if not isinstance(request, Proceed):
         os._exit(0)
+
+
+def _load_own_kernels_ahead(cfg: WorkerConfig, device: torch.device) -> None:
+    """Where the sampler builds a launch gate, its kernels (the gate and the timestamps) are loaded before
+    a held worker waits, launching nothing, so the sampler's first launches after the wait find them
+    loaded. A failure here is left to the sampler: it meets it again at its first launch and reports it."""
+    if device.type != "cuda" or cfg.hide_bytes <= 0 or torch.version.hip is not None:
+        return
+    try:
+        from harness.worker.gate import load_ahead
+
+        with _own_kernels_cache(cfg):
+            load_ahead(device)
+    except Exception:
+        pass
 
 
 @contextlib.contextmanager
