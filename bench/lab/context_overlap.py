@@ -1,13 +1,15 @@
 """Lab probe: does another process on the same GPU disturb a worker's timed samples while it starts?
 
 The question behind ``--start-ahead``: while block b is timed, the worker of block b+1 is forked, makes its
-CUDA context and waits (idle) until block b is done. One timing process (the harness's own ``Sampler``:
+CUDA context, loads the harness's kernels and waits (idle) until block b is done. One timing process (the harness's own ``Sampler``:
 L2 flush, launch gate, events, tails) times a bf16 matmul of about 19 us on an H100 in rounds; the
 conditions take turns, each first in turn:
 
 - ``quiet``: nothing else runs;
 - ``context``: fresh processes, forked as the pool forks them, one after another, each making its CUDA
-  context (``torch.empty(1)`` on the device) and exiting: a worker started ahead, again and again;
+  context (``torch.empty(1)`` on the device), loading the harness's own kernels (``gate.load_ahead``:
+  read from the Triton cache the timer filled, loaded, none launched) and exiting: a worker started
+  ahead, again and again;
 - ``idle``: one process that made its context before the round waits through it: a worker started ahead,
   held;
 - ``busy``: one process that keeps the GPU busy with matmuls of its own through the round: the control,
@@ -75,8 +77,11 @@ def _timer(conn) -> None:
 def _context_then_exit() -> None:
     import torch
 
+    from harness.worker.gate import load_ahead
+
     torch.cuda.set_device(0)
     torch.empty(1, device="cuda")
+    load_ahead(torch.device("cuda", 0))
     os._exit(0)
 
 
