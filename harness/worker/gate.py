@@ -34,6 +34,13 @@ _START_TIMEOUT_S = 1.0  # blocks not all resident by then: something else occupi
 _FLAG_STRIDE = 4  # int32 words from one flag to the next: 16 bytes
 
 
+def _flag_pair(buffer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two one-word flags of ``buffer`` (``2 * _FLAG_STRIDE`` int32 words), each on its own 16 bytes:
+    Triton compiles a kernel for its pointers' alignment, and the gate kernel a worker loaded ahead
+    (:func:`load_ahead`) was compiled for aligned ones."""
+    return buffer[0:1], buffer[_FLAG_STRIDE : _FLAG_STRIDE + 1]
+
+
 def grid_that_fills(device: torch.device) -> tuple[int, int]:
     """(threads per block, blocks): blocks that exactly fill every SM's thread slots, 2 x 1024 on an
     H100/H200 (2048 threads per SM), 3 x 512 where an SM holds 1536."""
@@ -71,12 +78,9 @@ class LaunchGate:
         self.device = device
         self.cap_ns = int(cap_ns)
         self.threads, self.nblocks = grid_that_fills(device)
-        # each flag on its own 16 bytes: Triton compiles a kernel for its pointers' alignment, and the
-        # kernel a held worker loaded ahead (load_ahead) was compiled for aligned ones
-        device_flags = torch.zeros(2 * _FLAG_STRIDE, dtype=torch.int32, device=device)
-        self._count, self._open = (device_flags[i : i + 1] for i in (0, _FLAG_STRIDE))
+        self._count, self._open = _flag_pair(torch.zeros(2 * _FLAG_STRIDE, dtype=torch.int32, device=device))
         host = torch.zeros(2 * _FLAG_STRIDE, dtype=torch.int32, pin_memory=True)
-        self._started, self._release = (host[i : i + 1] for i in (0, _FLAG_STRIDE))
+        self._started, self._release = _flag_pair(host)
         self._flags = host.numpy()  # the host side of both flags, no CUDA call to read
         self._seq = 0
 
