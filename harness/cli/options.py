@@ -44,8 +44,8 @@ def add_start_ahead_argument(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="blocks: start each block's fresh worker (its sandbox, CUDA context and the harness's own kernels) "
         "while the last block is measured; it launches nothing on the GPU until the last block's worker is "
-        "reaped (auto, the default: "
-        "on a GPU; on: also on the CPU; off: each worker starts once the last block is done)",
+        "reaped (auto, the default: on a GPU; on: also on the CPU; off: each worker starts once the last "
+        "block is done)",
     )
 
 

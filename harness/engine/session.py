@@ -330,7 +330,7 @@ class HeldStart:
         self.sup, self.during_block = sup, during_block
         self._first: protocol.Message | None = None
         self._failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, args=(pool,), name="worker-ahead", daemon=True)
+        self._thread = threading.Thread(target=self._start, args=(pool,), name="worker-held", daemon=True)
         self._thread.start()
 
     def _start(self, pool: WorkerPool | None) -> None:

@@ -50,11 +50,19 @@ def grid_that_fills(device: torch.device) -> tuple[int, int]:
     return threads, props.multi_processor_count * max(1, slots // threads)
 
 
+def _for_nvidia(device: torch.device) -> bool:
+    """Whether the gate is built on ``device``: an NVIDIA GPU (not the CPU, not ROCm)."""
+    return device.type == "cuda" and torch.version.hip is None
+
+
 def load_ahead(device: torch.device) -> None:
     """Compiles (or reads from Triton's cache) the gate's and the sampler's two timestamp kernels for the
     arguments the sampler launches them with, and loads them into this process's CUDA context, launching
     nothing: a held worker does this before it waits, so its first samples find them loaded. The
-    tensors are only allocated (never written): aligned as every pointer the sampler passes is."""
+    tensors are only allocated (never written): aligned as every pointer the sampler passes is. Nothing
+    where no gate is built."""
+    if not _for_nvidia(device):
+        return
     from harness.worker.gate_kernel import gate_kernel, occupancy_stamp_kernel, stamp_kernel
 
     threads, nblocks = grid_that_fills(device)
@@ -87,7 +95,7 @@ class LaunchGate:
     @classmethod
     def create(cls, device: torch.device, cap_ns: float) -> tuple[LaunchGate | None, str]:
         """A verified gate, or None and why not."""
-        if device.type != "cuda" or torch.version.hip is not None:
+        if not _for_nvidia(device):
             return None, "the gate is built for NVIDIA GPUs"
         try:
             from harness.worker.gate_kernel import gate_kernel

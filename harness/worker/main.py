@@ -45,6 +45,7 @@ from harness.requests import (
 from harness.shared_outputs import SharedOutputs
 from harness.worker import imports, kernel_only, originals, sandbox
 from harness.worker.config import WorkerConfig
+from harness.worker.gate import load_ahead
 from harness.worker.sampler import Sampler
 from harness.worker.staging import OutputStaging, Staged
 from tasks.registry import load_task_module
@@ -433,11 +434,9 @@ def _load_own_kernels_ahead(cfg: WorkerConfig, device: torch.device) -> None:
     """Where the sampler builds a launch gate, its kernels (the gate and the timestamps) are loaded before
     a held worker waits, launching nothing, so the sampler's first launches after the wait find them
     loaded. A failure here is left to the sampler: it meets it again at its first launch and reports it."""
-    if device.type != "cuda" or cfg.hide_bytes <= 0 or torch.version.hip is not None:
+    if cfg.hide_bytes <= 0:  # no gate (Sampler): nothing to load
         return
     try:
-        from harness.worker.gate import load_ahead
-
         with _own_kernels_cache(cfg):
             load_ahead(device)
     except Exception:
